@@ -1,0 +1,18 @@
+//! The journal of the mds metadata server: the one crate that talks to RocksDB.
+//!
+//! It owns the on-disk schema (column families, keys, record encodings, the schema version),
+//! the group-commit write path (one synced `WriteBatch` per group of transactions, carrying
+//! the new `last_committed`), and recovery at open. It knows nothing about sockets or about
+//! namespace rules: the server hands it finished records and it makes them durable in
+//! transno order, or fails stop.
+
+mod error;
+mod options;
+mod schema;
+mod store;
+
+pub use error::{Error, Result};
+pub use schema::{
+    Dentry, FileKind, Inode, JournalOp, ROOT_INO, ResendRecord, SCHEMA_VERSION, TxRecord,
+};
+pub use store::{CommitInfo, Journal, JournalOptions, Recovered, StoreStats};

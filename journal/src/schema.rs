@@ -1,0 +1,190 @@
+//! The on-disk schema: column-family names, key layouts, record encodings and the version
+//! checked at open. Values are postcard-encoded serde structs; keys are big-endian so that
+//! RocksDB's byte order is numeric order (a directory's entries are one contiguous range).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Bumped whenever a key layout or a record encoding changes incompatibly.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// The root directory's inode number.
+pub const ROOT_INO: u64 = 1;
+
+/// Inodes by number: key = ino (u64 BE), value = [`Inode`].
+pub(crate) const CF_INODES: &str = "inodes";
+/// Directory entries: key = parent ino (u64 BE) ++ name bytes, value = [`Dentry`].
+pub(crate) const CF_DENTRIES: &str = "dentries";
+/// Per-client resend records: key = client id (u64 BE) ++ xid (u64 BE), value =
+/// [`ResendRecord`].
+pub(crate) const CF_CLIENTS: &str = "clients";
+/// Store-wide values: schema version, `last_committed`, next inode number.
+pub(crate) const CF_META: &str = "meta";
+pub(crate) const ALL_CFS: [&str; 4] = [CF_INODES, CF_DENTRIES, CF_CLIENTS, CF_META];
+
+pub(crate) const META_SCHEMA_VERSION: &[u8] = b"schema_version";
+pub(crate) const META_LAST_COMMITTED: &[u8] = b"last_committed";
+pub(crate) const META_NEXT_INO: &[u8] = b"next_ino";
+
+/// Directory or regular file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum FileKind {
+    Directory,
+    File,
+}
+
+/// One inode as stored, and as the server keeps it in memory.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inode {
+    pub ino: u64,
+    pub kind: FileKind,
+    /// Permission bits (no file-type bits; `kind` says that).
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    /// Directories: 2 + subdirectories. Files: the number of entries naming it.
+    pub nlink: u32,
+    pub size: u64,
+    /// Nanoseconds since the Unix epoch.
+    pub ctime_ns: i64,
+    pub mtime_ns: i64,
+    /// The transno that created this inode: with `ino`, a handle no later inode can alias.
+    pub generation: u64,
+    /// Directories: the parent directory (the root is its own parent). Files: 0.
+    pub parent: u64,
+    /// Directories: how many entries they hold, so emptiness and size need no scan.
+    pub entries: u64,
+    /// The transno of the last mutation that changed this inode; never above
+    /// `last_committed` in a consistent store.
+    pub transno: u64,
+}
+
+/// A directory entry's value: the child it names and that child's kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Dentry {
+    pub ino: u64,
+    pub kind: FileKind,
+}
+
+/// What the server remembers of an executed request so that a resend is answered from the
+/// record, never executed twice.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResendRecord {
+    pub xid: u64,
+    pub transno: u64,
+    /// The encoded reply body, opaque to the journal.
+    pub reply: Vec<u8>,
+}
+
+/// One change inside a transaction.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum JournalOp {
+    PutInode(Inode),
+    DeleteInode(u64),
+    PutDentry {
+        parent: u64,
+        name: String,
+        entry: Dentry,
+    },
+    DeleteDentry {
+        parent: u64,
+        name: String,
+    },
+    PutResend {
+        client: u64,
+        record: ResendRecord,
+    },
+    /// Drops a client's records with xid below `below_xid` (the client has their replies).
+    TrimResend {
+        client: u64,
+        below_xid: u64,
+    },
+}
+
+/// One mutation's changes, made durable atomically with its transno.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TxRecord {
+    pub transno: u64,
+    pub ops: Vec<JournalOp>,
+}
+
+pub(crate) fn ino_key(ino: u64) -> [u8; 8] {
+    ino.to_be_bytes()
+}
+
+pub(crate) fn dentry_key(parent: u64, name: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(8 + name.len());
+    key.extend_from_slice(&parent.to_be_bytes());
+    key.extend_from_slice(name.as_bytes());
+    key
+}
+
+pub(crate) fn resend_key(client: u64, xid: u64) -> [u8; 16] {
+    let mut key = [0u8; 16];
+    key[..8].copy_from_slice(&client.to_be_bytes());
+    key[8..].copy_from_slice(&xid.to_be_bytes());
+    key
+}
+
+pub(crate) fn decode_u64_key(what: &'static str, key: &[u8]) -> Result<u64> {
+    let bytes: [u8; 8] = key
+        .get(..8)
+        .and_then(|k| k.try_into().ok())
+        .ok_or_else(|| Error::Corrupt {
+            what,
+            detail: format!("key of {} bytes", key.len()),
+        })?;
+    Ok(u64::from_be_bytes(bytes))
+}
+
+pub(crate) fn decode_dentry_key(key: &[u8]) -> Result<(u64, String)> {
+    let parent = decode_u64_key("dentry key", key)?;
+    let name = std::str::from_utf8(&key[8..]).map_err(|e| Error::Corrupt {
+        what: "dentry name",
+        detail: e.to_string(),
+    })?;
+    Ok((parent, name.to_owned()))
+}
+
+pub(crate) fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    postcard::to_stdvec(value).expect("encoding into a Vec cannot fail")
+}
+
+pub(crate) fn decode<'a, T: Deserialize<'a>>(what: &'static str, bytes: &'a [u8]) -> Result<T> {
+    postcard::from_bytes(bytes).map_err(|e| Error::Corrupt {
+        what,
+        detail: e.to_string(),
+    })
+}
+
+pub(crate) fn decode_meta_u64(what: &'static str, bytes: &[u8]) -> Result<u64> {
+    let arr: [u8; 8] = bytes.try_into().map_err(|_| Error::Corrupt {
+        what,
+        detail: format!("{} bytes", bytes.len()),
+    })?;
+    Ok(u64::from_le_bytes(arr))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dentry_keys_sort_by_parent_then_name() {
+        let a = dentry_key(1, "zzz");
+        let b = dentry_key(2, "aaa");
+        let c = dentry_key(2, "aab");
+        assert!(a < b && b < c);
+        assert_eq!(decode_dentry_key(&c).unwrap(), (2, "aab".to_owned()));
+    }
+
+    #[test]
+    fn short_keys_are_corrupt_not_panics() {
+        assert!(matches!(
+            decode_u64_key("inode key", &[1, 2]),
+            Err(Error::Corrupt { .. })
+        ));
+        assert!(decode::<Inode>("inode", &[0xff, 0xff]).is_err());
+    }
+}

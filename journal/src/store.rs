@@ -1,0 +1,492 @@
+//! The journal store: open with recovery, group commit, reads of committed state and scans
+//! for start-up and fsck.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rocksdb::{ColumnFamily, DB, Direction, IteratorMode, ReadOptions, WriteBatch, WriteOptions};
+
+use crate::error::{Error, Result};
+use crate::options::{block_cache, cf_descriptors, db_options};
+use crate::schema::*;
+
+/// How the journal is opened.
+#[derive(Clone, Debug, Default)]
+pub struct JournalOptions {
+    /// Test hook: the commit after this many successful ones fails as a write error would,
+    /// and the journal stops. `None` in production.
+    pub fail_after_commits: Option<u64>,
+}
+
+/// What recovery found at open.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Recovered {
+    /// Every transno up to this one is durable; the next transaction gets the one after.
+    pub last_committed: u64,
+    /// The next inode number to hand out (inode numbers are never reused).
+    pub next_ino: u64,
+    /// Whether this open created the store.
+    pub created: bool,
+}
+
+/// What one group commit did.
+#[derive(Clone, Copy, Debug)]
+pub struct CommitInfo {
+    pub last_committed: u64,
+    /// Transactions in the batch.
+    pub transactions: usize,
+    /// Bytes in the RocksDB write batch.
+    pub bytes: usize,
+    /// Time to build the write batch (encoding records).
+    pub build: Duration,
+    /// Time in RocksDB's synced write (WAL append + fsync + memtable insert).
+    pub write_sync: Duration,
+}
+
+/// Sizes and counters read from RocksDB, for metrics.
+#[derive(Clone, Debug, Default)]
+pub struct StoreStats {
+    /// Per column family: (name, estimated keys, live SST bytes, memtable bytes).
+    pub families: Vec<(&'static str, u64, u64, u64)>,
+    /// Microseconds writes were stalled by RocksDB since open.
+    pub stall_micros: u64,
+    /// WAL syncs since open.
+    pub wal_syncs: u64,
+}
+
+/// The journal: a RocksDB database with the mds schema.
+pub struct Journal {
+    db: DB,
+    path: PathBuf,
+    last_committed: AtomicU64,
+    next_ino: AtomicU64,
+    commits: AtomicU64,
+    failed: AtomicBool,
+    options: JournalOptions,
+    opts: rocksdb::Options,
+}
+
+impl std::fmt::Debug for Journal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Journal")
+            .field("path", &self.path)
+            .field("last_committed", &self.last_committed())
+            .finish()
+    }
+}
+
+impl Journal {
+    /// Opens (creating if needed) the store at `path`, checks its schema version and recovers
+    /// `last_committed` and the next inode number. A new store gets its root directory in its
+    /// first, synced, batch.
+    pub fn open(path: &Path, options: JournalOptions) -> Result<(Journal, Recovered)> {
+        let opts = db_options();
+        let cache = block_cache();
+        let db = DB::open_cf_descriptors(&opts, path, cf_descriptors(&cache))?;
+        Self::finish_open(db, opts, path, options, true)
+    }
+
+    /// Opens an existing store read-only (for `mds fsck` and other offline tools).
+    pub fn open_read_only(path: &Path) -> Result<(Journal, Recovered)> {
+        let mut opts = db_options();
+        opts.create_if_missing(false);
+        let cache = block_cache();
+        let db = DB::open_cf_descriptors_read_only(&opts, path, cf_descriptors(&cache), false)?;
+        Self::finish_open(db, opts, path, JournalOptions::default(), false)
+    }
+
+    fn finish_open(
+        db: DB,
+        opts: rocksdb::Options,
+        path: &Path,
+        options: JournalOptions,
+        writable: bool,
+    ) -> Result<(Journal, Recovered)> {
+        let journal = Journal {
+            db,
+            path: path.to_owned(),
+            last_committed: AtomicU64::new(0),
+            next_ino: AtomicU64::new(ROOT_INO + 1),
+            commits: AtomicU64::new(0),
+            failed: AtomicBool::new(false),
+            options,
+            opts,
+        };
+        let meta = journal.cf(CF_META);
+        let created = match journal.db.get_cf(meta, META_SCHEMA_VERSION)? {
+            Some(v) => {
+                let found =
+                    u32::from_le_bytes(v.as_slice().try_into().map_err(|_| Error::Corrupt {
+                        what: "schema version",
+                        detail: format!("{} bytes", v.len()),
+                    })?);
+                if found != SCHEMA_VERSION {
+                    return Err(Error::SchemaVersion {
+                        path: path.display().to_string(),
+                        found,
+                        expected: SCHEMA_VERSION,
+                    });
+                }
+                false
+            }
+            None if writable => {
+                journal.initialize()?;
+                true
+            }
+            None => {
+                return Err(Error::Corrupt {
+                    what: "store",
+                    detail: format!("{} has no schema version", path.display()),
+                });
+            }
+        };
+        let last_committed = match journal.db.get_cf(meta, META_LAST_COMMITTED)? {
+            Some(v) => decode_meta_u64("last_committed", &v)?,
+            None => 0,
+        };
+        let next_ino = match journal.db.get_cf(meta, META_NEXT_INO)? {
+            Some(v) => decode_meta_u64("next_ino", &v)?,
+            None => ROOT_INO + 1,
+        };
+        journal
+            .last_committed
+            .store(last_committed, Ordering::SeqCst);
+        journal.next_ino.store(next_ino, Ordering::SeqCst);
+        Ok((
+            journal,
+            Recovered {
+                last_committed,
+                next_ino,
+                created,
+            },
+        ))
+    }
+
+    /// Writes the schema version and the root directory of a new store, synced.
+    fn initialize(&self) -> Result<()> {
+        let root = Inode {
+            ino: ROOT_INO,
+            kind: FileKind::Directory,
+            mode: 0o755,
+            uid: 0,
+            gid: 0,
+            nlink: 2,
+            size: 0,
+            ctime_ns: now_ns(),
+            mtime_ns: now_ns(),
+            generation: 0,
+            parent: ROOT_INO,
+            entries: 0,
+            transno: 0,
+        };
+        let mut batch = WriteBatch::default();
+        let meta = self.cf(CF_META);
+        batch.put_cf(meta, META_SCHEMA_VERSION, SCHEMA_VERSION.to_le_bytes());
+        batch.put_cf(meta, META_LAST_COMMITTED, 0u64.to_le_bytes());
+        batch.put_cf(meta, META_NEXT_INO, (ROOT_INO + 1).to_le_bytes());
+        batch.put_cf(self.cf(CF_INODES), ino_key(ROOT_INO), encode(&root));
+        self.db.write_opt(batch, &synced())?;
+        Ok(())
+    }
+
+    fn cf(&self, name: &str) -> &ColumnFamily {
+        self.db
+            .cf_handle(name)
+            .expect("every column family is created at open")
+    }
+
+    /// Every transno up to this one is durable.
+    pub fn last_committed(&self) -> u64 {
+        self.last_committed.load(Ordering::Acquire)
+    }
+
+    /// Whether an earlier write failed and the journal stopped.
+    pub fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// The directory the store lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Makes a group of transactions durable in one synced `WriteBatch`, together with the new
+    /// `last_committed` and inode high-water mark.
+    ///
+    /// `records` must be in transno order and contiguous from `last_committed + 1`: that is
+    /// what keeps `last_committed` contiguous and makes later updates of one key win, as the
+    /// serial order says. Any failure stops the journal for good (fail-stop); it is never
+    /// retried, because after a failed fsync the state of the disk is unknown.
+    pub fn commit(&self, records: &[TxRecord]) -> Result<CommitInfo> {
+        if self.is_failed() {
+            return Err(Error::Failed);
+        }
+        let Some(last) = records.last() else {
+            return Ok(CommitInfo {
+                last_committed: self.last_committed(),
+                transactions: 0,
+                bytes: 0,
+                build: Duration::ZERO,
+                write_sync: Duration::ZERO,
+            });
+        };
+        let started = Instant::now();
+        for (expected, record) in (self.last_committed() + 1..).zip(records) {
+            if record.transno != expected {
+                return Err(Error::OutOfOrder {
+                    expected,
+                    got: record.transno,
+                });
+            }
+        }
+        let (inodes, dentries, clients, meta) = (
+            self.cf(CF_INODES),
+            self.cf(CF_DENTRIES),
+            self.cf(CF_CLIENTS),
+            self.cf(CF_META),
+        );
+        let mut next_ino = self.next_ino.load(Ordering::Relaxed);
+        let mut batch = WriteBatch::default();
+        let mut scratch = Vec::with_capacity(128);
+        for record in records {
+            for op in &record.ops {
+                match op {
+                    JournalOp::PutInode(inode) => {
+                        next_ino = next_ino.max(inode.ino + 1);
+                        scratch.clear();
+                        let bytes = postcard::to_extend(inode, std::mem::take(&mut scratch))
+                            .expect("encoding into a Vec cannot fail");
+                        batch.put_cf(inodes, ino_key(inode.ino), &bytes);
+                        scratch = bytes;
+                    }
+                    JournalOp::DeleteInode(ino) => batch.delete_cf(inodes, ino_key(*ino)),
+                    JournalOp::PutDentry {
+                        parent,
+                        name,
+                        entry,
+                    } => batch.put_cf(dentries, dentry_key(*parent, name), encode(entry)),
+                    JournalOp::DeleteDentry { parent, name } => {
+                        batch.delete_cf(dentries, dentry_key(*parent, name))
+                    }
+                    JournalOp::PutResend { client, record } => {
+                        batch.put_cf(clients, resend_key(*client, record.xid), encode(record))
+                    }
+                    JournalOp::TrimResend { client, below_xid } => batch.delete_range_cf(
+                        clients,
+                        resend_key(*client, 0),
+                        resend_key(*client, *below_xid),
+                    ),
+                }
+            }
+        }
+        batch.put_cf(meta, META_LAST_COMMITTED, last.transno.to_le_bytes());
+        batch.put_cf(meta, META_NEXT_INO, next_ino.to_le_bytes());
+        let bytes = batch.size_in_bytes();
+        let build = started.elapsed();
+
+        if let Some(limit) = self.options.fail_after_commits
+            && self.commits.load(Ordering::Relaxed) >= limit
+        {
+            self.failed.store(true, Ordering::Release);
+            return Err(Error::Injected);
+        }
+        let write_started = Instant::now();
+        if let Err(e) = self.db.write_opt(batch, &synced()) {
+            self.failed.store(true, Ordering::Release);
+            return Err(e.into());
+        }
+        let write_sync = write_started.elapsed();
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        self.next_ino.store(next_ino, Ordering::Relaxed);
+        self.last_committed.store(last.transno, Ordering::Release);
+        Ok(CommitInfo {
+            last_committed: last.transno,
+            transactions: records.len(),
+            bytes,
+            build,
+            write_sync,
+        })
+    }
+
+    /// Reads one committed inode.
+    pub fn inode(&self, ino: u64) -> Result<Option<Inode>> {
+        match self.db.get_pinned_cf(self.cf(CF_INODES), ino_key(ino))? {
+            Some(v) => Ok(Some(decode("inode", &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads one committed directory entry.
+    pub fn dentry(&self, parent: u64, name: &str) -> Result<Option<Dentry>> {
+        match self
+            .db
+            .get_pinned_cf(self.cf(CF_DENTRIES), dentry_key(parent, name))?
+        {
+            Some(v) => Ok(Some(decode("dentry", &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads one committed resend record.
+    pub fn resend_record(&self, client: u64, xid: u64) -> Result<Option<ResendRecord>> {
+        match self
+            .db
+            .get_pinned_cf(self.cf(CF_CLIENTS), resend_key(client, xid))?
+        {
+            Some(v) => Ok(Some(decode("resend record", &v)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Calls `f` on every committed inode in inode-number order.
+    pub fn scan_inodes(&self, mut f: impl FnMut(Inode) -> Result<()>) -> Result<()> {
+        for item in self.db.iterator_cf(self.cf(CF_INODES), IteratorMode::Start) {
+            let (key, value) = item?;
+            let inode: Inode = decode("inode", &value)?;
+            let ino = decode_u64_key("inode key", &key)?;
+            if ino != inode.ino {
+                return Err(Error::Corrupt {
+                    what: "inode",
+                    detail: format!("key {ino} holds inode {}", inode.ino),
+                });
+            }
+            f(inode)?;
+        }
+        Ok(())
+    }
+
+    /// Calls `f(parent, name, entry)` on every committed directory entry, grouped by parent
+    /// and in name-byte order within one directory.
+    pub fn scan_dentries(
+        &self,
+        mut f: impl FnMut(u64, String, Dentry) -> Result<()>,
+    ) -> Result<()> {
+        for item in self
+            .db
+            .iterator_cf(self.cf(CF_DENTRIES), IteratorMode::Start)
+        {
+            let (key, value) = item?;
+            let (parent, name) = decode_dentry_key(&key)?;
+            f(parent, name, decode("dentry", &value)?)?;
+        }
+        Ok(())
+    }
+
+    /// Calls `f(client, record)` on every resend record.
+    pub fn scan_resend(&self, mut f: impl FnMut(u64, ResendRecord) -> Result<()>) -> Result<()> {
+        for item in self
+            .db
+            .iterator_cf(self.cf(CF_CLIENTS), IteratorMode::Start)
+        {
+            let (key, value) = item?;
+            let client = decode_u64_key("resend key", &key)?;
+            f(client, decode("resend record", &value)?)?;
+        }
+        Ok(())
+    }
+
+    /// Lists committed entries of one directory after `cursor` (exclusive), at most `limit`.
+    pub fn list_dentries(
+        &self,
+        parent: u64,
+        cursor: Option<&str>,
+        limit: usize,
+    ) -> Result<Vec<(String, Dentry)>> {
+        let start = dentry_key(parent, cursor.unwrap_or(""));
+        let mut read = ReadOptions::default();
+        read.set_iterate_upper_bound((parent + 1).to_be_bytes().to_vec());
+        let iter = self.db.iterator_cf_opt(
+            self.cf(CF_DENTRIES),
+            read,
+            IteratorMode::From(&start, Direction::Forward),
+        );
+        let mut out = Vec::new();
+        for item in iter {
+            let (key, value) = item?;
+            let (_, name) = decode_dentry_key(&key)?;
+            if cursor == Some(name.as_str()) {
+                continue;
+            }
+            out.push((name, decode("dentry", &value)?));
+            if out.len() >= limit {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Sizes and counters for metrics: per-family key estimates and sizes, stall time, WAL
+    /// syncs. Read per column family, or RocksDB reports only the default one.
+    pub fn stats(&self) -> StoreStats {
+        let prop = |cf: &ColumnFamily, name: &str| {
+            self.db
+                .property_int_value_cf(cf, name)
+                .ok()
+                .flatten()
+                .unwrap_or(0)
+        };
+        let families = ALL_CFS
+            .iter()
+            .map(|name| {
+                let cf = self.cf(name);
+                (
+                    *name,
+                    prop(cf, "rocksdb.estimate-num-keys"),
+                    prop(cf, "rocksdb.live-sst-files-size"),
+                    prop(cf, "rocksdb.cur-size-all-mem-tables"),
+                )
+            })
+            .collect();
+        StoreStats {
+            families,
+            stall_micros: self
+                .opts
+                .get_ticker_count(rocksdb::statistics::Ticker::StallMicros),
+            wal_syncs: self
+                .opts
+                .get_ticker_count(rocksdb::statistics::Ticker::WalFileSynced),
+        }
+    }
+}
+
+fn synced() -> WriteOptions {
+    let mut opts = WriteOptions::default();
+    opts.set_sync(true);
+    opts
+}
+
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_of_another_schema_version_is_refused_with_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+            j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, 99u32.to_le_bytes())
+                .unwrap();
+        }
+        let err = Journal::open(dir.path(), JournalOptions::default()).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                Error::SchemaVersion {
+                    found: 99,
+                    expected: SCHEMA_VERSION,
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert!(err.to_string().contains("schema version 99"));
+    }
+}

@@ -1,0 +1,238 @@
+//! The journal's contract, on a real RocksDB in a temp dir: recovery at open, contiguous group
+//! commit, transno order for same-key updates, resend records, and fail-stop on a write failure.
+
+use journal::{
+    Dentry, Error, FileKind, Inode, Journal, JournalOp, JournalOptions, ROOT_INO, ResendRecord,
+    TxRecord,
+};
+
+fn file(ino: u64, transno: u64) -> Inode {
+    Inode {
+        ino,
+        kind: FileKind::File,
+        mode: 0o644,
+        uid: 1,
+        gid: 1,
+        nlink: 1,
+        size: 0,
+        ctime_ns: 1,
+        mtime_ns: 1,
+        generation: transno,
+        parent: 0,
+        entries: 0,
+        transno,
+    }
+}
+
+fn create(transno: u64, ino: u64, name: &str) -> TxRecord {
+    TxRecord {
+        transno,
+        ops: vec![
+            JournalOp::PutInode(file(ino, transno)),
+            JournalOp::PutDentry {
+                parent: ROOT_INO,
+                name: name.to_owned(),
+                entry: Dentry {
+                    ino,
+                    kind: FileKind::File,
+                },
+            },
+        ],
+    }
+}
+
+#[test]
+fn new_store_has_root_and_reopen_recovers_counters() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (j, rec) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        assert!(rec.created);
+        assert_eq!(rec.last_committed, 0);
+        assert_eq!(rec.next_ino, ROOT_INO + 1);
+        let root = j.inode(ROOT_INO).unwrap().unwrap();
+        assert_eq!(root.kind, FileKind::Directory);
+        let info = j.commit(&[create(1, 7, "a"), create(2, 9, "b")]).unwrap();
+        assert_eq!(info.last_committed, 2);
+        assert_eq!(info.transactions, 2);
+    }
+    let (j, rec) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert!(!rec.created);
+    assert_eq!(rec.last_committed, 2);
+    assert_eq!(rec.next_ino, 10, "inode numbers are never handed out twice");
+    assert_eq!(j.dentry(ROOT_INO, "b").unwrap().unwrap().ino, 9);
+    assert_eq!(j.inode(7).unwrap().unwrap().transno, 1);
+}
+
+#[test]
+fn commits_must_be_contiguous_from_last_committed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let err = j.commit(&[create(2, 5, "x")]).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::OutOfOrder {
+                expected: 1,
+                got: 2
+            }
+        ),
+        "{err}"
+    );
+    let err = j
+        .commit(&[create(1, 5, "x"), create(3, 6, "y")])
+        .unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::OutOfOrder {
+                expected: 2,
+                got: 3
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(j.last_committed(), 0);
+    assert!(
+        j.dentry(ROOT_INO, "x").unwrap().is_none(),
+        "a rejected batch writes nothing"
+    );
+    j.commit(&[create(1, 5, "x")]).unwrap();
+    assert!(!j.is_failed(), "a contract error is not a disk failure");
+}
+
+#[test]
+fn later_transno_wins_for_the_same_key_in_one_batch() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let mut chmod = file(5, 2);
+    chmod.mode = 0o600;
+    let delete = TxRecord {
+        transno: 3,
+        ops: vec![
+            JournalOp::DeleteDentry {
+                parent: ROOT_INO,
+                name: "x".into(),
+            },
+            JournalOp::DeleteInode(5),
+        ],
+    };
+    let recreate = create(4, 5, "x");
+    j.commit(&[
+        create(1, 5, "x"),
+        TxRecord {
+            transno: 2,
+            ops: vec![JournalOp::PutInode(chmod)],
+        },
+    ])
+    .unwrap();
+    assert_eq!(j.inode(5).unwrap().unwrap().mode, 0o600);
+    j.commit(&[delete, recreate]).unwrap();
+    // Transno 3 deleted inode 5 and transno 4 recreated it: the later one must win.
+    assert_eq!(j.inode(5).unwrap().unwrap().transno, 4);
+    assert!(j.dentry(ROOT_INO, "x").unwrap().is_some());
+}
+
+#[test]
+fn list_dentries_pages_by_cursor_within_one_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let records: Vec<_> = (0..25u64)
+        .map(|i| create(i + 1, 100 + i, &format!("f{i:03}")))
+        .collect();
+    j.commit(&records).unwrap();
+    let mut names = Vec::new();
+    let mut cursor: Option<String> = None;
+    loop {
+        let page = j.list_dentries(ROOT_INO, cursor.as_deref(), 10).unwrap();
+        if page.is_empty() {
+            break;
+        }
+        cursor = Some(page.last().unwrap().0.clone());
+        names.extend(page.into_iter().map(|(n, _)| n));
+    }
+    assert_eq!(names.len(), 25);
+    assert!(names.windows(2).all(|w| w[0] < w[1]));
+    assert!(j.list_dentries(ROOT_INO + 1, None, 10).unwrap().is_empty());
+}
+
+#[test]
+fn resend_records_are_stored_and_trimmed() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let put = |client, xid| JournalOp::PutResend {
+        client,
+        record: ResendRecord {
+            xid,
+            transno: xid,
+            reply: vec![xid as u8],
+        },
+    };
+    j.commit(&[TxRecord {
+        transno: 1,
+        ops: vec![put(7, 1), put(7, 2), put(7, 3), put(8, 1)],
+    }])
+    .unwrap();
+    j.commit(&[TxRecord {
+        transno: 2,
+        ops: vec![JournalOp::TrimResend {
+            client: 7,
+            below_xid: 3,
+        }],
+    }])
+    .unwrap();
+    let mut left = Vec::new();
+    j.scan_resend(|c, r| {
+        left.push((c, r.xid));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(left, vec![(7, 3), (8, 1)]);
+    assert_eq!(j.resend_record(7, 3).unwrap().unwrap().reply, vec![3]);
+}
+
+#[test]
+fn a_failed_commit_stops_the_journal_and_loses_nothing_earlier() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let opts = JournalOptions {
+            fail_after_commits: Some(1),
+        };
+        let (j, _) = Journal::open(dir.path(), opts).unwrap();
+        j.commit(&[create(1, 5, "kept")]).unwrap();
+        assert!(matches!(
+            j.commit(&[create(2, 6, "lost")]),
+            Err(Error::Injected)
+        ));
+        assert!(j.is_failed());
+        assert!(matches!(
+            j.commit(&[create(2, 6, "lost")]),
+            Err(Error::Failed)
+        ));
+        assert_eq!(j.last_committed(), 1);
+    }
+    let (j, rec) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(rec.last_committed, 1);
+    assert!(j.dentry(ROOT_INO, "kept").unwrap().is_some());
+    assert!(j.dentry(ROOT_INO, "lost").unwrap().is_none());
+}
+
+#[test]
+fn read_only_open_refuses_a_missing_store_and_reads_a_real_one() {
+    let dir = tempfile::tempdir().unwrap();
+    assert!(Journal::open_read_only(&dir.path().join("nothing")).is_err());
+    {
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        j.commit(&[create(1, 5, "a")]).unwrap();
+    }
+    let (j, rec) = Journal::open_read_only(dir.path()).unwrap();
+    assert_eq!(rec.last_committed, 1);
+    let mut count = 0;
+    j.scan_inodes(|_| {
+        count += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(count, 2);
+    let stats = j.stats();
+    assert_eq!(stats.families.len(), 4);
+}
