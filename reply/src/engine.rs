@@ -1,0 +1,347 @@
+//! The reply engine: per-partition queues of pending replies, the committer's publish, and the
+//! partition's drain.
+//!
+//! The hand-over between committer and drain is lock-free on the committer's side and
+//! model-checked with loom (`tests/loom.rs`):
+//! - a push stores the queue's head transno under the queue's own lock, then re-reads
+//!   `last_committed` and wakes its own partition if the commit already happened (a SYNC may
+//!   wait for a transno that is already durable);
+//! - the committer stores `last_committed`, then reads each queue's head and wakes the
+//!   partitions whose head is at or below it;
+//! - a drain reads `last_committed`, then takes everything at or below it and stores the new
+//!   head.
+//!
+//! Push and publish each store, then load what the other stored (the Dekker pattern): a
+//! `SeqCst` fence between the store and the load on both sides guarantees that at least one
+//! of them sees the other, so no reply waits for a wake that never comes. (The fence, not
+//! `SeqCst` on the accesses, is also what loom can model.) The drain needs no fence: whichever
+//! head the committer reads, its decision is right.
+
+use std::collections::VecDeque;
+
+use crossbeam_utils::CachePadded;
+
+use crate::pending::PendingReply;
+use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, fence};
+
+/// Wakes one partition's drain. Called by the committer once per partition per commit, and
+/// by a push that finds its transno already committed. Must be cheap and must coalesce (a
+/// wake while one is already pending is one wake), as `tokio::sync::Notify::notify_one` does.
+pub type Waker = Box<dyn Fn() + Send + Sync>;
+
+/// How a released reply's transaction ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Its transno is durable: send the reply as it is. `last_committed` is the value the
+    /// drain used, at or above the reply's transno: what the reply may report.
+    Committed { last_committed: u64 },
+    /// The journal failed before its transno became durable: it must be answered EIO.
+    Failed,
+}
+
+/// The transno stored as a queue's head when the queue is empty.
+const EMPTY: u64 = u64::MAX;
+
+struct Queue<T> {
+    /// Pending replies in transno order (one partition pushes them as it assigns transnos).
+    pending: Mutex<VecDeque<Arc<PendingReply<T>>>>,
+    /// Transno of the first pending reply, `EMPTY` if none: what the committer checks to
+    /// decide whether this partition needs a wake, without taking the queue's lock.
+    head: AtomicU64,
+    /// Replies in the queue, readable without the lock (metrics).
+    depth: AtomicUsize,
+    /// Wakes delivered to this partition (metrics, and the one-wake-per-commit test).
+    wakes: AtomicU64,
+    wake: Waker,
+}
+
+/// Pending replies of all partitions.
+pub struct ReplyEngine<T> {
+    last_committed: CachePadded<AtomicU64>,
+    /// Set once when the journal fails: everything pending above `last_committed` fails.
+    failed: AtomicBool,
+    queues: Box<[CachePadded<Queue<T>>]>,
+}
+
+impl<T> std::fmt::Debug for ReplyEngine<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ReplyEngine")
+            .field("last_committed", &self.last_committed())
+            .field("partitions", &self.queues.len())
+            .finish()
+    }
+}
+
+impl<T> ReplyEngine<T> {
+    /// An engine with one queue per waker, starting at the recovered `last_committed`.
+    pub fn new(wakers: Vec<Waker>, last_committed: u64) -> Self {
+        let queues = wakers
+            .into_iter()
+            .map(|wake| {
+                CachePadded::new(Queue {
+                    pending: Mutex::new(VecDeque::new()),
+                    head: AtomicU64::new(EMPTY),
+                    depth: AtomicUsize::new(0),
+                    wakes: AtomicU64::new(0),
+                    wake,
+                })
+            })
+            .collect();
+        ReplyEngine {
+            last_committed: CachePadded::new(AtomicU64::new(last_committed)),
+            failed: AtomicBool::new(false),
+            queues,
+        }
+    }
+
+    /// Number of partitions.
+    pub fn partitions(&self) -> usize {
+        self.queues.len()
+    }
+
+    /// The newest `last_committed` the committer published.
+    pub fn last_committed(&self) -> u64 {
+        self.last_committed.load(Ordering::SeqCst)
+    }
+
+    /// Whether the journal failed.
+    pub fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::SeqCst)
+    }
+
+    /// Queues a reply on `partition` until `transno` is durable. Transnos pushed on one
+    /// partition must not decrease (a partition assigns them in order).
+    pub fn push(&self, partition: usize, transno: u64, payload: T) -> Arc<PendingReply<T>> {
+        let queue = &self.queues[partition];
+        let reply = Arc::new(PendingReply::new(transno, payload));
+        {
+            let mut pending = queue.pending.lock();
+            debug_assert!(pending.back().is_none_or(|b| b.transno() <= transno));
+            if pending.is_empty() {
+                queue.head.store(transno, Ordering::SeqCst);
+            }
+            pending.push_back(reply.clone());
+            queue.depth.fetch_add(1, Ordering::Relaxed);
+        }
+        fence(Ordering::SeqCst);
+        if transno <= self.last_committed.load(Ordering::SeqCst) || self.is_failed() {
+            // The commit (or the failure) may have been published before this push was
+            // visible to the committer: do not wait for a wake that will not come.
+            Self::wake(queue);
+        }
+        reply
+    }
+
+    /// The committer's side of a successful commit: publish `last_committed`, wake each
+    /// partition with something to release. Never encodes or sends anything.
+    pub fn publish(&self, last_committed: u64) {
+        self.last_committed.store(last_committed, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        for queue in self.queues.iter() {
+            if queue.head.load(Ordering::SeqCst) <= last_committed {
+                Self::wake(queue);
+            }
+        }
+    }
+
+    /// The committer's side of a journal failure: everything still pending above
+    /// `last_committed` is released as [`Outcome::Failed`].
+    pub fn fail(&self) {
+        self.failed.store(true, Ordering::SeqCst);
+        fence(Ordering::SeqCst);
+        for queue in self.queues.iter() {
+            if queue.head.load(Ordering::SeqCst) != EMPTY {
+                Self::wake(queue);
+            }
+        }
+    }
+
+    fn wake(queue: &Queue<T>) {
+        queue.wakes.fetch_add(1, Ordering::Relaxed);
+        (queue.wake)();
+    }
+
+    /// Takes every reply of `partition` that can leave now — all at or below
+    /// `last_committed`, or all of them once the journal failed — in one step under the
+    /// queue's lock, then releases each under its own lock, outside the queue's lock, calling
+    /// `release` with its payload. Returns how many were released. Safe to call from any
+    /// thread (a partner may drain for a stalled owner): each payload leaves exactly once.
+    pub fn drain(&self, partition: usize, mut release: impl FnMut(T, Outcome)) -> usize {
+        let queue = &self.queues[partition];
+        // Failure first: once it is seen, `last_committed` is final.
+        let failed = self.failed.load(Ordering::SeqCst);
+        let last_committed = self.last_committed.load(Ordering::SeqCst);
+        let taken: Vec<Arc<PendingReply<T>>> = {
+            let mut pending = queue.pending.lock();
+            let n = if failed {
+                pending.len()
+            } else {
+                pending.partition_point(|r| r.transno() <= last_committed)
+            };
+            if n == 0 {
+                return 0;
+            }
+            let taken = pending.drain(..n).collect();
+            let head = pending.front().map_or(EMPTY, |r| r.transno());
+            queue.head.store(head, Ordering::SeqCst);
+            queue.depth.fetch_sub(n, Ordering::Relaxed);
+            taken
+        };
+        let mut released = 0;
+        for reply in taken {
+            let outcome = if reply.transno() <= last_committed {
+                Outcome::Committed { last_committed }
+            } else {
+                Outcome::Failed
+            };
+            if let Some(payload) = reply.take() {
+                release(payload, outcome);
+                released += 1;
+            }
+        }
+        released
+    }
+
+    /// Replies waiting in `partition`'s queue.
+    pub fn depth(&self, partition: usize) -> usize {
+        self.queues[partition].depth.load(Ordering::Relaxed)
+    }
+
+    /// Replies waiting in all queues.
+    pub fn total_depth(&self) -> usize {
+        (0..self.queues.len()).map(|p| self.depth(p)).sum()
+    }
+
+    /// Wakes delivered to `partition` so far.
+    pub fn wakes(&self, partition: usize) -> u64 {
+        self.queues[partition].wakes.load(Ordering::Relaxed)
+    }
+}
+
+#[cfg(all(test, not(loom)))]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize as StdCounter;
+
+    fn counting(n: usize) -> (ReplyEngine<u64>, Vec<Arc<StdCounter>>) {
+        let counters: Vec<_> = (0..n).map(|_| Arc::new(StdCounter::new(0))).collect();
+        let wakers = counters
+            .iter()
+            .map(|c| {
+                let c = c.clone();
+                Box::new(move || {
+                    c.fetch_add(1, Ordering::SeqCst);
+                }) as Waker
+            })
+            .collect();
+        (ReplyEngine::new(wakers, 0), counters)
+    }
+
+    fn drain_all(engine: &ReplyEngine<u64>, p: usize) -> Vec<(u64, Outcome)> {
+        let mut out = Vec::new();
+        engine.drain(p, |v, o| out.push((v, o)));
+        out
+    }
+
+    #[test]
+    fn drain_takes_exactly_what_is_committed_in_transno_order() {
+        let (engine, _) = counting(1);
+        for t in 1..=10 {
+            engine.push(0, t, t * 100);
+        }
+        assert_eq!(drain_all(&engine, 0), vec![]);
+        engine.publish(4);
+        let got: Vec<u64> = drain_all(&engine, 0).into_iter().map(|(v, _)| v).collect();
+        assert_eq!(got, vec![100, 200, 300, 400]);
+        assert_eq!(engine.depth(0), 6);
+        engine.publish(10);
+        assert_eq!(drain_all(&engine, 0).len(), 6);
+        assert_eq!(engine.depth(0), 0);
+    }
+
+    #[test]
+    fn one_wake_per_partition_per_commit_and_none_for_idle_partitions() {
+        let (engine, wakes) = counting(3);
+        for t in 1..=1000 {
+            engine.push(0, t, t);
+        }
+        engine.push(1, 1001, 0);
+        engine.publish(1000);
+        assert_eq!(wakes[0].load(Ordering::SeqCst), 1, "1000 replies, one wake");
+        assert_eq!(
+            wakes[1].load(Ordering::SeqCst),
+            0,
+            "its head is not committed yet"
+        );
+        assert_eq!(wakes[2].load(Ordering::SeqCst), 0, "nothing pending");
+        assert_eq!(drain_all(&engine, 0).len(), 1000);
+        engine.publish(1001);
+        assert_eq!(
+            wakes[0].load(Ordering::SeqCst),
+            1,
+            "drained queue is not woken again"
+        );
+        assert_eq!(wakes[1].load(Ordering::SeqCst), 1);
+    }
+
+    #[test]
+    fn a_push_below_last_committed_wakes_its_own_partition() {
+        let (engine, wakes) = counting(1);
+        engine.publish(5);
+        engine.push(0, 5, 1);
+        assert_eq!(wakes[0].load(Ordering::SeqCst), 1);
+        assert_eq!(
+            drain_all(&engine, 0),
+            vec![(1, Outcome::Committed { last_committed: 5 })]
+        );
+    }
+
+    #[test]
+    fn failure_releases_everything_pending_as_failed() {
+        let (engine, wakes) = counting(2);
+        engine.push(0, 1, 1);
+        engine.push(0, 2, 2);
+        engine.publish(1);
+        engine.fail();
+        assert_eq!(wakes[0].load(Ordering::SeqCst), 2);
+        assert_eq!(wakes[1].load(Ordering::SeqCst), 0);
+        assert_eq!(
+            drain_all(&engine, 0),
+            vec![
+                (1, Outcome::Committed { last_committed: 1 }),
+                (2, Outcome::Failed)
+            ]
+        );
+        engine.push(0, 3, 3);
+        assert_eq!(drain_all(&engine, 0), vec![(3, Outcome::Failed)]);
+    }
+
+    #[test]
+    fn racing_drainers_release_each_reply_exactly_once() {
+        let (engine, _) = counting(1);
+        let engine = Arc::new(engine);
+        for t in 1..=20_000 {
+            engine.push(0, t, t);
+        }
+        let mut handles = Vec::new();
+        for _ in 0..4 {
+            let engine = engine.clone();
+            handles.push(std::thread::spawn(move || {
+                let mut seen = Vec::new();
+                for lc in (0..=20_000).step_by(997) {
+                    engine.publish(lc.max(engine.last_committed()));
+                    engine.drain(0, |v, _| seen.push(v));
+                }
+                engine.publish(20_000);
+                engine.drain(0, |v, _| seen.push(v));
+                seen
+            }));
+        }
+        let mut all: Vec<u64> = handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap())
+            .collect();
+        all.sort_unstable();
+        assert_eq!(all, (1..=20_000).collect::<Vec<_>>());
+    }
+}

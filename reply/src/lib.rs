@@ -1,0 +1,15 @@
+//! Pending replies: what a reply waits in until the commit it depends on is durable.
+//!
+//! Each reply has its own state behind its own lock ([`PendingReply`]); each partition has its
+//! own queue ordered by transno; the committer only publishes `last_committed` and wakes each
+//! partition that has something to release — one wake per partition per commit, never one per
+//! reply, and never a service-wide lock. A partition's drain takes everything at or below
+//! `last_committed` out of its queue in one step. The crate knows nothing about sockets or the
+//! namespace: a reply's payload is whatever the server puts in it, and a wake is a callback.
+
+mod engine;
+mod pending;
+mod sync;
+
+pub use engine::{Outcome, ReplyEngine, Waker};
+pub use pending::PendingReply;

@@ -1,0 +1,45 @@
+//! One pending reply: its transno and its payload behind the reply's own lock.
+//!
+//! The lock is per reply (Lustre's fix for `srv_lock`): whoever releases a reply — its
+//! partition's drain, a partner partition draining for a stalled owner, or later a request
+//! waiting on the reply's commit-on-share locks — touches only that reply's state, and the
+//! payload is taken exactly once however many of them race.
+
+use crate::sync::Mutex;
+
+/// A reply waiting for the commit of `transno`.
+#[derive(Debug)]
+pub struct PendingReply<T> {
+    transno: u64,
+    /// `None` once released: the payload leaves exactly once.
+    state: Mutex<Option<T>>,
+}
+
+impl<T> PendingReply<T> {
+    pub(crate) fn new(transno: u64, payload: T) -> Self {
+        PendingReply {
+            transno,
+            state: Mutex::new(Some(payload)),
+        }
+    }
+
+    /// The transno whose durability this reply waits for.
+    pub fn transno(&self) -> u64 {
+        self.transno
+    }
+
+    /// Takes the payload out under this reply's lock; `None` if someone already did.
+    pub fn take(&self) -> Option<T> {
+        self.state.lock().take()
+    }
+
+    /// Runs `f` on the payload under this reply's lock, if it is still pending.
+    pub fn with_payload<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
+        self.state.lock().as_mut().map(f)
+    }
+
+    /// Whether the payload has been taken.
+    pub fn is_released(&self) -> bool {
+        self.state.lock().is_none()
+    }
+}
