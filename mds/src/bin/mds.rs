@@ -1,0 +1,70 @@
+//! `mds`: the metadata server (`mds serve`) and its offline tools (`mds fsck`).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+use mds::config::ServeArgs;
+
+#[derive(Parser)]
+#[command(name = "mds", version, about = "A commit-deferred metadata server")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Serve a namespace until SIGTERM/SIGINT.
+    Serve(ServeArgs),
+    /// Check an offline store; exits 1 if anything is wrong, printing each finding.
+    Fsck {
+        /// Data directory of a stopped server.
+        #[arg(long)]
+        data: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_env("MDS_LOG")
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    match Cli::parse().command {
+        Command::Serve(args) => match args.resolve().and_then(mds::server::run) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("mds: {e:#}");
+                ExitCode::FAILURE
+            }
+        },
+        Command::Fsck { data } => match mds::fsck::check(&data) {
+            Ok(report) => {
+                for finding in &report.findings {
+                    println!("{finding}");
+                }
+                println!(
+                    "{}: {} inodes, {} entries, last_committed {}, {} findings",
+                    data.display(),
+                    report.inodes,
+                    report.entries,
+                    report.last_committed,
+                    report.findings.len()
+                );
+                if report.is_clean() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::from(1)
+                }
+            }
+            Err(e) => {
+                eprintln!("mds fsck: {e:#}");
+                ExitCode::from(2)
+            }
+        },
+    }
+}

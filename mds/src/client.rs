@@ -1,0 +1,406 @@
+//! The client library: one TCP connection, many requests in flight, replies matched by xid.
+//!
+//! Callers on any task or thread share one [`Client`] (it is cheap to clone); each call
+//! encodes its request into a shared output buffer and waits on its own reply slot. A writer
+//! task sends everything buffered with one write; a reader task routes replies by xid. Path
+//! helpers resolve `/a/b/c` by LOOKUP from the root, as `mdsctl` does.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use bytes::BytesMut;
+use futures::StreamExt;
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpStream, ToSocketAddrs};
+use tokio::sync::{Notify, oneshot};
+use tokio_util::codec::FramedRead;
+
+use crate::protocol::{
+    self, Attr, Body, DirEntry, Errno, MAX_READDIR, Op, PROTOCOL_VERSION, Reply, Request, SetAttr,
+    StatFs, encode_frame,
+};
+
+/// The root directory's inode number.
+pub const ROOT: u64 = journal::ROOT_INO;
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ClientError {
+    /// The server answered with an error.
+    #[error("{0}")]
+    Errno(Errno),
+    #[error("connection: {0}")]
+    Io(#[from] std::io::Error),
+    /// The connection closed before the reply came.
+    #[error("connection closed before the reply")]
+    Disconnected,
+    /// The server sent something this client does not understand.
+    #[error("protocol: {0}")]
+    Protocol(String),
+}
+
+impl ClientError {
+    /// The server's error code, if that is what this is.
+    pub fn errno(&self) -> Option<Errno> {
+        match self {
+            ClientError::Errno(e) => Some(*e),
+            _ => None,
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, ClientError>;
+
+struct Inner {
+    /// Encoded requests not yet written.
+    outbox: parking_lot::Mutex<BytesMut>,
+    /// Wakes the writer.
+    wake: Notify,
+    /// Reply slots by xid.
+    waiting: parking_lot::Mutex<HashMap<u64, oneshot::Sender<Reply>>>,
+    next_xid: AtomicU64,
+    /// The highest `last_committed` any reply carried.
+    last_committed: AtomicU64,
+    closed: AtomicBool,
+}
+
+/// Aborts the connection's tasks when the last [`Client`] clone is dropped.
+struct Tasks {
+    reader: tokio::task::AbortHandle,
+    writer: tokio::task::AbortHandle,
+}
+
+impl Drop for Tasks {
+    fn drop(&mut self) {
+        self.reader.abort();
+        self.writer.abort();
+    }
+}
+
+/// A connection to an mds server.
+#[derive(Clone)]
+pub struct Client {
+    inner: Arc<Inner>,
+    _tasks: Arc<Tasks>,
+    server_boot: u64,
+    partition: u32,
+}
+
+impl std::fmt::Debug for Client {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Client")
+            .field("partition", &self.partition)
+            .field("last_committed", &self.last_committed())
+            .finish()
+    }
+}
+
+impl Client {
+    /// Connects and performs the CONNECT handshake as client `client_id`.
+    pub async fn connect(addr: impl ToSocketAddrs, client_id: u64) -> Result<Client> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let (rd, mut wr) = stream.into_split();
+        let inner = Arc::new(Inner {
+            outbox: parking_lot::Mutex::new(BytesMut::with_capacity(16 << 10)),
+            wake: Notify::new(),
+            waiting: parking_lot::Mutex::new(HashMap::new()),
+            next_xid: AtomicU64::new(1),
+            last_committed: AtomicU64::new(0),
+            closed: AtomicBool::new(false),
+        });
+        let writer = {
+            let inner = inner.clone();
+            tokio::spawn(async move {
+                let mut spare = BytesMut::with_capacity(16 << 10);
+                loop {
+                    inner.wake.notified().await;
+                    std::mem::swap(&mut *inner.outbox.lock(), &mut spare);
+                    if !spare.is_empty() && wr.write_all(&spare).await.is_err() {
+                        break;
+                    }
+                    spare.clear();
+                }
+            })
+        };
+        let reader = {
+            let inner = inner.clone();
+            tokio::spawn(async move {
+                let mut frames = FramedRead::new(rd, protocol::codec());
+                while let Some(Ok(frame)) = frames.next().await {
+                    let Ok(reply) = protocol::decode::<Reply>(&frame) else {
+                        break;
+                    };
+                    inner
+                        .last_committed
+                        .fetch_max(reply.last_committed, Ordering::Relaxed);
+                    if let Some(slot) = inner.waiting.lock().remove(&reply.xid) {
+                        let _ = slot.send(reply);
+                    } else if reply.xid == 0 {
+                        break; // a connection-level error (EPROTO); the server closes next
+                    }
+                }
+                inner.closed.store(true, Ordering::SeqCst);
+                // Dropping the slots wakes every caller with `Disconnected`.
+                inner.waiting.lock().clear();
+            })
+        };
+        let mut client = Client {
+            inner,
+            _tasks: Arc::new(Tasks {
+                reader: reader.abort_handle(),
+                writer: writer.abort_handle(),
+            }),
+            server_boot: 0,
+            partition: 0,
+        };
+        match client
+            .call(Op::Connect {
+                version: PROTOCOL_VERSION,
+                client: client_id,
+            })
+            .await?
+        {
+            Body::Connected {
+                server_boot,
+                partition,
+                ..
+            } => {
+                client.server_boot = server_boot;
+                client.partition = partition;
+                Ok(client)
+            }
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Sends `op` and waits for its reply, whole.
+    pub async fn call_reply(&self, op: Op) -> Result<Reply> {
+        let xid = self.inner.next_xid.fetch_add(1, Ordering::Relaxed);
+        self.send_with_xid(xid, op).await
+    }
+
+    /// Sends `op` with a caller-chosen xid (a resend keeps its original xid).
+    pub async fn send_with_xid(&self, xid: u64, op: Op) -> Result<Reply> {
+        let (tx, rx) = oneshot::channel();
+        self.inner.waiting.lock().insert(xid, tx);
+        if self.inner.closed.load(Ordering::SeqCst) {
+            self.inner.waiting.lock().remove(&xid);
+            return Err(ClientError::Disconnected);
+        }
+        encode_frame(&Request { xid, op }, &mut self.inner.outbox.lock());
+        self.inner.wake.notify_one();
+        rx.await.map_err(|_| ClientError::Disconnected)
+    }
+
+    /// Sends `op` and returns the reply's body, or its error as `ClientError::Errno`.
+    pub async fn call(&self, op: Op) -> Result<Body> {
+        self.call_reply(op)
+            .await?
+            .result
+            .map_err(ClientError::Errno)
+    }
+
+    /// The highest `last_committed` the server has reported on this connection.
+    pub fn last_committed(&self) -> u64 {
+        self.inner.last_committed.load(Ordering::Relaxed)
+    }
+
+    /// Identifies the server start this connection reached.
+    pub fn server_boot(&self) -> u64 {
+        self.server_boot
+    }
+
+    /// The server partition serving this connection.
+    pub fn partition(&self) -> u32 {
+        self.partition
+    }
+
+    pub async fn ping(&self) -> Result<()> {
+        self.call(Op::Ping).await.map(drop)
+    }
+
+    pub async fn mkdir(&self, parent: u64, name: &str, mode: u32) -> Result<Attr> {
+        let (uid, gid) = ids();
+        attr(
+            self.call(Op::Mkdir {
+                parent,
+                name: name.into(),
+                mode,
+                uid,
+                gid,
+            })
+            .await?,
+        )
+    }
+
+    pub async fn create(&self, parent: u64, name: &str, mode: u32) -> Result<Attr> {
+        let (uid, gid) = ids();
+        attr(
+            self.call(Op::Create {
+                parent,
+                name: name.into(),
+                mode,
+                uid,
+                gid,
+            })
+            .await?,
+        )
+    }
+
+    pub async fn lookup(&self, parent: u64, name: &str) -> Result<Attr> {
+        attr(
+            self.call(Op::Lookup {
+                parent,
+                name: name.into(),
+            })
+            .await?,
+        )
+    }
+
+    pub async fn getattr(&self, ino: u64) -> Result<Attr> {
+        attr(self.call(Op::Getattr { ino }).await?)
+    }
+
+    pub async fn setattr(&self, ino: u64, set: SetAttr) -> Result<Attr> {
+        attr(self.call(Op::Setattr { ino, attr: set }).await?)
+    }
+
+    /// One page of a directory: entries after `cursor`, and the cursor of the next page.
+    pub async fn readdir(
+        &self,
+        ino: u64,
+        cursor: Option<String>,
+        limit: u32,
+    ) -> Result<(Vec<DirEntry>, Option<String>)> {
+        match self.call(Op::Readdir { ino, cursor, limit }).await? {
+            Body::Entries { entries, next } => Ok((entries, next)),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// A whole directory, page by page.
+    pub async fn readdir_all(&self, ino: u64) -> Result<Vec<DirEntry>> {
+        let mut all = Vec::new();
+        let mut cursor = None;
+        loop {
+            let (page, next) = self.readdir(ino, cursor, MAX_READDIR).await?;
+            all.extend(page);
+            match next {
+                Some(c) => cursor = Some(c),
+                None => return Ok(all),
+            }
+        }
+    }
+
+    pub async fn unlink(&self, parent: u64, name: &str) -> Result<()> {
+        done(
+            self.call(Op::Unlink {
+                parent,
+                name: name.into(),
+            })
+            .await?,
+        )
+    }
+
+    pub async fn rmdir(&self, parent: u64, name: &str) -> Result<()> {
+        done(
+            self.call(Op::Rmdir {
+                parent,
+                name: name.into(),
+            })
+            .await?,
+        )
+    }
+
+    pub async fn rename(&self, sp: u64, sn: &str, dp: u64, dn: &str) -> Result<()> {
+        done(
+            self.call(Op::Rename {
+                src_parent: sp,
+                src_name: sn.into(),
+                dst_parent: dp,
+                dst_name: dn.into(),
+            })
+            .await?,
+        )
+    }
+
+    pub async fn statfs(&self) -> Result<StatFs> {
+        match self.call(Op::Statfs).await? {
+            Body::StatFs(s) => Ok(s),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Returns once every mutation the server executed before it is durable.
+    pub async fn sync(&self) -> Result<()> {
+        done(self.call(Op::Sync).await?)
+    }
+
+    /// Resolves an absolute path by LOOKUP from the root.
+    pub async fn resolve(&self, path: &str) -> Result<Attr> {
+        let mut current = self.getattr(ROOT).await?;
+        for name in components(path)? {
+            current = self.lookup(current.ino, name).await?;
+        }
+        Ok(current)
+    }
+
+    /// Resolves all but the last component of `path`: (parent inode, last name).
+    pub async fn resolve_parent<'p>(&self, path: &'p str) -> Result<(u64, &'p str)> {
+        let parts = components(path)?;
+        let Some((last, dirs)) = parts.split_last() else {
+            return Err(ClientError::Errno(Errno::EINVAL)); // "/" has no parent entry
+        };
+        let mut ino = ROOT;
+        for name in dirs {
+            ino = self.lookup(ino, name).await?.ino;
+        }
+        Ok((ino, last))
+    }
+}
+
+/// Splits an absolute path into its names; relative paths are refused with EINVAL.
+pub fn components(path: &str) -> Result<Vec<&str>> {
+    if !path.starts_with('/') {
+        return Err(ClientError::Errno(Errno::EINVAL));
+    }
+    Ok(path.split('/').filter(|c| !c.is_empty()).collect())
+}
+
+fn ids() -> (u32, u32) {
+    // SAFETY: getuid/getgid cannot fail and touch no memory.
+    unsafe { (libc::getuid(), libc::getgid()) }
+}
+
+fn attr(body: Body) -> Result<Attr> {
+    match body {
+        Body::Attr(a) => Ok(a),
+        other => Err(unexpected(other)),
+    }
+}
+
+fn done(body: Body) -> Result<()> {
+    match body {
+        Body::Done => Ok(()),
+        other => Err(unexpected(other)),
+    }
+}
+
+fn unexpected(body: Body) -> ClientError {
+    ClientError::Protocol(format!("unexpected reply {body:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_split_into_names_and_must_be_absolute() {
+        assert_eq!(components("/a//b/c/").unwrap(), vec!["a", "b", "c"]);
+        assert!(components("/").unwrap().is_empty());
+        assert_eq!(components("a/b").unwrap_err().errno(), Some(Errno::EINVAL));
+    }
+}

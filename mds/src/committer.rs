@@ -1,0 +1,260 @@
+//! The committer: one thread that turns the partitions' journal records into group commits.
+//!
+//! It blocks for the first record, takes whatever else has arrived without blocking (and, with
+//! `--commit-interval`, keeps gathering until the interval is over), cuts the longest run of
+//! records contiguous from `last_committed + 1`, writes and syncs it as one batch, publishes
+//! the new `last_committed` to the reply engine — which wakes each partition with replies to
+//! release, once — and starts over. Records gather while a sync runs: gathering never waits
+//! for a sync. It never encodes or sends a reply (HDFS-15869).
+//!
+//! Partitions take transnos under their operations' locks but send the records afterwards, so
+//! records can arrive slightly out of order across partitions. A record whose predecessor has
+//! not arrived yet is held back to the next commit: that keeps `last_committed` contiguous,
+//! and anything that built on the missing record has a larger transno and waits with it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
+use journal::{Journal, TxRecord};
+use reply::ReplyEngine;
+use tracing::{error, info, warn};
+
+use crate::metrics::CommitMetrics;
+use crate::namespace::Namespace;
+use crate::partition::Payload;
+
+/// What partitions send the committer.
+#[derive(Debug)]
+pub enum CommitMsg {
+    /// A mutation's journal record.
+    Record(TxRecord),
+    /// Commit what is gathered now, without waiting for `--commit-interval` (SYNC, shutdown).
+    Flush,
+    /// Commit everything still held, then stop.
+    Shutdown,
+}
+
+/// How commits are formed.
+#[derive(Clone, Copy, Debug)]
+pub struct CommitPolicy {
+    /// How long a commit gathers before it starts; zero starts it as soon as the previous one
+    /// finished (continuous group commit).
+    pub interval: Duration,
+    /// Most transactions in one commit.
+    pub max_batch: usize,
+}
+
+/// Figures the committer keeps for STATFS and tests.
+#[derive(Debug, Default)]
+pub struct CommitStats {
+    pub commits: AtomicU64,
+    pub transactions: AtomicU64,
+    pub max_batch_seen: AtomicU64,
+    pub forced: AtomicU64,
+    pub failed: AtomicBool,
+}
+
+/// The running committer.
+pub struct Committer {
+    tx: Sender<CommitMsg>,
+    stats: Arc<CommitStats>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Committer {
+    /// Starts the committer thread.
+    pub fn start(
+        journal: Arc<Journal>,
+        namespace: Arc<Namespace>,
+        engine: Arc<ReplyEngine<Payload>>,
+        policy: CommitPolicy,
+    ) -> Committer {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let stats = Arc::new(CommitStats::default());
+        let worker = Worker {
+            rx,
+            journal,
+            namespace,
+            engine,
+            policy,
+            stats: stats.clone(),
+            metrics: CommitMetrics::register(),
+            held: BTreeMap::new(),
+            flush: false,
+            shutdown: false,
+        };
+        let thread = std::thread::Builder::new()
+            .name("mds-committer".into())
+            .spawn(move || worker.run())
+            .expect("spawning the committer thread");
+        Committer {
+            tx,
+            stats,
+            thread: Some(thread),
+        }
+    }
+
+    /// A sender for partitions.
+    pub fn sender(&self) -> Sender<CommitMsg> {
+        self.tx.clone()
+    }
+
+    pub fn stats(&self) -> Arc<CommitStats> {
+        self.stats.clone()
+    }
+
+    /// Commits everything still held and joins the thread.
+    pub fn shutdown(mut self) {
+        let _ = self.tx.send(CommitMsg::Shutdown);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+struct Worker {
+    rx: Receiver<CommitMsg>,
+    journal: Arc<Journal>,
+    namespace: Arc<Namespace>,
+    engine: Arc<ReplyEngine<Payload>>,
+    policy: CommitPolicy,
+    stats: Arc<CommitStats>,
+    metrics: CommitMetrics,
+    /// Records received and not yet committed, by transno.
+    held: BTreeMap<u64, TxRecord>,
+    flush: bool,
+    shutdown: bool,
+}
+
+impl Worker {
+    fn run(mut self) {
+        let mut last_committed = self.journal.last_committed();
+        loop {
+            // Block until the next record in transno order is here (or we are told to stop).
+            while !self.ready(last_committed) && !self.shutdown {
+                match self.rx.recv() {
+                    Ok(msg) => self.take(msg),
+                    Err(_) => self.shutdown = true,
+                }
+            }
+            let opened = Instant::now();
+            self.gather(opened);
+            if self.shutdown && !self.ready(last_committed) {
+                self.finish(last_committed);
+                return;
+            }
+            let batch = self.cut(last_committed);
+            if batch.is_empty() {
+                continue;
+            }
+            if self.flush {
+                self.stats.forced.fetch_add(1, Ordering::Relaxed);
+                self.metrics.forced.increment(1);
+                self.flush = false;
+            }
+            match self.journal.commit(&batch) {
+                Ok(info) => {
+                    last_committed = info.last_committed;
+                    self.metrics
+                        .record_commit(&info, self.namespace.last_transno());
+                    let n = info.transactions as u64;
+                    self.stats.commits.fetch_add(1, Ordering::Relaxed);
+                    self.stats.transactions.fetch_add(n, Ordering::Relaxed);
+                    self.stats.max_batch_seen.fetch_max(n, Ordering::Relaxed);
+                    self.engine.publish(last_committed);
+                }
+                Err(e) => {
+                    error!(cause = %e, last_committed, "journal commit failed; refusing mutations from now on");
+                    self.metrics.errors.increment(1);
+                    self.stats.failed.store(true, Ordering::SeqCst);
+                    self.namespace.set_read_only();
+                    self.engine.fail();
+                    self.discard_until_shutdown();
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Whether the record after `last_committed` is held.
+    fn ready(&self, last_committed: u64) -> bool {
+        self.held
+            .first_key_value()
+            .is_some_and(|(&t, _)| t == last_committed + 1)
+    }
+
+    fn take(&mut self, msg: CommitMsg) {
+        match msg {
+            CommitMsg::Record(record) => {
+                self.held.insert(record.transno, record);
+            }
+            CommitMsg::Flush => self.flush = true,
+            CommitMsg::Shutdown => self.shutdown = true,
+        }
+    }
+
+    /// Takes what has arrived without blocking; with an interval, keeps gathering until it is
+    /// over, the batch is full, or a flush or shutdown asks for the commit now.
+    fn gather(&mut self, opened: Instant) {
+        while self.held.len() < self.policy.max_batch {
+            match self.rx.try_recv() {
+                Ok(msg) => self.take(msg),
+                Err(_) => break,
+            }
+        }
+        if self.policy.interval.is_zero() {
+            return;
+        }
+        let deadline = opened + self.policy.interval;
+        while self.held.len() < self.policy.max_batch && !self.flush && !self.shutdown {
+            match self.rx.recv_deadline(deadline) {
+                Ok(msg) => self.take(msg),
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => self.shutdown = true,
+            }
+        }
+    }
+
+    /// Takes the run of held records contiguous from `last_committed + 1`, `max_batch` at most.
+    fn cut(&mut self, last_committed: u64) -> Vec<TxRecord> {
+        let mut batch = Vec::with_capacity(self.held.len().min(self.policy.max_batch));
+        let mut next = last_committed + 1;
+        while batch.len() < self.policy.max_batch {
+            match self.held.first_entry() {
+                Some(entry) if *entry.key() == next => {
+                    batch.push(entry.remove());
+                    next += 1;
+                }
+                _ => break,
+            }
+        }
+        batch
+    }
+
+    /// At shutdown: every partition has stopped, so a record still missing will never come.
+    fn finish(&mut self, last_committed: u64) {
+        if !self.held.is_empty() {
+            warn!(
+                held = self.held.len(),
+                last_committed,
+                "records held back at shutdown behind a missing transno; not committed"
+            );
+        }
+        info!(last_committed, "committer stopped");
+    }
+
+    /// After a failure nothing more is written; records still arriving are dropped (their
+    /// replies fail through the engine) until shutdown.
+    fn discard_until_shutdown(&mut self) {
+        self.held.clear();
+        while let Ok(msg) = self.rx.recv() {
+            if let CommitMsg::Shutdown = msg {
+                break;
+            }
+        }
+    }
+}

@@ -1,0 +1,152 @@
+//! `mds fsck`: an offline consistency check of a store.
+//!
+//! Every entry must name a live inode of the kind it says, in a directory; every inode but the
+//! root must be named exactly once (no orphans, no second name for a directory); link counts
+//! and entry counts must match the entries; a directory's parent pointer must match the entry
+//! that names it; no inode may carry a transno above `last_committed`, and no inode number may
+//! be at or above the next one to be handed out.
+
+use std::collections::HashMap;
+use std::path::Path;
+
+use anyhow::Context;
+use journal::{FileKind, Inode, Journal, ROOT_INO};
+
+use crate::protocol::check_name;
+
+/// What fsck found.
+#[derive(Debug, Default)]
+pub struct Report {
+    pub inodes: u64,
+    pub entries: u64,
+    pub last_committed: u64,
+    /// One line per problem; empty when the store is clean.
+    pub findings: Vec<String>,
+}
+
+impl Report {
+    pub fn is_clean(&self) -> bool {
+        self.findings.is_empty()
+    }
+}
+
+/// Checks the store in `data`, read-only.
+pub fn check(data: &Path) -> anyhow::Result<Report> {
+    let (journal, recovered) = Journal::open_read_only(data)
+        .with_context(|| format!("opening {} read-only", data.display()))?;
+    let mut report = Report {
+        last_committed: recovered.last_committed,
+        ..Report::default()
+    };
+    let mut inodes: HashMap<u64, Inode> = HashMap::new();
+    journal.scan_inodes(|inode| {
+        inodes.insert(inode.ino, inode);
+        Ok(())
+    })?;
+    report.inodes = inodes.len() as u64;
+    let f = &mut report.findings;
+
+    // References to each inode, subdirectories and entries of each directory.
+    let mut names: HashMap<u64, Vec<u64>> = HashMap::new();
+    let mut subdirs: HashMap<u64, u32> = HashMap::new();
+    let mut entries: HashMap<u64, u64> = HashMap::new();
+    let mut count = 0u64;
+    journal.scan_dentries(|parent, name, entry| {
+        count += 1;
+        let at = format!("entry {parent}/{name:?}");
+        if check_name(&name).is_err() {
+            f.push(format!("{at}: invalid name"));
+        }
+        match inodes.get(&parent) {
+            None => f.push(format!("{at}: parent {parent} does not exist")),
+            Some(p) if p.kind != FileKind::Directory => {
+                f.push(format!("{at}: parent {parent} is not a directory"))
+            }
+            Some(_) => {}
+        }
+        match inodes.get(&entry.ino) {
+            None => f.push(format!(
+                "{at}: names inode {} which does not exist",
+                entry.ino
+            )),
+            Some(child) if child.kind != entry.kind => f.push(format!(
+                "{at}: says {:?} but inode {} is {:?}",
+                entry.kind, entry.ino, child.kind
+            )),
+            Some(child) => {
+                if child.kind == FileKind::Directory {
+                    *subdirs.entry(parent).or_default() += 1;
+                    if child.parent != parent {
+                        f.push(format!(
+                            "{at}: directory {} records parent {}",
+                            entry.ino, child.parent
+                        ));
+                    }
+                }
+            }
+        }
+        if entry.ino == ROOT_INO {
+            f.push(format!("{at}: names the root"));
+        }
+        names.entry(entry.ino).or_default().push(parent);
+        *entries.entry(parent).or_default() += 1;
+        Ok(())
+    })?;
+    report.entries = count;
+
+    match inodes.get(&ROOT_INO) {
+        None => f.push("root inode 1 is missing".into()),
+        Some(root) if root.kind != FileKind::Directory => {
+            f.push("root inode 1 is not a directory".into())
+        }
+        Some(_) => {}
+    }
+    let mut sorted: Vec<&Inode> = inodes.values().collect();
+    sorted.sort_by_key(|i| i.ino);
+    for inode in sorted {
+        let at = format!("inode {}", inode.ino);
+        if inode.transno > recovered.last_committed {
+            f.push(format!(
+                "{at}: transno {} is above last_committed {}",
+                inode.transno, recovered.last_committed
+            ));
+        }
+        if inode.ino >= recovered.next_ino {
+            f.push(format!("{at}: at or above next_ino {}", recovered.next_ino));
+        }
+        let refs = names.get(&inode.ino).map_or(0, |v| v.len()) as u32;
+        if inode.ino != ROOT_INO && refs == 0 {
+            f.push(format!("{at}: orphan (no entry names it)"));
+        }
+        match inode.kind {
+            FileKind::Directory => {
+                if refs > 1 {
+                    f.push(format!("{at}: directory named {refs} times"));
+                }
+                let expect_nlink = 2 + subdirs.get(&inode.ino).copied().unwrap_or(0);
+                if inode.nlink != expect_nlink {
+                    f.push(format!(
+                        "{at}: nlink {} but {expect_nlink} expected",
+                        inode.nlink
+                    ));
+                }
+                let n = entries.get(&inode.ino).copied().unwrap_or(0);
+                if inode.entries != n {
+                    f.push(format!(
+                        "{at}: records {} entries but has {n}",
+                        inode.entries
+                    ));
+                }
+            }
+            FileKind::File => {
+                if refs > 0 && inode.nlink != refs {
+                    f.push(format!(
+                        "{at}: nlink {} but named {refs} times",
+                        inode.nlink
+                    ));
+                }
+            }
+        }
+    }
+    Ok(report)
+}

@@ -1,0 +1,165 @@
+//! The namespace: every inode and directory entry in memory (the NameNode model: memory
+//! answers reads, the journal makes changes durable), the POSIX rules of each operation, and
+//! transno assignment.
+//!
+//! An operation locks the inodes it touches, checks, applies its change, and takes its transno
+//! while still holding those locks: so if operation B saw or built on operation A, A's
+//! transno is smaller, and the transno order is a valid serial order. It returns the journal
+//! record of the change; the caller queues the reply and hands the record to the committer.
+
+mod ops;
+mod table;
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use crossbeam_utils::CachePadded;
+use journal::{FileKind, Inode, Journal, Recovered, TxRecord};
+use parking_lot::Mutex;
+
+use crate::protocol::{Attr, Body, Errno, Kind};
+use table::{Node, Table};
+
+/// What executing one operation produced.
+#[derive(Debug)]
+pub enum Exec {
+    /// A reply to send now: reads, errors, and operations that changed nothing.
+    Now(Result<Body, Errno>),
+    /// A mutation: `record` must reach the committer, and the reply (`body`) may leave only
+    /// once `transno` is durable.
+    Mutation {
+        transno: u64,
+        record: TxRecord,
+        body: Body,
+    },
+}
+
+/// The in-memory namespace.
+pub struct Namespace {
+    table: Table,
+    /// Next inode number; never reused, even when a create fails.
+    next_ino: AtomicU64,
+    /// The last transno handed out.
+    last_transno: CachePadded<AtomicU64>,
+    /// Serialises cross-directory renames, so the "not into its own subtree" check sees a
+    /// tree that cannot change under it (the kernel's `s_vfs_rename_mutex`). Rare by nature.
+    rename_lock: Mutex<()>,
+    directories: AtomicU64,
+    files: AtomicU64,
+    /// Set when the journal fails: every mutation is refused with EIO from then on.
+    read_only: AtomicBool,
+}
+
+impl std::fmt::Debug for Namespace {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Namespace")
+            .field("last_transno", &self.last_transno())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Namespace {
+    /// Loads the committed namespace from the journal.
+    pub fn load(journal: &Journal, recovered: Recovered) -> anyhow::Result<Namespace> {
+        let ns = Namespace {
+            table: Table::new(),
+            next_ino: AtomicU64::new(recovered.next_ino),
+            last_transno: CachePadded::new(AtomicU64::new(recovered.last_committed)),
+            rename_lock: Mutex::new(()),
+            directories: AtomicU64::new(0),
+            files: AtomicU64::new(0),
+            read_only: AtomicBool::new(false),
+        };
+        let mut dirs: BTreeMap<u64, BTreeMap<String, journal::Dentry>> = BTreeMap::new();
+        journal.scan_dentries(|parent, name, entry| {
+            dirs.entry(parent).or_default().insert(name, entry);
+            Ok(())
+        })?;
+        journal.scan_inodes(|attr| {
+            let entries = match attr.kind {
+                FileKind::Directory => {
+                    ns.directories.fetch_add(1, Ordering::Relaxed);
+                    Some(dirs.remove(&attr.ino).unwrap_or_default())
+                }
+                FileKind::File => {
+                    ns.files.fetch_add(1, Ordering::Relaxed);
+                    None
+                }
+            };
+            ns.table.insert_unlocked(Node { attr, entries });
+            Ok(())
+        })?;
+        if let Some((parent, entries)) = dirs.into_iter().next() {
+            anyhow::bail!(
+                "store is inconsistent: {} entries under {parent}, which is not a directory; \
+                 run `mds fsck`",
+                entries.len()
+            );
+        }
+        Ok(ns)
+    }
+
+    /// The last transno handed out.
+    pub fn last_transno(&self) -> u64 {
+        self.last_transno.load(Ordering::SeqCst)
+    }
+
+    /// Takes the next transno. Called with the operation's locks held.
+    fn next_transno(&self) -> u64 {
+        self.last_transno.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Refuses all mutations from now on (the journal failed).
+    pub fn set_read_only(&self) {
+        self.read_only.store(true, Ordering::SeqCst);
+    }
+
+    pub fn is_read_only(&self) -> bool {
+        self.read_only.load(Ordering::Relaxed)
+    }
+
+    /// (directories, regular files) in the namespace, uncommitted changes included.
+    pub fn counts(&self) -> (u64, u64) {
+        (
+            self.directories.load(Ordering::Relaxed),
+            self.files.load(Ordering::Relaxed),
+        )
+    }
+}
+
+/// The wire view of an inode.
+pub(crate) fn to_attr(inode: &Inode) -> Attr {
+    Attr {
+        ino: inode.ino,
+        kind: to_kind(inode.kind),
+        mode: inode.mode,
+        uid: inode.uid,
+        gid: inode.gid,
+        nlink: inode.nlink,
+        size: match inode.kind {
+            FileKind::Directory => inode.entries,
+            FileKind::File => inode.size,
+        },
+        ctime_ns: inode.ctime_ns,
+        mtime_ns: inode.mtime_ns,
+        generation: inode.generation,
+    }
+}
+
+pub(crate) fn to_kind(kind: FileKind) -> Kind {
+    match kind {
+        FileKind::Directory => Kind::Directory,
+        FileKind::File => Kind::File,
+    }
+}
+
+/// One wall-clock read per mutation: the only clock read on the execution path.
+fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,149 @@
+//! Test support shared by the integration tests of every crate: starts the real `mds` binary
+//! on 127.0.0.1 with OS-picked ports (or a given one), reads the addresses it logs, and stops
+//! or kills it; the process is killed when the handle drops. Not used by the server itself.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use crate::client::Client;
+
+pub struct Server {
+    child: Option<Child>,
+    pub addr: SocketAddr,
+    pub metrics: SocketAddr,
+    pub data: PathBuf,
+    /// Everything the server logged so far.
+    pub log: Arc<Mutex<Vec<String>>>,
+}
+
+impl Server {
+    /// Starts `bin serve` on `data` with 2 partitions and `extra` flags; listens on an
+    /// OS-picked port unless `extra` has `--listen`.
+    pub fn start(bin: &Path, data: &Path, extra: &[&str]) -> Server {
+        let mut cmd = Command::new(bin);
+        cmd.args(["serve", "--data"]).arg(data);
+        if !extra.contains(&"--listen") {
+            cmd.args(["--listen", "127.0.0.1:0"]);
+        }
+        cmd.args(["--metrics-listen", "127.0.0.1:0"]);
+        if !extra.contains(&"--partitions") {
+            cmd.args(["--partitions", "2"]);
+        }
+        cmd.args(extra)
+            .env("MDS_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("starting mds");
+        let stderr = child.stderr.take().unwrap();
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let (tx, rx) = std::sync::mpsc::channel();
+        {
+            let log = log.clone();
+            std::thread::spawn(move || {
+                for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                    let _ = tx.send(line.clone());
+                    log.lock().unwrap().push(line);
+                }
+            });
+        }
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let (mut addr, mut metrics) = (None, None);
+        while addr.is_none() || metrics.is_none() {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let line = rx
+                .recv_timeout(left)
+                .unwrap_or_else(|_| panic!("mds did not start: {:?}", log.lock().unwrap()));
+            let first_word = |rest: &str| rest.split_whitespace().next().unwrap_or("").parse().ok();
+            if let Some(rest) = line.split("metrics endpoint on ").nth(1) {
+                metrics = first_word(rest);
+            } else if let Some(rest) = line.split("listening on ").nth(1) {
+                addr = first_word(rest);
+            }
+        }
+        Server {
+            child: Some(child),
+            addr: addr.unwrap(),
+            metrics: metrics.unwrap(),
+            data: data.to_owned(),
+            log,
+        }
+    }
+
+    /// A connected client with a fresh client id.
+    pub async fn client(&self) -> Client {
+        Client::connect(self.addr, next_client_id())
+            .await
+            .expect("connecting")
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.as_ref().unwrap().id() as i32
+    }
+
+    /// SIGTERM, then waits for the exit (60 s at most).
+    pub fn stop(mut self) -> ExitStatus {
+        let mut child = self.child.take().unwrap();
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        wait_timeout(&mut child, Duration::from_secs(60))
+    }
+
+    /// SIGKILL: the server gets no chance to do anything.
+    pub fn kill(mut self) {
+        let mut child = self.child.take().unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+
+    pub fn log_text(&self) -> String {
+        self.log.lock().unwrap().join("\n")
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+fn wait_timeout(child: &mut Child, limit: Duration) -> ExitStatus {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return status;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("mds did not exit within {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Distinct client ids within one test process.
+pub fn next_client_id() -> u64 {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    (std::process::id() as u64) << 32 | NEXT.fetch_add(1, Ordering::Relaxed)
+}
+
+/// `bin fsck --data DIR`: (exit code, stdout and stderr).
+pub fn fsck(bin: &Path, data: &Path) -> (i32, String) {
+    let out = Command::new(bin)
+        .args(["fsck", "--data"])
+        .arg(data)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}

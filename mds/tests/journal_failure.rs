@@ -1,0 +1,66 @@
+//! Fail-stop: when the journal's write or sync fails, no reply that needed it is sent as
+//! success — those clients get EIO — and the server refuses mutations from then on while
+//! reads go on; it exits non-zero, and a restart finds exactly what was acknowledged.
+
+mod common;
+
+use common::fsck;
+use mds::client::{ClientError, ROOT};
+use mds::protocol::Errno;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_commit_answers_eio_and_turns_the_server_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), &["--inject-journal-failure-after", "5"]);
+    let c = server.client().await;
+    let mut acked = Vec::new();
+    let mut failed = None;
+    for i in 0..20 {
+        match c.create(ROOT, &format!("f{i}"), 0o644).await {
+            Ok(_) => acked.push(format!("f{i}")),
+            Err(ClientError::Errno(e)) => {
+                failed = Some(e);
+                break;
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+    assert_eq!(acked.len(), 5, "five commits succeed, one create each");
+    assert_eq!(failed, Some(Errno::EIO));
+    // Mutations are refused from now on; reads still work.
+    assert_eq!(
+        c.mkdir(ROOT, "later", 0o755).await.unwrap_err().errno(),
+        Some(Errno::EIO)
+    );
+    assert!(c.statfs().await.unwrap().read_only);
+    c.getattr(ROOT).await.unwrap();
+    let log = server.log.clone();
+    let status = tokio::task::spawn_blocking(move || server.stop())
+        .await
+        .unwrap();
+    assert!(
+        !status.success(),
+        "a server whose journal failed exits non-zero"
+    );
+    assert!(
+        log.lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("journal commit failed"))
+    );
+
+    let (code, out) = fsck(dir.path());
+    assert_eq!(code, 0, "{out}");
+    let server = common::start(dir.path(), &[]);
+    let c = server.client().await;
+    let names: Vec<_> = c
+        .readdir_all(ROOT)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    let mut expected = acked.clone();
+    expected.sort();
+    assert_eq!(names, expected);
+}
