@@ -1,0 +1,187 @@
+//! What each request is: the operation kinds, the `--mix` weights, and the names a lane works
+//! on. A lane is one request slot (`--depth` lanes per thread); it owns the names it creates,
+//! so `stat`, `lookup` and `unlink` in a mix touch files the same lane made.
+
+use std::fmt;
+
+use anyhow::{Context, bail};
+
+/// One kind of operation loadgen issues.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Create,
+    Mkdir,
+    Stat,
+    Lookup,
+    Unlink,
+    Readdir,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 6] = [
+        Kind::Create,
+        Kind::Mkdir,
+        Kind::Stat,
+        Kind::Lookup,
+        Kind::Unlink,
+        Kind::Readdir,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Create => "create",
+            Kind::Mkdir => "mkdir",
+            Kind::Stat => "stat",
+            Kind::Lookup => "lookup",
+            Kind::Unlink => "unlink",
+            Kind::Readdir => "readdir",
+        }
+    }
+
+    /// The plural used in the Rate line ("creates", "stats", …).
+    pub fn plural(self) -> &'static str {
+        match self {
+            Kind::Create => "creates",
+            Kind::Mkdir => "mkdirs",
+            Kind::Stat => "stats",
+            Kind::Lookup => "lookups",
+            Kind::Unlink => "unlinks",
+            Kind::Readdir => "readdirs",
+        }
+    }
+
+    fn parse(s: &str) -> anyhow::Result<Kind> {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.name() == s)
+            .with_context(|| format!("unknown operation {s:?} in --mix"))
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Weighted operation kinds, e.g. `create=60,stat=30,unlink=10`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Mix {
+    /// (kind, cumulative weight), in the order given.
+    steps: Vec<(Kind, u32)>,
+    total: u32,
+}
+
+impl Mix {
+    pub fn parse(spec: &str) -> anyhow::Result<Mix> {
+        let mut steps = Vec::new();
+        let mut total = 0u32;
+        for part in spec.split(',').filter(|p| !p.trim().is_empty()) {
+            let (name, weight) = part
+                .split_once('=')
+                .with_context(|| format!("--mix entry {part:?} is not NAME=WEIGHT"))?;
+            let kind = Kind::parse(name.trim())?;
+            let weight: u32 = weight
+                .trim()
+                .parse()
+                .with_context(|| format!("--mix weight {weight:?} is not a number"))?;
+            if steps.iter().any(|(k, _)| *k == kind) {
+                bail!("--mix names {kind} twice");
+            }
+            if weight > 0 {
+                total += weight;
+                steps.push((kind, total));
+            }
+        }
+        if total == 0 {
+            bail!("--mix needs at least one positive weight (e.g. create=60,stat=30,unlink=10)");
+        }
+        Ok(Mix { steps, total })
+    }
+
+    /// A mix of one kind.
+    pub fn single(kind: Kind) -> Mix {
+        Mix {
+            steps: vec![(kind, 1)],
+            total: 1,
+        }
+    }
+
+    /// Picks a kind for the random number `r`.
+    pub fn pick(&self, r: u64) -> Kind {
+        let x = (r % u64::from(self.total)) as u32;
+        self.steps
+            .iter()
+            .find(|(_, cum)| x < *cum)
+            .map(|(k, _)| *k)
+            .expect("x is below the total")
+    }
+
+    pub fn kinds(&self) -> impl Iterator<Item = Kind> + '_ {
+        self.steps.iter().map(|(k, _)| *k)
+    }
+
+    /// The spec in canonical form, for the report.
+    pub fn spec(&self) -> String {
+        let mut prev = 0;
+        self.steps
+            .iter()
+            .map(|(k, cum)| {
+                let w = cum - prev;
+                prev = *cum;
+                format!("{k}={w}")
+            })
+            .collect::<Vec<_>>()
+            .join(",")
+    }
+}
+
+/// xorshift64*: a lane's cheap, reproducible random numbers.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    pub fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x >> 12;
+        x ^= x << 25;
+        x ^= x >> 27;
+        self.0 = x;
+        x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mixes_parse_pick_by_weight_and_refuse_nonsense() {
+        let mix = Mix::parse("create=60,stat=30,unlink=10").unwrap();
+        assert_eq!(mix.spec(), "create=60,stat=30,unlink=10");
+        let mut counts = std::collections::HashMap::new();
+        let mut rng = Rng::new(1);
+        for _ in 0..100_000 {
+            *counts.entry(mix.pick(rng.next())).or_insert(0) += 1;
+        }
+        let create = counts[&Kind::Create] as f64 / 100_000.0;
+        assert!((0.57..0.63).contains(&create), "{create}");
+        assert!(!counts.contains_key(&Kind::Mkdir));
+        for bad in [
+            "",
+            "create",
+            "create=x",
+            "fly=1",
+            "create=0",
+            "stat=1,stat=2",
+        ] {
+            assert!(Mix::parse(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(Mix::single(Kind::Stat).pick(12345), Kind::Stat);
+    }
+}

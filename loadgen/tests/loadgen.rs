@@ -1,0 +1,360 @@
+//! loadgen against a real server: every subcommand, the Rate line's format, the JSON against
+//! its schema, the ack log against the server's namespace, an open loop holding its rate, and
+//! reconnecting through a server restart.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::Duration;
+
+use mds::testing::Server;
+
+const LOADGEN: &str = env!("CARGO_BIN_EXE_loadgen");
+
+/// The mds binary, built beside loadgen by `cargo test --workspace`.
+fn mds_bin() -> PathBuf {
+    let bin = Path::new(LOADGEN).with_file_name("mds");
+    assert!(
+        bin.exists(),
+        "{} missing: run the tests with --workspace",
+        bin.display()
+    );
+    bin
+}
+
+fn loadgen(server: &str, args: &[&str]) -> Output {
+    Command::new(LOADGEN)
+        .args(args)
+        .args(["--server", server, "--quiet"])
+        .output()
+        .unwrap()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn check_ok(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "loadgen failed ({:?}):\n{}\n{}",
+        out.status,
+        stdout(out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout(out)
+}
+
+/// The first line is the Rate line, exactly the 2008 shape, alone on its line.
+fn rate_line(text: &str, name: &str) -> (f64, u64, u64) {
+    let line = text.lines().next().unwrap();
+    let rest = line
+        .strip_prefix("Rate: ")
+        .unwrap_or_else(|| panic!("{line}"));
+    let parts: Vec<&str> = rest.split(' ').collect();
+    // Rate: 3101.77 creates/sec (total: 2 threads 930530 creates 300 secs)
+    assert_eq!(parts.len(), 9, "{line}");
+    assert_eq!(parts[1], format!("{name}/sec"), "{line}");
+    assert_eq!(
+        (parts[2], parts[4], parts[6], parts[8]),
+        ("(total:", "threads", name, "secs)")
+    );
+    let rate: f64 = parts[0].parse().unwrap();
+    assert_eq!(
+        parts[0].split('.').nth(1).map(str::len),
+        Some(2),
+        "two decimals: {line}"
+    );
+    (rate, parts[3].parse().unwrap(), parts[5].parse().unwrap())
+}
+
+fn read_json(path: &Path) -> serde_json::Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+fn check_schema(report: &serde_json::Value) {
+    let schema: serde_json::Value =
+        serde_json::from_str(include_str!("../schema/report.schema.json")).unwrap();
+    let validator = jsonschema::validator_for(&schema).expect("the schema itself is valid");
+    let errors: Vec<String> = validator
+        .iter_errors(report)
+        .map(|e| format!("{e} at {}", e.instance_path()))
+        .collect();
+    assert!(
+        errors.is_empty(),
+        "report does not match its schema: {errors:#?}\n{report:#}"
+    );
+}
+
+async fn names_under(server: &Server, dir: &str) -> BTreeSet<String> {
+    let c = server.client().await;
+    let top = c.resolve(dir).await.unwrap();
+    let mut out = BTreeSet::new();
+    for e in c.readdir_all(top.ino).await.unwrap() {
+        match e.kind {
+            mds::protocol::Kind::Directory => {
+                for f in c.readdir_all(e.ino).await.unwrap() {
+                    out.insert(format!("{dir}/{}/{}", e.name, f.name));
+                }
+            }
+            mds::protocol::Kind::File => {
+                out.insert(format!("{dir}/{}", e.name));
+            }
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn create_reports_the_rate_line_valid_json_and_an_exact_ack_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_bin(), &dir.path().join("data"), &[]);
+    let addr = server.addr.to_string();
+    let json = dir.path().join("report.json");
+    let acks = dir.path().join("acks.txt");
+    let out = loadgen(
+        &addr,
+        &[
+            "create",
+            "--threads",
+            "4",
+            "--depth",
+            "4",
+            "--conns-per-thread",
+            "2",
+            "--count",
+            "3000",
+            "--dir",
+            "/lg",
+            "--json",
+            json.to_str().unwrap(),
+            "--ack-log",
+            acks.to_str().unwrap(),
+        ],
+    );
+    let text = check_ok(&out);
+    let (rate, threads, creates) = rate_line(&text, "creates");
+    assert_eq!((threads, creates), (4, 3000));
+    assert!(rate > 0.0);
+    assert!(text.contains("latency (us): p50 "), "{text}");
+    assert!(text.contains("errors: none"), "{text}");
+    assert!(text.contains("ops per commit"), "{text}");
+
+    let report = read_json(&json);
+    check_schema(&report);
+    assert_eq!(report["ops"], 3000);
+    assert_eq!(report["rate_line"], text.lines().next().unwrap());
+    assert_eq!(report["latency_us"]["samples"], 3000);
+    assert!(report["server"]["committed_transactions"].as_u64().unwrap() >= 3000);
+    assert!(report["server"]["ops_per_commit"].as_f64().unwrap() >= 1.0);
+
+    let logged: Vec<String> = std::fs::read_to_string(&acks)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(
+        logged.len(),
+        3000,
+        "the ack log has one line per acknowledged create"
+    );
+    let logged: BTreeSet<String> = logged.into_iter().collect();
+    assert_eq!(
+        logged,
+        names_under(&server, "/lg").await,
+        "ack log and namespace differ"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_subcommand_runs_against_what_create_made() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_bin(), &dir.path().join("data"), &[]);
+    let addr = server.addr.to_string();
+    let common = ["--threads", "2", "--depth", "2", "--dir", "/w"];
+    let run = |sub: &str, extra: &[&str]| {
+        let mut args = vec![sub];
+        args.extend(common);
+        args.extend(extra);
+        loadgen(&addr, &args)
+    };
+    let (_, _, n) = rate_line(&check_ok(&run("create", &["--count", "400"])), "creates");
+    assert_eq!(n, 400);
+    let (_, _, n) = rate_line(&check_ok(&run("stat", &["--count", "1000"])), "stats");
+    assert_eq!(n, 1000);
+    let (_, _, n) = rate_line(&check_ok(&run("lookup", &["--duration", "1s"])), "lookups");
+    assert!(n > 0);
+    let (_, _, n) = rate_line(&check_ok(&run("readdir", &["--count", "50"])), "readdirs");
+    assert_eq!(n, 50);
+    let (_, _, n) = rate_line(&check_ok(&run("mkdir", &["--count", "20"])), "mkdirs");
+    assert_eq!(n, 20);
+    let json = dir.path().join("mix.json");
+    let out = run(
+        "mix",
+        &[
+            "--mix",
+            "create=60,stat=30,unlink=10",
+            "--count",
+            "2000",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let (_, _, n) = rate_line(&check_ok(&out), "ops");
+    assert_eq!(n, 2000);
+    let report = read_json(&json);
+    check_schema(&report);
+    let creates = report["per_op"]["create"]["ok"].as_u64().unwrap();
+    let unlinks = report["per_op"]["unlink"]["ok"].as_u64().unwrap();
+    assert!(creates > 1000 && unlinks > 100, "{report:#}");
+
+    // Unlink removes every file the creates made (the mkdirs' directories stay).
+    let before = names_under(&server, "/w").await.len() as u64;
+    let files = 400 + creates - unlinks;
+    let (_, _, n) = rate_line(&check_ok(&run("unlink", &["--duration", "60s"])), "unlinks");
+    assert_eq!(n, files, "each file once; the run ends when none are left");
+    assert_eq!(
+        names_under(&server, "/w").await.len() as u64,
+        before - files
+    );
+
+    // Nothing left to stat: a clear error, exit 2.
+    let out = run("stat", &["--count", "10"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("run `loadgen create` first"));
+    // Bad arguments: exit 2 with the reason.
+    let out = run("mix", &["--mix", "fly=3", "--count", "10"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fly"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_loop_run_holds_its_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_bin(), &dir.path().join("data"), &[]);
+    let json = dir.path().join("r.json");
+    let out = loadgen(
+        &server.addr.to_string(),
+        &[
+            "create",
+            "--threads",
+            "2",
+            "--depth",
+            "4",
+            "--rate",
+            "300",
+            "--duration",
+            "3s",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    check_ok(&out);
+    let report = read_json(&json);
+    check_schema(&report);
+    let rate = report["rate_per_sec"].as_f64().unwrap();
+    // A closed loop would run an order of magnitude faster; the schedule caps it at 300/s.
+    assert!(
+        (240.0..=310.0).contains(&rate),
+        "open loop at 300/s ran at {rate:.1}/s"
+    );
+    assert_eq!(report["parameters"]["rate"], 300.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loadgen_rides_through_a_server_restart_and_gives_up_when_it_stays_away() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let listen = format!("127.0.0.1:{port}");
+    let server = Server::start(&mds_bin(), &data, &["--listen", &listen]);
+    let json = dir.path().join("r.json");
+    let acks = dir.path().join("acks.txt");
+    let child = Command::new(LOADGEN)
+        .args([
+            "create",
+            "--server",
+            &listen,
+            "--quiet",
+            "--threads",
+            "4",
+            "--depth",
+            "2",
+        ])
+        .args([
+            "--duration",
+            "5s",
+            "--dir",
+            "/r",
+            "--reconnect-timeout",
+            "20s",
+        ])
+        .args([
+            "--json",
+            json.to_str().unwrap(),
+            "--ack-log",
+            acks.to_str().unwrap(),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    server.kill();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let server = Server::start(&mds_bin(), &data, &["--listen", &listen]);
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let text = check_ok(&out);
+    let report = read_json(&json);
+    check_schema(&report);
+    assert!(report["reconnects"].as_u64().unwrap() >= 1, "{text}");
+    // Every acknowledged create survived the SIGKILL.
+    let logged: BTreeSet<String> = std::fs::read_to_string(&acks)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(logged.len() as u64, report["ops"].as_u64().unwrap());
+    let present = names_under(&server, "/r").await;
+    assert!(
+        logged.is_subset(&present),
+        "acknowledged creates lost in the restart"
+    );
+
+    // Server gone for good mid-run: loadgen gives up after its reconnect timeout and exits 1.
+    let child = Command::new(LOADGEN)
+        .args([
+            "create",
+            "--server",
+            &listen,
+            "--quiet",
+            "--threads",
+            "1",
+            "--duration",
+            "30s",
+        ])
+        .args(["--dir", "/r", "--reconnect-timeout", "1s"])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    server.kill();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("stopped early: server unreachable"),
+        "{}",
+        stdout(&out)
+    );
+    // Not even reachable at the start: exit 2.
+    let out = loadgen(&listen, &["create", "--threads", "1", "--count", "5"]);
+    assert_eq!(out.status.code(), Some(2));
+}
