@@ -46,7 +46,8 @@ def main(src, dst):
     out.append(f'<path d="{path}" fill="none" stroke="#258" stroke-width="2"/>')
     for p, lx in zip(points, xs):
         out.append(f'<circle cx="{x(lx):.1f}" cy="{y(p[1]):.1f}" r="4" fill="#258"/>')
-        out.append(f'<text x="{x(lx)+6:.1f}" y="{y(p[1])-8:.1f}">{p[2]}x{p[3]}: {p[1]:,.0f}</text>')
+        anchor, dx = ("end", -6) if x(lx) > w * 0.7 else ("start", 6)
+        out.append(f'<text x="{x(lx)+dx:.1f}" y="{y(p[1])-8:.1f}" text-anchor="{anchor}">{p[2]}x{p[3]}: {p[1]:,.0f}</text>')
     out.append("</svg>")
     open(dst, "w").write("\n".join(out) + "\n")
 

@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The main job end to end: build, start mds on a default data dir with its Prometheus
-# endpoint, drive it with a create workload through the client library, print the rate,
-# stop mds cleanly and check the store.
+# endpoint, drive it with loadgen (a create workload, 64 threads), print the rate, stop mds
+# cleanly and check the store.
 #   DATA=/path THREADS=64 DURATION=10 ./scripts/demo.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 ./scripts/install-deps.sh curl
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/mds-target}"
-cargo build --release -p mds --bins --examples
+cargo build --release -p mds -p loadgen --bins
 
 DATA="${DATA:-/var/tmp/mds-demo-data}"
 LISTEN="${LISTEN:-127.0.0.1:7400}"
@@ -28,7 +28,7 @@ for _ in $(seq 1 200); do
 done
 grep -E "listening on|metrics endpoint on" "$LOG" | sed 's/^/mds: /'
 
-"$BIN/examples/create_rate" --server "$LISTEN" --threads "$THREADS" --duration "$DURATION"
+"$BIN/loadgen" create --server "$LISTEN" --threads "$THREADS" --duration "${DURATION}s" --dir "/demo/$(date +%s)"
 echo "metrics: $(curl -s "http://$METRICS/metrics" 2>/dev/null | grep -c '^mds_' || true) mds_ series at http://$METRICS/metrics"
 
 kill -TERM "$MDS_PID"

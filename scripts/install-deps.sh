@@ -1,13 +1,15 @@
 #!/usr/bin/env bash
 # Installs what building and testing mds needs on a fresh Debian machine: clang and libclang
-# (bindgen, for RocksDB's C++), and the rustfmt and clippy components. Safe to run again.
+# (bindgen, for RocksDB's C++), prometheus (promtool and a real Prometheus for the metrics and
+# dashboard tests), python3 (dashboard generator, benchmark chart), and the rustfmt and
+# clippy components. Extra Debian packages may be named as arguments. Safe to run again.
 set -euo pipefail
 
 SUDO=""
 if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 need=()
-for pkg in clang libclang-dev "$@"; do
+for pkg in clang libclang-dev prometheus python3 "$@"; do
   dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
 done
 if [ ${#need[@]} -gt 0 ]; then

@@ -11,6 +11,7 @@ cd "$(dirname "$0")/.."
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/mds-target}"
 
 cargo fmt --all -- --check
+python3 dashboards/generate.py --check
 cargo clippy --release --workspace --all-targets -- -D warnings
 cargo test --release --workspace
 

@@ -56,6 +56,9 @@ pub struct CommitStats {
     pub max_batch_seen: AtomicU64,
     pub forced: AtomicU64,
     pub failed: AtomicBool,
+    /// When the newest commit became durable (`metrics::monotonic_ns`): drains measure their
+    /// duration from it.
+    pub durable_at_ns: AtomicU64,
 }
 
 /// The running committer.
@@ -165,6 +168,9 @@ impl Worker {
                     self.stats.commits.fetch_add(1, Ordering::Relaxed);
                     self.stats.transactions.fetch_add(n, Ordering::Relaxed);
                     self.stats.max_batch_seen.fetch_max(n, Ordering::Relaxed);
+                    self.stats
+                        .durable_at_ns
+                        .store(crate::metrics::monotonic_ns(), Ordering::Release);
                     self.engine.publish(last_committed);
                 }
                 Err(e) => {

@@ -6,7 +6,9 @@
 //! has explicit buckets — without them the exporter renders summaries, which Grafana cannot
 //! aggregate across instances.
 
+use std::fmt::Write as _;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
@@ -17,6 +19,14 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tracing::{debug, info};
 
 use crate::protocol::{Errno, Op};
+
+/// Nanoseconds on a process-wide monotonic clock (quanta, ~15 ns a read): what the committer
+/// stamps when a commit is durable and the drain subtracts.
+pub fn monotonic_ns() -> u64 {
+    static BASE: std::sync::OnceLock<quanta::Instant> = std::sync::OnceLock::new();
+    let base = *BASE.get_or_init(quanta::Instant::now);
+    quanta::Instant::now().duration_since(base).as_nanos() as u64
+}
 
 /// Latency buckets, seconds: 10 µs to 10 s.
 pub const LATENCY_BUCKETS: [f64; 19] = [
@@ -41,7 +51,6 @@ pub const FORCED_COMMITS: &str = "mds_forced_commits_total";
 pub const JOURNAL_ERRORS: &str = "mds_journal_errors_total";
 pub const LAST_COMMITTED: &str = "mds_last_committed_transno";
 pub const LAST_TRANSNO: &str = "mds_last_assigned_transno";
-pub const PENDING_REPLIES: &str = "mds_pending_replies";
 pub const QUEUE_DEPTH: &str = "mds_partition_queue_depth";
 pub const DRAIN_REPLIES: &str = "mds_drain_replies";
 pub const DRAIN_DURATION: &str = "mds_drain_duration_seconds";
@@ -53,11 +62,6 @@ pub const SLOW_CLIENTS: &str = "mds_slow_client_disconnects_total";
 pub const COS_CONFLICTS: &str = "mds_cos_conflicts_total";
 pub const COS_WAITING: &str = "mds_cos_waiting_requests";
 pub const RESEND_REPLIES: &str = "mds_resend_replies_total";
-pub const ROCKSDB_KEYS: &str = "mds_rocksdb_estimated_keys";
-pub const ROCKSDB_SST_BYTES: &str = "mds_rocksdb_live_sst_bytes";
-pub const ROCKSDB_MEMTABLE_BYTES: &str = "mds_rocksdb_memtable_bytes";
-pub const ROCKSDB_STALL: &str = "mds_rocksdb_stall_seconds_total";
-pub const ROCKSDB_WAL_SYNCS: &str = "mds_rocksdb_wal_syncs_total";
 
 /// Installs the global recorder with its buckets and help texts. Call once, before any
 /// component registers its handles.
@@ -119,10 +123,6 @@ fn describe() {
         "The last transno handed out; minus last_committed, the commit lag."
     );
     describe_gauge!(
-        PENDING_REPLIES,
-        "Replies waiting for their commit, all partitions."
-    );
-    describe_gauge!(
         QUEUE_DEPTH,
         "Replies waiting for their commit in one partition's queue."
     );
@@ -164,22 +164,6 @@ fn describe() {
         RESEND_REPLIES,
         "Resent requests answered from their resend record."
     );
-    describe_gauge!(
-        ROCKSDB_KEYS,
-        "RocksDB's estimate of keys, by column family."
-    );
-    describe_gauge!(
-        ROCKSDB_SST_BYTES,
-        Unit::Bytes,
-        "Live SST file bytes, by column family."
-    );
-    describe_gauge!(
-        ROCKSDB_MEMTABLE_BYTES,
-        Unit::Bytes,
-        "Memtable bytes, by column family."
-    );
-    describe_counter!(ROCKSDB_STALL, Unit::Seconds, "Time RocksDB stalled writes.");
-    describe_counter!(ROCKSDB_WAL_SYNCS, "WAL syncs RocksDB performed.");
 }
 
 /// The committer's handles.
@@ -298,10 +282,14 @@ impl PartitionMetrics {
     }
 }
 
-/// Serves `GET /metrics` (Prometheus text format) on `listener` until the task is dropped.
-/// A listener of our own, rather than the exporter's, so the server can bind port 0 and log
-/// the address it got.
-pub async fn serve(listener: tokio::net::TcpListener, handle: PrometheusHandle) {
+/// Serves `GET /metrics` (Prometheus text format) on `listener` until the task is dropped:
+/// the exporter's rendering plus `extras`. A listener of our own, rather than the exporter's,
+/// so the server can bind port 0 and log the address it got.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    handle: PrometheusHandle,
+    extras: ScrapeExtras,
+) {
     let upkeep = handle.clone();
     tokio::spawn(async move {
         // Without upkeep, histogram samples pile up in the recorder (CRATES.md).
@@ -317,6 +305,7 @@ pub async fn serve(listener: tokio::net::TcpListener, handle: PrometheusHandle) 
             continue;
         };
         let handle = handle.clone();
+        let extras = extras.clone();
         tokio::spawn(async move {
             let mut buf = vec![0u8; 4096];
             let mut read = 0;
@@ -335,11 +324,9 @@ pub async fn serve(listener: tokio::net::TcpListener, handle: PrometheusHandle) 
             let (status, ctype, body) = if head.starts_with("GET ")
                 && (path == "/metrics" || path.starts_with("/metrics?"))
             {
-                (
-                    "200 OK",
-                    "text/plain; version=0.0.4; charset=utf-8",
-                    handle.render(),
-                )
+                let mut text = handle.render();
+                extras(&mut text);
+                ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text)
             } else if head.starts_with("GET ") && path == "/" {
                 (
                     "200 OK",
@@ -374,13 +361,130 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
     Ok(listener)
 }
 
-/// Publishes RocksDB's sizes and counters (read per column family).
-pub fn record_store(stats: &journal::StoreStats) {
-    for (cf, keys, sst, mem) in &stats.families {
-        metrics::gauge!(ROCKSDB_KEYS, "cf" => *cf).set(*keys as f64);
-        metrics::gauge!(ROCKSDB_SST_BYTES, "cf" => *cf).set(*sst as f64);
-        metrics::gauge!(ROCKSDB_MEMTABLE_BYTES, "cf" => *cf).set(*mem as f64);
+/// Figures read only when Prometheus scrapes (RocksDB properties, process figures, total
+/// pending replies), appended to the exporter's text by [`serve`]. They are rendered here
+/// rather than through `metrics` handles because they are floating-point counters (CPU and
+/// stall seconds), which `metrics` counters (u64) cannot carry in base units, and because
+/// reading them costs nothing between scrapes.
+pub type ScrapeExtras = Arc<dyn Fn(&mut String) + Send + Sync>;
+
+/// Appends one metric family in Prometheus text format.
+pub fn write_family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(&str, f64)]) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (labels, value) in samples {
+        if labels.is_empty() {
+            let _ = writeln!(out, "{name} {value}");
+        } else {
+            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+        }
     }
-    metrics::counter!(ROCKSDB_STALL).absolute(stats.stall_micros / 1_000_000);
-    metrics::counter!(ROCKSDB_WAL_SYNCS).absolute(stats.wal_syncs);
+}
+
+/// RocksDB's sizes and counters, read per column family.
+pub fn write_store(out: &mut String, stats: &journal::StoreStats) {
+    let per_cf = |pick: fn(&(&'static str, u64, u64, u64)) -> u64| -> Vec<(String, f64)> {
+        stats
+            .families
+            .iter()
+            .map(|f| (format!("cf=\"{}\"", f.0), pick(f) as f64))
+            .collect()
+    };
+    let families = [
+        (
+            "mds_rocksdb_estimated_keys",
+            "RocksDB's estimate of keys, by column family.",
+            per_cf(|f| f.1),
+        ),
+        (
+            "mds_rocksdb_live_sst_bytes",
+            "Live SST file bytes, by column family.",
+            per_cf(|f| f.2),
+        ),
+        (
+            "mds_rocksdb_memtable_bytes",
+            "Memtable bytes, by column family.",
+            per_cf(|f| f.3),
+        ),
+    ];
+    for (name, help, samples) in &families {
+        let samples: Vec<(&str, f64)> = samples.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+        write_family(out, name, "gauge", help, &samples);
+    }
+    write_family(
+        out,
+        "mds_rocksdb_stall_seconds_total",
+        "counter",
+        "Time RocksDB stalled writes.",
+        &[("", stats.stall_micros as f64 / 1e6)],
+    );
+    write_family(
+        out,
+        "mds_rocksdb_wal_syncs_total",
+        "counter",
+        "WAL syncs RocksDB performed.",
+        &[("", stats.wal_syncs as f64)],
+    );
+}
+
+/// The process's CPU time, resident memory, open descriptors and threads, from /proc.
+pub fn write_process(out: &mut String) {
+    let Some(p) = process_figures() else { return };
+    write_family(
+        out,
+        "mds_process_cpu_seconds_total",
+        "counter",
+        "User and system CPU time of the mds process.",
+        &[("", p.cpu_seconds)],
+    );
+    write_family(
+        out,
+        "mds_process_resident_memory_bytes",
+        "gauge",
+        "Resident memory of the mds process.",
+        &[("", p.resident_bytes)],
+    );
+    write_family(
+        out,
+        "mds_process_open_fds",
+        "gauge",
+        "Open file descriptors of the mds process.",
+        &[("", p.open_fds)],
+    );
+    write_family(
+        out,
+        "mds_process_threads",
+        "gauge",
+        "Threads of the mds process.",
+        &[("", p.threads)],
+    );
+}
+
+struct ProcessFigures {
+    cpu_seconds: f64,
+    resident_bytes: f64,
+    open_fds: f64,
+    threads: f64,
+}
+
+fn process_figures() -> Option<ProcessFigures> {
+    let stat = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name, which is in parentheses and may hold spaces.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // SAFETY: sysconf has no memory effects.
+    let (ticks, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_CLK_TCK) as f64,
+            libc::sysconf(libc::_SC_PAGESIZE) as f64,
+        )
+    };
+    let field = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok());
+    // After ")": state is index 0, so utime (14th field) is 11, stime 12, num_threads 17,
+    // rss 21.
+    Some(ProcessFigures {
+        cpu_seconds: (field(11)? + field(12)?) / ticks,
+        threads: field(17)?,
+        resident_bytes: field(21)? * page,
+        open_fds: std::fs::read_dir("/proc/self/fd").ok()?.count() as f64,
+    })
 }

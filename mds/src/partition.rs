@@ -11,6 +11,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::BytesMut;
@@ -422,16 +423,15 @@ impl Partition {
     fn statfs(&self) -> StatFs {
         let stats = &self.shared.commit_stats;
         let (directories, files) = self.shared.namespace.counts();
-        use std::sync::atomic::Ordering::Relaxed;
         StatFs {
             inodes: directories + files,
             directories,
             files,
             last_committed: self.shared.engine.last_committed(),
             last_transno: self.shared.namespace.last_transno(),
-            commits: stats.commits.load(Relaxed),
-            committed_transactions: stats.transactions.load(Relaxed),
-            max_transactions_per_commit: stats.max_batch_seen.load(Relaxed),
+            commits: stats.commits.load(Ordering::Relaxed),
+            committed_transactions: stats.transactions.load(Ordering::Relaxed),
+            max_transactions_per_commit: stats.max_batch_seen.load(Ordering::Relaxed),
             partitions: self.shared.partitions as u32,
             read_only: self.shared.namespace.is_read_only(),
         }
@@ -481,9 +481,14 @@ impl Partition {
             }
             self.metrics.drain_wakes.increment(1);
             self.metrics.drain_replies.record(released as f64);
-            self.metrics
-                .drain_duration
-                .record(started.elapsed().as_secs_f64());
+            // From the commit being durable to its replies being queued for their sockets.
+            let durable = self
+                .shared
+                .commit_stats
+                .durable_at_ns
+                .load(Ordering::Acquire);
+            let spent = crate::metrics::monotonic_ns().saturating_sub(durable);
+            self.metrics.drain_duration.record(spent as f64 / 1e9);
             self.metrics.queue_depth.set(engine.depth(self.id) as f64);
         }
     }

@@ -96,16 +96,21 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
 
     let serve = rt.block_on(async {
         let metrics_listener = crate::metrics::bind(config.metrics_listen).await?;
-        tokio::spawn(crate::metrics::serve(metrics_listener, prometheus));
-        let (journal, engine) = (journal.clone(), engine.clone());
-        tokio::spawn(async move {
-            let mut tick = tokio::time::interval(Duration::from_secs(2));
-            loop {
-                tick.tick().await;
-                crate::metrics::record_store(&journal.stats());
-                metrics::gauge!(crate::metrics::PENDING_REPLIES).set(engine.total_depth() as f64);
-            }
-        });
+        let extras: crate::metrics::ScrapeExtras = {
+            let (journal, engine) = (journal.clone(), engine.clone());
+            Arc::new(move |out: &mut String| {
+                crate::metrics::write_family(
+                    out,
+                    "mds_pending_replies",
+                    "gauge",
+                    "Replies waiting for their commit, all partitions.",
+                    &[("", engine.total_depth() as f64)],
+                );
+                crate::metrics::write_store(out, &journal.stats());
+                crate::metrics::write_process(out);
+            })
+        };
+        tokio::spawn(crate::metrics::serve(metrics_listener, prometheus, extras));
         info!(partitions = config.partitions, "partitions started");
         info!("listening on {addr}");
         wait_for_signal().await
