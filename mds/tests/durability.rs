@@ -113,7 +113,7 @@ async fn sigkill_during_creates_loses_no_acknowledged_create() {
 async fn sigterm_answers_pending_requests_and_exits_zero() {
     let dir = tempfile::tempdir().unwrap();
     // A long commit interval: replies are pending when SIGTERM arrives.
-    let server = common::start(dir.path(), &["--commit-interval", "3s"]);
+    let server = common::start(dir.path(), &["--commit-interval", "60s"]);
     let c = server.client().await;
     let mut calls = Vec::new();
     for i in 0..20 {
@@ -144,9 +144,10 @@ async fn sigterm_answers_pending_requests_and_exits_zero() {
         "exit status {status:?}: {:?}",
         log.lock().unwrap()
     );
+    // Waiting for the 60 s interval would take a minute; any sane shutdown takes far less.
     assert!(
-        started.elapsed() < Duration::from_secs(3),
-        "shutdown did not wait for the interval"
+        started.elapsed() < Duration::from_secs(30),
+        "shutdown waited for the commit interval"
     );
     for call in calls {
         call.await

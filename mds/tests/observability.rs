@@ -64,7 +64,7 @@ impl Load {
                     let name = format!("f{n}");
                     let _ = client.create(dir, &name, 0o644).await;
                     let _ = client.lookup(dir, &name).await;
-                    if n % 50 == 0 {
+                    if n.is_multiple_of(50) {
                         let _ = client.create(dir, &name, 0o644).await; // EEXIST
                         let _ = client.sync().await;
                         let _ = client.readdir(dir, None, 100).await;
