@@ -60,6 +60,27 @@ pub struct Inode {
     pub transno: u64,
 }
 
+impl Inode {
+    /// The root directory of a new store, created at `now_ns`.
+    pub fn root(now_ns: i64) -> Inode {
+        Inode {
+            ino: ROOT_INO,
+            kind: FileKind::Directory,
+            mode: 0o755,
+            uid: 0,
+            gid: 0,
+            nlink: 2,
+            size: 0,
+            ctime_ns: now_ns,
+            mtime_ns: now_ns,
+            generation: 0,
+            parent: ROOT_INO,
+            entries: 0,
+            transno: 0,
+        }
+    }
+}
+
 /// A directory entry's value: the child it names and that child's kind.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Dentry {

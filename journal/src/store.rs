@@ -165,21 +165,7 @@ impl Journal {
 
     /// Writes the schema version and the root directory of a new store, synced.
     fn initialize(&self) -> Result<()> {
-        let root = Inode {
-            ino: ROOT_INO,
-            kind: FileKind::Directory,
-            mode: 0o755,
-            uid: 0,
-            gid: 0,
-            nlink: 2,
-            size: 0,
-            ctime_ns: now_ns(),
-            mtime_ns: now_ns(),
-            generation: 0,
-            parent: ROOT_INO,
-            entries: 0,
-            transno: 0,
-        };
+        let root = Inode::root(now_ns());
         let mut batch = WriteBatch::default();
         let meta = self.cf(CF_META);
         batch.put_cf(meta, META_SCHEMA_VERSION, SCHEMA_VERSION.to_le_bytes());

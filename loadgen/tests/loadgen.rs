@@ -218,6 +218,38 @@ async fn every_subcommand_runs_against_what_create_made() {
         before - files
     );
 
+    // --shared-dir: every thread in one directory; stat then splits its files over all lanes.
+    let acks = dir.path().join("shared.txt");
+    let shared = [
+        "--threads",
+        "3",
+        "--depth",
+        "2",
+        "--dir",
+        "/s",
+        "--shared-dir",
+    ];
+    let mut args = vec![
+        "create",
+        "--count",
+        "300",
+        "--ack-log",
+        acks.to_str().unwrap(),
+    ];
+    args.extend(shared);
+    check_ok(&loadgen(&addr, &args));
+    let logged: BTreeSet<String> = std::fs::read_to_string(&acks)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    assert_eq!(logged.len(), 300);
+    assert_eq!(logged, names_under(&server, "/s").await, "all in /s itself");
+    let mut args = vec!["stat", "--count", "600"];
+    args.extend(shared);
+    let (_, _, n) = rate_line(&check_ok(&loadgen(&addr, &args)), "stats");
+    assert_eq!(n, 600);
+
     // Nothing left to stat: a clear error, exit 2.
     let out = run("stat", &["--count", "10"]);
     assert_eq!(out.status.code(), Some(2));

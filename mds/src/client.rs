@@ -222,12 +222,14 @@ impl Client {
         self.call(Op::Ping).await.map(drop)
     }
 
+    /// Creates a directory owned by this process's uid and gid.
     pub async fn mkdir(&self, parent: u64, name: &str, mode: u32) -> Result<Attr> {
         let (uid, gid) = ids();
+        let name = name.into();
         attr(
             self.call(Op::Mkdir {
                 parent,
-                name: name.into(),
+                name,
                 mode,
                 uid,
                 gid,
@@ -236,12 +238,14 @@ impl Client {
         )
     }
 
+    /// Creates a regular file (exclusive) owned by this process's uid and gid.
     pub async fn create(&self, parent: u64, name: &str, mode: u32) -> Result<Attr> {
         let (uid, gid) = ids();
+        let name = name.into();
         attr(
             self.call(Op::Create {
                 parent,
-                name: name.into(),
+                name,
                 mode,
                 uid,
                 gid,

@@ -22,21 +22,7 @@ fn empty() -> Namespace {
         read_only: AtomicBool::new(false),
     };
     ns.table.insert_unlocked(Node {
-        attr: Inode {
-            ino: ROOT_INO,
-            kind: FileKind::Directory,
-            mode: 0o755,
-            uid: 0,
-            gid: 0,
-            nlink: 2,
-            size: 0,
-            ctime_ns: 0,
-            mtime_ns: 0,
-            generation: 0,
-            parent: ROOT_INO,
-            entries: 0,
-            transno: 0,
-        },
+        attr: Inode::root(0),
         entries: Some(BTreeMap::new()),
     });
     ns
