@@ -13,6 +13,6 @@ mod store;
 
 pub use error::{Error, Result};
 pub use schema::{
-    Dentry, FileKind, Inode, JournalOp, ROOT_INO, ResendRecord, SCHEMA_VERSION, TxRecord,
+    Dentry, FileKind, Inode, JournalOp, ROOT_INO, ResendRecord, SCHEMA_VERSION, TxRecord, now_ns,
 };
 pub use store::{CommitInfo, Journal, JournalOptions, Recovered, StoreStats};

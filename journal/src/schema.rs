@@ -60,6 +60,14 @@ pub struct Inode {
     pub transno: u64,
 }
 
+/// Wall-clock time as inode times store it: nanoseconds since the Unix epoch.
+pub fn now_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos() as i64)
+        .unwrap_or(0)
+}
+
 impl Inode {
     /// The root directory of a new store, created at `now_ns`.
     pub fn root(now_ns: i64) -> Inode {

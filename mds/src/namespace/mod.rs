@@ -153,12 +153,10 @@ pub(crate) fn to_kind(kind: FileKind) -> Kind {
     }
 }
 
-/// One wall-clock read per mutation: the only clock read on the execution path.
+/// One wall-clock read per mutation (ctime/mtime): the only wall-clock read on the execution
+/// path.
 fn now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
+    journal::now_ns()
 }
 
 #[cfg(test)]
