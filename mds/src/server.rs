@@ -143,9 +143,16 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
 
 /// One listener per partition on the same address (SO_REUSEPORT): the kernel spreads
 /// connections over them, and no acceptor thread hands connections around.
+///
+/// SO_REUSEPORT would also let a second mds of the same user bind the same port and silently
+/// take half the connections, so the address is first probed with a plain bind, which fails
+/// if anyone holds it (with or without SO_REUSEPORT).
 fn bind_listeners(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<std::net::TcpListener>> {
+    let probe = std::net::TcpListener::bind(addr)
+        .with_context(|| format!("--listen {addr}: address in use or not available"))?;
+    let mut bound = probe.local_addr()?;
+    drop(probe);
     let mut listeners = Vec::with_capacity(n);
-    let mut bound = addr;
     for _ in 0..n {
         let socket = Socket::new(
             Domain::for_address(bound),
@@ -160,11 +167,30 @@ fn bind_listeners(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<std::net::Tc
         socket.listen(1024)?;
         socket.set_nonblocking(true)?;
         let listener: std::net::TcpListener = socket.into();
-        // With port 0, the first listener picks the port and the others share it.
+        // With port 0, the probe picked the port and every listener shares it.
         bound = listener.local_addr()?;
         listeners.push(listener);
     }
     Ok(listeners)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_server_cannot_share_a_port_through_reuseport() {
+        let first = bind_listeners("127.0.0.1:0".parse().unwrap(), 2).unwrap();
+        let addr = first[0].local_addr().unwrap();
+        assert_eq!(first[1].local_addr().unwrap(), addr);
+        let err = bind_listeners(addr, 2).unwrap_err();
+        assert!(format!("{err:#}").contains("address in use"), "{err:#}");
+        drop(first);
+        assert!(
+            bind_listeners(addr, 1).is_ok(),
+            "free again once the first is gone"
+        );
+    }
 }
 
 async fn wait_for_signal() -> anyhow::Result<()> {
