@@ -174,25 +174,6 @@ fn bind_listeners(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<std::net::Tc
     Ok(listeners)
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_second_server_cannot_share_a_port_through_reuseport() {
-        let first = bind_listeners("127.0.0.1:0".parse().unwrap(), 2).unwrap();
-        let addr = first[0].local_addr().unwrap();
-        assert_eq!(first[1].local_addr().unwrap(), addr);
-        let err = bind_listeners(addr, 2).unwrap_err();
-        assert!(format!("{err:#}").contains("address in use"), "{err:#}");
-        drop(first);
-        assert!(
-            bind_listeners(addr, 1).is_ok(),
-            "free again once the first is gone"
-        );
-    }
-}
-
 async fn wait_for_signal() -> anyhow::Result<()> {
     use tokio::signal::unix::{SignalKind, signal};
     let mut term = signal(SignalKind::terminate())?;
@@ -210,4 +191,23 @@ fn boot_id() -> u64 {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0)
         ^ u64::from(std::process::id())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_second_server_cannot_share_a_port_through_reuseport() {
+        let first = bind_listeners("127.0.0.1:0".parse().unwrap(), 2).unwrap();
+        let addr = first[0].local_addr().unwrap();
+        assert_eq!(first[1].local_addr().unwrap(), addr);
+        let err = bind_listeners(addr, 2).unwrap_err();
+        assert!(format!("{err:#}").contains("address in use"), "{err:#}");
+        drop(first);
+        assert!(
+            bind_listeners(addr, 1).is_ok(),
+            "free again once the first is gone"
+        );
+    }
 }
