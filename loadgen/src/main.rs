@@ -62,7 +62,8 @@ struct Common {
     /// Client threads (each with its own directory and connections).
     #[arg(long, default_value_t = 1)]
     threads: usize,
-    /// Seconds to run (e.g. 10s, 2m). One of --duration or --count is needed.
+    /// How long to run (e.g. 300, 10s, 2m; a bare number is seconds). One of --duration or
+    /// --count is needed.
     #[arg(long, value_parser = mds::config::parse_duration, conflicts_with = "count")]
     duration: Option<Duration>,
     /// Total operations across all threads (e.g. 10000, 100k).

@@ -87,6 +87,7 @@ impl Committer {
             stats: stats.clone(),
             metrics: CommitMetrics::register(),
             held: BTreeMap::new(),
+            opened: None,
             flush: false,
             shutdown: false,
         };
@@ -129,6 +130,8 @@ struct Worker {
     metrics: CommitMetrics,
     /// Records received and not yet committed, by transno.
     held: BTreeMap<u64, TxRecord>,
+    /// When the open transaction received its first record (only with an interval).
+    opened: Option<Instant>,
     flush: bool,
     shutdown: bool,
 }
@@ -144,8 +147,7 @@ impl Worker {
                     Err(_) => self.shutdown = true,
                 }
             }
-            let opened = Instant::now();
-            self.gather(opened);
+            self.gather();
             if self.shutdown && !self.ready(last_committed) {
                 self.finish(last_committed);
                 return;
@@ -153,6 +155,12 @@ impl Worker {
             let batch = self.cut(last_committed);
             if batch.is_empty() {
                 continue;
+            }
+            // Nothing left: the next record opens a new transaction. Records left over (past
+            // --max-batch, or behind a missing transno) keep the old opening time: they have
+            // waited already.
+            if self.held.is_empty() {
+                self.opened = None;
             }
             if self.flush {
                 self.stats.forced.fetch_add(1, Ordering::Relaxed);
@@ -196,6 +204,11 @@ impl Worker {
     fn take(&mut self, msg: CommitMsg) {
         match msg {
             CommitMsg::Record(record) => {
+                if self.held.is_empty() && self.opened.is_none() && !self.policy.interval.is_zero()
+                {
+                    // The first record opens the transaction; the interval counts from here.
+                    self.opened = Some(Instant::now());
+                }
                 self.held.insert(record.transno, record);
             }
             CommitMsg::Flush => self.flush = true,
@@ -203,9 +216,10 @@ impl Worker {
         }
     }
 
-    /// Takes what has arrived without blocking; with an interval, keeps gathering until it is
-    /// over, the batch is full, or a flush or shutdown asks for the commit now.
-    fn gather(&mut self, opened: Instant) {
+    /// Takes what has arrived without blocking; with an interval, keeps gathering until the
+    /// open transaction has been open that long, the batch is full, or a flush or shutdown
+    /// asks for the commit now.
+    fn gather(&mut self) {
         while self.held.len() < self.policy.max_batch {
             match self.rx.try_recv() {
                 Ok(msg) => self.take(msg),
@@ -215,7 +229,7 @@ impl Worker {
         if self.policy.interval.is_zero() {
             return;
         }
-        let deadline = opened + self.policy.interval;
+        let deadline = self.opened.unwrap_or_else(Instant::now) + self.policy.interval;
         while self.held.len() < self.policy.max_batch && !self.flush && !self.shutdown {
             match self.rx.recv_deadline(deadline) {
                 Ok(msg) => self.take(msg),

@@ -135,11 +135,13 @@ fn resolve_addr(flag: &str, value: &str) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("{flag}: {value:?} resolves to no address"))
 }
 
-/// Parses a duration in human units: `0`, `250us`, `5ms`, `2s`, `1m`.
+/// Parses a duration in human units: `250us`, `5ms`, `2s`, `1m`; a bare number is seconds
+/// (`300`, `0.5`), as the 2008 report's tools took it.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let s = s.trim();
-    if s == "0" {
-        return Ok(Duration::ZERO);
+    if let Ok(secs) = s.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs)
+            .map_err(|e| format!("invalid duration {s:?}: {e}"));
     }
     humantime::parse_duration(s).map_err(|e| format!("invalid duration {s:?}: {e} (try 5ms, 2s)"))
 }
@@ -166,6 +168,9 @@ mod tests {
     #[test]
     fn human_units_parse_and_nonsense_does_not() {
         assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("300").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
+        assert!(parse_duration("-1").is_err());
         assert_eq!(parse_duration("5ms").unwrap(), Duration::from_millis(5));
         assert_eq!(parse_duration("250us").unwrap(), Duration::from_micros(250));
         assert!(parse_duration("fast").is_err());
