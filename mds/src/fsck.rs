@@ -14,6 +14,24 @@ use journal::{FileKind, Inode, Journal, ROOT_INO};
 
 use crate::protocol::check_name;
 
+/// The pid holding RocksDB's lock on the store (an `fcntl` write lock on its LOCK file), if
+/// another process holds it.
+fn lock_holder(lock: &Path) -> Option<i32> {
+    use std::os::fd::AsRawFd;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(lock)
+        .ok()?;
+    // SAFETY: a zeroed flock is a valid argument; F_GETLK only fills it in.
+    let mut query: libc::flock = unsafe { std::mem::zeroed() };
+    query.l_type = libc::F_WRLCK as libc::c_short;
+    query.l_whence = libc::SEEK_SET as libc::c_short;
+    // SAFETY: the descriptor is open for the duration of the call; `query` outlives it.
+    let rc = unsafe { libc::fcntl(file.as_raw_fd(), libc::F_GETLK, &mut query) };
+    (rc == 0 && query.l_type != libc::F_UNLCK as libc::c_short).then_some(query.l_pid)
+}
+
 /// What fsck found.
 #[derive(Debug, Default)]
 pub struct Report {
@@ -30,8 +48,15 @@ impl Report {
     }
 }
 
-/// Checks the store in `data`, read-only.
+/// Checks the store in `data`, read-only. Refuses a store a running server holds: what it
+/// would read is only what that server has flushed, not the store's state.
 pub fn check(data: &Path) -> anyhow::Result<Report> {
+    if let Some(pid) = lock_holder(&data.join("LOCK")) {
+        anyhow::bail!(
+            "{} is in use by a running server (pid {pid}); stop it first",
+            data.display()
+        );
+    }
     let (journal, recovered) = Journal::open_read_only(data)
         .with_context(|| format!("opening {} read-only", data.display()))?;
     let mut report = Report {

@@ -95,6 +95,19 @@ fn fsck_passes_a_clean_store_and_reports_each_finding_of_a_damaged_one() {
     let (code, out) = fsck(dir.path());
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("0 findings"), "{out}");
+    {
+        // A store a running server holds is refused, not half-read.
+        let server = common::start(dir.path(), &[]);
+        let (code, out) = fsck(dir.path());
+        assert_eq!(code, 2, "{out}");
+        assert!(
+            out.contains(&format!(
+                "in use by a running server (pid {})",
+                server.pid()
+            )),
+            "{out}"
+        );
+    }
 
     // Damage it the way a broken writer would: an entry to nowhere, and an orphan inode.
     {
