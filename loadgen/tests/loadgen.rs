@@ -390,3 +390,55 @@ async fn loadgen_rides_through_a_server_restart_and_gives_up_when_it_stays_away(
     let out = loadgen(&listen, &["create", "--threads", "1", "--count", "5"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_progress_bar_shows_on_a_terminal_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_bin(), &dir.path().join("data"), &[]);
+    let addr = server.addr.to_string();
+    let run = |quiet: bool| {
+        let cmd = format!(
+            "{LOADGEN} create --server {addr} --threads 2 --duration 2s --dir /p{}",
+            if quiet { " --quiet" } else { "" }
+        );
+        // script(1) runs loadgen on a pseudo-terminal, as a user's shell would.
+        let out = Command::new("script")
+            .args(["-qec", &cmd, "/dev/null"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let shown = run(false);
+    assert!(
+        shown.contains("/s now"),
+        "no live rate on a terminal: {shown:?}"
+    );
+    assert!(shown.contains("Rate: "), "{shown:?}");
+    let quiet = run(true);
+    assert!(
+        !quiet.contains("/s now"),
+        "--quiet still drew the bar: {quiet:?}"
+    );
+    // Not a terminal and no --quiet: no bar either; the summary starts with the Rate line.
+    let out = loadgen_loud(
+        &addr,
+        &["create", "--threads", "1", "--count", "50", "--dir", "/p"],
+    );
+    let text = check_ok(&out);
+    assert!(text.starts_with("Rate: "), "{text:?}");
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("/s now"));
+}
+
+/// loadgen without `--quiet`.
+fn loadgen_loud(server: &str, args: &[&str]) -> Output {
+    Command::new(LOADGEN)
+        .args(args)
+        .args(["--server", server])
+        .output()
+        .unwrap()
+}
