@@ -305,35 +305,26 @@ async fn loadgen_rides_through_a_server_restart_and_gives_up_when_it_stays_away(
     let server = Server::start(&mds_bin(), &data, &["--listen", &listen]);
     let json = dir.path().join("r.json");
     let acks = dir.path().join("acks.txt");
-    let child = Command::new(LOADGEN)
-        .args([
-            "create",
-            "--server",
-            &listen,
-            "--quiet",
-            "--threads",
-            "4",
-            "--depth",
-            "2",
-        ])
-        .args([
-            "--duration",
-            "5s",
-            "--dir",
-            "/r",
-            "--reconnect-timeout",
-            "20s",
-        ])
-        .args([
-            "--json",
-            json.to_str().unwrap(),
-            "--ack-log",
-            acks.to_str().unwrap(),
-        ])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_loadgen(&[
+        "create",
+        "--server",
+        &listen,
+        "--quiet",
+        "--threads",
+        "4",
+        "--depth",
+        "2",
+        "--duration",
+        "5s",
+        "--dir",
+        "/r",
+        "--reconnect-timeout",
+        "20s",
+        "--json",
+        json.to_str().unwrap(),
+        "--ack-log",
+        acks.to_str().unwrap(),
+    ]);
     tokio::time::sleep(Duration::from_millis(1500)).await;
     server.kill();
     tokio::time::sleep(Duration::from_millis(500)).await;
@@ -359,22 +350,20 @@ async fn loadgen_rides_through_a_server_restart_and_gives_up_when_it_stays_away(
     );
 
     // Server gone for good mid-run: loadgen gives up after its reconnect timeout and exits 1.
-    let child = Command::new(LOADGEN)
-        .args([
-            "create",
-            "--server",
-            &listen,
-            "--quiet",
-            "--threads",
-            "1",
-            "--duration",
-            "30s",
-        ])
-        .args(["--dir", "/r", "--reconnect-timeout", "1s"])
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
+    let child = spawn_loadgen(&[
+        "create",
+        "--server",
+        &listen,
+        "--quiet",
+        "--threads",
+        "1",
+        "--duration",
+        "30s",
+        "--dir",
+        "/r",
+        "--reconnect-timeout",
+        "1s",
+    ]);
     tokio::time::sleep(Duration::from_millis(700)).await;
     server.kill();
     let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
@@ -432,6 +421,16 @@ async fn the_progress_bar_shows_on_a_terminal_only() {
     let text = check_ok(&out);
     assert!(text.starts_with("Rate: "), "{text:?}");
     assert!(!String::from_utf8_lossy(&out.stderr).contains("/s now"));
+}
+
+/// loadgen in the background, its output captured.
+fn spawn_loadgen(args: &[&str]) -> std::process::Child {
+    Command::new(LOADGEN)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 /// loadgen without `--quiet`.

@@ -127,13 +127,7 @@ async fn bad_frames_close_their_connection_and_nothing_else() {
 
     // A valid request after junk on one connection still works on another, mutations too.
     good.mkdir(ROOT, "after", 0o755).await.unwrap();
-    let names: Vec<_> = good
-        .readdir_all(ROOT)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.name)
-        .collect();
+    let names = common::names(&good, ROOT).await;
     assert_eq!(names, vec!["after", "before"]);
     let fresh = server.client().await;
     fresh.ping().await.unwrap();

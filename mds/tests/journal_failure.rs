@@ -53,13 +53,7 @@ async fn a_failed_commit_answers_eio_and_turns_the_server_read_only() {
     assert_eq!(code, 0, "{out}");
     let server = common::start(dir.path(), &[]);
     let c = server.client().await;
-    let names: Vec<_> = c
-        .readdir_all(ROOT)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.name)
-        .collect();
+    let names = common::names(&c, ROOT).await;
     let mut expected = acked.clone();
     expected.sort();
     assert_eq!(names, expected);

@@ -272,13 +272,7 @@ async fn rename_within_and_across_directories_with_posix_replacement() {
         Errno::ENAMETOOLONG
     );
     // After all that the names are still where they should be.
-    let names: Vec<_> = c
-        .readdir_all(a.ino)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|e| e.name)
-        .collect();
+    let names = common::names(&c, a.ino).await;
     assert_eq!(names, vec!["empty", "victim"]);
 }
 

@@ -50,8 +50,6 @@ struct Queue<T> {
     head: AtomicU64,
     /// Replies in the queue, readable without the lock (metrics).
     depth: AtomicUsize,
-    /// Wakes delivered to this partition (metrics, and the one-wake-per-commit test).
-    wakes: AtomicU64,
     wake: Waker,
 }
 
@@ -82,7 +80,6 @@ impl<T> ReplyEngine<T> {
                     pending: Mutex::new(VecDeque::new()),
                     head: AtomicU64::new(EMPTY),
                     depth: AtomicUsize::new(0),
-                    wakes: AtomicU64::new(0),
                     wake,
                 })
             })
@@ -92,11 +89,6 @@ impl<T> ReplyEngine<T> {
             failed: AtomicBool::new(false),
             queues,
         }
-    }
-
-    /// Number of partitions.
-    pub fn partitions(&self) -> usize {
-        self.queues.len()
     }
 
     /// The newest `last_committed` the committer published.
@@ -157,7 +149,6 @@ impl<T> ReplyEngine<T> {
     }
 
     fn wake(queue: &Queue<T>) {
-        queue.wakes.fetch_add(1, Ordering::Relaxed);
         (queue.wake)();
     }
 
@@ -210,11 +201,6 @@ impl<T> ReplyEngine<T> {
     /// Replies waiting in all queues.
     pub fn total_depth(&self) -> usize {
         (0..self.queues.len()).map(|p| self.depth(p)).sum()
-    }
-
-    /// Wakes delivered to `partition` so far.
-    pub fn wakes(&self, partition: usize) -> u64 {
-        self.queues[partition].wakes.load(Ordering::Relaxed)
     }
 }
 

@@ -32,14 +32,4 @@ impl<T> PendingReply<T> {
     pub fn take(&self) -> Option<T> {
         self.state.lock().take()
     }
-
-    /// Runs `f` on the payload under this reply's lock, if it is still pending.
-    pub fn with_payload<R>(&self, f: impl FnOnce(&mut T) -> R) -> Option<R> {
-        self.state.lock().as_mut().map(f)
-    }
-
-    /// Whether the payload has been taken.
-    pub fn is_released(&self) -> bool {
-        self.state.lock().is_none()
-    }
 }

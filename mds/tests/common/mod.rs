@@ -17,3 +17,14 @@ pub fn start(data: &Path, extra: &[&str]) -> Server {
 pub fn fsck(data: &Path) -> (i32, String) {
     mds::testing::fsck(Path::new(MDS), data)
 }
+
+/// The names in directory `ino`, in READDIR order.
+pub async fn names(client: &mds::client::Client, ino: u64) -> Vec<String> {
+    client
+        .readdir_all(ino)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect()
+}
