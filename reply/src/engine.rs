@@ -1,11 +1,17 @@
 //! The reply engine: per-partition queues of pending replies, the committer's publish, and the
 //! partition's drain.
 //!
+//! A queue accepts transnos in any order and keeps them sorted (equal transnos in push order),
+//! so a drain can take a prefix: a partition pushes its own replies in the order it assigns
+//! transnos, which is an O(1) append, but commit-on-share waiters, resends and replay push
+//! transnos older than the queue's newest, and those are inserted at their place, found by a
+//! search from the back because they are usually only a little older.
+//!
 //! The hand-over between committer and drain is lock-free on the committer's side and
 //! model-checked with loom (`tests/loom.rs`):
-//! - a push stores the queue's head transno under the queue's own lock, then re-reads
-//!   `last_committed` and wakes its own partition if the commit already happened (a SYNC may
-//!   wait for a transno that is already durable);
+//! - a push that becomes its queue's front stores the queue's head transno under the queue's
+//!   own lock; every push then re-reads `last_committed` and wakes its own partition if the
+//!   commit already happened (a SYNC may wait for a transno that is already durable);
 //! - the committer stores `last_committed`, then reads each queue's head and wakes the
 //!   partitions whose head is at or below it;
 //! - a drain reads `last_committed`, then takes everything at or below it and stores the new
@@ -13,9 +19,14 @@
 //!
 //! Push and publish each store, then load what the other stored (the Dekker pattern): a
 //! `SeqCst` fence between the store and the load on both sides guarantees that at least one
-//! of them sees the other, so no reply waits for a wake that never comes. (The fence, not
-//! `SeqCst` on the accesses, is also what loom can model.) The drain needs no fence: whichever
-//! head the committer reads, its decision is right.
+//! of them sees the other, so no reply waits for a wake that never comes. A push that does not
+//! become the front stores nothing, but the head it leaves is at or below its transno and was
+//! stored before its lock was taken, so the same argument holds. (The fence, not `SeqCst` on
+//! the accesses, is also what loom can model.) The drain needs no fence: whichever head the
+//! committer reads, its decision is right.
+//!
+//! A reply leaves as [`Outcome::Failed`] only when the drain saw the journal's failure: without
+//! it, a drain takes only what `last_committed` covers and releases all of it as committed.
 
 use std::collections::VecDeque;
 
@@ -43,7 +54,7 @@ pub enum Outcome {
 const EMPTY: u64 = u64::MAX;
 
 struct Queue<T> {
-    /// Pending replies in transno order (one partition pushes them as it assigns transnos).
+    /// Pending replies sorted by transno, equal transnos in push order.
     pending: Mutex<VecDeque<Arc<PendingReply<T>>>>,
     /// Transno of the first pending reply, `EMPTY` if none: what the committer checks to
     /// decide whether this partition needs a wake, without taking the queue's lock.
@@ -101,18 +112,27 @@ impl<T> ReplyEngine<T> {
         self.failed.load(Ordering::SeqCst)
     }
 
-    /// Queues a reply on `partition` until `transno` is durable. Transnos pushed on one
-    /// partition must not decrease (a partition assigns them in order).
+    /// Queues a reply on `partition` until `transno` is durable. Transnos may come in any
+    /// order; one at or above the newest queued is the cheap case.
     pub fn push(&self, partition: usize, transno: u64, payload: T) -> Arc<PendingReply<T>> {
         let queue = &self.queues[partition];
         let reply = Arc::new(PendingReply::new(transno, payload));
         {
             let mut pending = queue.pending.lock();
-            debug_assert!(pending.back().is_none_or(|b| b.transno() <= transno));
-            if pending.is_empty() {
-                queue.head.store(transno, Ordering::SeqCst);
+            match pending.back() {
+                Some(newest) if newest.transno() <= transno => pending.push_back(reply.clone()),
+                Some(_) => {
+                    let at = insertion_point(&pending, transno);
+                    if at == 0 {
+                        queue.head.store(transno, Ordering::SeqCst);
+                    }
+                    pending.insert(at, reply.clone());
+                }
+                None => {
+                    queue.head.store(transno, Ordering::SeqCst);
+                    pending.push_back(reply.clone());
+                }
             }
-            pending.push_back(reply.clone());
             queue.depth.fetch_add(1, Ordering::Relaxed);
         }
         fence(Ordering::SeqCst);
@@ -178,12 +198,16 @@ impl<T> ReplyEngine<T> {
             queue.depth.fetch_sub(n, Ordering::Relaxed);
             taken
         };
+        let committed = Outcome::Committed { last_committed };
         let mut released = 0;
         for reply in taken {
-            let outcome = if reply.transno() <= last_committed {
-                Outcome::Committed { last_committed }
-            } else {
+            // Only the failure read above may fail a reply. Without it the drain took only the
+            // sorted prefix `last_committed` covers, and all of that is committed.
+            debug_assert!(failed || reply.transno() <= last_committed);
+            let outcome = if failed && reply.transno() > last_committed {
                 Outcome::Failed
+            } else {
+                committed
             };
             if let Some(payload) = reply.take() {
                 release(payload, outcome);
@@ -202,6 +226,35 @@ impl<T> ReplyEngine<T> {
     pub fn total_depth(&self) -> usize {
         (0..self.queues.len()).map(|p| self.depth(p)).sum()
     }
+}
+
+/// Where a reply with `transno` goes in `pending`: after every reply at or below it, so equal
+/// transnos keep push order. The search gallops from the back (steps of 1, 2, 4, ...) and then
+/// bisects, so an out-of-order transno that is only a little older than the newest costs a few
+/// comparisons whatever the queue's length.
+fn insertion_point<T>(pending: &VecDeque<Arc<PendingReply<T>>>, transno: u64) -> usize {
+    // Everything at or after `above` is above `transno`; everything before `below` is not.
+    let mut above = pending.len();
+    let mut below = 0;
+    let mut step = 1;
+    while step <= above {
+        let probe = above - step;
+        if pending[probe].transno() <= transno {
+            below = probe + 1;
+            break;
+        }
+        above = probe;
+        step *= 2;
+    }
+    while below < above {
+        let mid = below + (above - below) / 2;
+        if pending[mid].transno() <= transno {
+            below = mid + 1;
+        } else {
+            above = mid;
+        }
+    }
+    below
 }
 
 #[cfg(all(test, not(loom)))]
@@ -300,6 +353,136 @@ mod tests {
         );
         engine.push(0, 3, 3);
         assert_eq!(drain_all(&engine, 0), vec![(3, Outcome::Failed)]);
+    }
+
+    #[test]
+    fn out_of_order_pushes_leave_in_transno_order_once_each_when_committed() {
+        let (engine, _) = counting(1);
+        // Payloads tell the two pushes of transno 3 apart: ties leave in push order.
+        for (i, t) in [5, 3, 9, 1, 7, 3].into_iter().enumerate() {
+            engine.push(0, t, t * 10 + i as u64);
+        }
+        assert_eq!(drain_all(&engine, 0), vec![]);
+        let committed = |last_committed| Outcome::Committed { last_committed };
+        engine.publish(2);
+        assert_eq!(drain_all(&engine, 0), vec![(13, committed(2))]);
+        engine.publish(4);
+        assert_eq!(
+            drain_all(&engine, 0),
+            vec![(31, committed(4)), (35, committed(4))]
+        );
+        // Older than everything queued, and already committed.
+        engine.push(0, 2, 26);
+        engine.publish(7);
+        assert_eq!(
+            drain_all(&engine, 0),
+            vec![(26, committed(7)), (50, committed(7)), (74, committed(7))]
+        );
+        assert_eq!(engine.depth(0), 1);
+        engine.publish(8);
+        assert_eq!(drain_all(&engine, 0), vec![]);
+        engine.publish(9);
+        assert_eq!(drain_all(&engine, 0), vec![(92, committed(9))]);
+        assert_eq!(engine.depth(0), 0);
+    }
+
+    #[test]
+    fn any_push_order_drains_like_a_stable_sort() {
+        let (engine, _) = counting(1);
+        // A fixed LCG: transnos within a window, with ties, pushed and published in bursts.
+        let mut seed = 0x2545_f491_4f6c_dd1du64;
+        let mut next = || {
+            seed = seed
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            seed >> 33
+        };
+        let mut model: Vec<(u64, u64)> = Vec::new();
+        let mut last_committed = 0u64;
+        for round in 0..200u64 {
+            for i in 0..next() % 40 {
+                let transno = last_committed.saturating_sub(8) + next() % 64;
+                let payload = round << 32 | i;
+                engine.push(0, transno, payload);
+                model.push((transno, payload));
+            }
+            last_committed += next() % 24;
+            engine.publish(last_committed);
+            // What a stable sort by transno puts first, as far as `last_committed` covers.
+            model.sort_by_key(|&(t, _)| t);
+            let n = model.partition_point(|&(t, _)| t <= last_committed);
+            let expected: Vec<(u64, Outcome)> = model
+                .drain(..n)
+                .map(|(_, p)| (p, Outcome::Committed { last_committed }))
+                .collect();
+            assert_eq!(drain_all(&engine, 0), expected, "round {round}");
+            assert_eq!(engine.depth(0), model.len());
+        }
+    }
+
+    #[test]
+    fn an_older_push_becomes_the_head_the_committer_checks() {
+        let (engine, wakes) = counting(1);
+        engine.push(0, 10, 10);
+        engine.push(0, 12, 12);
+        engine.push(0, 3, 3);
+        engine.publish(5);
+        assert_eq!(wakes[0].load(Ordering::SeqCst), 1, "head 3 is committed");
+        assert_eq!(
+            drain_all(&engine, 0),
+            vec![(3, Outcome::Committed { last_committed: 5 })]
+        );
+        engine.publish(9);
+        assert_eq!(wakes[0].load(Ordering::SeqCst), 1, "head 10 is not");
+    }
+
+    #[test]
+    fn an_older_push_that_becomes_a_committed_head_wakes_its_own_partition() {
+        let (engine, wakes) = counting(2);
+        engine.push(0, 10, 10);
+        engine.push(0, 12, 12);
+        engine.publish(5);
+        assert_eq!(
+            wakes[0].load(Ordering::SeqCst),
+            0,
+            "head 10 is not committed"
+        );
+        engine.push(0, 3, 3);
+        assert_eq!(wakes[0].load(Ordering::SeqCst), 1);
+        assert_eq!(wakes[1].load(Ordering::SeqCst), 0);
+        assert_eq!(
+            drain_all(&engine, 0),
+            vec![(3, Outcome::Committed { last_committed: 5 })]
+        );
+        assert_eq!(engine.depth(0), 2);
+    }
+
+    #[test]
+    fn failure_fails_exactly_what_is_above_last_committed_in_any_push_order() {
+        let (engine, _) = counting(1);
+        for t in [5, 3, 9, 1, 7] {
+            engine.push(0, t, t);
+        }
+        engine.publish(4);
+        engine.fail();
+        let committed = Outcome::Committed { last_committed: 4 };
+        assert_eq!(
+            drain_all(&engine, 0),
+            vec![
+                (1, committed),
+                (3, committed),
+                (5, Outcome::Failed),
+                (7, Outcome::Failed),
+                (9, Outcome::Failed)
+            ]
+        );
+        // After the failure, a late push is still judged by its transno.
+        engine.push(0, 6, 6);
+        engine.push(0, 2, 2);
+        assert_eq!(
+            drain_all(&engine, 0),
+            vec![(2, committed), (6, Outcome::Failed)]
+        );
     }
 
     #[test]
