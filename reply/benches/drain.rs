@@ -6,7 +6,8 @@
 //! insertion that commit-on-share waiters, resends and replay cause), so the cost of that
 //! slow path shows against the in-order case.
 //!
-//! Run: `cargo bench --release -p reply --bench drain`
+//! Run: `cargo bench -p reply --bench drain` (benches build with the release profile;
+//! `cargo bench` rejects `--release`)
 
 use std::time::{Duration, Instant};
 
