@@ -1,16 +1,12 @@
 //! Feeds arbitrary bytes to the server's decoders exactly as a connection does: the
 //! length-delimited codec (64 KiB max) cuts frames, each frame is decoded as a `Request`
 //! (and, for the client's side, as a `Reply`). Any panic, overflow or out-of-bounds read is a
-//! bug. The protocol module is compiled alone (not the `mds` crate) so the sanitizer build
-//! does not rebuild RocksDB.
+//! bug. It depends on the protocol crate alone, so the sanitizer build never compiles RocksDB.
 //!
 //! Run: `cd fuzz && cargo +nightly fuzz run decode_frames -- -max_total_time=60`
 #![no_main]
 
-#[path = "../../mds/src/protocol.rs"]
-#[allow(dead_code)]
-mod protocol;
-
+use mds_proto as protocol;
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
 use tokio_util::codec::Decoder;

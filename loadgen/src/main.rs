@@ -4,7 +4,6 @@
 //! Exit status: 0 when the run finished with no unexpected errors; 1 when it saw unexpected
 //! errors or the server stayed away past `--reconnect-timeout`; 2 when it could not start.
 
-mod conn;
 mod report;
 mod run;
 mod workload;
@@ -64,10 +63,10 @@ struct Common {
     threads: usize,
     /// How long to run (e.g. 300, 10s, 2m; a bare number is seconds). One of --duration or
     /// --count is needed.
-    #[arg(long, value_parser = mds::config::parse_duration, conflicts_with = "count")]
+    #[arg(long, value_parser = mds_client::units::parse_duration, conflicts_with = "count")]
     duration: Option<Duration>,
     /// Total operations across all threads (e.g. 10000, 100k).
-    #[arg(long, value_parser = mds::config::parse_count)]
+    #[arg(long, value_parser = mds_client::units::parse_count)]
     count: Option<usize>,
     /// Requests each thread keeps in flight.
     #[arg(long, default_value_t = 1)]
@@ -95,7 +94,7 @@ struct Common {
     #[arg(long)]
     quiet: bool,
     /// How long to keep reconnecting when the server goes away.
-    #[arg(long, default_value = "30s", value_parser = mds::config::parse_duration)]
+    #[arg(long, default_value = "30s", value_parser = mds_client::units::parse_duration)]
     reconnect_timeout: Duration,
 }
 

@@ -11,12 +11,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::{Context, bail};
 use hdrhistogram::Histogram;
-use mds::client::{Client, ClientError, ROOT};
-use mds::protocol::{Body, Errno, Kind as FileKind, MAX_READDIR, Op, StatFs};
+use mds_client::{Client, ClientError, ROOT, Session};
+use mds_proto::{Body, Errno, Kind as FileKind, MAX_READDIR, Op, StatFs};
 
-use crate::conn::ResilientConn;
 use crate::report::{self, Latency, OpCounts, Parameters, Report, ServerFigures};
 use crate::workload::{Kind, Mix, Rng};
+use mds_client::resilient::ResilientConn;
 
 /// When a run stops.
 #[derive(Clone, Copy, Debug)]
@@ -108,11 +108,11 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
                 .unwrap_or_default()
                 .as_micros() as u64
     );
-    let base_id = std::time::UNIX_EPOCH
+    let seed = std::time::UNIX_EPOCH
         .elapsed()
         .unwrap_or_default()
         .as_nanos() as u64;
-    let setup = Client::connect(plan.server.as_str(), base_id)
+    let setup = Client::connect(plan.server.as_str())
         .await
         .with_context(|| format!("connecting to {}", plan.server))?;
     let top = mkdir_p(&setup, &plan.dir).await?;
@@ -141,12 +141,13 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
             list(&setup, dir).await?
         };
         let mut conns = Vec::new();
-        for k in 0..plan.conns_per_thread {
-            let id = base_id ^ ((t as u64) << 40) ^ ((k as u64 + 1) << 24);
+        for _ in 0..plan.conns_per_thread {
+            // One client identity per connection: the server keeps a session per identity, and
+            // a reconnect with it takes the place of the connection it lost.
             conns.push(Arc::new(
                 ResilientConn::connect(
                     &plan.server,
-                    id,
+                    Arc::new(Session::new()),
                     plan.reconnect_timeout,
                     reconnects.clone(),
                 )
@@ -176,7 +177,7 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
                 prefix: format!("f.{run_tag}.{t}.{l}"),
                 created: 0,
                 readdir_cursor: None,
-                rng: Rng::new(base_id ^ global as u64),
+                rng: Rng::new(seed ^ global as u64),
             });
         }
         existing.clear();
@@ -284,7 +285,7 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
     // The server's view of the run; none when it is gone (the run then reports a failure).
     let after = match setup.statfs().await {
         Ok(s) => Some(s),
-        Err(_) => match Client::connect(plan.server.as_str(), base_id ^ 1).await {
+        Err(_) => match Client::connect(plan.server.as_str()).await {
             // The setup connection may have died in a server restart: ask anew.
             Ok(c) => c.statfs().await.ok(),
             Err(_) => None,
@@ -443,7 +444,6 @@ fn choose(lane: &mut Lane, mix: &Mix) -> Kind {
 
 /// The request for `kind`, and the name it creates or removes.
 fn build(lane: &mut Lane, kind: Kind) -> Option<(Op, Option<String>)> {
-    let (uid, gid) = (0, 0);
     Some(match kind {
         Kind::Create | Kind::Mkdir => {
             let name = format!("{}.{}", lane.prefix, lane.created);
@@ -453,16 +453,12 @@ fn build(lane: &mut Lane, kind: Kind) -> Option<(Op, Option<String>)> {
                     parent: lane.dir,
                     name: name.clone(),
                     mode: 0o644,
-                    uid,
-                    gid,
                 }
             } else {
                 Op::Mkdir {
                     parent: lane.dir,
                     name: name.clone(),
                     mode: 0o755,
-                    uid,
-                    gid,
                 }
             };
             (op, Some(name))
@@ -530,7 +526,7 @@ fn after_success(lane: &mut Lane, kind: Kind, name: Option<String>, body: Body, 
 /// Creates `path` and its missing parents; returns its inode.
 async fn mkdir_p(client: &Client, path: &str) -> anyhow::Result<u64> {
     let mut ino = ROOT;
-    for name in mds::client::components(path).map_err(|e| anyhow::anyhow!("--dir {path:?}: {e}"))? {
+    for name in mds_client::components(path).map_err(|e| anyhow::anyhow!("--dir {path:?}: {e}"))? {
         ino = match client.lookup(ino, name).await {
             Ok(attr) if attr.kind == FileKind::Directory => attr.ino,
             Ok(_) => bail!("{path}: {name} is not a directory"),

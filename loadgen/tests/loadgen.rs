@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::time::Duration;
 
-use mds::testing::Server;
+use mds_testkit::Server;
 
 const LOADGEN: &str = env!("CARGO_BIN_EXE_loadgen");
 
@@ -92,12 +92,12 @@ async fn names_under(server: &Server, dir: &str) -> BTreeSet<String> {
     let mut out = BTreeSet::new();
     for e in c.readdir_all(top.ino).await.unwrap() {
         match e.kind {
-            mds::protocol::Kind::Directory => {
+            mds_proto::Kind::Directory => {
                 for f in c.readdir_all(e.ino).await.unwrap() {
                     out.insert(format!("{dir}/{}/{}", e.name, f.name));
                 }
             }
-            mds::protocol::Kind::File => {
+            mds_proto::Kind::File => {
                 out.insert(format!("{dir}/{}", e.name));
             }
         }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use mds::metrics::{PartitionMetrics, REQUEST_DURATION, REQUESTS};
-use mds::protocol::Errno;
+use mds_proto::Errno;
 
 fn overhead(c: &mut Criterion) {
     let _handle = mds::metrics::install().expect("installing the recorder");

@@ -25,15 +25,36 @@ use tracing::{error, info, warn};
 
 use crate::metrics::CommitMetrics;
 use crate::namespace::Namespace;
-use crate::partition::Payload;
+
+/// Who learns what the committer made durable. The committer names no reader of its own (the
+/// TiKV write worker's `PersistedNotifier`): the reply engine is one.
+pub trait CommitListener: Send + Sync + 'static {
+    /// Every transno at or below `last_committed` is durable.
+    fn committed(&self, last_committed: u64);
+    /// The journal failed: nothing above the last published `last_committed` will be.
+    fn failed(&self);
+}
+
+impl<T: Send + 'static> CommitListener for ReplyEngine<T> {
+    fn committed(&self, last_committed: u64) {
+        self.publish(last_committed);
+    }
+
+    fn failed(&self) {
+        self.fail();
+    }
+}
 
 /// What partitions send the committer.
 #[derive(Debug)]
 pub enum CommitMsg {
     /// A mutation's journal record.
     Record(TxRecord),
-    /// Commit what is gathered now, without waiting for `--commit-interval` (SYNC, shutdown).
+    /// Commit what is gathered now, without waiting for `--commit-interval` (SYNC).
     Flush,
+    /// From now on commit everything at once, never waiting for the interval: the server is
+    /// shutting down and waits for what is pending.
+    Drain,
     /// Commit everything still held, then stop.
     Shutdown,
 }
@@ -73,7 +94,7 @@ impl Committer {
     pub fn start(
         journal: Arc<Journal>,
         namespace: Arc<Namespace>,
-        engine: Arc<ReplyEngine<Payload>>,
+        listener: Arc<dyn CommitListener>,
         policy: CommitPolicy,
     ) -> Committer {
         let (tx, rx) = crossbeam_channel::unbounded();
@@ -82,13 +103,14 @@ impl Committer {
             rx,
             journal,
             namespace,
-            engine,
+            listener,
             policy,
             stats: stats.clone(),
             metrics: CommitMetrics::register(),
             held: BTreeMap::new(),
             opened: None,
             flush: false,
+            draining: false,
             shutdown: false,
         };
         let thread = std::thread::Builder::new()
@@ -124,7 +146,7 @@ struct Worker {
     rx: Receiver<CommitMsg>,
     journal: Arc<Journal>,
     namespace: Arc<Namespace>,
-    engine: Arc<ReplyEngine<Payload>>,
+    listener: Arc<dyn CommitListener>,
     policy: CommitPolicy,
     stats: Arc<CommitStats>,
     metrics: CommitMetrics,
@@ -133,6 +155,8 @@ struct Worker {
     /// When the open transaction received its first record (only with an interval).
     opened: Option<Instant>,
     flush: bool,
+    /// Set by [`CommitMsg::Drain`]: no commit waits for the interval any more.
+    draining: bool,
     shutdown: bool,
 }
 
@@ -179,14 +203,14 @@ impl Worker {
                     self.stats
                         .durable_at_ns
                         .store(crate::metrics::monotonic_ns(), Ordering::Release);
-                    self.engine.publish(last_committed);
+                    self.listener.committed(last_committed);
                 }
                 Err(e) => {
                     error!(cause = %e, last_committed, "journal commit failed; refusing mutations from now on");
                     self.metrics.errors.increment(1);
                     self.stats.failed.store(true, Ordering::SeqCst);
                     self.namespace.set_read_only();
-                    self.engine.fail();
+                    self.listener.failed();
                     self.discard_until_shutdown();
                     return;
                 }
@@ -212,6 +236,7 @@ impl Worker {
                 self.held.insert(record.transno, record);
             }
             CommitMsg::Flush => self.flush = true,
+            CommitMsg::Drain => self.draining = true,
             CommitMsg::Shutdown => self.shutdown = true,
         }
     }
@@ -226,11 +251,15 @@ impl Worker {
                 Err(_) => break,
             }
         }
-        if self.policy.interval.is_zero() {
+        if self.policy.interval.is_zero() || self.draining {
             return;
         }
         let deadline = self.opened.unwrap_or_else(Instant::now) + self.policy.interval;
-        while self.held.len() < self.policy.max_batch && !self.flush && !self.shutdown {
+        while self.held.len() < self.policy.max_batch
+            && !self.flush
+            && !self.draining
+            && !self.shutdown
+        {
             match self.rx.recv_deadline(deadline) {
                 Ok(msg) => self.take(msg),
                 Err(RecvTimeoutError::Timeout) => break,

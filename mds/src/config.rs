@@ -8,6 +8,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
+use mds_client::units::{parse_count, parse_duration};
+
 use crate::partition::Limits;
 
 /// `mds serve` flags.
@@ -33,6 +35,11 @@ pub struct ServeArgs {
     /// Most mutations in one commit (e.g. 4096, 16k). Default: 8192.
     #[arg(long, value_parser = parse_count)]
     pub max_batch: Option<usize>,
+    /// At SIGTERM/SIGINT, how long connections may take to send their last replies before
+    /// those whose clients do not read are cut (e.g. 500ms, 10s). Default: 10s. A second
+    /// signal cuts them at once.
+    #[arg(long, value_parser = parse_duration)]
+    pub shutdown_grace: Option<Duration>,
     /// TOML file with any of the keys above (kebab-case); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -51,6 +58,7 @@ struct FileConfig {
     partitions: Option<usize>,
     commit_interval: Option<String>,
     max_batch: Option<usize>,
+    shutdown_grace: Option<String>,
 }
 
 /// A validated server configuration.
@@ -62,6 +70,8 @@ pub struct ServerConfig {
     pub partitions: usize,
     pub commit_interval: Duration,
     pub max_batch: usize,
+    /// How long shutdown lets connections write their last replies before it cuts them.
+    pub shutdown_grace: Duration,
     pub limits: Limits,
     pub inject_journal_failure_after: Option<u64>,
 }
@@ -77,6 +87,11 @@ impl ServeArgs {
             (Some(d), _) => d,
             (None, Some(s)) => parse_duration(&s).map_err(anyhow::Error::msg)?,
             (None, None) => Duration::ZERO,
+        };
+        let shutdown_grace = match (self.shutdown_grace, file.shutdown_grace) {
+            (Some(d), _) => d,
+            (None, Some(s)) => parse_duration(&s).map_err(anyhow::Error::msg)?,
+            (None, None) => Duration::from_secs(10),
         };
         let partitions = self
             .partitions
@@ -108,6 +123,7 @@ impl ServeArgs {
             partitions,
             commit_interval: interval,
             max_batch,
+            shutdown_grace,
             limits: Limits::default(),
             inject_journal_failure_after: self.inject_journal_failure_after,
         })
@@ -135,51 +151,9 @@ fn resolve_addr(flag: &str, value: &str) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("{flag}: {value:?} resolves to no address"))
 }
 
-/// Parses a duration in human units: `250us`, `5ms`, `2s`, `1m`; a bare number is seconds
-/// (`300`, `0.5`), as the 2008 report's tools took it.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    if let Ok(secs) = s.parse::<f64>() {
-        return Duration::try_from_secs_f64(secs)
-            .map_err(|e| format!("invalid duration {s:?}: {e}"));
-    }
-    humantime::parse_duration(s).map_err(|e| format!("invalid duration {s:?}: {e} (try 5ms, 2s)"))
-}
-
-/// Parses a count with an optional `k` (×1000) or `m` (×1,000,000) suffix.
-pub fn parse_count(s: &str) -> Result<usize, String> {
-    let s = s.trim();
-    let (digits, scale) = match s.char_indices().last() {
-        Some((i, 'k' | 'K')) => (&s[..i], 1_000),
-        Some((i, 'm' | 'M')) => (&s[..i], 1_000_000),
-        _ => (s, 1),
-    };
-    digits
-        .parse::<usize>()
-        .ok()
-        .and_then(|n| n.checked_mul(scale))
-        .ok_or_else(|| format!("invalid count {s:?} (try 4096 or 16k)"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn human_units_parse_and_nonsense_does_not() {
-        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
-        assert_eq!(parse_duration("300").unwrap(), Duration::from_secs(300));
-        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
-        assert!(parse_duration("-1").is_err());
-        assert_eq!(parse_duration("5ms").unwrap(), Duration::from_millis(5));
-        assert_eq!(parse_duration("250us").unwrap(), Duration::from_micros(250));
-        assert!(parse_duration("fast").is_err());
-        assert_eq!(parse_count("16k").unwrap(), 16_000);
-        assert_eq!(parse_count("2M").unwrap(), 2_000_000);
-        assert_eq!(parse_count("4096").unwrap(), 4096);
-        assert!(parse_count("k").is_err());
-        assert!(parse_count("-1").is_err());
-    }
 
     #[test]
     fn flags_override_the_file_which_overrides_defaults() {

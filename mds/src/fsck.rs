@@ -6,13 +6,13 @@
 //! that names it; no inode may carry a transno above `last_committed`, and no inode number may
 //! be at or above the next one to be handed out.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
 use anyhow::Context;
 use journal::{FileKind, Inode, Journal, ROOT_INO};
 
-use crate::protocol::check_name;
+use mds_proto::check_name;
 
 /// The pid holding RocksDB's lock on the store (an `fcntl` write lock on its LOCK file), if
 /// another process holds it.
@@ -75,6 +75,7 @@ pub fn check(data: &Path) -> anyhow::Result<Report> {
     let mut names: HashMap<u64, Vec<u64>> = HashMap::new();
     let mut subdirs: HashMap<u64, u32> = HashMap::new();
     let mut entries: HashMap<u64, u64> = HashMap::new();
+    let mut children: HashMap<u64, Vec<u64>> = HashMap::new();
     let mut count = 0u64;
     journal.scan_dentries(|parent, name, entry| {
         count += 1;
@@ -114,6 +115,7 @@ pub fn check(data: &Path) -> anyhow::Result<Report> {
             f.push(format!("{at}: names the root"));
         }
         names.entry(entry.ino).or_default().push(parent);
+        children.entry(parent).or_default().push(entry.ino);
         *entries.entry(parent).or_default() += 1;
         Ok(())
     })?;
@@ -126,8 +128,44 @@ pub fn check(data: &Path) -> anyhow::Result<Report> {
         }
         Some(_) => {}
     }
+    // Walk down from the root along the entries: what is named but never reached hangs off
+    // an orphan directory or sits in a cycle of directories.
+    let mut reached: HashSet<u64> = HashSet::new();
+    let mut stack = vec![ROOT_INO];
+    while let Some(dir) = stack.pop() {
+        if reached.insert(dir) {
+            stack.extend(children.get(&dir).into_iter().flatten().copied());
+        }
+    }
     let mut sorted: Vec<&Inode> = inodes.values().collect();
     sorted.sort_by_key(|i| i.ino);
+    let mut in_reported_cycle: HashSet<u64> = HashSet::new();
+    for inode in &sorted {
+        if inode.kind != FileKind::Directory
+            || reached.contains(&inode.ino)
+            || in_reported_cycle.contains(&inode.ino)
+        {
+            continue;
+        }
+        // Follow the entries naming each directory upward; coming back to one on the path
+        // is a cycle.
+        let mut path: Vec<u64> = Vec::new();
+        let mut at = inode.ino;
+        while !reached.contains(&at) && !in_reported_cycle.contains(&at) {
+            if let Some(start) = path.iter().position(|&p| p == at) {
+                let cycle = &path[start..];
+                let shown: Vec<String> = cycle.iter().chain([&at]).map(u64::to_string).collect();
+                f.push(format!("directory cycle: {}", shown.join(" -> ")));
+                in_reported_cycle.extend(cycle.iter().copied());
+                break;
+            }
+            path.push(at);
+            match names.get(&at).and_then(|parents| parents.first()) {
+                Some(&parent) => at = parent,
+                None => break,
+            }
+        }
+    }
     for inode in sorted {
         let at = format!("inode {}", inode.ino);
         if inode.transno > recovered.last_committed {
@@ -142,6 +180,8 @@ pub fn check(data: &Path) -> anyhow::Result<Report> {
         let refs = names.get(&inode.ino).map_or(0, |v| v.len()) as u32;
         if inode.ino != ROOT_INO && refs == 0 {
             f.push(format!("{at}: orphan (no entry names it)"));
+        } else if !reached.contains(&inode.ino) {
+            f.push(format!("{at}: not reachable from the root"));
         }
         match inode.kind {
             FileKind::Directory => {

@@ -1,17 +1,16 @@
-//! The mds metadata server and its client library.
+//! The mds metadata server.
 //!
 //! `namespace` holds the file-system rules and the in-memory state; `committer` turns journal
 //! records into group commits; `partition` runs one core's connections and its reply drain;
-//! `server` wires them together; `client` is the library every tool talks through; `fsck`
-//! checks an offline store.
+//! `session` remembers each client across its connections; `server` wires them together
+//! (and runs in-process for tests); `fsck` checks an offline store. The wire protocol is the
+//! `mds-proto` crate and the client library `mds-client`.
 
-pub mod client;
 pub mod committer;
 pub mod config;
 pub mod fsck;
 pub mod metrics;
 pub mod namespace;
 pub mod partition;
-pub mod protocol;
 pub mod server;
-pub mod testing;
+pub mod session;

@@ -7,7 +7,7 @@
 //! aggregate across instances.
 
 use std::fmt::Write as _;
-use std::net::SocketAddr;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -16,9 +16,9 @@ use journal::CommitInfo;
 use metrics::{Counter, Gauge, Histogram, Unit};
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tracing::{debug, info};
+use tracing::debug;
 
-use crate::protocol::{Errno, Op};
+use mds_proto::{Errno, Op};
 
 /// Nanoseconds on a process-wide monotonic clock (quanta, ~15 ns a read): what the committer
 /// stamps when a commit is durable and the drain subtracts.
@@ -59,13 +59,21 @@ pub const CONNECTIONS: &str = "mds_connections";
 pub const CONNECTIONS_ACCEPTED: &str = "mds_connections_accepted_total";
 pub const PROTOCOL_ERRORS: &str = "mds_protocol_errors_total";
 pub const SLOW_CLIENTS: &str = "mds_slow_client_disconnects_total";
+pub const SESSION_RECONNECTS: &str = "mds_session_reconnects_total";
 pub const COS_CONFLICTS: &str = "mds_cos_conflicts_total";
 pub const COS_WAITING: &str = "mds_cos_waiting_requests";
 pub const RESEND_REPLIES: &str = "mds_resend_replies_total";
 
-/// Installs the global recorder with its buckets and help texts. Call once, before any
-/// component registers its handles.
+/// Installs the global recorder with its buckets and help texts, once per process, before any
+/// component registers its handles; later calls (a test running servers in-process) get the
+/// same handle.
 pub fn install() -> anyhow::Result<PrometheusHandle> {
+    // A lock, not a `OnceLock`: two servers starting at once must not both try to install.
+    static HANDLE: parking_lot::Mutex<Option<PrometheusHandle>> = parking_lot::Mutex::new(None);
+    let mut installed = HANDLE.lock();
+    if let Some(handle) = installed.as_ref() {
+        return Ok(handle.clone());
+    }
     let recorder = PrometheusBuilder::new()
         .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &LATENCY_BUCKETS)?
         .set_buckets_for_metric(Matcher::Full(COMMIT_TRANSACTIONS.into()), &COUNT_BUCKETS)?
@@ -74,6 +82,7 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
     let handle = recorder.handle();
     metrics::set_global_recorder(recorder).context("installing the metrics recorder")?;
     describe();
+    *installed = Some(handle.clone());
     Ok(handle)
 }
 
@@ -153,6 +162,10 @@ fn describe() {
         "Connections closed because their unread replies passed the output bound."
     );
     describe_counter!(
+        SESSION_RECONNECTS,
+        "CONNECTs with a client identity that already had a connection, which they replaced."
+    );
+    describe_counter!(
         COS_CONFLICTS,
         "Requests that touched another client's uncommitted change (commit-on-share)."
     );
@@ -227,6 +240,8 @@ pub struct PartitionMetrics {
     pub malformed: Counter,
     pub handshake: Counter,
     pub slow_clients: Counter,
+    /// CONNECTs that replaced an older connection of the same client.
+    pub sessions_replaced: Counter,
 }
 
 impl PartitionMetrics {
@@ -268,6 +283,7 @@ impl PartitionMetrics {
             malformed: protocol("malformed"),
             handshake: protocol("handshake"),
             slow_clients: metrics::counter!(SLOW_CLIENTS),
+            sessions_replaced: metrics::counter!(SESSION_RECONNECTS),
         }
     }
 
@@ -350,15 +366,6 @@ pub async fn serve(
             let _ = stream.shutdown().await;
         });
     }
-}
-
-/// Binds the metrics listener and logs where it is.
-pub async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .with_context(|| format!("binding the metrics listener on {addr}"))?;
-    info!("metrics endpoint on {}", listener.local_addr()?);
-    Ok(listener)
 }
 
 /// Figures read only when Prometheus scrapes (RocksDB properties, process figures, total

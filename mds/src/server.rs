@@ -1,10 +1,11 @@
-//! Wiring: open the journal, load the namespace, bind one listener per partition, start the
-//! committer and the partitions, serve metrics, and shut down in order on SIGTERM/SIGINT —
-//! stop accepting and reading, commit what is pending, send those replies, exit.
+//! Wiring: bind the listeners, open the journal, load the namespace, start the committer and
+//! the partitions, serve metrics, and shut down in order when asked (SIGTERM/SIGINT, or a
+//! test's [`Stop`]) — stop accepting and reading, commit what is pending, send those replies
+//! (cutting clients that do not read after a grace period), exit. No polling: shutdown waits
+//! on the partitions' completion channel, the grace timer and a second request.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Duration;
 
 use anyhow::{Context, bail};
 use journal::{Journal, JournalOptions};
@@ -12,16 +13,91 @@ use reply::{ReplyEngine, Waker};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use tracing::info;
+use tracing::{info, warn};
 
 use crate::committer::{CommitMsg, CommitPolicy, Committer};
 use crate::config::ServerConfig;
 use crate::namespace::Namespace;
 use crate::partition::{self, Shared};
+use crate::session::Sessions;
+
+/// The sockets a server serves on, bound before anything else happens — so a second server
+/// pointed at the same address fails before it touches the store.
+pub struct Listeners {
+    /// One per partition, all on the same address (SO_REUSEPORT).
+    pub client: Vec<std::net::TcpListener>,
+    pub metrics: std::net::TcpListener,
+}
+
+impl Listeners {
+    /// Binds `--listen` once per partition and `--metrics-listen`.
+    pub fn bind(config: &ServerConfig) -> anyhow::Result<Listeners> {
+        let client = bind_listeners(config.listen, config.partitions)?;
+        let metrics = std::net::TcpListener::bind(config.metrics_listen).with_context(|| {
+            format!("binding the metrics listener on {}", config.metrics_listen)
+        })?;
+        metrics.set_nonblocking(true)?;
+        Ok(Listeners { client, metrics })
+    }
+
+    /// The client address (with the port the OS picked, for port 0).
+    pub fn client_addr(&self) -> SocketAddr {
+        self.client[0]
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+
+    pub fn metrics_addr(&self) -> SocketAddr {
+        self.metrics
+            .local_addr()
+            .expect("a bound listener has an address")
+    }
+}
+
+/// How a server is asked to stop: the first request stops accepting and reading and lets
+/// what is pending be committed and answered (within the grace period); a second one cuts
+/// connections whose clients do not read at once. Signals, or a test, call [`Stop::request`].
+#[derive(Clone, Debug, Default)]
+pub struct Stop {
+    first: CancellationToken,
+    second: CancellationToken,
+}
+
+impl Stop {
+    pub fn new() -> Stop {
+        Stop::default()
+    }
+
+    /// Asks the server to stop; asking again makes it stop sooner.
+    pub fn request(&self) {
+        if self.first.is_cancelled() {
+            self.second.cancel();
+        } else {
+            self.first.cancel();
+        }
+    }
+}
 
 /// Runs the server until SIGTERM or SIGINT, then shuts down cleanly. Returns an error if it
 /// could not start, or if the journal failed while it ran.
 pub fn run(config: ServerConfig) -> anyhow::Result<()> {
+    let listeners = Listeners::bind(&config)?;
+    let stop = Stop::new();
+    std::thread::Builder::new()
+        .name("mds-signals".into())
+        .spawn({
+            let stop = stop.clone();
+            move || forward_signals(stop)
+        })
+        .context("starting the signal thread")?;
+    serve(config, listeners, stop)
+}
+
+/// Serves on `listeners` until `stop` is requested, then shuts down: no new connections or
+/// requests, every pending mutation committed and answered, connections whose clients do not
+/// read cut after `config.shutdown_grace` (or at a second request). Returns an error if it
+/// could not start, or if the journal failed while it ran. Tests call this in-process.
+pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::Result<()> {
     let prometheus = crate::metrics::install()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -47,8 +123,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
     let (dirs, files) = namespace.counts();
     info!(directories = dirs, files, "namespace loaded");
 
-    let listeners = bind_listeners(config.listen, config.partitions)?;
-    let addr = listeners[0].local_addr()?;
+    let addr = listeners.client_addr();
     let wakes: Vec<Arc<Notify>> = (0..config.partitions)
         .map(|_| Arc::new(Notify::new()))
         .collect();
@@ -69,21 +144,23 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
             max_batch: config.max_batch,
         },
     );
-    let commit_tx = committer.sender();
-    let shutdown = CancellationToken::new();
+    let sessions = Arc::new(Sessions::new());
     let shared = Arc::new(Shared {
         namespace: namespace.clone(),
         engine: engine.clone(),
-        commit_tx: commit_tx.clone(),
+        commit_tx: committer.sender(),
         commit_stats: committer.stats(),
+        sessions: sessions.clone(),
         boot: boot_id(),
         partitions: config.partitions,
         limits: config.limits,
-        shutdown: shutdown.clone(),
+        shutdown: CancellationToken::new(),
+        cut: CancellationToken::new(),
     });
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let mut threads = Vec::with_capacity(config.partitions);
-    for (id, listener) in listeners.into_iter().enumerate() {
+    let (done_tx, mut done_rx) = tokio::sync::mpsc::channel::<()>(1);
+    for (id, listener) in listeners.client.into_iter().enumerate() {
         let core = (!cores.is_empty()).then(|| cores[id % cores.len()]);
         threads.push(partition::spawn(
             id,
@@ -91,13 +168,16 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
             listener,
             shared.clone(),
             wakes[id].clone(),
+            done_tx.clone(),
         )?);
     }
+    drop(done_tx);
 
-    let serve = rt.block_on(async {
-        let metrics_listener = crate::metrics::bind(config.metrics_listen).await?;
+    rt.block_on(async {
+        let metrics_listener = tokio::net::TcpListener::from_std(listeners.metrics)?;
+        info!("metrics endpoint on {}", metrics_listener.local_addr()?);
         let extras: crate::metrics::ScrapeExtras = {
-            let (journal, engine) = (journal.clone(), engine.clone());
+            let (journal, engine, sessions) = (journal.clone(), engine.clone(), sessions.clone());
             Arc::new(move |out: &mut String| {
                 crate::metrics::write_family(
                     out,
@@ -106,39 +186,104 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
                     "Replies waiting for their commit, all partitions.",
                     &[("", engine.total_depth() as f64)],
                 );
+                crate::metrics::write_family(
+                    out,
+                    "mds_sessions",
+                    "gauge",
+                    "Client sessions the server knows: connected, or with replies pending.",
+                    &[("", sessions.len() as f64)],
+                );
                 crate::metrics::write_store(out, &journal.stats());
                 crate::metrics::write_process(out);
             })
         };
-        tokio::spawn(crate::metrics::serve(metrics_listener, prometheus, extras));
+        let metrics_task =
+            tokio::spawn(crate::metrics::serve(metrics_listener, prometheus, extras));
         info!(partitions = config.partitions, "partitions started");
         info!("listening on {addr}");
-        wait_for_signal().await
-    });
-    if let Err(e) = &serve {
-        tracing::error!(cause = %e, "stopping");
-    }
 
-    info!(
-        "shutting down: no new connections or requests; committing and answering what is pending"
-    );
-    shutdown.cancel();
-    // Partitions wait for their pending replies; keep asking for commits so none waits for
-    // the commit interval.
-    while !threads.iter().all(|t| t.is_finished()) {
-        let _ = commit_tx.send(CommitMsg::Flush);
-        std::thread::sleep(Duration::from_millis(2));
-    }
+        stop.first.cancelled().await;
+        info!(
+            "shutting down: no new connections or requests; committing and answering what is \
+             pending"
+        );
+        shared.shutdown.cancel();
+        // Partitions wait for their pending replies: commit at once from now on, never
+        // waiting for the commit interval.
+        shared.to_committer(CommitMsg::Drain);
+        tokio::select! {
+            _ = done_rx.recv() => {}
+            _ = tokio::time::sleep(config.shutdown_grace) => {
+                warn!(
+                    grace = ?config.shutdown_grace,
+                    "grace period over: cutting connections whose clients do not read"
+                );
+                shared.cut.cancel();
+            }
+            _ = stop.second.cancelled() => {
+                info!("asked again: cutting connections whose clients do not read");
+                shared.cut.cancel();
+            }
+        }
+        // Every partition holds a sender until it has finished: `None` once all have.
+        while done_rx.recv().await.is_some() {}
+        metrics_task.abort();
+        anyhow::Ok(())
+    })?;
     for t in threads {
         let _ = t.join();
     }
     committer.shutdown();
     info!(last_committed = journal.last_committed(), "stopped");
-    serve?;
     if journal.is_failed() {
         bail!("the journal failed while serving; the last mutations were refused with EIO");
     }
     Ok(())
+}
+
+/// Turns each SIGTERM or SIGINT into a stop request, for as long as the process lives.
+fn forward_signals(stop: Stop) {
+    use tokio::signal::unix::{SignalKind, signal};
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(cause = %e, "cannot listen for signals");
+            return;
+        }
+    };
+    rt.block_on(async {
+        let (Ok(mut term), Ok(mut int)) = (
+            signal(SignalKind::terminate()),
+            signal(SignalKind::interrupt()),
+        ) else {
+            tracing::error!("cannot listen for SIGTERM/SIGINT");
+            return;
+        };
+        loop {
+            tokio::select! {
+                _ = term.recv() => info!("SIGTERM"),
+                _ = int.recv() => info!("SIGINT"),
+            }
+            stop.request();
+        }
+    });
+}
+
+/// Makes a panic on any thread stop the whole process (fail-stop). A partition that panicked
+/// while holding a transno would leave every later commit waiting for it forever; an abort
+/// loses nothing acknowledged, and a restart recovers. A hook rather than `panic = "abort"` in
+/// the profile: tests are always built to unwind, so that profile setting would make cargo
+/// compile every dependency — RocksDB's C++ included — once for the binaries and once for the
+/// tests.
+pub fn abort_on_panic() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        std::process::abort();
+    }));
 }
 
 /// One listener per partition on the same address (SO_REUSEPORT): the kernel spreads
@@ -172,17 +317,6 @@ fn bind_listeners(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<std::net::Tc
         listeners.push(listener);
     }
     Ok(listeners)
-}
-
-async fn wait_for_signal() -> anyhow::Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
-    tokio::select! {
-        _ = term.recv() => info!("SIGTERM"),
-        _ = int.recv() => info!("SIGINT"),
-    }
-    Ok(())
 }
 
 fn boot_id() -> u64 {

@@ -9,8 +9,11 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use common::Server;
-use mds::client::ROOT;
-use mds::protocol::{self, Errno, Op, PROTOCOL_VERSION, Reply, Request, encode_frame};
+use mds_client::ROOT;
+use mds_proto::{
+    self as protocol, Body, Cred, Errno, MAX_GROUPS, Op, PROTOCOL_VERSION, Replay, Reply, Request,
+    encode_frame,
+};
 
 fn raw(server: &Server) -> TcpStream {
     let s = TcpStream::connect(server.addr).unwrap();
@@ -24,14 +27,36 @@ fn frame(req: &Request) -> Vec<u8> {
     buf.to_vec()
 }
 
+fn req(xid: u64, op: Op) -> Request {
+    Request {
+        xid,
+        op,
+        acked_xid: 0,
+        cred: Cred::default(),
+        replay: None,
+    }
+}
+
+/// A CONNECT with an identity no other connection of this test uses.
 fn connect_frame() -> Vec<u8> {
-    frame(&Request {
-        xid: 1,
-        op: Op::Connect {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    frame(&req(
+        1,
+        Op::Connect {
             version: PROTOCOL_VERSION,
-            client: 77,
+            client: 1000 + NEXT.fetch_add(1, Ordering::Relaxed),
         },
-    })
+    ))
+}
+
+/// Reads exactly one reply.
+fn one_reply(s: &mut TcpStream) -> Reply {
+    let mut len = [0u8; 4];
+    s.read_exact(&mut len).unwrap();
+    let mut payload = vec![0u8; u32::from_be_bytes(len) as usize];
+    s.read_exact(&mut payload).unwrap();
+    protocol::decode(&payload).unwrap()
 }
 
 /// Reads replies until the server closes the connection.
@@ -79,10 +104,7 @@ async fn bad_frames_close_their_connection_and_nothing_else() {
     // Trailing bytes after a valid request.
     let mut s = raw(&server);
     s.write_all(&connect_frame()).unwrap();
-    let mut f = frame(&Request {
-        xid: 2,
-        op: Op::Ping,
-    });
+    let mut f = frame(&req(2, Op::Ping));
     f.push(0);
     let len = (f.len() - 4) as u32;
     f[..4].copy_from_slice(&len.to_be_bytes());
@@ -94,11 +116,7 @@ async fn bad_frames_close_their_connection_and_nothing_else() {
 
     // A request before CONNECT, and a CONNECT with another protocol version.
     let mut s = raw(&server);
-    s.write_all(&frame(&Request {
-        xid: 5,
-        op: Op::Ping,
-    }))
-    .unwrap();
+    s.write_all(&frame(&req(5, Op::Ping))).unwrap();
     let replies = replies_until_close(&mut s);
     assert_eq!(
         (replies.len(), last_error(&replies)),
@@ -106,18 +124,87 @@ async fn bad_frames_close_their_connection_and_nothing_else() {
     );
     assert_eq!(replies[0].xid, 5);
     let mut s = raw(&server);
-    s.write_all(&frame(&Request {
-        xid: 1,
-        op: Op::Connect {
+    s.write_all(&frame(&req(
+        1,
+        Op::Connect {
             version: 999,
             client: 1,
         },
-    }))
+    )))
     .unwrap();
     assert_eq!(
         last_error(&replies_until_close(&mut s)),
         Some(Errno::EPROTO)
     );
+
+    // A client of protocol version 1 (xid 3, opcode 0, version 1, identity 0x2a) is told
+    // EPROTO in a reply it can decode, with its own xid, and closed.
+    let mut s = raw(&server);
+    s.write_all(&[0, 0, 0, 4, 3, 0, 1, 0x2a]).unwrap();
+    let replies = replies_until_close(&mut s);
+    assert_eq!(replies.len(), 1, "{replies:?}");
+    assert_eq!(
+        (replies[0].xid, &replies[0].result),
+        (3, &Err(Errno::EPROTO))
+    );
+
+    // Identity 0, a second CONNECT on one connection, too many groups: refused and closed.
+    let mut s = raw(&server);
+    s.write_all(&frame(&req(
+        1,
+        Op::Connect {
+            version: PROTOCOL_VERSION,
+            client: 0,
+        },
+    )))
+    .unwrap();
+    assert_eq!(
+        last_error(&replies_until_close(&mut s)),
+        Some(Errno::EPROTO)
+    );
+    let mut s = raw(&server);
+    s.write_all(&connect_frame()).unwrap();
+    s.write_all(&connect_frame()).unwrap();
+    let replies = replies_until_close(&mut s);
+    assert!(matches!(replies[0].result, Ok(Body::Connected { .. })));
+    assert_eq!(
+        (replies.len(), last_error(&replies)),
+        (2, Some(Errno::EPROTO))
+    );
+    let mut s = raw(&server);
+    s.write_all(&connect_frame()).unwrap();
+    let mut crowded = req(2, Op::Ping);
+    crowded.cred.groups = vec![7; MAX_GROUPS + 1];
+    s.write_all(&frame(&crowded)).unwrap();
+    assert_eq!(
+        last_error(&replies_until_close(&mut s)),
+        Some(Errno::EPROTO)
+    );
+
+    // A replayed request when nothing was answered early: EINVAL, and the connection stays.
+    let mut s = raw(&server);
+    s.write_all(&connect_frame()).unwrap();
+    let mut replayed = req(
+        2,
+        Op::Create {
+            parent: ROOT,
+            name: "replayed".into(),
+            mode: 0o644,
+        },
+    );
+    replayed.replay = Some(Replay {
+        transno: 1,
+        ino: 99,
+    });
+    s.write_all(&frame(&replayed)).unwrap();
+    s.write_all(&frame(&req(3, Op::Ping))).unwrap();
+    assert!(matches!(
+        one_reply(&mut s).result,
+        Ok(Body::Connected { .. })
+    ));
+    assert_eq!(one_reply(&mut s).result, Err(Errno::EINVAL));
+    assert_eq!(one_reply(&mut s).result, Ok(Body::Pong));
+    drop(s);
 
     // A truncated frame and a hang-up: nothing to answer, nothing disturbed.
     let mut s = raw(&server);
@@ -145,11 +232,13 @@ async fn bad_frames_close_their_connection_and_nothing_else() {
         let n: f64 = line.rsplit(' ').next().unwrap().parse().unwrap();
         assert!(n >= 1.0, "{line}");
     }
+    let log = server.log_text();
+    assert!(log.contains("closing connection: oversized frame"), "{log}");
     assert!(
-        server
-            .log_text()
-            .contains("closing connection: oversized frame")
+        log.contains("client speaks protocol version 1; this server speaks 2"),
+        "{log}"
     );
+    assert!(log.contains("closing connection: second CONNECT"), "{log}");
 }
 
 async fn common_metrics(server: &Server) -> String {

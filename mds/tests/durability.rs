@@ -10,8 +10,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::fsck;
-use mds::client::ROOT;
-use mds::protocol::{Body, Op};
+use mds_client::ROOT;
+use mds_proto::{Body, Op};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_creates_loses_no_acknowledged_create() {
@@ -89,8 +89,6 @@ async fn sigkill_during_creates_loses_no_acknowledged_create() {
             parent: ROOT,
             name: "after".into(),
             mode: 0o644,
-            uid: 0,
-            gid: 0,
         })
         .await
         .unwrap();

@@ -3,13 +3,13 @@
 
 mod common;
 
-use mds::client::ROOT;
-use mds::protocol::{Body, Op};
+use mds_client::ROOT;
+use mds_proto::{Body, Op};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sixty_four_clients_share_commits() {
     let dir = tempfile::tempdir().unwrap();
-    let server = common::start(dir.path(), &[]);
+    let server = common::InProcess::on(dir.path());
     let setup = server.client().await;
     let clients = 64;
     let per_client = 150;
@@ -34,8 +34,6 @@ async fn sixty_four_clients_share_commits() {
                         parent: d,
                         name: format!("f{n}"),
                         mode: 0o644,
-                        uid: 0,
-                        gid: 0,
                     })
                     .await
                     .unwrap();

@@ -5,8 +5,8 @@
 mod common;
 
 use common::fsck;
-use mds::client::{ClientError, ROOT};
-use mds::protocol::Errno;
+use mds_client::{ClientError, ROOT};
+use mds_proto::Errno;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_failed_commit_answers_eio_and_turns_the_server_read_only() {

@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use mds::client::{Client, ROOT};
+use mds_client::{Client, ROOT};
 
 /// A plain HTTP/1.0 GET (no chunking, the server closes): (status, body).
 fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {

@@ -3,9 +3,9 @@
 
 mod common;
 
-use common::Server;
-use mds::client::{Client, ClientError, ROOT};
-use mds::protocol::{Body, Errno, Kind, Op, SetAttr};
+use common::InProcess;
+use mds_client::{Client, ClientError, ROOT};
+use mds_proto::{Body, Errno, Kind, Op, SetAttr};
 
 fn errno<T: std::fmt::Debug>(r: Result<T, ClientError>) -> Errno {
     match r {
@@ -14,9 +14,9 @@ fn errno<T: std::fmt::Debug>(r: Result<T, ClientError>) -> Errno {
     }
 }
 
-async fn server() -> (tempfile::TempDir, Server, Client) {
+async fn server() -> (tempfile::TempDir, InProcess, Client) {
     let dir = tempfile::tempdir().unwrap();
-    let server = common::start(dir.path(), &[]);
+    let server = InProcess::on(dir.path());
     let client = server.client().await;
     (dir, server, client)
 }
@@ -290,8 +290,6 @@ async fn statfs_sync_and_replies_that_wait_for_their_commit() {
                 parent: ROOT,
                 name: format!("f{i}"),
                 mode: 0o644,
-                uid: 0,
-                gid: 0,
             })
             .await
             .unwrap();

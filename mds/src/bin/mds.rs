@@ -26,6 +26,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    mds::server::abort_on_panic();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("MDS_LOG")

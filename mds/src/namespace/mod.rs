@@ -17,7 +17,7 @@ use crossbeam_utils::CachePadded;
 use journal::{FileKind, Inode, Journal, Recovered, TxRecord};
 use parking_lot::Mutex;
 
-use crate::protocol::{Attr, Body, Errno, Kind};
+use mds_proto::{Attr, Body, Errno, Kind};
 use table::{Node, Table};
 
 /// What executing one operation produced.
@@ -59,7 +59,10 @@ impl std::fmt::Debug for Namespace {
 }
 
 impl Namespace {
-    /// Loads the committed namespace from the journal.
+    /// Loads the committed namespace from the journal, refusing a store whose entries name
+    /// inodes that do not exist or are of another kind: serving it would fail later, in the
+    /// middle of an operation that already holds its transno (an UNLINK of such an entry
+    /// once panicked a partition there, and every commit after it waited forever).
     pub fn load(journal: &Journal, recovered: Recovered) -> anyhow::Result<Namespace> {
         let ns = Namespace {
             table: Table::new(),
@@ -79,7 +82,7 @@ impl Namespace {
             let entries = match attr.kind {
                 FileKind::Directory => {
                     ns.directories.fetch_add(1, Ordering::Relaxed);
-                    Some(dirs.remove(&attr.ino).unwrap_or_default())
+                    Some(BTreeMap::new())
                 }
                 FileKind::File => {
                     ns.files.fetch_add(1, Ordering::Relaxed);
@@ -89,12 +92,37 @@ impl Namespace {
             ns.table.insert_unlocked(Node { attr, entries });
             Ok(())
         })?;
-        if let Some((parent, entries)) = dirs.into_iter().next() {
-            anyhow::bail!(
-                "store is inconsistent: {} entries under {parent}, which is not a directory; \
-                 run `mds fsck`",
-                entries.len()
-            );
+        // Every entry must name a live inode of the kind it says, under a directory.
+        for (parent, entries) in dirs {
+            for (name, entry) in &entries {
+                let child = ns
+                    .table
+                    .lock(&[entry.ino])
+                    .get(entry.ino)
+                    .map(|n| n.attr.kind);
+                if child != Some(entry.kind) {
+                    let found = match child {
+                        None => "does not exist".to_owned(),
+                        Some(kind) => format!("is a {kind:?}, not a {:?}", entry.kind),
+                    };
+                    anyhow::bail!(
+                        "store is inconsistent: entry {parent}/{name:?} names inode {}, which \
+                         {found}; run `mds fsck --data {}`",
+                        entry.ino,
+                        journal.path().display()
+                    );
+                }
+            }
+            let mut locked = ns.table.lock(&[parent]);
+            let Some(dir) = locked.get_mut(parent).and_then(|n| n.entries.as_mut()) else {
+                anyhow::bail!(
+                    "store is inconsistent: {} entries under inode {parent}, which is not a \
+                     directory; run `mds fsck --data {}`",
+                    entries.len(),
+                    journal.path().display()
+                );
+            };
+            *dir = entries;
         }
         Ok(ns)
     }

@@ -13,7 +13,7 @@ use journal::{Dentry, FileKind, Inode, JournalOp, TxRecord};
 
 use super::table::{Locked, Node};
 use super::{Exec, Namespace, now_ns, to_attr, to_kind};
-use crate::protocol::{Body, DirEntry, Errno, MAX_FRAME, MAX_READDIR, Op, SetAttr, check_name};
+use mds_proto::{Body, Cred, DirEntry, Errno, MAX_FRAME, MAX_READDIR, Op, SetAttr, check_name};
 
 /// READDIR stops adding entries past this many bytes, so a page always fits a frame.
 const READDIR_BUDGET: usize = MAX_FRAME / 2;
@@ -47,24 +47,16 @@ fn touch(attr: &mut Inode, now: i64, transno: u64) {
 }
 
 impl Namespace {
-    /// Executes one operation (not CONNECT, PING, STATFS or SYNC, which the connection
-    /// answers itself).
-    pub fn execute(&self, op: Op) -> Exec {
+    /// Executes one operation for the caller `cred` (not CONNECT, PING, STATFS or SYNC,
+    /// which the connection answers itself). New inodes belong to `cred`.
+    pub fn execute(&self, op: Op, cred: &Cred) -> Exec {
         let result = match op {
-            Op::Mkdir {
-                parent,
-                name,
-                mode,
-                uid,
-                gid,
-            } => self.create(parent, name, FileKind::Directory, mode, uid, gid),
-            Op::Create {
-                parent,
-                name,
-                mode,
-                uid,
-                gid,
-            } => self.create(parent, name, FileKind::File, mode, uid, gid),
+            Op::Mkdir { parent, name, mode } => {
+                self.create(parent, name, FileKind::Directory, mode, cred)
+            }
+            Op::Create { parent, name, mode } => {
+                self.create(parent, name, FileKind::File, mode, cred)
+            }
             Op::Lookup { parent, name } => self.lookup(parent, &name),
             Op::Getattr { ino } => self.getattr(ino),
             Op::Setattr { ino, attr } => self.setattr(ino, attr),
@@ -96,8 +88,7 @@ impl Namespace {
         name: String,
         kind: FileKind,
         mode: u32,
-        uid: u32,
-        gid: u32,
+        cred: &Cred,
     ) -> OpResult {
         check_name(&name)?;
         self.writable()?;
@@ -122,8 +113,8 @@ impl Namespace {
             ino,
             kind,
             mode: mode & 0o7777,
-            uid,
-            gid,
+            uid: cred.uid,
+            gid: cred.gid,
             nlink: if is_dir { 2 } else { 1 },
             size: 0,
             ctime_ns: now,

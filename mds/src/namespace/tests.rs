@@ -9,7 +9,7 @@ use journal::{Dentry, FileKind, Inode, JournalOp, ROOT_INO, TxRecord};
 
 use super::table::Node;
 use super::*;
-use crate::protocol::{Errno, Op};
+use mds_proto::{Cred, Errno, Op};
 
 fn empty() -> Namespace {
     let ns = Namespace {
@@ -72,7 +72,7 @@ fn replay(initial: (Inodes, Entries), mut records: Vec<TxRecord>) -> (Inodes, En
 }
 
 fn run(ns: &Namespace, op: Op, records: &mut Vec<TxRecord>) -> Result<Body, Errno> {
-    match ns.execute(op) {
+    match ns.execute(op, &Cred::default()) {
         Exec::Now(r) => r,
         Exec::Mutation {
             record,
@@ -106,8 +106,6 @@ fn concurrent_mutations_replay_in_transno_order_to_the_live_state() {
                     parent: ROOT_INO,
                     name: format!("d{i}"),
                     mode: 0o755,
-                    uid: 0,
-                    gid: 0,
                 },
                 &mut records,
             ))
@@ -134,15 +132,11 @@ fn concurrent_mutations_replay_in_transno_order_to_the_live_state() {
                             parent: d,
                             name,
                             mode: 0o644,
-                            uid: 0,
-                            gid: 0,
                         },
                         2 => Op::Mkdir {
                             parent: d,
                             name,
                             mode: 0o755,
-                            uid: 0,
-                            gid: 0,
                         },
                         3 => Op::Unlink { parent: d, name },
                         4 => Op::Rmdir { parent: d, name },
@@ -154,7 +148,7 @@ fn concurrent_mutations_replay_in_transno_order_to_the_live_state() {
                         },
                         _ => Op::Setattr {
                             ino: d,
-                            attr: crate::protocol::SetAttr {
+                            attr: mds_proto::SetAttr {
                                 mode: Some((x & 0o777) as u32),
                                 ..Default::default()
                             },
@@ -210,8 +204,6 @@ fn failed_operations_take_no_transno_and_read_only_refuses_mutations() {
             parent: ROOT_INO,
             name: "a".into(),
             mode: 0o644,
-            uid: 0,
-            gid: 0,
         },
         &mut records,
     )
@@ -222,8 +214,6 @@ fn failed_operations_take_no_transno_and_read_only_refuses_mutations() {
             parent: ROOT_INO,
             name: "a".into(),
             mode: 0o644,
-            uid: 0,
-            gid: 0,
         },
         &mut records,
     );
@@ -236,8 +226,6 @@ fn failed_operations_take_no_transno_and_read_only_refuses_mutations() {
             parent: ROOT_INO,
             name: "b".into(),
             mode: 0o755,
-            uid: 0,
-            gid: 0,
         },
         &mut records,
     );

@@ -1,25 +1,117 @@
-//! The integration tests' view of `mds::testing`: the harness with this package's binaries.
+//! The integration tests' harnesses: an in-process server (`serve` on a thread of the test,
+//! addresses known before it starts, stopped through [`Stop`]) for everything that needs no
+//! separate process, and `mds_testkit::Server` with this package's binary for what does
+//! (SIGKILL, SIGTERM, the process's exit status and logs).
 #![allow(dead_code)]
 
+use std::net::SocketAddr;
 use std::path::Path;
+use std::thread::JoinHandle;
 
-pub use mds::testing::Server;
+use mds::config::{ServeArgs, ServerConfig};
+use mds::server::{Listeners, Stop};
+use mds_client::Client;
+pub use mds_testkit::Server;
 
 pub const MDS: &str = env!("CARGO_BIN_EXE_mds");
-pub const MDSCTL: &str = env!("CARGO_BIN_EXE_mdsctl");
 
-/// Starts `mds serve` on `data` with 2 partitions and `extra` flags.
+/// Starts the `mds` binary on `data` with 2 partitions and `extra` flags.
 pub fn start(data: &Path, extra: &[&str]) -> Server {
     Server::start(Path::new(MDS), data, extra)
 }
 
 /// `mds fsck --data DIR`: (exit code, output).
 pub fn fsck(data: &Path) -> (i32, String) {
-    mds::testing::fsck(Path::new(MDS), data)
+    mds_testkit::fsck(Path::new(MDS), data)
+}
+
+/// The configuration in-process servers start from: `data`, 2 partitions, OS-picked ports.
+pub fn config(data: &Path) -> ServerConfig {
+    ServeArgs {
+        data: Some(data.to_owned()),
+        listen: Some("127.0.0.1:0".into()),
+        metrics_listen: Some("127.0.0.1:0".into()),
+        partitions: Some(2),
+        ..Default::default()
+    }
+    .resolve()
+    .expect("a valid configuration")
+}
+
+/// A server running on a thread of the test process.
+pub struct InProcess {
+    pub addr: SocketAddr,
+    pub metrics: SocketAddr,
+    stop: Stop,
+    thread: Option<JoinHandle<anyhow::Result<()>>>,
+}
+
+impl InProcess {
+    /// Binds, then serves `config` on its own thread.
+    pub fn start(config: ServerConfig) -> InProcess {
+        let listeners = Listeners::bind(&config).expect("binding 127.0.0.1");
+        let (addr, metrics) = (listeners.client_addr(), listeners.metrics_addr());
+        let stop = Stop::new();
+        let thread = std::thread::spawn({
+            let stop = stop.clone();
+            move || mds::server::serve(config, listeners, stop)
+        });
+        InProcess {
+            addr,
+            metrics,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Starts one on `data` with the defaults of [`config`].
+    pub fn on(data: &Path) -> InProcess {
+        InProcess::start(config(data))
+    }
+
+    /// A connected client with a fresh identity.
+    pub async fn client(&self) -> Client {
+        Client::connect(self.addr).await.expect("connecting")
+    }
+
+    /// Asks it to stop, as one SIGTERM would, and waits for `serve` to return.
+    pub fn stop(mut self) -> anyhow::Result<()> {
+        self.stop.request();
+        self.thread
+            .take()
+            .expect("running")
+            .join()
+            .expect("serve does not panic")
+    }
+
+    /// Asks it to stop and returns the handle to wait on, so a test can act meanwhile.
+    pub fn request_stop(&self) -> &Stop {
+        self.stop.request();
+        &self.stop
+    }
+
+    /// Waits for `serve` to return (after [`InProcess::request_stop`]).
+    pub fn join(mut self) -> anyhow::Result<()> {
+        self.thread
+            .take()
+            .expect("running")
+            .join()
+            .expect("serve does not panic")
+    }
+}
+
+impl Drop for InProcess {
+    fn drop(&mut self) {
+        if let Some(thread) = self.thread.take() {
+            self.stop.request();
+            self.stop.request();
+            let _ = thread.join();
+        }
+    }
 }
 
 /// The names in directory `ino`, in READDIR order.
-pub async fn names(client: &mds::client::Client, ino: u64) -> Vec<String> {
+pub async fn names(client: &Client, ino: u64) -> Vec<String> {
     client
         .readdir_all(ino)
         .await

@@ -5,8 +5,8 @@ use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand};
-use mds::client::{Client, ClientError};
-use mds::protocol::{Attr, Kind, SetAttr};
+use mds_client::proto::{Attr, Kind, SetAttr};
+use mds_client::{Client, ClientError};
 
 #[derive(Parser)]
 #[command(name = "mdsctl", version, about = "Talk to an mds server by hand")]
@@ -114,9 +114,7 @@ fn at(what: impl Into<String>) -> impl FnOnce(ClientError) -> Failure {
 }
 
 async fn run(cli: Cli) -> Result<(), Failure> {
-    let id = std::process::id() as u64
-        ^ (UNIX_EPOCH.elapsed().unwrap_or_default().as_nanos() as u64) << 20;
-    let client = Client::connect(cli.server.as_str(), id)
+    let client = Client::connect(cli.server.as_str())
         .await
         .map_err(at(format!("connect {}", cli.server)))?;
     match cli.command {
@@ -227,16 +225,16 @@ async fn run(cli: Cli) -> Result<(), Failure> {
 }
 
 async fn mkdir_p(client: &Client, path: &str, mode: u32) -> Result<(), ClientError> {
-    let mut ino = mds::client::ROOT;
-    for name in mds::client::components(path)? {
+    let mut ino = mds_client::ROOT;
+    for name in mds_client::components(path)? {
         ino = match client.lookup(ino, name).await {
             Ok(attr) if attr.kind == Kind::Directory => attr.ino,
-            Ok(_) => return Err(ClientError::Errno(mds::protocol::Errno::ENOTDIR)),
-            Err(e) if e.errno() == Some(mds::protocol::Errno::ENOENT) => {
+            Ok(_) => return Err(ClientError::Errno(mds_client::proto::Errno::ENOTDIR)),
+            Err(e) if e.errno() == Some(mds_client::proto::Errno::ENOENT) => {
                 match client.mkdir(ino, name, mode).await {
                     Ok(attr) => attr.ino,
                     // Someone else made it meanwhile.
-                    Err(e) if e.errno() == Some(mds::protocol::Errno::EEXIST) => {
+                    Err(e) if e.errno() == Some(mds_client::proto::Errno::EEXIST) => {
                         client.lookup(ino, name).await?.ino
                     }
                     Err(e) => return Err(e),

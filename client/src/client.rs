@@ -2,8 +2,10 @@
 //!
 //! Callers on any task or thread share one [`Client`] (it is cheap to clone); each call
 //! encodes its request into a shared output buffer and waits on its own reply slot. A writer
-//! task sends everything buffered with one write; a reader task routes replies by xid. Path
-//! helpers resolve `/a/b/c` by LOOKUP from the root, as `mdsctl` does.
+//! task sends everything buffered with one write; a reader task routes replies by xid and
+//! takes `last_committed` from notices (xid 0) the server sends unasked. Xids come from the
+//! connection's [`Session`], which outlives it when the caller reconnects. Path helpers
+//! resolve `/a/b/c` by LOOKUP from the root, as `mdsctl` does.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -16,13 +18,15 @@ use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::{Notify, oneshot};
 use tokio_util::codec::FramedRead;
 
-use crate::protocol::{
-    self, Attr, Body, DirEntry, Errno, MAX_READDIR, Op, PROTOCOL_VERSION, Reply, Request, SetAttr,
-    StatFs, encode_frame,
+use mds_proto::{
+    self as protocol, Attr, Body, DirEntry, Errno, MAX_READDIR, Op, PROTOCOL_VERSION, Reply,
+    Request, SetAttr, StatFs, encode_frame,
 };
 
+use crate::session::Session;
+
 /// The root directory's inode number.
-pub const ROOT: u64 = journal::ROOT_INO;
+pub const ROOT: u64 = mds_proto::ROOT_INO;
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
@@ -60,7 +64,7 @@ struct Inner {
     wake: Notify,
     /// Reply slots by xid.
     waiting: parking_lot::Mutex<HashMap<u64, oneshot::Sender<Reply>>>,
-    next_xid: AtomicU64,
+    session: Arc<Session>,
     /// The highest `last_committed` any reply carried.
     last_committed: AtomicU64,
     closed: AtomicBool,
@@ -98,8 +102,18 @@ impl std::fmt::Debug for Client {
 }
 
 impl Client {
-    /// Connects and performs the CONNECT handshake as client `client_id`.
-    pub async fn connect(addr: impl ToSocketAddrs, client_id: u64) -> Result<Client> {
+    /// Connects as a new client (a fresh random identity with this process's credentials).
+    pub async fn connect(addr: impl ToSocketAddrs) -> Result<Client> {
+        Client::connect_session(addr, Arc::new(Session::new())).await
+    }
+
+    /// Connects and performs the CONNECT handshake as `session`'s client: a reconnect with
+    /// the same session replaces the server's older connection of that client, and xids keep
+    /// counting where they were.
+    pub async fn connect_session(
+        addr: impl ToSocketAddrs,
+        session: Arc<Session>,
+    ) -> Result<Client> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
         let (rd, mut wr) = stream.into_split();
@@ -107,7 +121,7 @@ impl Client {
             outbox: parking_lot::Mutex::new(BytesMut::with_capacity(16 << 10)),
             wake: Notify::new(),
             waiting: parking_lot::Mutex::new(HashMap::new()),
-            next_xid: AtomicU64::new(1),
+            session: session.clone(),
             last_committed: AtomicU64::new(0),
             closed: AtomicBool::new(false),
         });
@@ -136,10 +150,15 @@ impl Client {
                     inner
                         .last_committed
                         .fetch_max(reply.last_committed, Ordering::Relaxed);
+                    if reply.xid == 0 {
+                        if reply.result == Ok(Body::Notice) {
+                            continue; // `last_committed` moved; nothing else to do
+                        }
+                        break; // a connection-level error (EPROTO); the server closes next
+                    }
+                    inner.session.finish(reply.xid);
                     if let Some(slot) = inner.waiting.lock().remove(&reply.xid) {
                         let _ = slot.send(reply);
-                    } else if reply.xid == 0 {
-                        break; // a connection-level error (EPROTO); the server closes next
                     }
                 }
                 inner.closed.store(true, Ordering::SeqCst);
@@ -159,7 +178,7 @@ impl Client {
         match client
             .call(Op::Connect {
                 version: PROTOCOL_VERSION,
-                client: client_id,
+                client: session.id(),
             })
             .await?
         {
@@ -176,21 +195,34 @@ impl Client {
         }
     }
 
-    /// Sends `op` and waits for its reply, whole.
+    /// Sends `op` with the session's next xid and waits for its reply, whole.
     pub async fn call_reply(&self, op: Op) -> Result<Reply> {
-        let xid = self.inner.next_xid.fetch_add(1, Ordering::Relaxed);
-        self.send_with_xid(xid, op).await
+        let (xid, acked_xid) = self.inner.session.begin();
+        self.send(xid, acked_xid, op).await
     }
 
-    /// Sends `op` with a caller-chosen xid (a resend keeps its original xid).
-    pub async fn send_with_xid(&self, xid: u64, op: Op) -> Result<Reply> {
+    /// Sends `op` with an xid the session already handed out (`Session::begin`): the first
+    /// send of a request that may need resending, or its resend after a reconnect.
+    pub async fn send_as(&self, xid: u64, op: Op) -> Result<Reply> {
+        let acked_xid = self.inner.session.acked_xid();
+        self.send(xid, acked_xid, op).await
+    }
+
+    async fn send(&self, xid: u64, acked_xid: u64, op: Op) -> Result<Reply> {
         let (tx, rx) = oneshot::channel();
         self.inner.waiting.lock().insert(xid, tx);
         if self.inner.closed.load(Ordering::SeqCst) {
             self.inner.waiting.lock().remove(&xid);
             return Err(ClientError::Disconnected);
         }
-        encode_frame(&Request { xid, op }, &mut self.inner.outbox.lock());
+        let request = Request {
+            xid,
+            op,
+            acked_xid,
+            cred: self.inner.session.cred().clone(),
+            replay: None,
+        };
+        encode_frame(&request, &mut self.inner.outbox.lock());
         self.inner.wake.notify_one();
         rx.await.map_err(|_| ClientError::Disconnected)
     }
@@ -208,6 +240,11 @@ impl Client {
         self.inner.last_committed.load(Ordering::Relaxed)
     }
 
+    /// The session this connection belongs to.
+    pub fn session(&self) -> &Arc<Session> {
+        &self.inner.session
+    }
+
     /// Identifies the server start this connection reached.
     pub fn server_boot(&self) -> u64 {
         self.server_boot
@@ -222,36 +259,16 @@ impl Client {
         self.call(Op::Ping).await.map(drop)
     }
 
-    /// Creates a directory owned by this process's uid and gid.
+    /// Creates a directory, owned by the session's credentials.
     pub async fn mkdir(&self, parent: u64, name: &str, mode: u32) -> Result<Attr> {
-        let (uid, gid) = ids();
         let name = name.into();
-        attr(
-            self.call(Op::Mkdir {
-                parent,
-                name,
-                mode,
-                uid,
-                gid,
-            })
-            .await?,
-        )
+        attr(self.call(Op::Mkdir { parent, name, mode }).await?)
     }
 
-    /// Creates a regular file (exclusive) owned by this process's uid and gid.
+    /// Creates a regular file (exclusive), owned by the session's credentials.
     pub async fn create(&self, parent: u64, name: &str, mode: u32) -> Result<Attr> {
-        let (uid, gid) = ids();
         let name = name.into();
-        attr(
-            self.call(Op::Create {
-                parent,
-                name,
-                mode,
-                uid,
-                gid,
-            })
-            .await?,
-        )
+        attr(self.call(Op::Create { parent, name, mode }).await?)
     }
 
     pub async fn lookup(&self, parent: u64, name: &str) -> Result<Attr> {
@@ -372,11 +389,6 @@ pub fn components(path: &str) -> Result<Vec<&str>> {
         return Err(ClientError::Errno(Errno::EINVAL));
     }
     Ok(path.split('/').filter(|c| !c.is_empty()).collect())
-}
-
-fn ids() -> (u32, u32) {
-    // SAFETY: getuid/getgid cannot fail and touch no memory.
-    unsafe { (libc::getuid(), libc::getgid()) }
 }
 
 fn attr(body: Body) -> Result<Attr> {

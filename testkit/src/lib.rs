@@ -1,4 +1,4 @@
-//! Test support shared by the integration tests of every crate: starts the real `mds` binary
+//! Test support shared by the integration tests of every crate (a dev-dependency only): starts the real `mds` binary
 //! on 127.0.0.1 with OS-picked ports (or a given one), reads the addresses it logs, and stops
 //! or kills it; the process is killed when the handle drops. Not used by the server itself.
 
@@ -9,7 +9,7 @@ use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use crate::client::Client;
+use mds_client::Client;
 
 pub struct Server {
     child: Option<Child>,
@@ -74,11 +74,9 @@ impl Server {
         }
     }
 
-    /// A connected client with a fresh client id.
+    /// A connected client with a fresh identity.
     pub async fn client(&self) -> Client {
-        Client::connect(self.addr, next_client_id())
-            .await
-            .expect("connecting")
+        Client::connect(self.addr).await.expect("connecting")
     }
 
     pub fn pid(&self) -> i32 {
@@ -90,6 +88,19 @@ impl Server {
         let mut child = self.child.take().unwrap();
         // SAFETY: signalling our own child process.
         unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+        wait_timeout(&mut child, Duration::from_secs(60))
+    }
+
+    /// Sends `signal` (e.g. `libc::SIGTERM`) without waiting for anything.
+    pub fn signal(&self, signal: i32) {
+        let child = self.child.as_ref().expect("running");
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(child.id() as i32, signal) };
+    }
+
+    /// Waits for the exit (60 s at most), after [`Server::signal`].
+    pub fn wait(mut self) -> ExitStatus {
+        let mut child = self.child.take().expect("running");
         wait_timeout(&mut child, Duration::from_secs(60))
     }
 
@@ -128,11 +139,22 @@ fn wait_timeout(child: &mut Child, limit: Duration) -> ExitStatus {
     }
 }
 
-/// Distinct client ids within one test process.
-pub fn next_client_id() -> u64 {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    (std::process::id() as u64) << 32 | NEXT.fetch_add(1, Ordering::Relaxed)
+/// A binary of this workspace (`mds`, `mdsctl`, `loadgen`), found beside the running test:
+/// test executables live in `target/<profile>/deps/`, binaries in `target/<profile>/`, and
+/// `cargo test --workspace` builds every binary before it runs any test.
+pub fn bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().expect("the test's own path");
+    let profile_dir = exe
+        .parent()
+        .and_then(Path::parent)
+        .expect("a test executable lives in target/<profile>/deps");
+    let bin = profile_dir.join(name);
+    assert!(
+        bin.exists(),
+        "{} missing: run the tests with --workspace so every binary is built",
+        bin.display()
+    );
+    bin
 }
 
 /// `bin fsck --data DIR`: (exit code, stdout and stderr).

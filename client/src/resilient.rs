@@ -1,15 +1,16 @@
 //! A connection that survives the server going away: on a broken connection it reconnects
-//! with backoff, as the same client, for up to `--reconnect-timeout`, and resends the request
-//! with its original xid. Many lanes share one connection; the first to notice a break
-//! reconnects, the others wait for it.
+//! with backoff, as the same client (the same [`Session`]: identity and xids carry over), for
+//! up to a timeout, and resends the request with its original xid. Many lanes share one
+//! connection; the first to notice a break reconnects, the others wait for it.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use mds::client::{Client, ClientError};
-use mds::protocol::{Op, Reply};
+use mds_proto::{Op, Reply};
 use tokio::sync::Mutex;
+
+use crate::{Client, ClientError, Session};
 
 /// Why a request could not be answered at all.
 #[derive(Debug)]
@@ -38,11 +39,10 @@ pub struct Answer {
 
 pub struct ResilientConn {
     server: String,
-    client_id: u64,
+    session: Arc<Session>,
     /// (generation, client): the generation tells a lane whether someone already replaced the
     /// client it saw fail.
     current: Mutex<(u64, Client)>,
-    next_xid: AtomicU64,
     reconnect_timeout: Duration,
     pub reconnects: Arc<AtomicU64>,
 }
@@ -50,16 +50,15 @@ pub struct ResilientConn {
 impl ResilientConn {
     pub async fn connect(
         server: &str,
-        client_id: u64,
+        session: Arc<Session>,
         reconnect_timeout: Duration,
         reconnects: Arc<AtomicU64>,
-    ) -> anyhow::Result<ResilientConn> {
-        let client = Client::connect(server, client_id).await?;
+    ) -> Result<ResilientConn, ClientError> {
+        let client = Client::connect_session(server, session.clone()).await?;
         Ok(ResilientConn {
             server: server.to_owned(),
-            client_id,
+            session,
             current: Mutex::new((0, client)),
-            next_xid: AtomicU64::new(1),
             reconnect_timeout,
             reconnects,
         })
@@ -67,14 +66,14 @@ impl ResilientConn {
 
     /// Sends `op`; on a broken connection reconnects and resends it with the same xid.
     pub async fn call(&self, op: Op) -> Result<Answer, Gone> {
-        let xid = self.next_xid.fetch_add(1, Ordering::Relaxed);
+        let (xid, _) = self.session.begin();
         let mut resent = false;
         loop {
             let (generation, client) = {
                 let current = self.current.lock().await;
                 (current.0, current.1.clone())
             };
-            match client.send_with_xid(xid, op.clone()).await {
+            match client.send_as(xid, op.clone()).await {
                 Ok(reply) => return Ok(Answer { reply, resent }),
                 Err(ClientError::Disconnected | ClientError::Io(_)) => {
                     self.reconnect(generation).await?;
@@ -93,7 +92,7 @@ impl ResilientConn {
         let started = Instant::now();
         let mut backoff = Duration::from_millis(20);
         loop {
-            match Client::connect(self.server.as_str(), self.client_id).await {
+            match Client::connect_session(self.server.as_str(), self.session.clone()).await {
                 Ok(client) => {
                     *current = (failed + 1, client);
                     self.reconnects.fetch_add(1, Ordering::Relaxed);

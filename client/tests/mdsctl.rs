@@ -1,12 +1,11 @@
-//! `mdsctl` and `mds fsck` as a user runs them: output shapes, POSIX error names on stderr,
-//! exit codes; fsck finding a damaged store.
-
-mod common;
+//! `mdsctl` as a user runs it against a real server: output shapes, POSIX error names on
+//! stderr, exit codes.
 
 use std::process::{Command, Output};
 
-use common::{MDS, MDSCTL, Server, fsck};
-use journal::{Dentry, FileKind, Journal, JournalOp, JournalOptions, ROOT_INO, TxRecord};
+use mds_testkit::Server;
+
+const MDSCTL: &str = env!("CARGO_BIN_EXE_mdsctl");
 
 fn ctl(server: &Server, args: &[&str]) -> Output {
     Command::new(MDSCTL)
@@ -35,7 +34,7 @@ fn fails_with(out: Output, errno: &str) {
 #[test]
 fn mdsctl_does_what_a_user_types() {
     let dir = tempfile::tempdir().unwrap();
-    let server = common::start(dir.path(), &[]);
+    let server = Server::start(&mds_testkit::bin("mds"), dir.path(), &[]);
     ok(ctl(&server, &["mkdir", "/a", "/b"]));
     ok(ctl(&server, &["mkdir", "-p", "/a/x/y/z"]));
     ok(ctl(&server, &["create", "/a/f1", "/a/f2"]));
@@ -81,72 +80,4 @@ fn mdsctl_does_what_a_user_types() {
         .output()
         .unwrap();
     assert!(!unreachable.status.success());
-}
-
-#[test]
-fn fsck_passes_a_clean_store_and_reports_each_finding_of_a_damaged_one() {
-    let dir = tempfile::tempdir().unwrap();
-    {
-        let server = common::start(dir.path(), &[]);
-        ok(ctl(&server, &["mkdir", "-p", "/a/b"]));
-        ok(ctl(&server, &["create", "/a/b/f"]));
-        assert!(server.stop().success());
-    }
-    let (code, out) = fsck(dir.path());
-    assert_eq!(code, 0, "{out}");
-    assert!(out.contains("0 findings"), "{out}");
-    {
-        // A store a running server holds is refused, not half-read.
-        let server = common::start(dir.path(), &[]);
-        let (code, out) = fsck(dir.path());
-        assert_eq!(code, 2, "{out}");
-        assert!(
-            out.contains(&format!(
-                "in use by a running server (pid {})",
-                server.pid()
-            )),
-            "{out}"
-        );
-    }
-
-    // Damage it the way a broken writer would: an entry to nowhere, and an orphan inode.
-    {
-        let (j, rec) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
-        let t = rec.last_committed + 1;
-        let mut orphan = j.inode(ROOT_INO).unwrap().unwrap();
-        orphan.ino = rec.next_ino;
-        orphan.kind = FileKind::File;
-        orphan.nlink = 1;
-        orphan.transno = t;
-        j.commit(&[TxRecord {
-            transno: t,
-            ops: vec![
-                JournalOp::PutDentry {
-                    parent: ROOT_INO,
-                    name: "dangling".into(),
-                    entry: Dentry {
-                        ino: 999_999,
-                        kind: FileKind::File,
-                    },
-                },
-                JournalOp::PutInode(orphan),
-            ],
-        }])
-        .unwrap();
-    }
-    let (code, out) = fsck(dir.path());
-    assert_eq!(code, 1, "{out}");
-    assert!(
-        out.contains("names inode 999999 which does not exist"),
-        "{out}"
-    );
-    assert!(out.contains("orphan"), "{out}");
-    assert!(out.contains("records 1 entries but has 2"), "{out}");
-
-    let missing = Command::new(MDS)
-        .args(["fsck", "--data"])
-        .arg(dir.path().join("no-such-store"))
-        .output()
-        .unwrap();
-    assert_eq!(missing.status.code(), Some(2));
 }

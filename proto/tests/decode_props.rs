@@ -4,7 +4,9 @@
 //! (`fuzz/` runs the same decoders under libFuzzer for longer.)
 
 use bytes::BytesMut;
-use mds::protocol::{self, Attr, Body, DirEntry, Errno, Kind, Op, Reply, Request, SetAttr};
+use mds_proto::{
+    self as protocol, Attr, Body, Cred, DirEntry, Errno, Kind, Op, Replay, Reply, Request, SetAttr,
+};
 use proptest::prelude::*;
 use tokio_util::codec::Decoder;
 
@@ -16,34 +18,16 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         (any::<u32>(), any::<u64>()).prop_map(|(version, client)| Op::Connect { version, client }),
         Just(Op::Ping),
-        (
-            any::<u64>(),
-            name(),
-            any::<u32>(),
-            any::<u32>(),
-            any::<u32>()
-        )
-            .prop_map(|(parent, name, mode, uid, gid)| Op::Mkdir {
-                parent,
-                name,
-                mode,
-                uid,
-                gid
-            }),
-        (
-            any::<u64>(),
-            name(),
-            any::<u32>(),
-            any::<u32>(),
-            any::<u32>()
-        )
-            .prop_map(|(parent, name, mode, uid, gid)| Op::Create {
-                parent,
-                name,
-                mode,
-                uid,
-                gid
-            }),
+        (any::<u64>(), name(), any::<u32>()).prop_map(|(parent, name, mode)| Op::Mkdir {
+            parent,
+            name,
+            mode
+        }),
+        (any::<u64>(), name(), any::<u32>()).prop_map(|(parent, name, mode)| Op::Create {
+            parent,
+            name,
+            mode
+        }),
         (any::<u64>(), name()).prop_map(|(parent, name)| Op::Lookup { parent, name }),
         any::<u64>().prop_map(|ino| Op::Getattr { ino }),
         (
@@ -75,6 +59,26 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Op::Statfs),
         Just(Op::Sync),
     ]
+}
+
+fn request(xid: u64, op: Op) -> impl Strategy<Value = Request> {
+    (
+        any::<u64>(),
+        any::<u32>(),
+        proptest::collection::vec(any::<u32>(), 0..8),
+        proptest::option::of((any::<u64>(), any::<u64>())),
+    )
+        .prop_map(move |(acked_xid, id, groups, replay)| Request {
+            xid,
+            op: op.clone(),
+            acked_xid,
+            cred: Cred {
+                uid: id,
+                gid: id ^ 1,
+                groups,
+            },
+            replay: replay.map(|(transno, ino)| Replay { transno, ino }),
+        })
 }
 
 fn body() -> impl Strategy<Value = Result<Body, Errno>> {
@@ -111,6 +115,7 @@ fn body() -> impl Strategy<Value = Result<Body, Errno>> {
             })),
         Just(Ok(Body::Done)),
         Just(Ok(Body::Pong)),
+        Just(Ok(Body::Notice)),
         proptest::sample::select(Errno::ALL.to_vec()).prop_map(Err),
     ]
 }
@@ -129,8 +134,13 @@ proptest! {
     }
 
     #[test]
-    fn requests_and_replies_round_trip(xid in any::<u64>(), op in op(), result in body(), lc in any::<u64>()) {
-        let req = Request { xid, op };
+    fn requests_and_replies_round_trip(
+        req in (any::<u64>(), op()).prop_flat_map(|(xid, op)| request(xid, op)),
+        result in body(),
+        lc in any::<u64>(),
+    ) {
+        prop_assert_eq!(postcard::to_stdvec(&req.op).unwrap()[0], req.op.opcode());
+        let xid = req.xid;
         let mut buf = BytesMut::new();
         protocol::encode_frame(&req, &mut buf);
         let reply = Reply { xid, transno: lc / 2, last_committed: lc, result };
@@ -148,7 +158,14 @@ proptest! {
         let mut stream = BytesMut::new();
         let mut ends = Vec::new();
         for (xid, op) in ops.iter().enumerate() {
-            protocol::encode_frame(&Request { xid: xid as u64, op: op.clone() }, &mut stream);
+            let request = Request {
+                xid: xid as u64,
+                op: op.clone(),
+                acked_xid: 0,
+                cred: Cred::default(),
+                replay: None,
+            };
+            protocol::encode_frame(&request, &mut stream);
             ends.push(stream.len());
         }
         let at = cut.index(stream.len() + 1);

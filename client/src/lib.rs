@@ -1,0 +1,14 @@
+//! The mds client library, shared by `mdsctl`, `loadgen` and the tests: a pipelined
+//! connection with replies matched by xid ([`Client`]), a connection that survives the server
+//! going away by reconnecting as the same client and resending ([`resilient`]), and the human
+//! units every command line takes ([`units`]). It speaks the protocol of `mds-proto` and
+//! depends on nothing of the server's: building it needs no C++ toolchain.
+
+mod client;
+pub mod resilient;
+mod session;
+pub mod units;
+
+pub use client::{Client, ClientError, ROOT, Result, components};
+pub use mds_proto as proto;
+pub use session::{Session, process_cred};

@@ -1,0 +1,52 @@
+//! Human units on command lines: durations (`250us`, `5ms`, `2s`, a bare number of seconds)
+//! and counts (`4096`, `16k`, `2M`), shared by `mds`, `mdsctl` and `loadgen` so every tool
+//! reads `--duration 300` and `--max-batch 16k` the same way.
+
+use std::time::Duration;
+
+/// Parses a duration in human units: `250us`, `5ms`, `2s`, `1m`; a bare number is seconds
+/// (`300`, `0.5`), as the 2008 report's tools took it.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    if let Ok(secs) = s.parse::<f64>() {
+        return Duration::try_from_secs_f64(secs)
+            .map_err(|e| format!("invalid duration {s:?}: {e}"));
+    }
+    humantime::parse_duration(s).map_err(|e| format!("invalid duration {s:?}: {e} (try 5ms, 2s)"))
+}
+
+/// Parses a count with an optional `k` (×1000) or `m` (×1,000,000) suffix.
+pub fn parse_count(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let (digits, scale) = match s.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&s[..i], 1_000),
+        Some((i, 'm' | 'M')) => (&s[..i], 1_000_000),
+        _ => (s, 1),
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(scale))
+        .ok_or_else(|| format!("invalid count {s:?} (try 4096 or 16k)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_units_parse_and_nonsense_does_not() {
+        assert_eq!(parse_duration("0").unwrap(), Duration::ZERO);
+        assert_eq!(parse_duration("300").unwrap(), Duration::from_secs(300));
+        assert_eq!(parse_duration("0.5").unwrap(), Duration::from_millis(500));
+        assert!(parse_duration("-1").is_err());
+        assert_eq!(parse_duration("5ms").unwrap(), Duration::from_millis(5));
+        assert_eq!(parse_duration("250us").unwrap(), Duration::from_micros(250));
+        assert!(parse_duration("fast").is_err());
+        assert_eq!(parse_count("16k").unwrap(), 16_000);
+        assert_eq!(parse_count("2M").unwrap(), 2_000_000);
+        assert_eq!(parse_count("4096").unwrap(), 4096);
+        assert!(parse_count("k").is_err());
+        assert!(parse_count("-1").is_err());
+    }
+}

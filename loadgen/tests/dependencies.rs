@@ -1,0 +1,47 @@
+//! The load tool stays light: it reaches the server through the protocol and client crates
+//! only, so building it needs neither RocksDB nor a C++ toolchain (a regression once: it
+//! depended on the server crate for the wire types and compiled RocksDB).
+
+use std::process::Command;
+
+#[test]
+fn loadgen_depends_on_neither_rocksdb_nor_the_server() {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "tree",
+            "--offline",
+            "-p",
+            "loadgen",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+        ])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .expect("running cargo tree");
+    assert!(
+        out.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8_lossy(&out.stdout);
+    let crates: Vec<&str> = tree
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .collect();
+    assert!(crates.contains(&"mds-client"), "{tree}");
+    for heavy in [
+        "rocksdb",
+        "librocksdb-sys",
+        "journal",
+        "mds",
+        "reply",
+        "bindgen",
+    ] {
+        assert!(
+            !crates.contains(&heavy),
+            "loadgen's normal dependencies include {heavy}:\n{tree}"
+        );
+    }
+}

@@ -1,0 +1,257 @@
+//! One connection's output: a reply sink any thread may fill, and the writer task that empties
+//! it into the socket.
+//!
+//! The owner partition's drain, a partner partition draining for it, and the connection's own
+//! reader (immediate replies) all append encoded replies to [`ConnOutput`] under its small
+//! lock; only the writer task, on the owner partition, writes the socket (the knfsd lesson:
+//! one writer per socket, no lock around the socket). A drain wakes the writer once per
+//! connection per drain: [`ConnOutput::append`] says whether the buffer was empty, and only
+//! the appender that found it empty owes the writer a wake — whoever appended before it owes
+//! one already, or the writer has not yet taken what it will take with this.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+
+use bytes::BytesMut;
+use mds_proto::{Reply, encode_frame};
+use parking_lot::Mutex;
+use tokio::io::AsyncWriteExt;
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// Server-wide connection ids: a session compares them to tell its connections apart.
+static NEXT_CONN_ID: AtomicU64 = AtomicU64::new(1);
+
+/// A connection's output side and flow control, shared (`Arc`) by its reader, its writer, the
+/// session it belongs to, and every pending reply of its requests.
+#[derive(Debug)]
+pub struct ConnOutput {
+    id: u64,
+    /// Encoded replies not yet handed to the socket.
+    buf: Mutex<BytesMut>,
+    /// Wakes the writer.
+    ready: Notify,
+    /// Mutations of this connection waiting for their commit.
+    inflight: AtomicUsize,
+    /// Past this many in-flight mutations the reader stops reading.
+    max_inflight: usize,
+    /// Wakes the reader when in-flight mutations leave or the connection breaks.
+    space: Notify,
+    /// The socket is broken or the connection is winding down: the writer stops once the
+    /// buffer is empty.
+    closed: AtomicBool,
+    /// Cancelled when a newer connection of the same client replaced this one.
+    replaced: CancellationToken,
+}
+
+impl ConnOutput {
+    pub fn new(max_inflight: usize) -> ConnOutput {
+        ConnOutput {
+            id: NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed),
+            buf: Mutex::new(BytesMut::with_capacity(16 << 10)),
+            ready: Notify::new(),
+            inflight: AtomicUsize::new(0),
+            max_inflight,
+            space: Notify::new(),
+            closed: AtomicBool::new(false),
+            replaced: CancellationToken::new(),
+        }
+    }
+
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Appends one encoded reply. Returns whether the buffer was empty: then the caller must
+    /// call [`ConnOutput::wake_writer`] once it has appended what it has for this connection.
+    pub fn append(&self, reply: &Reply) -> bool {
+        let mut buf = self.buf.lock();
+        let was_empty = buf.is_empty();
+        encode_frame(reply, &mut buf);
+        was_empty
+    }
+
+    /// Reply bytes not yet handed to the socket.
+    pub fn buffered(&self) -> usize {
+        self.buf.lock().len()
+    }
+
+    pub fn wake_writer(&self) {
+        self.ready.notify_one();
+    }
+
+    /// A mutation of this connection now waits for its commit.
+    pub fn request_started(&self) {
+        self.inflight.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A mutation of this connection left the reply queue (wherever its reply went). Wakes
+    /// the reader when that may let it read again, or when nothing is in flight any more (a
+    /// closing connection waits for that).
+    pub fn request_done(&self) {
+        let before = self.inflight.fetch_sub(1, Ordering::AcqRel);
+        if before >= self.max_inflight || before == 1 {
+            self.space.notify_one();
+        }
+    }
+
+    pub fn inflight(&self) -> usize {
+        self.inflight.load(Ordering::Acquire)
+    }
+
+    /// Waits until fewer than `max_inflight` mutations are in flight, or the connection
+    /// closed.
+    pub async fn wait_for_space(&self) {
+        while self.inflight() >= self.max_inflight && !self.is_closed() {
+            self.space.notified().await;
+        }
+    }
+
+    /// Waits until no mutation of this connection is in flight, or the connection closed.
+    pub async fn wait_until_idle(&self) {
+        while self.inflight() > 0 && !self.is_closed() {
+            self.space.notified().await;
+        }
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.closed.load(Ordering::Acquire)
+    }
+
+    /// Lets the writer finish what is buffered and stop.
+    pub fn close(&self) {
+        self.closed.store(true, Ordering::Release);
+        self.ready.notify_one();
+        self.space.notify_one();
+    }
+
+    /// A newer connection of the same client took this one's place: its reader stops.
+    pub fn replace(&self) {
+        self.replaced.cancel();
+    }
+
+    pub fn replaced(&self) -> &CancellationToken {
+        &self.replaced
+    }
+}
+
+/// Writes whatever the connection's buffer holds, one `write_all` per wake, swapping two
+/// buffers so neither is reallocated. `cut` ends it at once, written or not (a client that
+/// does not read, past the shutdown grace period).
+pub async fn write_loop(
+    mut wr: OwnedWriteHalf,
+    conn: std::sync::Arc<ConnOutput>,
+    cut: CancellationToken,
+) {
+    let mut spare = BytesMut::with_capacity(16 << 10);
+    loop {
+        {
+            let mut buf = conn.buf.lock();
+            if !buf.is_empty() {
+                std::mem::swap(&mut *buf, &mut spare);
+            }
+        }
+        if !spare.is_empty() {
+            let written = tokio::select! {
+                r = wr.write_all(&spare) => r.is_ok(),
+                _ = cut.cancelled() => false,
+            };
+            if !written {
+                conn.close();
+                return;
+            }
+            spare.clear();
+            continue;
+        }
+        if conn.is_closed() {
+            break;
+        }
+        tokio::select! {
+            _ = conn.ready.notified() => {}
+            _ = cut.cancelled() => {
+                conn.close();
+                return;
+            }
+        }
+    }
+    let _ = wr.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use mds_proto::{Body, decode};
+
+    fn reply(xid: u64) -> Reply {
+        Reply {
+            xid,
+            transno: xid,
+            last_committed: xid,
+            result: Ok(Body::Done),
+        }
+    }
+
+    #[test]
+    fn only_the_append_that_finds_the_buffer_empty_owes_a_wake() {
+        let out = ConnOutput::new(4);
+        assert!(out.append(&reply(1)));
+        assert!(!out.append(&reply(2)));
+        let taken = std::mem::take(&mut *out.buf.lock());
+        assert!(
+            out.append(&reply(3)),
+            "the writer took everything: wake it again"
+        );
+        let len = u32::from_be_bytes(taken[..4].try_into().unwrap()) as usize;
+        assert_eq!(decode::<Reply>(&taken[4..4 + len]).unwrap(), reply(1));
+    }
+
+    #[test]
+    fn any_thread_may_fill_it() {
+        let out = std::sync::Arc::new(ConnOutput::new(4));
+        let threads: Vec<_> = (0..4u64)
+            .map(|t| {
+                let out = out.clone();
+                std::thread::spawn(move || {
+                    for i in 0..1000 {
+                        out.append(&reply(t * 1000 + i + 1));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        let buf = out.buf.lock();
+        let mut rest = &buf[..];
+        let mut seen = Vec::new();
+        while !rest.is_empty() {
+            let len = u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
+            seen.push(decode::<Reply>(&rest[4..4 + len]).unwrap().xid);
+            rest = &rest[4 + len..];
+        }
+        seen.sort_unstable();
+        assert_eq!(
+            seen,
+            (1..=4000).collect::<Vec<_>>(),
+            "whole frames, none lost"
+        );
+    }
+
+    #[test]
+    fn the_reader_is_woken_when_it_may_read_again_and_when_all_is_answered() {
+        let out = ConnOutput::new(2);
+        out.request_started();
+        out.request_started();
+        out.request_done(); // 2 -> 1: below the bound again
+        assert_eq!(out.inflight(), 1);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            out.wait_for_space().await;
+            out.request_done(); // 1 -> 0
+            out.wait_until_idle().await;
+        });
+    }
+}

@@ -1,0 +1,211 @@
+//! The drain: releasing a partition's committed replies into their clients' connections.
+//!
+//! [`drain_partition`] is safe on any thread — the owner's drain loop calls it when the
+//! committer wakes it, and a partner may call it for a partition whose owner is busy: the
+//! reply engine hands each reply out exactly once, and a connection's output accepts appends
+//! from any thread. Each reply goes to its client's connection *now* (the session's), which
+//! is a newer one if the client reconnected while it waited.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use mds_proto::{Errno, Reply};
+use reply::Outcome;
+use tokio::sync::Notify;
+
+use super::conn::ConnOutput;
+use super::{Partition, Shared};
+use crate::metrics::PartitionMetrics;
+
+/// Releases everything of `partition` that can leave now, encoding each reply into its
+/// client's connection and waking each touched writer once. `touched` is scratch space the
+/// caller keeps between drains. Returns how many replies were released.
+pub fn drain_partition(
+    shared: &Shared,
+    partition: usize,
+    metrics: &PartitionMetrics,
+    touched: &mut Vec<Arc<ConnOutput>>,
+) -> usize {
+    let started = quanta::Instant::now();
+    let engine = &shared.engine;
+    let released = engine.drain(partition, |p, outcome| {
+        let (result, last_committed) = match outcome {
+            Outcome::Committed { last_committed } => (Ok(p.body), last_committed),
+            Outcome::Failed => (Err(Errno::EIO), engine.last_committed()),
+        };
+        metrics.request(
+            p.op as usize,
+            result.as_ref().map(|_| ()).map_err(|e| *e),
+            started - p.received,
+        );
+        p.origin.request_done();
+        let (to, idle) = p.session.release(p.xid);
+        if idle {
+            shared.sessions.forget_if_idle(p.session.client());
+        }
+        let Some(conn) = to else {
+            return; // the client is away; it will resend, or has given up
+        };
+        let reply = Reply {
+            xid: p.xid,
+            transno: if result.is_ok() { p.transno } else { 0 },
+            last_committed,
+            result,
+        };
+        if conn.append(&reply) {
+            touched.push(conn);
+        }
+    });
+    for conn in touched.drain(..) {
+        conn.wake_writer();
+    }
+    released
+}
+
+impl Partition {
+    /// Waits for the committer's wakes and releases this partition's committed replies: one
+    /// queue-lock acquisition per drain, each reply encoded into its connection's buffer, one
+    /// write per connection per drain.
+    pub(super) async fn drain_loop(self: Rc<Self>, wake: Arc<Notify>) {
+        let mut touched = Vec::new();
+        loop {
+            wake.notified().await;
+            let released = drain_partition(&self.shared, self.id, &self.metrics, &mut touched);
+            self.metrics.drain_wakes.increment(1);
+            self.metrics.drain_replies.record(released as f64);
+            // From the commit being durable to its replies being queued for their sockets.
+            let durable = self
+                .shared
+                .commit_stats
+                .durable_at_ns
+                .load(Ordering::Acquire);
+            let spent = crate::metrics::monotonic_ns().saturating_sub(durable);
+            self.metrics.drain_duration.record(spent as f64 / 1e9);
+            self.metrics
+                .queue_depth
+                .set(self.shared.engine.depth(self.id) as f64);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::sync::atomic::AtomicUsize;
+
+    use journal::{Journal, JournalOptions};
+    use mds_proto::Body;
+    use reply::{ReplyEngine, Waker};
+    use tokio_util::sync::CancellationToken;
+
+    use crate::committer::CommitStats;
+    use crate::namespace::Namespace;
+    use crate::partition::{Limits, Payload, conn::write_loop};
+    use crate::session::Sessions;
+
+    /// The owner's drain and a partner's drain race over one partition's queue while the
+    /// committer publishes in steps: every reply reaches its client's socket exactly once.
+    #[test]
+    fn a_partner_thread_drains_beside_the_owner_and_each_reply_arrives_once() {
+        const N: u64 = 20_000;
+        let dir = tempfile::tempdir().unwrap();
+        let (journal, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        let namespace = Arc::new(Namespace::load(&journal, recovered).unwrap());
+        let wakers = (0..2).map(|_| Box::new(|| {}) as Waker).collect();
+        let (commit_tx, _commit_rx) = crossbeam_channel::unbounded();
+        let shared = Arc::new(Shared {
+            namespace,
+            engine: Arc::new(ReplyEngine::new(wakers, 0)),
+            commit_tx,
+            commit_stats: Arc::new(CommitStats::default()),
+            sessions: Arc::new(Sessions::new()),
+            boot: 1,
+            partitions: 2,
+            limits: Limits::default(),
+            shutdown: CancellationToken::new(),
+            cut: CancellationToken::new(),
+        });
+
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client_side = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (server_side, _) = listener.accept().unwrap();
+        let conn = Arc::new(ConnOutput::new(usize::MAX));
+        let session = shared.sessions.attach(7, conn.clone()).session;
+        let writer = {
+            let (conn, cut) = (conn.clone(), shared.cut.clone());
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                rt.block_on(async move {
+                    server_side.set_nonblocking(true).unwrap();
+                    let stream = tokio::net::TcpStream::from_std(server_side).unwrap();
+                    let (_rd, wr) = stream.into_split();
+                    write_loop(wr, conn, cut).await;
+                });
+            })
+        };
+
+        for t in 1..=N {
+            assert!(session.begin(t));
+            conn.request_started();
+            shared.engine.push(
+                0,
+                t,
+                Payload {
+                    session: session.clone(),
+                    origin: conn.clone(),
+                    xid: t,
+                    transno: t,
+                    op: 3,
+                    received: quanta::Instant::now(),
+                    body: Body::Done,
+                },
+            );
+        }
+        let released = Arc::new(AtomicUsize::new(0));
+        let drainers: Vec<_> = (0..2)
+            .map(|_| {
+                let (shared, released) = (shared.clone(), released.clone());
+                std::thread::spawn(move || {
+                    let metrics = PartitionMetrics::register(0);
+                    let mut touched = Vec::new();
+                    while released.load(Ordering::SeqCst) < N as usize {
+                        let n = drain_partition(&shared, 0, &metrics, &mut touched);
+                        released.fetch_add(n, Ordering::SeqCst);
+                    }
+                })
+            })
+            .collect();
+        for lc in (0..=N).step_by(997).chain([N]) {
+            shared.engine.publish(lc);
+        }
+        for d in drainers {
+            d.join().unwrap();
+        }
+        assert_eq!(released.load(Ordering::SeqCst), N as usize);
+        assert_eq!(conn.inflight(), 0);
+        conn.close();
+        writer.join().unwrap();
+
+        let mut bytes = Vec::new();
+        client_side.read_to_end(&mut bytes).unwrap();
+        let mut xids = Vec::new();
+        let mut rest = &bytes[..];
+        while !rest.is_empty() {
+            let len = u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
+            let reply: Reply = mds_proto::decode(&rest[4..4 + len]).unwrap();
+            assert_eq!(reply.transno, reply.xid);
+            assert!(reply.last_committed >= reply.transno);
+            xids.push(reply.xid);
+            rest = &rest[4 + len..];
+        }
+        xids.sort_unstable();
+        assert_eq!(xids, (1..=N).collect::<Vec<_>>(), "each reply exactly once");
+        assert_eq!(session.pending(), 0);
+        assert_eq!(session.replied_xid(), N);
+    }
+}

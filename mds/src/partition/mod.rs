@@ -1,0 +1,192 @@
+//! A partition: one OS thread bound to one core, running a single-threaded tokio runtime. It
+//! owns its connections (accepted on its own SO_REUSEPORT listener), parses, executes and
+//! answers their requests on that one thread with no hand-off, owns its queue of pending
+//! replies, and is the only writer of its sockets.
+//!
+//! Hot path (marked as TiKV marks its own): the read loop and `handle` in `serve.rs`, and the
+//! drain in `drain.rs`. No logging above debug, no lock but the touched inodes' stripes, the
+//! session's and the connection's own small locks, and this partition's reply queue; one clock
+//! read per socket read and one per drain.
+
+mod conn;
+mod drain;
+mod serve;
+
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crossbeam_channel::Sender;
+use mds_proto::Body;
+use reply::ReplyEngine;
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+use tracing::{error, warn};
+
+use crate::committer::{CommitMsg, CommitStats};
+use crate::metrics::PartitionMetrics;
+use crate::namespace::Namespace;
+use crate::session::{Session, Sessions};
+
+pub use conn::ConnOutput;
+pub use drain::drain_partition;
+
+/// A reply waiting in the reply engine for its commit. Everything needed to deliver it is
+/// here and `Send`, so any thread may release it: the owner's drain, or a partner's.
+#[derive(Debug)]
+pub struct Payload {
+    /// The client's session: its reply goes to the client's connection at release time,
+    /// which is a newer one if the client reconnected meanwhile.
+    session: Arc<Session>,
+    /// The connection the request came in on: its in-flight count.
+    origin: Arc<ConnOutput>,
+    xid: u64,
+    transno: u64,
+    /// Opcode, for metrics.
+    op: u8,
+    /// When the request's bytes were read, for its latency.
+    received: quanta::Instant,
+    body: Body,
+}
+
+/// Bounds that keep one client from hurting the others.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Mutations of one connection waiting for their commit; past it the connection is not
+    /// read until replies leave.
+    pub max_inflight_per_conn: usize,
+    /// Unwritten reply bytes of one connection; past it the client is not reading its replies
+    /// and the connection is closed (its requests stay journaled; it may reconnect).
+    pub max_output_per_conn: usize,
+    /// Open connections per partition; accepting waits for a free slot.
+    pub max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_inflight_per_conn: 4096,
+            max_output_per_conn: 16 << 20,
+            max_connections: 8192,
+        }
+    }
+}
+
+/// What all partitions share.
+pub struct Shared {
+    pub namespace: Arc<Namespace>,
+    pub engine: Arc<ReplyEngine<Payload>>,
+    pub commit_tx: Sender<CommitMsg>,
+    pub commit_stats: Arc<CommitStats>,
+    pub sessions: Arc<Sessions>,
+    /// Identifies this server start (in CONNECT replies).
+    pub boot: u64,
+    pub partitions: usize,
+    pub limits: Limits,
+    /// Cancelled at the first SIGTERM/SIGINT: stop accepting and reading, let pending replies
+    /// leave.
+    pub shutdown: CancellationToken,
+    /// Cancelled when the shutdown grace period is over, or at a second signal: writers stop
+    /// whether their clients read or not.
+    pub cut: CancellationToken,
+}
+
+impl Shared {
+    /// Hands a message to the committer. The committer never goes away while partitions run;
+    /// if it has, the journal can no longer make anything durable, and waiting would hang
+    /// every client: stop the process (fail-stop).
+    pub fn to_committer(&self, msg: CommitMsg) {
+        if self.commit_tx.send(msg).is_err() {
+            error!("the committer is gone; stopping rather than hang every client");
+            std::process::abort();
+        }
+    }
+}
+
+/// Starts partition `id` on its own thread, pinned to `core` when given. The thread holds
+/// `done` until it ends: the server learns that every partition has finished when the last
+/// sender is dropped.
+pub fn spawn(
+    id: usize,
+    core: Option<core_affinity::CoreId>,
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+    wake: Arc<Notify>,
+    done: tokio::sync::mpsc::Sender<()>,
+) -> std::io::Result<std::thread::JoinHandle<()>> {
+    std::thread::Builder::new()
+        .name(format!("mds-part-{id}"))
+        .spawn(move || {
+            if let Some(core) = core {
+                core_affinity::set_for_current(core);
+            }
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("building a partition runtime");
+            let local = tokio::task::LocalSet::new();
+            let partition = Rc::new(Partition {
+                id,
+                shared,
+                metrics: PartitionMetrics::register(id),
+                active: Cell::new(0),
+                idle: Notify::new(),
+            });
+            local.block_on(&rt, partition.run(listener, wake));
+            drop(done);
+        })
+}
+
+struct Partition {
+    id: usize,
+    shared: Arc<Shared>,
+    metrics: PartitionMetrics,
+    /// Connections still being served; shutdown waits for zero.
+    active: Cell<usize>,
+    idle: Notify,
+}
+
+impl Partition {
+    async fn run(self: Rc<Self>, listener: std::net::TcpListener, wake: Arc<Notify>) {
+        let listener = match tokio::net::TcpListener::from_std(listener) {
+            Ok(l) => l,
+            Err(e) => {
+                warn!(partition = self.id, cause = %e, "cannot register listener");
+                return;
+            }
+        };
+        let drain = tokio::task::spawn_local(self.clone().drain_loop(wake));
+        let permits = Arc::new(Semaphore::new(self.shared.limits.max_connections));
+        let mut backoff = Duration::from_millis(1);
+        loop {
+            // Take a connection slot before accepting (mini-redis): at the bound, the kernel's
+            // backlog holds new clients instead of this partition drowning in them.
+            let permit = tokio::select! {
+                _ = self.shared.shutdown.cancelled() => break,
+                p = permits.clone().acquire_owned() => p.expect("semaphore is never closed"),
+            };
+            let accepted = tokio::select! {
+                _ = self.shared.shutdown.cancelled() => break,
+                a = listener.accept() => a,
+            };
+            match accepted {
+                Ok((stream, _)) => {
+                    backoff = Duration::from_millis(1);
+                    tokio::task::spawn_local(self.clone().serve(stream, permit));
+                }
+                Err(e) => {
+                    // Usually EMFILE: back off rather than spin.
+                    warn!(partition = self.id, cause = %e, "accept failed");
+                    tokio::time::sleep(backoff).await;
+                    backoff = (backoff * 2).min(Duration::from_secs(1));
+                }
+            }
+        }
+        drop(listener);
+        while self.active.get() > 0 {
+            self.idle.notified().await;
+        }
+        drain.abort();
+    }
+}

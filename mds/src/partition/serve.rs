@@ -1,0 +1,384 @@
+//! One connection on its partition: the read loop, the handshake, and each request executed
+//! on the spot — answered at once, or queued in the reply engine until what it depends on is
+//! durable.
+
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use bytes::BytesMut;
+use mds_proto::{
+    self as protocol, Body, Errno, MAX_GROUPS, Op, PROTOCOL_VERSION, Reply, Request, StatFs,
+};
+use tokio::io::AsyncReadExt;
+use tokio::net::TcpStream;
+use tokio_util::codec::Decoder;
+use tracing::{debug, warn};
+
+use super::conn::{ConnOutput, write_loop};
+use super::{Partition, Payload};
+use crate::committer::CommitMsg;
+use crate::namespace::Exec;
+use crate::session::Session;
+
+/// Why the read loop ended.
+enum Ended {
+    /// The client closed, the server is shutting down, or a request was refused: let what is
+    /// pending leave, then close.
+    Normally,
+    /// The client stopped reading its replies: cut at once.
+    SlowClient,
+    /// A newer connection of the same client took this one's place: its pending replies go
+    /// there.
+    Replaced,
+}
+
+/// CONNECT's opcode, for metrics of a handshake that may not have decoded.
+const CONNECT: u8 = 0;
+
+/// A request was refused and the connection must close (an EPROTO reply is queued).
+struct Refused;
+
+impl Partition {
+    pub(super) async fn serve(
+        self: Rc<Self>,
+        stream: TcpStream,
+        _permit: tokio::sync::OwnedSemaphorePermit,
+    ) {
+        let _ = stream.set_nodelay(true);
+        let (mut rd, wr) = stream.into_split();
+        let limits = self.shared.limits;
+        let conn = Arc::new(ConnOutput::new(limits.max_inflight_per_conn));
+        self.active.set(self.active.get() + 1);
+        self.metrics.connections.increment(1.0);
+        self.metrics.accepted.increment(1);
+        let writer =
+            tokio::task::spawn_local(write_loop(wr, conn.clone(), self.shared.cut.clone()));
+
+        let mut codec = protocol::codec();
+        let mut input = BytesMut::with_capacity(64 << 10);
+        let mut session: Option<Arc<Session>> = None;
+        let mut answered: Vec<(u8, Result<(), Errno>)> = Vec::new();
+        let ended = 'read: loop {
+            conn.wait_for_space().await;
+            if conn.is_closed() {
+                break Ended::Normally;
+            }
+            let read = tokio::select! {
+                biased;
+                _ = self.shared.shutdown.cancelled() => break Ended::Normally,
+                _ = conn.replaced().cancelled() => break Ended::Replaced,
+                r = rd.read_buf(&mut input) => r,
+            };
+            match read {
+                Ok(0) | Err(_) => break Ended::Normally,
+                Ok(_) => {}
+            }
+            let received = quanta::Instant::now();
+            loop {
+                match codec.decode(&mut input) {
+                    Ok(Some(frame)) => {
+                        if self
+                            .handle(&conn, &mut session, &frame, received, &mut answered)
+                            .is_err()
+                        {
+                            break 'read Ended::Normally;
+                        }
+                    }
+                    Ok(None) => break,
+                    Err(e) => {
+                        // Only an oversized length gets here: the stream cannot be resynced.
+                        debug!(partition = self.id, conn = conn.id(), cause = %e, "oversized frame");
+                        warn!(
+                            partition = self.id,
+                            conn = conn.id(),
+                            "closing connection: oversized frame"
+                        );
+                        self.metrics.oversized.increment(1);
+                        self.reply_now(&conn, 0, Err(Errno::EPROTO));
+                        break 'read Ended::Normally;
+                    }
+                }
+            }
+            let replied = quanta::Instant::now();
+            for (op, result) in answered.drain(..) {
+                self.metrics
+                    .request(op as usize, result, replied - received);
+            }
+            let buffered = conn.buffered();
+            if buffered > 0 {
+                conn.wake_writer();
+            }
+            if buffered > limits.max_output_per_conn {
+                warn!(
+                    partition = self.id,
+                    conn = conn.id(),
+                    buffered,
+                    "closing connection: client is not reading its replies"
+                );
+                self.metrics.slow_clients.increment(1);
+                break Ended::SlowClient;
+            }
+        };
+        match ended {
+            Ended::SlowClient => {
+                conn.close();
+                writer.abort();
+            }
+            Ended::Replaced => {
+                // What this connection still waits for is answered on the newer one.
+                conn.close();
+                let _ = writer.await;
+            }
+            Ended::Normally => {
+                // Stop reading; let this connection's pending replies leave before closing.
+                conn.wake_writer();
+                conn.wait_until_idle().await;
+                conn.close();
+                let _ = writer.await;
+            }
+        }
+        if let Some(session) = &session {
+            self.shared.sessions.detach(session, &conn);
+        }
+        self.metrics.connections.decrement(1.0);
+        self.active.set(self.active.get() - 1);
+        if self.active.get() == 0 {
+            self.idle.notify_one();
+        }
+    }
+
+    /// Handles one request frame. `Err` closes the connection (an EPROTO reply is queued).
+    /// Immediate replies push their opcode and result to `answered`, so the caller records
+    /// their latency with one clock read per batch of requests.
+    fn handle(
+        &self,
+        conn: &Arc<ConnOutput>,
+        session: &mut Option<Arc<Session>>,
+        frame: &[u8],
+        received: quanta::Instant,
+        answered: &mut Vec<(u8, Result<(), Errno>)>,
+    ) -> Result<(), Refused> {
+        let Some(current) = session.as_ref() else {
+            return self.handshake(conn, session, frame, answered);
+        };
+        let request: Request = match protocol::decode(frame) {
+            Ok(r) => r,
+            Err(e) => {
+                warn!(partition = self.id, conn = conn.id(), cause = %e, "closing connection: malformed request");
+                self.metrics.malformed.increment(1);
+                self.reply_now(conn, 0, Err(Errno::EPROTO));
+                return Err(Refused);
+            }
+        };
+        let Request {
+            xid,
+            op,
+            acked_xid,
+            cred,
+            replay,
+        } = request;
+        let opcode = op.opcode();
+        let immediate = |result: Result<Body, Errno>,
+                         answered: &mut Vec<(u8, Result<(), Errno>)>| {
+            answered.push((opcode, result.as_ref().map(|_| ()).map_err(|e| *e)));
+            current.note_replied(xid);
+            self.reply_now(conn, xid, result);
+        };
+        if cred.groups.len() > MAX_GROUPS {
+            warn!(
+                partition = self.id,
+                conn = conn.id(),
+                groups = cred.groups.len(),
+                "closing connection: too many supplementary groups"
+            );
+            self.metrics.malformed.increment(1);
+            immediate(Err(Errno::EPROTO), answered);
+            return Err(Refused);
+        }
+        current.note_acked(acked_xid);
+        if replay.is_some() {
+            // Nothing was answered early before this start: there is nothing to replay.
+            immediate(Err(Errno::EINVAL), answered);
+            return Ok(());
+        }
+        let engine = &self.shared.engine;
+        match op {
+            Op::Connect { .. } => {
+                warn!(
+                    partition = self.id,
+                    conn = conn.id(),
+                    "closing connection: second CONNECT"
+                );
+                self.metrics.handshake.increment(1);
+                immediate(Err(Errno::EPROTO), answered);
+                return Err(Refused);
+            }
+            Op::Ping => immediate(Ok(Body::Pong), answered),
+            Op::Statfs => immediate(Ok(Body::StatFs(self.statfs())), answered),
+            Op::Sync => {
+                if !current.begin(xid) {
+                    return Ok(()); // a resend: the original's reply answers it
+                }
+                let upto = self.shared.namespace.last_transno();
+                if upto <= engine.last_committed() {
+                    current.abandon(xid);
+                    immediate(Ok(Body::Done), answered);
+                } else {
+                    self.defer(conn, current, xid, opcode, upto, received, Body::Done);
+                    self.shared.to_committer(CommitMsg::Flush);
+                }
+            }
+            op if op.is_mutation() => {
+                if !current.begin(xid) {
+                    return Ok(()); // a resend: the original's reply answers it
+                }
+                match self.shared.namespace.execute(op, &cred) {
+                    Exec::Now(result) => {
+                        current.abandon(xid);
+                        immediate(result, answered);
+                    }
+                    Exec::Mutation {
+                        transno,
+                        record,
+                        body,
+                    } => {
+                        self.defer(conn, current, xid, opcode, transno, received, body);
+                        self.shared.to_committer(CommitMsg::Record(record));
+                    }
+                }
+            }
+            op => match self.shared.namespace.execute(op, &cred) {
+                Exec::Now(result) => immediate(result, answered),
+                Exec::Mutation { .. } => unreachable!("reads take no transno"),
+            },
+        }
+        Ok(())
+    }
+
+    /// The first frame of a connection: CONNECT of this protocol version, or a refusal. The
+    /// version is read from the prefix every version shares, so a client of another version
+    /// is told so rather than failing to decode.
+    fn handshake(
+        &self,
+        conn: &Arc<ConnOutput>,
+        session: &mut Option<Arc<Session>>,
+        frame: &[u8],
+        answered: &mut Vec<(u8, Result<(), Errno>)>,
+    ) -> Result<(), Refused> {
+        let mut refuse = |xid: u64, why: &str| {
+            warn!(
+                partition = self.id,
+                conn = conn.id(),
+                "closing connection: {why}"
+            );
+            self.metrics.handshake.increment(1);
+            answered.push((CONNECT, Err(Errno::EPROTO)));
+            self.reply_now(conn, xid, Err(Errno::EPROTO));
+            Err(Refused)
+        };
+        if let Some(prefix) = protocol::peek_handshake(frame)
+            && prefix.opcode == 0
+            && prefix.version != PROTOCOL_VERSION
+        {
+            return refuse(
+                prefix.xid,
+                &format!(
+                    "client speaks protocol version {}; this server speaks {PROTOCOL_VERSION}",
+                    prefix.version
+                ),
+            );
+        }
+        let request: Request = match protocol::decode(frame) {
+            Ok(r) => r,
+            Err(e) => return refuse(0, &format!("malformed first request: {e}")),
+        };
+        let Op::Connect { client, .. } = request.op else {
+            return refuse(request.xid, "request before CONNECT");
+        };
+        if client == 0 {
+            return refuse(request.xid, "client identity 0");
+        }
+        let attached = self.shared.sessions.attach(client, conn.clone());
+        if let Some(older) = attached.replaced {
+            debug!(
+                partition = self.id,
+                conn = conn.id(),
+                replaced = older.id(),
+                client,
+                "client reconnected; closing its older connection"
+            );
+            self.metrics.sessions_replaced.increment(1);
+            older.replace();
+        }
+        attached.session.note_acked(request.acked_xid);
+        attached.session.note_replied(request.xid);
+        *session = Some(attached.session);
+        answered.push((CONNECT, Ok(())));
+        self.reply_now(
+            conn,
+            request.xid,
+            Ok(Body::Connected {
+                version: PROTOCOL_VERSION,
+                server_boot: self.shared.boot,
+                partition: self.id as u32,
+            }),
+        );
+        Ok(())
+    }
+
+    /// Queues a reply until `transno` is durable.
+    #[allow(clippy::too_many_arguments)]
+    fn defer(
+        &self,
+        conn: &Arc<ConnOutput>,
+        session: &Arc<Session>,
+        xid: u64,
+        op: u8,
+        transno: u64,
+        received: quanta::Instant,
+        body: Body,
+    ) {
+        conn.request_started();
+        self.shared.engine.push(
+            self.id,
+            transno,
+            Payload {
+                session: session.clone(),
+                origin: conn.clone(),
+                xid,
+                transno,
+                op,
+                received,
+                body,
+            },
+        );
+    }
+
+    /// Queues an immediate reply on `conn`; the read loop wakes its writer once per read.
+    fn reply_now(&self, conn: &ConnOutput, xid: u64, result: Result<Body, Errno>) {
+        conn.append(&Reply {
+            xid,
+            transno: 0,
+            last_committed: self.shared.engine.last_committed(),
+            result,
+        });
+    }
+
+    fn statfs(&self) -> StatFs {
+        let stats = &self.shared.commit_stats;
+        let (directories, files) = self.shared.namespace.counts();
+        StatFs {
+            inodes: directories + files,
+            directories,
+            files,
+            last_committed: self.shared.engine.last_committed(),
+            last_transno: self.shared.namespace.last_transno(),
+            commits: stats.commits.load(Ordering::Relaxed),
+            committed_transactions: stats.transactions.load(Ordering::Relaxed),
+            max_transactions_per_commit: stats.max_batch_seen.load(Ordering::Relaxed),
+            partitions: self.shared.partitions as u32,
+            read_only: self.shared.namespace.is_read_only(),
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! `mds fsck` as a user runs it: a clean store passes, a store a running server holds is
+//! refused, and each kind of damage is reported.
+
+mod common;
+
+use std::process::Command;
+
+use common::{MDS, fsck};
+use journal::{Dentry, FileKind, Journal, JournalOp, JournalOptions, ROOT_INO, TxRecord};
+use mds_client::ROOT;
+
+#[test]
+fn fsck_passes_a_clean_store_and_reports_each_finding_of_a_damaged_one() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let server = common::start(dir.path(), &[]);
+        let rt = tokio::runtime::Runtime::new().unwrap();
+        rt.block_on(async {
+            let client = server.client().await;
+            let a = client.mkdir(ROOT, "a", 0o755).await.unwrap();
+            let b = client.mkdir(a.ino, "b", 0o755).await.unwrap();
+            client.create(b.ino, "f", 0o644).await.unwrap();
+        });
+        assert!(server.stop().success());
+    }
+    let (code, out) = fsck(dir.path());
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("0 findings"), "{out}");
+    {
+        // A store a running server holds is refused, not half-read.
+        let server = common::start(dir.path(), &[]);
+        let (code, out) = fsck(dir.path());
+        assert_eq!(code, 2, "{out}");
+        assert!(
+            out.contains(&format!(
+                "in use by a running server (pid {})",
+                server.pid()
+            )),
+            "{out}"
+        );
+    }
+
+    // Damage it the way a broken writer would: an entry to nowhere, and an orphan inode.
+    {
+        let (j, rec) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        let t = rec.last_committed + 1;
+        let mut orphan = j.inode(ROOT_INO).unwrap().unwrap();
+        orphan.ino = rec.next_ino;
+        orphan.kind = FileKind::File;
+        orphan.nlink = 1;
+        orphan.transno = t;
+        j.commit(&[TxRecord {
+            transno: t,
+            ops: vec![
+                JournalOp::PutDentry {
+                    parent: ROOT_INO,
+                    name: "dangling".into(),
+                    entry: Dentry {
+                        ino: 999_999,
+                        kind: FileKind::File,
+                    },
+                },
+                JournalOp::PutInode(orphan),
+            ],
+        }])
+        .unwrap();
+    }
+    let (code, out) = fsck(dir.path());
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("names inode 999999 which does not exist"),
+        "{out}"
+    );
+    assert!(out.contains("orphan"), "{out}");
+    assert!(out.contains("records 1 entries but has 2"), "{out}");
+
+    let missing = Command::new(MDS)
+        .args(["fsck", "--data"])
+        .arg(dir.path().join("no-such-store"))
+        .output()
+        .unwrap();
+    assert_eq!(missing.status.code(), Some(2));
+}
+
+/// A store with damage committed straight through the journal, as a broken writer would.
+fn damaged(records: impl FnOnce(&Journal, u64, u64) -> Vec<JournalOp>) -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, rec) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let t = rec.last_committed + 1;
+    let ops = records(&j, t, rec.next_ino);
+    j.commit(&[TxRecord { transno: t, ops }]).unwrap();
+    dir
+}
+
+/// Regression: an entry naming a missing inode loaded fine, and a later UNLINK of it panicked
+/// a partition while it held its transno, so every commit after it waited forever.
+#[test]
+fn a_store_whose_entry_names_a_missing_inode_is_refused_at_start() {
+    let dir = damaged(|_, _, _| {
+        vec![JournalOp::PutDentry {
+            parent: ROOT_INO,
+            name: "dangling".into(),
+            entry: Dentry {
+                ino: 999_999,
+                kind: FileKind::File,
+            },
+        }]
+    });
+    let err = common::InProcess::on(dir.path()).join().unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("entry 1/\"dangling\" names inode 999999, which does not exist"),
+        "{msg}"
+    );
+    assert!(msg.contains("mds fsck"), "{msg}");
+
+    // An entry that says "file" for a directory is refused the same way.
+    let dir = damaged(|j, t, next| {
+        let mut sub = j.inode(ROOT_INO).unwrap().unwrap();
+        sub.ino = next;
+        sub.transno = t;
+        vec![
+            JournalOp::PutInode(sub),
+            JournalOp::PutDentry {
+                parent: ROOT_INO,
+                name: "sub".into(),
+                entry: Dentry {
+                    ino: next,
+                    kind: FileKind::File,
+                },
+            },
+        ]
+    });
+    let err = common::InProcess::on(dir.path()).join().unwrap_err();
+    assert!(
+        format!("{err:#}").contains("is a Directory, not a File"),
+        "{err:#}"
+    );
+}
+
+#[test]
+fn fsck_finds_directories_cut_off_from_the_root_and_cycles() {
+    let dir = damaged(|j, t, next| {
+        let root = j.inode(ROOT_INO).unwrap().unwrap();
+        let dir = |ino: u64, parent: u64| {
+            let mut d = root.clone();
+            d.ino = ino;
+            d.parent = parent;
+            d.nlink = 3;
+            d.entries = 1;
+            d.transno = t;
+            d
+        };
+        let (a, b) = (next, next + 1);
+        let entry = |parent: u64, name: &str, ino: u64| JournalOp::PutDentry {
+            parent,
+            name: name.into(),
+            entry: Dentry {
+                ino,
+                kind: FileKind::Directory,
+            },
+        };
+        // a contains b and b contains a: each is named once, neither is reachable.
+        vec![
+            JournalOp::PutInode(dir(a, b)),
+            JournalOp::PutInode(dir(b, a)),
+            entry(a, "b", b),
+            entry(b, "a", a),
+        ]
+    });
+    let (code, out) = fsck(dir.path());
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("directory cycle: "), "{out}");
+    assert!(out.contains("not reachable from the root"), "{out}");
+    assert!(!out.contains("orphan"), "each is named once: {out}");
+}

@@ -1,0 +1,107 @@
+//! Shutdown always ends. Regression: a client sent 400 READDIRs of a 4,000-entry directory
+//! and stopped reading; SIGTERM, then a second SIGTERM, left the server running for as long
+//! as that client stayed connected, its writer blocked on a full socket. Now writers get a
+//! grace period (`--shutdown-grace`) and are then cut, and a second signal cuts them at once;
+//! what was pending is committed either way.
+
+mod common;
+
+use std::io::Write;
+use std::net::TcpStream;
+
+use bytes::BytesMut;
+use mds_client::ROOT;
+use mds_proto::{Cred, Op, PROTOCOL_VERSION, Request, encode_frame};
+
+fn request(xid: u64, op: Op) -> Request {
+    Request {
+        xid,
+        op,
+        acked_xid: 0,
+        cred: Cred::default(),
+        replay: None,
+    }
+}
+
+/// Fills a directory with 4,000 long names, then opens a connection that asks for ~15 MB of
+/// READDIR pages (under the 16 MB output bound, over what the kernel's socket buffers hold)
+/// and never reads. Returns that connection, to keep it open.
+fn stalled_reader(server: &common::Server) -> TcpStream {
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let dir = rt.block_on(async {
+        let client = server.client().await;
+        let dir = client.mkdir(ROOT, "big", 0o755).await.unwrap().ino;
+        let mut creates = tokio::task::JoinSet::new();
+        for i in 0..4000 {
+            let client = client.clone();
+            creates.spawn(async move {
+                let name = format!("{i:05}-a-name-long-enough-to-fill-pages");
+                client.create(dir, &name, 0o644).await.unwrap();
+            });
+        }
+        while let Some(done) = creates.join_next().await {
+            done.unwrap();
+        }
+        dir
+    });
+    let mut s = TcpStream::connect(server.addr).unwrap();
+    let mut out = BytesMut::new();
+    encode_frame(
+        &request(
+            1,
+            Op::Connect {
+                version: PROTOCOL_VERSION,
+                client: 0x5eed,
+            },
+        ),
+        &mut out,
+    );
+    for xid in 2..482 {
+        let op = Op::Readdir {
+            ino: dir,
+            cursor: None,
+            limit: 1024,
+        };
+        encode_frame(&request(xid, op), &mut out);
+    }
+    s.write_all(&out).unwrap();
+    s
+}
+
+#[test]
+fn sigterm_ends_within_the_grace_period_while_a_client_does_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), &["--shutdown-grace", "1s"]);
+    let _stalled = stalled_reader(&server);
+    let status = server.stop();
+    assert!(status.success(), "{status:?}");
+    let (code, out) = common::fsck(dir.path());
+    assert_eq!(code, 0, "{out}");
+}
+
+#[test]
+fn a_second_sigterm_does_not_wait_for_the_grace_period() {
+    let dir = tempfile::tempdir().unwrap();
+    // A grace period far longer than the test may take: only the second signal can end it.
+    let server = common::start(dir.path(), &["--shutdown-grace", "1h"]);
+    let _stalled = stalled_reader(&server);
+    server.signal(libc::SIGTERM);
+    // Signals of one kind do not queue: send the second once the first has been taken.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !server.log_text().contains("shutting down") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{}",
+            server.log_text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    server.signal(libc::SIGTERM);
+    let log_before_exit = server.log.clone();
+    let status = server.wait();
+    assert!(status.success(), "{status:?}");
+    let log = log_before_exit.lock().unwrap().join("\n");
+    assert!(log.contains("asked again"), "{log}");
+    let (code, out) = common::fsck(dir.path());
+    assert_eq!(code, 0, "{out}");
+}

@@ -1,0 +1,50 @@
+//! Error codes, POSIX-style, declared once: the wire code is the position in the table and the
+//! name is the identifier, as `mdsctl` prints it.
+
+use serde::{Deserialize, Serialize};
+
+macro_rules! errnos {
+    ($( $(#[$doc:meta])* $name:ident ),* $(,)?) => {
+        /// Errors, POSIX-style. The variant index is the wire code; `docs/protocol.md` has
+        /// the table.
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+        #[non_exhaustive]
+        #[allow(clippy::upper_case_acronyms)]
+        pub enum Errno {
+            $( $(#[$doc])* $name, )*
+        }
+
+        impl Errno {
+            /// All codes, in wire order.
+            pub const ALL: &'static [Errno] = &[$(Errno::$name),*];
+
+            /// The POSIX name.
+            pub fn name(self) -> &'static str {
+                match self {
+                    $( Errno::$name => stringify!($name), )*
+                }
+            }
+        }
+    };
+}
+
+errnos! {
+    ENOENT,
+    EEXIST,
+    ENOTDIR,
+    EISDIR,
+    ENOTEMPTY,
+    EINVAL,
+    ENAMETOOLONG,
+    EPROTO,
+    EIO,
+    ENOSPC,
+    ESTALE,
+    EBUSY,
+}
+
+impl std::fmt::Display for Errno {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}

@@ -1,0 +1,66 @@
+//! Frames: a 4-byte big-endian length and a postcard payload; decoding that refuses trailing
+//! bytes; and the handshake prefix every protocol version shares.
+
+use bytes::{BufMut, BytesMut};
+use serde::{Deserialize, Serialize};
+
+use crate::MAX_FRAME;
+
+/// Why a frame's payload was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum DecodeError {
+    #[error("malformed payload: {0}")]
+    Malformed(#[from] postcard::Error),
+    #[error("{0} trailing bytes after the message")]
+    Trailing(usize),
+}
+
+/// Decodes one frame payload, refusing trailing garbage.
+pub fn decode<'a, T: Deserialize<'a>>(payload: &'a [u8]) -> Result<T, DecodeError> {
+    let (value, rest) = postcard::take_from_bytes(payload)?;
+    if rest.is_empty() {
+        Ok(value)
+    } else {
+        Err(DecodeError::Trailing(rest.len()))
+    }
+}
+
+/// Appends one length-prefixed frame holding `value` to `buf`.
+pub fn encode_frame<T: Serialize>(value: &T, buf: &mut BytesMut) {
+    let start = buf.len();
+    buf.put_u32(0);
+    let taken = std::mem::take(buf);
+    let mut filled = postcard::to_extend(value, taken).expect("encoding into memory cannot fail");
+    let len = (filled.len() - start - 4) as u32;
+    filled[start..start + 4].copy_from_slice(&len.to_be_bytes());
+    *buf = filled;
+}
+
+/// The frame codec both sides use: 4-byte big-endian length, [`MAX_FRAME`] at most.
+pub fn codec() -> tokio_util::codec::LengthDelimitedCodec {
+    tokio_util::codec::LengthDelimitedCodec::builder()
+        .length_field_length(4)
+        .max_frame_length(MAX_FRAME)
+        .new_codec()
+}
+
+/// The first three values of a CONNECT payload, the same in every protocol version.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Handshake {
+    pub xid: u64,
+    pub opcode: u32,
+    pub version: u32,
+}
+
+/// Reads the (xid, opcode, version) prefix of a first request without decoding the rest, so
+/// a server can refuse another protocol version by name rather than fail to decode it. `None`
+/// if even the prefix does not decode.
+pub fn peek_handshake(payload: &[u8]) -> Option<Handshake> {
+    let ((xid, opcode, version), _rest) =
+        postcard::take_from_bytes::<(u64, u32, u32)>(payload).ok()?;
+    Some(Handshake {
+        xid,
+        opcode,
+        version,
+    })
+}

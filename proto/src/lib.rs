@@ -1,0 +1,267 @@
+//! The mds wire protocol, version 2: request and reply types, error codes, frame encoding and
+//! name rules. No I/O: the server, the client library, the load tool and the fuzz targets all
+//! speak through these types, and none of them needs anything else of the others.
+//!
+//! A frame is a 4-byte big-endian length followed by that many bytes of a postcard-encoded
+//! [`Request`] (client to server) or [`Reply`] (server to client). `docs/protocol.md`
+//! describes the bytes for implementers in other languages; the tables in [`op`] and
+//! [`errno`] *are* the numbering and must never be reordered (add at the end, bump the
+//! version for anything else).
+
+mod errno;
+mod frame;
+mod names;
+mod op;
+mod reply;
+
+pub use errno::Errno;
+pub use frame::{DecodeError, Handshake, codec, decode, encode_frame, peek_handshake};
+pub use names::check_name;
+pub use op::{Cred, MAX_GROUPS, Op, Replay, Request, SetAttr};
+pub use reply::{Attr, Body, DirEntry, Kind, Reply, StatFs};
+
+/// Version carried in CONNECT; a server refuses any other with EPROTO.
+pub const PROTOCOL_VERSION: u32 = 2;
+/// Largest frame payload either side accepts, in bytes.
+pub const MAX_FRAME: usize = 64 * 1024;
+/// The root directory's inode number.
+pub const ROOT_INO: u64 = 1;
+/// Longest name, in bytes.
+pub const MAX_NAME: usize = 255;
+/// Most entries one READDIR reply carries, whatever the client asks for.
+pub const MAX_READDIR: u32 = 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use bytes::BytesMut;
+
+    fn request(xid: u64, op: Op) -> Request {
+        Request {
+            xid,
+            op,
+            acked_xid: xid.saturating_sub(1),
+            cred: Cred {
+                uid: 1000,
+                gid: 100,
+                groups: vec![4, 27],
+            },
+            replay: None,
+        }
+    }
+
+    /// One of each operation, in opcode order.
+    fn one_of_each() -> Vec<Op> {
+        let name = || "n".to_owned();
+        vec![
+            Op::Connect {
+                version: PROTOCOL_VERSION,
+                client: 9,
+            },
+            Op::Ping,
+            Op::Mkdir {
+                parent: 1,
+                name: name(),
+                mode: 0o755,
+            },
+            Op::Create {
+                parent: 1,
+                name: name(),
+                mode: 0o644,
+            },
+            Op::Lookup {
+                parent: 1,
+                name: name(),
+            },
+            Op::Getattr { ino: 1 },
+            Op::Setattr {
+                ino: 1,
+                attr: SetAttr::default(),
+            },
+            Op::Readdir {
+                ino: 1,
+                cursor: None,
+                limit: 10,
+            },
+            Op::Unlink {
+                parent: 1,
+                name: name(),
+            },
+            Op::Rmdir {
+                parent: 1,
+                name: name(),
+            },
+            Op::Rename {
+                src_parent: 1,
+                src_name: name(),
+                dst_parent: 1,
+                dst_name: name(),
+            },
+            Op::Statfs,
+            Op::Sync,
+        ]
+    }
+
+    #[test]
+    fn the_operation_table_numbers_opcodes_as_the_wire_does() {
+        let ops = one_of_each();
+        assert_eq!(ops.len(), Op::NAMES.len());
+        for (position, op) in ops.iter().enumerate() {
+            assert_eq!(op.opcode() as usize, position, "{op:?}");
+            assert_eq!(postcard::to_stdvec(op).unwrap()[0], op.opcode(), "{op:?}");
+            assert_eq!(Op::NAMES[position], op.name());
+        }
+        let mutations: Vec<_> = ops
+            .iter()
+            .filter(|o| o.is_mutation())
+            .map(Op::name)
+            .collect();
+        assert_eq!(
+            mutations,
+            ["mkdir", "create", "setattr", "unlink", "rmdir", "rename"]
+        );
+    }
+
+    #[test]
+    fn errno_wire_codes_follow_the_documented_table() {
+        let names: Vec<_> = Errno::ALL.iter().map(|e| e.name()).collect();
+        assert_eq!(
+            names,
+            [
+                "ENOENT",
+                "EEXIST",
+                "ENOTDIR",
+                "EISDIR",
+                "ENOTEMPTY",
+                "EINVAL",
+                "ENAMETOOLONG",
+                "EPROTO",
+                "EIO",
+                "ENOSPC",
+                "ESTALE",
+                "EBUSY"
+            ]
+        );
+        for (code, errno) in Errno::ALL.iter().enumerate() {
+            assert_eq!(postcard::to_stdvec(errno).unwrap(), vec![code as u8]);
+        }
+    }
+
+    #[test]
+    fn frames_round_trip_and_carry_their_length() {
+        let mut buf = BytesMut::new();
+        let ops = one_of_each();
+        for (xid, op) in ops.iter().enumerate() {
+            encode_frame(&request(xid as u64, op.clone()), &mut buf);
+        }
+        let mut rest = &buf[..];
+        for (xid, op) in ops.into_iter().enumerate() {
+            let len = u32::from_be_bytes(rest[..4].try_into().unwrap()) as usize;
+            assert_eq!(
+                decode::<Request>(&rest[4..4 + len]).unwrap(),
+                request(xid as u64, op)
+            );
+            rest = &rest[4 + len..];
+        }
+        assert!(rest.is_empty());
+    }
+
+    #[test]
+    fn unknown_opcodes_truncation_and_trailing_bytes_are_refused() {
+        assert!(
+            decode::<Request>(&[1, 99]).is_err(),
+            "opcode 99 does not exist"
+        );
+        let mut buf = BytesMut::new();
+        encode_frame(&request(1, Op::Ping), &mut buf);
+        let payload = &buf[4..];
+        assert!(decode::<Request>(&payload[..payload.len() - 1]).is_err());
+        let mut long = payload.to_vec();
+        long.push(0);
+        assert!(matches!(
+            decode::<Request>(&long),
+            Err(DecodeError::Trailing(1))
+        ));
+    }
+
+    #[test]
+    fn the_example_in_docs_protocol_md_is_byte_exact() {
+        let mut buf = BytesMut::new();
+        let req = Request {
+            xid: 7,
+            op: Op::Create {
+                parent: 1,
+                name: "a".into(),
+                mode: 0o644,
+            },
+            acked_xid: 6,
+            cred: Cred {
+                uid: 1000,
+                gid: 100,
+                groups: vec![],
+            },
+            replay: None,
+        };
+        encode_frame(&req, &mut buf);
+        assert_eq!(
+            &buf[..],
+            &[
+                0, 0, 0, 13, 7, 3, 1, 1, b'a', 0xa4, 0x03, 6, 0xe8, 0x07, 100, 0, 0
+            ]
+        );
+        let refusal = Reply {
+            xid: 1,
+            transno: 0,
+            last_committed: 5,
+            result: Err(Errno::EPROTO),
+        };
+        buf.clear();
+        encode_frame(&refusal, &mut buf);
+        assert_eq!(&buf[..], &[0, 0, 0, 5, 1, 0, 5, 1, 7]);
+    }
+
+    #[test]
+    fn every_version_shares_the_handshake_prefix() {
+        // A v1 CONNECT: xid 1, opcode 0, version 1, client 0x2a.
+        let v1 = [1u8, 0, 1, 0x2a];
+        assert_eq!(
+            peek_handshake(&v1),
+            Some(Handshake {
+                xid: 1,
+                opcode: 0,
+                version: 1
+            })
+        );
+        assert!(decode::<Request>(&v1).is_err(), "v1 does not decode as v2");
+        let mut buf = BytesMut::new();
+        encode_frame(
+            &request(
+                3,
+                Op::Connect {
+                    version: PROTOCOL_VERSION,
+                    client: 77,
+                },
+            ),
+            &mut buf,
+        );
+        assert_eq!(
+            peek_handshake(&buf[4..]),
+            Some(Handshake {
+                xid: 3,
+                opcode: 0,
+                version: PROTOCOL_VERSION
+            })
+        );
+        assert_eq!(peek_handshake(&[0xff]), None);
+    }
+
+    #[test]
+    fn names_are_checked_like_posix() {
+        for bad in ["", ".", "..", "a/b", "nul\0"] {
+            assert_eq!(check_name(bad), Err(Errno::EINVAL), "{bad:?}");
+        }
+        assert_eq!(check_name(&"x".repeat(256)), Err(Errno::ENAMETOOLONG));
+        assert!(check_name(&"x".repeat(255)).is_ok());
+        assert!(check_name("...").is_ok());
+    }
+}

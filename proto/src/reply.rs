@@ -1,0 +1,95 @@
+//! Replies: the header every server message carries and the bodies of each operation.
+
+use serde::{Deserialize, Serialize};
+
+use crate::Errno;
+
+/// Directory or regular file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Kind {
+    Directory,
+    File,
+}
+
+/// An inode's attributes as clients see them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attr {
+    pub ino: u64,
+    pub kind: Kind,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u32,
+    /// Files: the size set by SETATTR. Directories: the number of entries.
+    pub size: u64,
+    pub ctime_ns: i64,
+    pub mtime_ns: i64,
+    pub generation: u64,
+}
+
+/// One READDIR entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirEntry {
+    pub name: String,
+    pub ino: u64,
+    pub kind: Kind,
+}
+
+/// Server-wide figures (STATFS), also what `mdsctl status` prints.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatFs {
+    pub inodes: u64,
+    pub directories: u64,
+    pub files: u64,
+    pub last_committed: u64,
+    /// The last transno handed out; minus `last_committed`, the commit lag.
+    pub last_transno: u64,
+    /// Group commits since the server started.
+    pub commits: u64,
+    /// Transactions those commits held.
+    pub committed_transactions: u64,
+    /// The most transactions one commit held since the server started.
+    pub max_transactions_per_commit: u64,
+    pub partitions: u32,
+    /// Set after a journal failure: mutations are refused with EIO.
+    pub read_only: bool,
+}
+
+/// Reply payloads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Body {
+    /// 0
+    Connected {
+        version: u32,
+        /// Changes at every server start, so a client can tell it restarted.
+        server_boot: u64,
+        partition: u32,
+    },
+    /// 1
+    Pong,
+    /// 2: MKDIR, CREATE, LOOKUP, GETATTR, SETATTR.
+    Attr(Attr),
+    /// 3: READDIR; `next` is the cursor of the following page, `None` at the end.
+    Entries {
+        entries: Vec<DirEntry>,
+        next: Option<String>,
+    },
+    /// 4: UNLINK, RMDIR, RENAME, SYNC.
+    Done,
+    /// 5
+    StatFs(StatFs),
+    /// 6: with xid 0, a message no request asked for: `last_committed` moved.
+    Notice,
+}
+
+/// A reply: the request's xid (0 for a connection-level error or a notice), the transno of the
+/// mutation (0 for reads and errors), the server's `last_committed` when the reply was sent,
+/// and the result. Its layout is the same in protocol versions 1 and 2, so a client of either
+/// can read a refusal.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reply {
+    pub xid: u64,
+    pub transno: u64,
+    pub last_committed: u64,
+    pub result: Result<Body, Errno>,
+}
