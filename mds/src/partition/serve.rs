@@ -126,9 +126,11 @@ impl Partition {
                 writer.abort();
             }
             Ended::Replaced => {
-                // What this connection still waits for is answered on the newer one.
+                // The client has moved to its newer connection and reads this one no more:
+                // what is still pending is answered there; what is buffered here is dropped
+                // rather than left to block a writer on a socket nobody reads.
                 conn.close();
-                let _ = writer.await;
+                writer.abort();
             }
             Ended::Normally => {
                 // Stop reading; let this connection's pending replies leave before closing.
