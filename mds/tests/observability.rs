@@ -132,7 +132,6 @@ async fn metrics_under_load_pass_promtool_and_are_histograms() {
         "mds_partition_queue_depth{partition=\"0\"}",
         "mds_connections{partition=",
         "mds_forced_commits_total",
-        "mds_cos_conflicts_total 0",
         "mds_rocksdb_live_sst_bytes{cf=\"inodes\"}",
         "mds_rocksdb_stall_seconds_total",
         "mds_process_cpu_seconds_total",

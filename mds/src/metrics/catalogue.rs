@@ -43,9 +43,6 @@ pub const CONNECTIONS_ACCEPTED: &str = "mds_connections_accepted_total";
 pub const PROTOCOL_ERRORS: &str = "mds_protocol_errors_total";
 pub const SLOW_CLIENTS: &str = "mds_slow_client_disconnects_total";
 pub const SESSION_RECONNECTS: &str = "mds_session_reconnects_total";
-pub const COS_CONFLICTS: &str = "mds_cos_conflicts_total";
-pub const COS_WAITING: &str = "mds_cos_waiting_requests";
-pub const RESEND_REPLIES: &str = "mds_resend_replies_total";
 
 /// Installs the global recorder with its buckets and help texts, once per process, before any
 /// component registers its handles; later calls (a test running servers in-process) get the
@@ -103,7 +100,7 @@ fn describe() {
     );
     describe_counter!(
         FORCED_COMMITS,
-        "Commits started early on request (SYNC, commit-on-share conflicts, shutdown)."
+        "Commits started early because a SYNC asked for one, rather than at the commit interval or a full batch."
     );
     describe_counter!(
         JOURNAL_ERRORS,
@@ -147,17 +144,5 @@ fn describe() {
     describe_counter!(
         SESSION_RECONNECTS,
         "CONNECTs with a client identity that already had a connection, which they replaced."
-    );
-    describe_counter!(
-        COS_CONFLICTS,
-        "Requests that touched another client's uncommitted change (commit-on-share)."
-    );
-    describe_gauge!(
-        COS_WAITING,
-        "Requests waiting for a commit-on-share lock to be released."
-    );
-    describe_counter!(
-        RESEND_REPLIES,
-        "Resent requests answered from their resend record."
     );
 }

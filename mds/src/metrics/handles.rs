@@ -107,11 +107,6 @@ impl PartitionMetrics {
             .map(|op| metrics::histogram!(REQUEST_DURATION, "op" => *op))
             .collect();
         let protocol = |kind: &'static str| metrics::counter!(PROTOCOL_ERRORS, "kind" => kind);
-        // Series that exist from the start even before anything happens, so that dashboards
-        // show zero rather than no data.
-        metrics::counter!(COS_CONFLICTS).absolute(0);
-        metrics::gauge!(COS_WAITING).set(0.0);
-        metrics::counter!(RESEND_REPLIES).absolute(0);
         PartitionMetrics {
             requests,
             latency,
