@@ -107,6 +107,12 @@ impl PartitionMetrics {
             .map(|op| metrics::histogram!(REQUEST_DURATION, "op" => *op))
             .collect();
         let protocol = |kind: &'static str| metrics::counter!(PROTOCOL_ERRORS, "kind" => kind);
+        let sessions_replaced = metrics::counter!(SESSION_RECONNECTS);
+        // The series exists from startup, not from the first reconnect, so the dashboard's
+        // "Session reconnects" panel shows zero rather than no data. Registering the handle
+        // already creates it; adding zero says so, and keeps it if registration ever becomes
+        // lazy.
+        sessions_replaced.increment(0);
         PartitionMetrics {
             requests,
             latency,
@@ -120,7 +126,7 @@ impl PartitionMetrics {
             malformed: protocol("malformed"),
             handshake: protocol("handshake"),
             slow_clients: metrics::counter!(SLOW_CLIENTS),
-            sessions_replaced: metrics::counter!(SESSION_RECONNECTS),
+            sessions_replaced,
         }
     }
 
