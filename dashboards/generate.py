@@ -34,7 +34,8 @@ def quantiles(metric, by, qs=(0.5, 0.99, 0.999)):
 
 
 PANELS = [
-    # (title, unit, [(expr, legend)], description)
+    # (title, unit, [(expr, legend)], description[, width]): width in Grafana's 24 columns,
+    # half the row unless given; panels fill rows left to right.
     ("Create rate", "ops", [(f"sum({rate('mds_requests_total', CREATE_OK)})", "creates/s")],
      "Successful CREATEs per second: the figure loadgen's Rate line reports."),
     ("Requests by operation", "reqps", [(f"sum by (op) ({rate('mds_requests_total')})", "{{op}}")],
@@ -66,20 +67,22 @@ PANELS = [
      "From a commit being durable to its partition having queued the released replies."),
     ("Queue depth by partition", "short", [(f"max by (partition) (mds_partition_queue_depth{{{SEL}}})", "partition {{partition}}")],
      "Replies waiting in each partition's queue, at its last drain."),
-    ("Commit-on-share conflicts and forced commits", "ops",
-     [(f"sum({rate('mds_cos_conflicts_total')})", "COS conflicts/s"),
-      (f"sum({rate('mds_forced_commits_total')})", "forced commits/s"),
-      (f"sum(mds_cos_waiting_requests{{{SEL}}})", "waiting on COS locks")],
-     "Requests that touched another client's uncommitted change, and commits started early (SYNC, COS, shutdown)."),
+    ("Forced commits", "ops", [(f"sum({rate('mds_forced_commits_total')})", "forced commits/s")],
+     "Commits started early because a SYNC asked for one, rather than at the commit interval or a full batch."),
     ("Commit lag (transnos)", "short",
      [(f"max(mds_last_assigned_transno{{{SEL}}}) - max(mds_last_committed_transno{{{SEL}}})", "assigned - committed")],
      "Transnos handed out but not yet durable, at the last commit."),
     ("Connections", "short", [(f"sum by (partition) (mds_connections{{{SEL}}})", "partition {{partition}}")],
-     "Open client connections per partition."),
+     "Open client connections per partition.", 8),
+    ("Sessions", "short", [(f"sum(mds_sessions{{{SEL}}})", "sessions")],
+     "Client sessions the server knows: connected, or away with replies still pending.", 4),
+    ("Session reconnects", "ops", [(f"sum({rate('mds_session_reconnects_total')})", "reconnects/s")],
+     "CONNECTs with a client identity that already had a connection, which they replaced: "
+     "clients coming back after a broken connection.", 4),
     ("Protocol errors and slow clients", "ops",
      [(f"sum by (kind) ({rate('mds_protocol_errors_total')})", "{{kind}}"),
       (f"sum({rate('mds_slow_client_disconnects_total')})", "slow clients")],
-     "Connections closed for bad input or for not reading their replies."),
+     "Connections closed for bad input or for not reading their replies.", 8),
     ("Journal errors", "short", [(f"sum(mds_journal_errors_total{{{SEL}}})", "errors")],
      "Journal write or sync failures; the first turns the server read-only."),
     ("RocksDB stall time", "percentunit", [(f"sum({rate('mds_rocksdb_stall_seconds_total')})", "stalled")],
@@ -100,14 +103,25 @@ PANELS = [
 ]
 
 
-def panel(i, title, unit, targets, description):
+def layout(widths, height=8):
+    """Grid positions for panels of these widths, filling 24-column rows left to right."""
+    x, y, positions = 0, 0, []
+    for w in widths:
+        if x + w > 24:
+            x, y = 0, y + height
+        positions.append({"h": height, "w": w, "x": x, "y": y})
+        x += w
+    return positions
+
+
+def panel(i, grid, title, unit, targets, description):
     return {
         "id": i + 1,
         "type": "timeseries",
         "title": title,
         "description": description,
         "datasource": {"type": "prometheus", "uid": "${datasource}"},
-        "gridPos": {"h": 8, "w": 12, "x": (i % 2) * 12, "y": (i // 2) * 8},
+        "gridPos": grid,
         "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
         "options": {"legend": {"displayMode": "list", "placement": "bottom"},
                     "tooltip": {"mode": "multi"}},
@@ -120,6 +134,7 @@ def panel(i, title, unit, targets, description):
 
 
 def dashboard():
+    grids = layout(p[4] if len(p) > 4 else 12 for p in PANELS)
     return {
         "title": "mds",
         "uid": "mds-overview",
@@ -140,7 +155,7 @@ def dashboard():
              "definition": "label_values(mds_commits_total, instance)",
              "includeAll": True, "multi": True, "allValue": ".+", "current": {}, "refresh": 2, "hide": 0},
         ]},
-        "panels": [panel(i, *p) for i, p in enumerate(PANELS)],
+        "panels": [panel(i, grid, *p[:4]) for i, (p, grid) in enumerate(zip(PANELS, grids))],
     }
 
 

@@ -132,7 +132,8 @@ async fn metrics_under_load_pass_promtool_and_are_histograms() {
         "mds_partition_queue_depth{partition=\"0\"}",
         "mds_connections{partition=",
         "mds_forced_commits_total",
-        "mds_cos_conflicts_total 0",
+        "mds_session_reconnects_total ",
+        "mds_sessions ",
         "mds_rocksdb_live_sst_bytes{cf=\"inodes\"}",
         "mds_rocksdb_stall_seconds_total",
         "mds_process_cpu_seconds_total",
@@ -152,6 +153,10 @@ async fn metrics_under_load_pass_promtool_and_are_histograms() {
     assert!(
         value("mds_forced_commits_total ") > 0.0,
         "SYNC forces commits"
+    );
+    assert!(
+        value("mds_sessions ") >= 8.0,
+        "the load's 8 clients are connected"
     );
 }
 

@@ -1,0 +1,148 @@
+//! The catalogue: every metric name the server's own handles use, the histogram buckets, the
+//! help texts, and the one-time install of the global recorder that holds them. Components
+//! register their handles from these names ([`super::handles`]); figures read only at scrape
+//! time are named where they are written ([`super::scrape`] and the server's wiring).
+//!
+//! Names start with `mds_`, carry their unit, counters end in `_total`, and every histogram
+//! has explicit buckets — without them the exporter renders summaries, which Grafana cannot
+//! aggregate across instances.
+
+use anyhow::Context;
+use metrics::Unit;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
+
+/// Latency buckets, seconds: 10 µs to 10 s.
+pub const LATENCY_BUCKETS: [f64; 19] = [
+    0.00001, 0.000025, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+    0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+/// Count buckets (transactions per commit, replies per drain): 1 to 100k.
+pub const COUNT_BUCKETS: [f64; 18] = [
+    1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 128.0, 256.0, 512.0, 1024.0, 2048.0, 4096.0, 8192.0,
+    16384.0, 32768.0, 65536.0, 100000.0,
+];
+
+pub const REQUESTS: &str = "mds_requests_total";
+pub const REQUEST_DURATION: &str = "mds_request_duration_seconds";
+pub const COMMITS: &str = "mds_commits_total";
+pub const COMMIT_WRITE_SYNC: &str = "mds_commit_write_sync_duration_seconds";
+pub const COMMIT_BUILD: &str = "mds_commit_build_duration_seconds";
+pub const COMMIT_TRANSACTIONS: &str = "mds_commit_transactions";
+pub const COMMITTED_TRANSACTIONS: &str = "mds_committed_transactions_total";
+pub const COMMIT_BYTES: &str = "mds_commit_bytes_total";
+pub const FORCED_COMMITS: &str = "mds_forced_commits_total";
+pub const JOURNAL_ERRORS: &str = "mds_journal_errors_total";
+pub const LAST_COMMITTED: &str = "mds_last_committed_transno";
+pub const LAST_TRANSNO: &str = "mds_last_assigned_transno";
+pub const QUEUE_DEPTH: &str = "mds_partition_queue_depth";
+pub const DRAIN_REPLIES: &str = "mds_drain_replies";
+pub const DRAIN_DURATION: &str = "mds_drain_duration_seconds";
+pub const DRAIN_WAKES: &str = "mds_drain_wakes_total";
+pub const CONNECTIONS: &str = "mds_connections";
+pub const CONNECTIONS_ACCEPTED: &str = "mds_connections_accepted_total";
+pub const PROTOCOL_ERRORS: &str = "mds_protocol_errors_total";
+pub const SLOW_CLIENTS: &str = "mds_slow_client_disconnects_total";
+pub const SESSION_RECONNECTS: &str = "mds_session_reconnects_total";
+
+/// Installs the global recorder with its buckets and help texts, once per process, before any
+/// component registers its handles; later calls (a test running servers in-process) get the
+/// same handle.
+pub fn install() -> anyhow::Result<PrometheusHandle> {
+    // A lock, not a `OnceLock`: two servers starting at once must not both try to install.
+    static HANDLE: parking_lot::Mutex<Option<PrometheusHandle>> = parking_lot::Mutex::new(None);
+    let mut installed = HANDLE.lock();
+    if let Some(handle) = installed.as_ref() {
+        return Ok(handle.clone());
+    }
+    let recorder = PrometheusBuilder::new()
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &LATENCY_BUCKETS)?
+        .set_buckets_for_metric(Matcher::Full(COMMIT_TRANSACTIONS.into()), &COUNT_BUCKETS)?
+        .set_buckets_for_metric(Matcher::Full(DRAIN_REPLIES.into()), &COUNT_BUCKETS)?
+        .build_recorder();
+    let handle = recorder.handle();
+    metrics::set_global_recorder(recorder).context("installing the metrics recorder")?;
+    describe();
+    *installed = Some(handle.clone());
+    Ok(handle)
+}
+
+fn describe() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
+    describe_counter!(
+        REQUESTS,
+        "Requests answered, by operation and result (ok or the POSIX error)."
+    );
+    describe_histogram!(
+        REQUEST_DURATION,
+        Unit::Seconds,
+        "Time from a request's arrival to its reply being queued for the socket, by operation; mutations include the wait for their commit."
+    );
+    describe_counter!(COMMITS, "Group commits written and synced.");
+    describe_histogram!(
+        COMMIT_WRITE_SYNC,
+        Unit::Seconds,
+        "Time in RocksDB's synced write of one group commit (WAL append, fsync, memtable)."
+    );
+    describe_histogram!(
+        COMMIT_BUILD,
+        Unit::Seconds,
+        "Time to encode one group commit's write batch."
+    );
+    describe_histogram!(
+        COMMIT_TRANSACTIONS,
+        "Transactions (mutations) per group commit."
+    );
+    describe_counter!(COMMITTED_TRANSACTIONS, "Transactions made durable.");
+    describe_counter!(
+        COMMIT_BYTES,
+        Unit::Bytes,
+        "Bytes of write batches committed."
+    );
+    describe_counter!(
+        FORCED_COMMITS,
+        "Commits started early because a SYNC asked for one, rather than at the commit interval or a full batch."
+    );
+    describe_counter!(
+        JOURNAL_ERRORS,
+        "Journal write or sync failures (the server turns read-only at the first)."
+    );
+    describe_gauge!(LAST_COMMITTED, "Every transno up to this one is durable.");
+    describe_gauge!(
+        LAST_TRANSNO,
+        "The last transno handed out; minus last_committed, the commit lag."
+    );
+    describe_gauge!(
+        QUEUE_DEPTH,
+        "Replies waiting for their commit in one partition's queue."
+    );
+    describe_histogram!(
+        DRAIN_REPLIES,
+        "Replies released by one drain of one partition."
+    );
+    describe_histogram!(
+        DRAIN_DURATION,
+        Unit::Seconds,
+        "Time from a commit being durable to its partition having queued the released replies for their sockets."
+    );
+    describe_counter!(
+        DRAIN_WAKES,
+        "Drains run by a partition (at most one per partition per commit)."
+    );
+    describe_gauge!(CONNECTIONS, "Open client connections, by partition.");
+    describe_counter!(
+        CONNECTIONS_ACCEPTED,
+        "Client connections accepted, by partition."
+    );
+    describe_counter!(
+        PROTOCOL_ERRORS,
+        "Connections closed for bad input, by kind (oversized, malformed, handshake)."
+    );
+    describe_counter!(
+        SLOW_CLIENTS,
+        "Connections closed because their unread replies passed the output bound."
+    );
+    describe_counter!(
+        SESSION_RECONNECTS,
+        "CONNECTs with a client identity that already had a connection, which they replaced."
+    );
+}

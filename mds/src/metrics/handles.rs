@@ -1,0 +1,142 @@
+//! The handles each component registers once and keeps: the committer's
+//! ([`CommitMetrics`]) and one partition's ([`PartitionMetrics`]), plus the monotonic clock
+//! the committer and the drains share to time a drain. A stored handle costs ~13 ns per
+//! counter increment; a `counter!` lookup by name on the request path would cost ~120 ns
+//! (`cargo bench -p mds --bench metrics_overhead`).
+
+use std::time::Duration;
+
+use journal::CommitInfo;
+use metrics::{Counter, Gauge, Histogram};
+
+use mds_proto::{Errno, Op};
+
+use super::catalogue::*;
+
+/// Nanoseconds on a process-wide monotonic clock (quanta, ~15 ns a read): what the committer
+/// stamps when a commit is durable and the drain subtracts.
+pub fn monotonic_ns() -> u64 {
+    static BASE: std::sync::OnceLock<quanta::Instant> = std::sync::OnceLock::new();
+    let base = *BASE.get_or_init(quanta::Instant::now);
+    quanta::Instant::now().duration_since(base).as_nanos() as u64
+}
+
+/// The committer's handles.
+pub struct CommitMetrics {
+    pub commits: Counter,
+    pub forced: Counter,
+    pub errors: Counter,
+    write_sync: Histogram,
+    build: Histogram,
+    transactions: Histogram,
+    committed: Counter,
+    bytes: Counter,
+    last_committed: Gauge,
+    last_transno: Gauge,
+}
+
+impl CommitMetrics {
+    pub fn register() -> Self {
+        CommitMetrics {
+            commits: metrics::counter!(COMMITS),
+            forced: metrics::counter!(FORCED_COMMITS),
+            errors: metrics::counter!(JOURNAL_ERRORS),
+            write_sync: metrics::histogram!(COMMIT_WRITE_SYNC),
+            build: metrics::histogram!(COMMIT_BUILD),
+            transactions: metrics::histogram!(COMMIT_TRANSACTIONS),
+            committed: metrics::counter!(COMMITTED_TRANSACTIONS),
+            bytes: metrics::counter!(COMMIT_BYTES),
+            last_committed: metrics::gauge!(LAST_COMMITTED),
+            last_transno: metrics::gauge!(LAST_TRANSNO),
+        }
+    }
+
+    pub fn record_commit(&self, info: &CommitInfo, last_transno: u64) {
+        self.commits.increment(1);
+        self.write_sync.record(info.write_sync.as_secs_f64());
+        self.build.record(info.build.as_secs_f64());
+        self.transactions.record(info.transactions as f64);
+        self.committed.increment(info.transactions as u64);
+        self.bytes.increment(info.bytes as u64);
+        self.last_committed.set(info.last_committed as f64);
+        self.last_transno.set(last_transno as f64);
+    }
+}
+
+/// Index of "ok" in the result dimension of [`PartitionMetrics::requests`]; errno `i` is at
+/// `1 + i` in [`Errno::ALL`] order.
+const RESULTS: usize = 1 + Errno::ALL.len();
+
+/// One partition's handles.
+pub struct PartitionMetrics {
+    /// `[op][result]`.
+    requests: Vec<[Counter; RESULTS]>,
+    latency: Vec<Histogram>,
+    pub queue_depth: Gauge,
+    pub drain_replies: Histogram,
+    pub drain_duration: Histogram,
+    pub drain_wakes: Counter,
+    pub connections: Gauge,
+    pub accepted: Counter,
+    pub oversized: Counter,
+    pub malformed: Counter,
+    pub handshake: Counter,
+    pub slow_clients: Counter,
+    /// CONNECTs that replaced an older connection of the same client.
+    pub sessions_replaced: Counter,
+}
+
+impl PartitionMetrics {
+    pub fn register(partition: usize) -> Self {
+        let p = partition.to_string();
+        let requests = Op::NAMES
+            .iter()
+            .map(|op| {
+                std::array::from_fn(|r| {
+                    let result = if r == 0 {
+                        "ok"
+                    } else {
+                        Errno::ALL[r - 1].name()
+                    };
+                    metrics::counter!(REQUESTS, "op" => *op, "result" => result)
+                })
+            })
+            .collect();
+        let latency = Op::NAMES
+            .iter()
+            .map(|op| metrics::histogram!(REQUEST_DURATION, "op" => *op))
+            .collect();
+        let protocol = |kind: &'static str| metrics::counter!(PROTOCOL_ERRORS, "kind" => kind);
+        let sessions_replaced = metrics::counter!(SESSION_RECONNECTS);
+        // The series exists from startup, not from the first reconnect, so the dashboard's
+        // "Session reconnects" panel shows zero rather than no data. Registering the handle
+        // already creates it; adding zero says so, and keeps it if registration ever becomes
+        // lazy.
+        sessions_replaced.increment(0);
+        PartitionMetrics {
+            requests,
+            latency,
+            queue_depth: metrics::gauge!(QUEUE_DEPTH, "partition" => p.clone()),
+            drain_replies: metrics::histogram!(DRAIN_REPLIES, "partition" => p.clone()),
+            drain_duration: metrics::histogram!(DRAIN_DURATION, "partition" => p.clone()),
+            drain_wakes: metrics::counter!(DRAIN_WAKES, "partition" => p.clone()),
+            connections: metrics::gauge!(CONNECTIONS, "partition" => p.clone()),
+            accepted: metrics::counter!(CONNECTIONS_ACCEPTED, "partition" => p),
+            oversized: protocol("oversized"),
+            malformed: protocol("malformed"),
+            handshake: protocol("handshake"),
+            slow_clients: metrics::counter!(SLOW_CLIENTS),
+            sessions_replaced,
+        }
+    }
+
+    /// Counts one answered request and records its latency.
+    pub fn request(&self, op: usize, result: Result<(), Errno>, latency: Duration) {
+        let r = match result {
+            Ok(()) => 0,
+            Err(e) => 1 + Errno::ALL.iter().position(|x| *x == e).unwrap_or(0),
+        };
+        self.requests[op][r].increment(1);
+        self.latency[op].record(latency.as_secs_f64());
+    }
+}

@@ -1,0 +1,81 @@
+//! The `/metrics` HTTP responder: a minimal HTTP/1.1 server on a listener of the server's own
+//! that answers `GET /metrics` with the recorder's rendering plus the scrape-time figures
+//! ([`super::scrape`]), and keeps the recorder's histograms trimmed.
+
+use std::time::Duration;
+
+use metrics_exporter_prometheus::PrometheusHandle;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tracing::debug;
+
+use super::scrape::ScrapeExtras;
+
+/// Serves `GET /metrics` (Prometheus text format) on `listener` until the task is dropped:
+/// the exporter's rendering plus `extras`. A listener of our own, rather than the exporter's,
+/// so the server can bind port 0 and log the address it got.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    handle: PrometheusHandle,
+    extras: ScrapeExtras,
+) {
+    let upkeep = handle.clone();
+    tokio::spawn(async move {
+        // Without upkeep, histogram samples pile up in the recorder (CRATES.md).
+        let mut tick = tokio::time::interval(Duration::from_secs(5));
+        loop {
+            tick.tick().await;
+            upkeep.run_upkeep();
+        }
+    });
+    loop {
+        let Ok((mut stream, peer)) = listener.accept().await else {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            continue;
+        };
+        let handle = handle.clone();
+        let extras = extras.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 4096];
+            let mut read = 0;
+            // Read until the end of the request head; bodies are not expected.
+            while read < buf.len() {
+                match stream.read(&mut buf[read..]).await {
+                    Ok(0) | Err(_) => return,
+                    Ok(n) => read += n,
+                }
+                if buf[..read].windows(4).any(|w| w == b"\r\n\r\n") {
+                    break;
+                }
+            }
+            let head = String::from_utf8_lossy(&buf[..read]);
+            let path = head.split_whitespace().nth(1).unwrap_or("");
+            let (status, ctype, body) = if head.starts_with("GET ")
+                && (path == "/metrics" || path.starts_with("/metrics?"))
+            {
+                let mut text = handle.render();
+                extras(&mut text);
+                ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text)
+            } else if head.starts_with("GET ") && path == "/" {
+                (
+                    "200 OK",
+                    "text/plain; charset=utf-8",
+                    "mds: metrics at /metrics\n".to_owned(),
+                )
+            } else {
+                (
+                    "404 Not Found",
+                    "text/plain; charset=utf-8",
+                    "not found\n".to_owned(),
+                )
+            };
+            debug!(%peer, path, status, "metrics request");
+            let reply = format!(
+                "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+                body.len()
+            );
+            let _ = stream.write_all(reply.as_bytes()).await;
+            let _ = stream.write_all(body.as_bytes()).await;
+            let _ = stream.shutdown().await;
+        });
+    }
+}

@@ -1,0 +1,26 @@
+//! Every metric the server exports, one job a file:
+//!
+//! - `catalogue`: the names, histogram buckets and help texts, and [`install`], which sets up
+//!   the global recorder once per process;
+//! - `handles`: what each component registers once and keeps on its hot path
+//!   ([`CommitMetrics`], [`PartitionMetrics`]) and the clock drains are timed with;
+//! - `scrape`: figures read only when Prometheus scrapes ([`ScrapeExtras`], RocksDB, /proc);
+//! - `http`: the `/metrics` responder ([`serve`]) that renders both.
+//!
+//! Callers use the re-exports below (`crate::metrics::X`), not the files.
+
+mod catalogue;
+mod handles;
+mod http;
+mod scrape;
+
+pub use catalogue::{
+    COMMIT_BUILD, COMMIT_BYTES, COMMIT_TRANSACTIONS, COMMIT_WRITE_SYNC, COMMITS,
+    COMMITTED_TRANSACTIONS, CONNECTIONS, CONNECTIONS_ACCEPTED, COUNT_BUCKETS, DRAIN_DURATION,
+    DRAIN_REPLIES, DRAIN_WAKES, FORCED_COMMITS, JOURNAL_ERRORS, LAST_COMMITTED, LAST_TRANSNO,
+    LATENCY_BUCKETS, PROTOCOL_ERRORS, QUEUE_DEPTH, REQUEST_DURATION, REQUESTS, SESSION_RECONNECTS,
+    SLOW_CLIENTS, install,
+};
+pub use handles::{CommitMetrics, PartitionMetrics, monotonic_ns};
+pub use http::serve;
+pub use scrape::{ScrapeExtras, write_family, write_process, write_store};
