@@ -16,6 +16,17 @@ pub enum Error {
         found: u32,
         expected: u32,
     },
+    /// The store has column families this build does not know, so RocksDB refused to open it
+    /// before its schema version could be read: most likely a newer schema's store.
+    #[error(
+        "{path} has column families this build does not know ({families}): probably a store \
+         of a newer schema than version {expected}; see docs/schema.md"
+    )]
+    UnknownFamilies {
+        path: String,
+        families: String,
+        expected: u32,
+    },
     /// A record or key on disk does not decode: the store is damaged or foreign.
     #[error("corrupt {what}: {detail}")]
     Corrupt { what: &'static str, detail: String },

@@ -6,7 +6,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 
-/// Bumped whenever a key layout or a record encoding changes incompatibly.
+/// Bumped whenever a key layout or a record encoding changes incompatibly: what counts, and
+/// how, is in `docs/schema.md`; the golden-bytes tests below and in `store.rs` fail first.
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// The root directory's inode number.
@@ -34,7 +35,8 @@ pub enum FileKind {
     File,
 }
 
-/// One inode as stored, and as the server keeps it in memory.
+/// One inode as stored. The server keeps its own in-memory type and converts at the boundary,
+/// so nothing it adds in memory changes this encoding.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Inode {
     pub ino: u64,
@@ -195,9 +197,99 @@ pub(crate) fn decode_meta_u64(what: &'static str, bytes: &[u8]) -> Result<u64> {
     Ok(u64::from_le_bytes(arr))
 }
 
+/// What a golden-bytes test says when it fails.
+#[cfg(test)]
+pub(crate) const ENCODING_CHANGED: &str = "the on-disk encoding changed: bump SCHEMA_VERSION \
+     and read docs/schema.md before updating these golden bytes";
+
+/// Lower-case hex, for golden bytes in tests.
+#[cfg(test)]
+pub(crate) fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `value` encodes to exactly `golden` (hex), and `golden` decodes back to `value`: what
+    /// this build writes, and that it reads what a store of this version holds.
+    fn pinned<T>(what: &str, value: &T, golden: &str)
+    where
+        T: Serialize + for<'a> Deserialize<'a> + PartialEq + std::fmt::Debug,
+    {
+        let bytes = encode(value);
+        assert_eq!(hex(&bytes), golden, "{what}: {ENCODING_CHANGED}");
+        assert_eq!(&decode::<T>("golden", &bytes).unwrap(), value, "{what}");
+    }
+
+    #[test]
+    fn record_encodings_are_pinned() {
+        // Every field differs from the others, so a reordered or retyped field shows.
+        // postcard: unsigned integers are LEB128 varints, signed ones zigzag varints, an enum
+        // variant its index as a varint, a Vec its length then its bytes.
+        let file = Inode {
+            ino: 300,
+            kind: FileKind::File,
+            mode: 0o640,
+            uid: 1000,
+            gid: 100,
+            nlink: 3,
+            size: 70_000,
+            ctime_ns: 1_700_000_000_123_456_789,
+            mtime_ns: -2,
+            generation: 42,
+            parent: 0,
+            entries: 5,
+            transno: 43,
+        };
+        pinned(
+            "file inode",
+            &file,
+            "ac0201a003e8076403f0a204aab4aed8c7bfce972f032a00052b",
+        );
+        pinned(
+            "root inode",
+            &Inode::root(1),
+            "0100ed0300000200020200010000",
+        );
+        let dentry = Dentry {
+            ino: 300,
+            kind: FileKind::File,
+        };
+        pinned("file dentry", &dentry, "ac0201");
+        let dentry = Dentry {
+            ino: 2,
+            kind: FileKind::Directory,
+        };
+        pinned("directory dentry", &dentry, "0200");
+        let resend = ResendRecord {
+            xid: 200,
+            transno: 43,
+            reply: vec![1, 2, 3],
+        };
+        pinned("resend record", &resend, "c8012b03010203");
+    }
+
+    #[test]
+    fn key_layouts_are_pinned() {
+        let keys = [
+            ("inode key", ino_key(300).to_vec(), "000000000000012c"),
+            (
+                "dentry key",
+                dentry_key(2, "f\u{e9}"),
+                "000000000000000266c3a9",
+            ),
+            (
+                "resend key",
+                resend_key(7, 200).to_vec(),
+                "000000000000000700000000000000c8",
+            ),
+        ];
+        for (what, key, golden) in keys {
+            assert_eq!(hex(&key), golden, "{what}: {ENCODING_CHANGED}");
+        }
+    }
 
     #[test]
     fn dentry_keys_sort_by_parent_then_name() {

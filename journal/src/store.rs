@@ -83,7 +83,8 @@ impl Journal {
     pub fn open(path: &Path, options: JournalOptions) -> Result<(Journal, Recovered)> {
         let opts = db_options();
         let cache = block_cache();
-        let db = DB::open_cf_descriptors(&opts, path, cf_descriptors(&cache))?;
+        let db = DB::open_cf_descriptors(&opts, path, cf_descriptors(&cache))
+            .map_err(|e| explain_open_failure(&opts, path, e))?;
         Self::finish_open(db, opts, path, options, true)
     }
 
@@ -436,6 +437,26 @@ impl Journal {
     }
 }
 
+/// A writable open must name every column family in the store, so a store of a newer schema
+/// with a family added fails inside RocksDB ("Column families not opened"), before
+/// `finish_open` can read its version; say what that most likely means. (A read-only open may
+/// leave families out, so it gets as far as the version check.)
+fn explain_open_failure(opts: &rocksdb::Options, path: &Path, e: rocksdb::Error) -> Error {
+    let unknown: Vec<String> = DB::list_cf(opts, path)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| f != "default" && !ALL_CFS.contains(&f.as_str()))
+        .collect();
+    if unknown.is_empty() {
+        return e.into();
+    }
+    Error::UnknownFamilies {
+        path: path.display().to_string(),
+        families: unknown.join(", "),
+        expected: SCHEMA_VERSION,
+    }
+}
+
 fn synced() -> WriteOptions {
     let mut opts = WriteOptions::default();
     opts.set_sync(true);
@@ -445,6 +466,123 @@ fn synced() -> WriteOptions {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schema::{ENCODING_CHANGED, hex};
+
+    /// Every key and value in the store, family by family, as hex.
+    fn raw_contents(j: &Journal) -> Vec<String> {
+        let mut out = Vec::new();
+        for name in ALL_CFS {
+            for item in j.db.iterator_cf(j.cf(name), IteratorMode::Start) {
+                let (key, value) = item.unwrap();
+                out.push(format!("{name} {} = {}", hex(&key), hex(&value)));
+            }
+        }
+        out
+    }
+
+    /// What two committed transactions leave on disk, byte for byte: the key layouts, the
+    /// record encodings and the `meta` values together. Transactions themselves are never
+    /// stored whole; this is what a `TxRecord` and each kind of `JournalOp` become.
+    #[test]
+    fn what_a_commit_writes_is_pinned() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        let inode = |ino, kind, nlink, parent, entries, transno| Inode {
+            ino,
+            kind,
+            mode: 0o755,
+            uid: 1000,
+            gid: 100,
+            nlink,
+            size: 0,
+            ctime_ns: 1_000,
+            mtime_ns: 2_000,
+            generation: ino,
+            parent,
+            entries,
+            transno,
+        };
+        let resend = |xid| JournalOp::PutResend {
+            client: 7,
+            record: ResendRecord {
+                xid,
+                transno: xid,
+                reply: vec![0xee],
+            },
+        };
+        // mkdir /d (inode 2), then create /d/f (inode 3) and unlink /g (inode 4, made and
+        // removed in one batch, so only its absence shows), with resend records trimmed.
+        let records = [
+            TxRecord {
+                transno: 1,
+                ops: vec![
+                    JournalOp::PutInode(inode(2, FileKind::Directory, 2, ROOT_INO, 0, 1)),
+                    JournalOp::PutDentry {
+                        parent: ROOT_INO,
+                        name: "d".into(),
+                        entry: Dentry {
+                            ino: 2,
+                            kind: FileKind::Directory,
+                        },
+                    },
+                    JournalOp::PutInode(inode(ROOT_INO, FileKind::Directory, 3, ROOT_INO, 1, 1)),
+                    JournalOp::PutInode(inode(4, FileKind::File, 1, 0, 0, 1)),
+                    JournalOp::PutDentry {
+                        parent: ROOT_INO,
+                        name: "g".into(),
+                        entry: Dentry {
+                            ino: 4,
+                            kind: FileKind::File,
+                        },
+                    },
+                    resend(1),
+                ],
+            },
+            TxRecord {
+                transno: 2,
+                ops: vec![
+                    JournalOp::PutInode(inode(3, FileKind::File, 1, 0, 0, 2)),
+                    JournalOp::PutDentry {
+                        parent: 2,
+                        name: "f".into(),
+                        entry: Dentry {
+                            ino: 3,
+                            kind: FileKind::File,
+                        },
+                    },
+                    JournalOp::PutInode(inode(2, FileKind::Directory, 2, ROOT_INO, 1, 2)),
+                    JournalOp::DeleteDentry {
+                        parent: ROOT_INO,
+                        name: "g".into(),
+                    },
+                    JournalOp::DeleteInode(4),
+                    resend(2),
+                    JournalOp::TrimResend {
+                        client: 7,
+                        below_xid: 2,
+                    },
+                ],
+            },
+        ];
+        j.commit(&records).unwrap();
+        let golden = [
+            // key: ino, u64 BE. value: postcard Inode.
+            "inodes 0000000000000001 = 0100ed03e807640300d00fa01f01010101",
+            "inodes 0000000000000002 = 0200ed03e807640200d00fa01f02010102",
+            "inodes 0000000000000003 = 0301ed03e807640100d00fa01f03000002",
+            // key: parent u64 BE ++ name's UTF-8 ("d", "f"). value: postcard Dentry.
+            "dentries 000000000000000164 = 0200",
+            "dentries 000000000000000266 = 0301",
+            // key: client u64 BE ++ xid u64 BE. value: postcard ResendRecord. Xid 1 trimmed.
+            "clients 00000000000000070000000000000002 = 020201ee",
+            // "last_committed", "next_ino" (one past the highest inode put), "schema_version":
+            // u64, u64 and u32, little-endian.
+            "meta 6c6173745f636f6d6d6974746564 = 0200000000000000",
+            "meta 6e6578745f696e6f = 0500000000000000",
+            "meta 736368656d615f76657273696f6e = 01000000",
+        ];
+        assert_eq!(raw_contents(&j), golden, "{ENCODING_CHANGED}");
+    }
 
     #[test]
     fn a_store_of_another_schema_version_is_refused_with_a_clear_error() {
@@ -467,5 +605,23 @@ mod tests {
             "{err}"
         );
         assert!(err.to_string().contains("schema version 99"));
+    }
+
+    #[test]
+    fn a_store_with_an_unknown_column_family_is_refused_with_a_clear_error() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (mut j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+            j.db.create_cf("from_the_future", &rocksdb::Options::default())
+                .unwrap();
+        }
+        let err = Journal::open(dir.path(), JournalOptions::default()).unwrap_err();
+        assert!(
+            matches!(&err, Error::UnknownFamilies { families, .. } if families == "from_the_future"),
+            "{err}"
+        );
+        assert!(err.to_string().contains("docs/schema.md"), "{err}");
+        // Read-only opens may leave a family out: fsck still gets to the store's contents.
+        assert!(Journal::open_read_only(dir.path()).is_ok());
     }
 }

@@ -6,7 +6,12 @@
 //! while still holding those locks: so if operation B saw or built on operation A, A's
 //! transno is smaller, and the transno order is a valid serial order. It returns the journal
 //! record of the change; the caller queues the reply and hands the record to the committer.
+//!
+//! The state in memory has its own types (`node.rs`), not the journal's on-disk records: they
+//! meet only when [`Namespace::load`] reads the store and when an operation builds its
+//! record, so in-memory-only state can never change the disk encoding (`docs/schema.md`).
 
+mod node;
 mod ops;
 mod table;
 
@@ -14,11 +19,12 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
-use journal::{FileKind, Inode, Journal, Recovered, TxRecord};
+use journal::{Journal, Recovered, TxRecord};
 use parking_lot::Mutex;
 
 use mds_proto::{Attr, Body, Errno, Kind};
-use table::{Node, Table};
+use node::{Entry, FileKind, InodeAttr, Node};
+use table::Table;
 
 /// What executing one operation produced.
 #[derive(Debug)]
@@ -73,12 +79,15 @@ impl Namespace {
             files: AtomicU64::new(0),
             read_only: AtomicBool::new(false),
         };
-        let mut dirs: BTreeMap<u64, BTreeMap<String, journal::Dentry>> = BTreeMap::new();
+        let mut dirs: BTreeMap<u64, BTreeMap<String, Entry>> = BTreeMap::new();
         journal.scan_dentries(|parent, name, entry| {
-            dirs.entry(parent).or_default().insert(name, entry);
+            dirs.entry(parent)
+                .or_default()
+                .insert(name, Entry::from_record(entry));
             Ok(())
         })?;
-        journal.scan_inodes(|attr| {
+        journal.scan_inodes(|record| {
+            let attr = InodeAttr::from_record(record);
             let entries = match attr.kind {
                 FileKind::Directory => {
                     ns.directories.fetch_add(1, Ordering::Relaxed);
@@ -156,7 +165,7 @@ impl Namespace {
 }
 
 /// The wire view of an inode.
-pub(crate) fn to_attr(inode: &Inode) -> Attr {
+pub(crate) fn to_attr(inode: &InodeAttr) -> Attr {
     Attr {
         ino: inode.ino,
         kind: to_kind(inode.kind),

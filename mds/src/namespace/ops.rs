@@ -4,14 +4,16 @@
 //! before locking where it had to look an inode up first, changes the in-memory state, takes
 //! its transno under the locks, and returns the journal record: full images of every inode it
 //! changed and every entry it added or removed, so that replaying records in transno order
-//! rebuilds the namespace.
+//! rebuilds the namespace. Images are built from the in-memory state with
+//! `InodeAttr::image` and `Entry::record` (`node.rs`), never by sharing the record types.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
-use journal::{Dentry, FileKind, Inode, JournalOp, TxRecord};
+use journal::{JournalOp, TxRecord};
 
-use super::table::{Locked, Node};
+use super::node::{Entry, FileKind, InodeAttr, Node};
+use super::table::Locked;
 use super::{Exec, Namespace, now_ns, to_attr, to_kind};
 use mds_proto::{Body, Cred, DirEntry, Errno, MAX_FRAME, MAX_READDIR, Op, SetAttr, check_name};
 
@@ -36,11 +38,11 @@ fn dir_mut<'a>(l: &'a mut Locked<'_>, ino: u64) -> Result<&'a mut Node, Errno> {
     Ok(node)
 }
 
-fn entries_mut(node: &mut Node) -> &mut BTreeMap<String, Dentry> {
+fn entries_mut(node: &mut Node) -> &mut BTreeMap<String, Entry> {
     node.entries.as_mut().expect("checked to be a directory")
 }
 
-fn touch(attr: &mut Inode, now: i64, transno: u64) {
+fn touch(attr: &mut InodeAttr, now: i64, transno: u64) {
     attr.mtime_ns = now;
     attr.ctime_ns = now;
     attr.transno = transno;
@@ -101,15 +103,15 @@ impl Namespace {
             return Err(Errno::EEXIST);
         }
         let transno = self.next_transno();
-        let entry = Dentry { ino, kind };
+        let entry = Entry { ino, kind };
         entries_mut(p).insert(name.clone(), entry);
         p.attr.entries += 1;
         if is_dir {
             p.attr.nlink += 1;
         }
         touch(&mut p.attr, now, transno);
-        let parent_image = p.attr.clone();
-        let attr = Inode {
+        let parent_image = p.attr.image();
+        let attr = InodeAttr {
             ino,
             kind,
             mode: mode & 0o7777,
@@ -124,8 +126,10 @@ impl Namespace {
             entries: 0,
             transno,
         };
+        let image = attr.image();
+        let body = Body::Attr(to_attr(&attr));
         l.insert(Node {
-            attr: attr.clone(),
+            attr,
             entries: is_dir.then(BTreeMap::new),
         });
         drop(l);
@@ -134,13 +138,12 @@ impl Namespace {
         } else {
             self.files.fetch_add(1, Ordering::Relaxed);
         }
-        let body = Body::Attr(to_attr(&attr));
         let ops = vec![
-            JournalOp::PutInode(attr),
+            JournalOp::PutInode(image),
             JournalOp::PutDentry {
                 parent,
                 name,
-                entry,
+                entry: entry.record(),
             },
             JournalOp::PutInode(parent_image),
         ];
@@ -202,11 +205,12 @@ impl Namespace {
         }
         attr.ctime_ns = now;
         attr.transno = transno;
-        let image = attr.clone();
+        let image = attr.image();
+        let body = Body::Attr(to_attr(attr));
         drop(l);
         Ok(Exec::Mutation {
             transno,
-            body: Body::Attr(to_attr(&image)),
+            body,
             record: TxRecord {
                 transno,
                 ops: vec![JournalOp::PutInode(image)],
@@ -289,7 +293,7 @@ impl Namespace {
                 p.attr.nlink -= 1;
             }
             touch(&mut p.attr, now, transno);
-            let parent_image = p.attr.clone();
+            let parent_image = p.attr.image();
             let mut ops = vec![JournalOp::DeleteDentry { parent, name }];
             ops.push(self.drop_link(&mut l, child.ino, now, transno));
             ops.push(JournalOp::PutInode(parent_image));
@@ -309,7 +313,7 @@ impl Namespace {
             node.attr.nlink -= 1;
             node.attr.ctime_ns = now;
             node.attr.transno = transno;
-            return JournalOp::PutInode(node.attr.clone());
+            return JournalOp::PutInode(node.attr.image());
         }
         let removed = l.remove(ino).expect("just found");
         match removed.attr.kind {
@@ -412,7 +416,7 @@ impl Namespace {
             ops.push(JournalOp::PutDentry {
                 parent: dp,
                 name: dn,
-                entry: src,
+                entry: src.record(),
             });
 
             let moved = l.get_mut(src.ino).expect("an entry names a live inode");
@@ -421,10 +425,10 @@ impl Namespace {
             }
             moved.attr.ctime_ns = now;
             moved.attr.transno = transno;
-            ops.push(JournalOp::PutInode(moved.attr.clone()));
-            ops.push(JournalOp::PutInode(l.get(sp).expect("locked").attr.clone()));
+            ops.push(JournalOp::PutInode(moved.attr.image()));
+            ops.push(JournalOp::PutInode(l.get(sp).expect("locked").attr.image()));
             if sp != dp {
-                ops.push(JournalOp::PutInode(l.get(dp).expect("locked").attr.clone()));
+                ops.push(JournalOp::PutInode(l.get(dp).expect("locked").attr.image()));
             }
             drop(l);
             return Ok(Exec::Mutation {

@@ -5,21 +5,15 @@
 //! and unlocks. There is no service-wide lock: independent operations on different
 //! directories only meet when their inodes hash to one stripe.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use crossbeam_utils::CachePadded;
-use journal::{Dentry, Inode};
 use parking_lot::{Mutex, MutexGuard};
+
+use super::node::Node;
 
 /// Number of stripes; a power of two.
 const STRIPES: usize = 1024;
-
-/// An inode and, for a directory, its entries (sorted, so READDIR pages by name).
-#[derive(Clone, Debug)]
-pub(crate) struct Node {
-    pub attr: Inode,
-    pub entries: Option<BTreeMap<String, Dentry>>,
-}
 
 type Stripe = HashMap<u64, Node>;
 

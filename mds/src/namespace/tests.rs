@@ -1,13 +1,14 @@
 //! Namespace unit tests: the transaction rules. Records replayed in transno order must rebuild
 //! exactly the live namespace, however the threads interleaved — that is what "transno order
-//! is a valid serial order" and "same-key updates apply in transno order" mean.
+//! is a valid serial order" and "same-key updates apply in transno order" mean. The live
+//! namespace is compared through its journal images (what it would persist), and, after a
+//! real commit and reload, through its in-memory state (what loading rebuilds).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use journal::{Dentry, FileKind, Inode, JournalOp, ROOT_INO, TxRecord};
+use journal::{Dentry, Inode, JournalOp, JournalOptions, ROOT_INO, TxRecord};
 
-use super::table::Node;
 use super::*;
 use mds_proto::{Cred, Errno, Op};
 
@@ -22,7 +23,7 @@ fn empty() -> Namespace {
         read_only: AtomicBool::new(false),
     };
     ns.table.insert_unlocked(Node {
-        attr: Inode::root(0),
+        attr: InodeAttr::from_record(Inode::root(0)),
         entries: Some(BTreeMap::new()),
     });
     ns
@@ -31,7 +32,20 @@ fn empty() -> Namespace {
 type Inodes = BTreeMap<u64, Inode>;
 type Entries = BTreeMap<(u64, String), Dentry>;
 
+/// The live namespace as the journal would store it: every inode's image, every entry's record.
 fn snapshot(ns: &Namespace) -> (Inodes, Entries) {
+    let (mut inodes, mut entries) = (BTreeMap::new(), BTreeMap::new());
+    ns.table.for_each(|node| {
+        inodes.insert(node.attr.ino, node.attr.image());
+        for (name, d) in node.entries.iter().flatten() {
+            entries.insert((node.attr.ino, name.clone()), d.record());
+        }
+    });
+    (inodes, entries)
+}
+
+/// The live namespace's in-memory state itself, in-memory-only fields included.
+fn memory(ns: &Namespace) -> (BTreeMap<u64, InodeAttr>, BTreeMap<(u64, String), Entry>) {
     let (mut inodes, mut entries) = (BTreeMap::new(), BTreeMap::new());
     ns.table.for_each(|node| {
         inodes.insert(node.attr.ino, node.attr.clone());
@@ -93,15 +107,14 @@ fn ino_of(body: Result<Body, Errno>) -> u64 {
     }
 }
 
-#[test]
-fn concurrent_mutations_replay_in_transno_order_to_the_live_state() {
-    let ns = Arc::new(empty());
-    let initial = snapshot(&ns);
+/// Three directories under the root, then four threads mutating them at random with few
+/// names, so they collide. Returns every record, in no particular order.
+fn concurrent_walk(ns: &Arc<Namespace>) -> Vec<TxRecord> {
     let mut records = Vec::new();
     let dirs: Vec<u64> = (0..3)
         .map(|i| {
             ino_of(run(
-                &ns,
+                ns,
                 Op::Mkdir {
                     parent: ROOT_INO,
                     name: format!("d{i}"),
@@ -163,6 +176,14 @@ fn concurrent_mutations_replay_in_transno_order_to_the_live_state() {
     for t in threads {
         records.extend(t.join().unwrap());
     }
+    records
+}
+
+#[test]
+fn concurrent_mutations_replay_in_transno_order_to_the_live_state() {
+    let ns = Arc::new(empty());
+    let initial = snapshot(&ns);
+    let records = concurrent_walk(&ns);
     let mut transnos: Vec<u64> = records.iter().map(|r| r.transno).collect();
     transnos.sort_unstable();
     assert_eq!(
@@ -181,13 +202,13 @@ fn concurrent_mutations_replay_in_transno_order_to_the_live_state() {
     assert_eq!(replayed.0, live.0, "inodes differ after replay");
     // And the live state is self-consistent: counts match entries.
     for (ino, inode) in &live.0 {
-        if inode.kind == FileKind::Directory {
+        if inode.kind == journal::FileKind::Directory {
             let n = live.1.keys().filter(|(p, _)| p == ino).count() as u64;
             assert_eq!(inode.entries, n, "inode {ino}");
             let subdirs = live
                 .1
                 .iter()
-                .filter(|((p, _), d)| p == ino && d.kind == FileKind::Directory)
+                .filter(|((p, _), d)| p == ino && d.kind == journal::FileKind::Directory)
                 .count() as u32;
             assert_eq!(inode.nlink, 2 + subdirs, "inode {ino}");
         }
@@ -243,4 +264,25 @@ fn failed_operations_take_no_transno_and_read_only_refuses_mutations() {
     );
     assert_eq!(ns.last_transno(), 1);
     assert_eq!(records.len(), 1);
+}
+
+#[test]
+fn loading_the_committed_records_rebuilds_the_live_namespace() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let ns = Arc::new(Namespace::load(&journal, recovered).unwrap());
+    let mut records = concurrent_walk(&ns);
+    records.sort_by_key(|r| r.transno);
+    for batch in records.chunks(500) {
+        journal.commit(batch).unwrap();
+    }
+    drop(journal);
+    let (journal, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(recovered.last_committed, ns.last_transno());
+    let loaded = Namespace::load(&journal, recovered).unwrap();
+    let (live, reloaded) = (memory(&ns), memory(&loaded));
+    assert_eq!(reloaded.1, live.1, "entries differ after commit and load");
+    assert_eq!(reloaded.0, live.0, "inodes differ after commit and load");
+    assert_eq!(loaded.counts(), ns.counts());
+    assert_eq!(loaded.last_transno(), ns.last_transno());
 }
