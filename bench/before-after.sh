@@ -2,43 +2,53 @@
 # Two builds of mds + loadgen side by side in one run, for "no regression beyond noise":
 # for each point (threads x depth) each build runs twice, interleaved old, new, new, old, each
 # time a fresh server on a fresh store with its own loadgen; prints creates/s per run and the
-# new/old ratio of the means. Build the old tree into its own target dir first, e.g.
+# new/old ratio of the means, and the server's CPU time per create (user + system, from
+# /proc), which is less noisy than the rate on a shared machine. Build the old tree into its own target dir first, e.g.
 #   git worktree add /var/tmp/mds-old <commit>
 #   (cd /var/tmp/mds-old && CARGO_TARGET_DIR=/var/tmp/mds-target-old cargo build --release -p mds -p loadgen)
 #   OLD=/var/tmp/mds-target-old/release NEW=/var/tmp/mds-target/release ./bench/before-after.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
-OLD="${OLD:?set OLD to the old build's release directory}"
+OLD="${OLD:?set OLD to the release directory of the old build}"
 NEW="${NEW:-${CARGO_TARGET_DIR:-/var/tmp/mds-target}/release}"
 DURATION="${DURATION:-5s}"
 POINTS="${POINTS:-1x1 8x1 64x1 64x16}"
 
-# One run: a fresh server of build $1 on a fresh store, loadgen of the same build, the rate.
+# One run: a fresh server of build $1 on a fresh store, loadgen of the same build; prints
+# "rate cpu_us_per_create".
 run() {
   local bin=$1 threads=$2 depth=$3
-  local data log pid addr rate
+  local data log pid addr line creates ticks
   data=$(mktemp -d /var/tmp/mds-ba.XXXXXX)
   log="$data.log"
   "$bin/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 2>"$log" &
   pid=$!
   for _ in $(seq 1 300); do grep -q "listening on" "$log" && break; sleep 0.1; done
   addr=$(grep -o 'listening on [0-9.:]*' "$log" | awk '{print $3}')
-  rate=$("$bin/loadgen" create --server "$addr" --threads "$threads" --depth "$depth" \
-    --duration "$DURATION" --quiet | awk '/^Rate:/{print $2}')
+  line=$("$bin/loadgen" create --server "$addr" --threads "$threads" --depth "$depth" \
+    --duration "$DURATION" --quiet | grep '^Rate:')
+  # utime + stime of the server, in clock ticks (fields 14 and 15 after the command name).
+  ticks=$(sed -E 's/.*\) //' "/proc/$pid/stat" | awk '{print $12 + $13}')
   kill -TERM "$pid"; wait "$pid" || true
   rm -rf "$data" "$log"
-  echo "$rate"
+  creates=$(echo "$line" | sed -E 's/.* threads ([0-9]+) creates.*/\1/')
+  echo "$line" | awk -v t="$ticks" -v c="$creates" -v hz="$(getconf CLK_TCK)" \
+    '{printf "%s %.2f\n", $2, t / hz * 1e6 / c}'
 }
 
-printf '%-7s %-24s %-24s %s\n' point "old creates/s" "new creates/s" new/old
+printf '%-7s %-22s %-22s %-8s %-14s %-14s %s\n' point "old creates/s" "new creates/s" new/old \
+  "old cpu us/c" "new cpu us/c" new/old
 for point in $POINTS; do
   threads=${point%x*}; depth=${point#*x}
   o1=$(run "$OLD" "$threads" "$depth"); n1=$(run "$NEW" "$threads" "$depth")
   n2=$(run "$NEW" "$threads" "$depth"); o2=$(run "$OLD" "$threads" "$depth")
-  python3 - "$point" "$o1" "$o2" "$n1" "$n2" <<'PY'
+  python3 - "$point" $o1 $o2 $n1 $n2 <<'PY'
 import sys
-point, o1, o2, n1, n2 = sys.argv[1], *map(float, sys.argv[2:])
+point = sys.argv[1]
+o1, oc1, o2, oc2, n1, nc1, n2, nc2 = map(float, sys.argv[2:])
 old, new = (o1 + o2) / 2, (n1 + n2) / 2
-print(f"{point:<7} {o1:>10.0f} {o2:>10.0f}    {n1:>10.0f} {n2:>10.0f}    {new / old:.3f}")
+oc, nc = (oc1 + oc2) / 2, (nc1 + nc2) / 2
+print(f"{point:<7} {o1:>9.0f} {o2:>9.0f}    {n1:>9.0f} {n2:>9.0f}    {new / old:<8.3f} "
+      f"{oc1:>6.2f} {oc2:>6.2f}  {nc1:>6.2f} {nc2:>6.2f}  {nc / oc:.3f}")
 PY
 done
