@@ -65,6 +65,7 @@ fn mdsctl_does_what_a_user_types() {
     let status = ok(ctl(&server, &["status"]));
     assert!(status.contains("directories:     5"), "{status}");
     assert!(status.contains("files:           1"), "{status}");
+    assert!(status.contains("cos_conflicts:   0"), "{status}");
 
     fails_with(ctl(&server, &["stat", "/nope"]), "ENOENT");
     fails_with(ctl(&server, &["mkdir", "/a"]), "EEXIST");

@@ -50,8 +50,11 @@ impl<T: Send + 'static> CommitListener for ReplyEngine<T> {
 pub enum CommitMsg {
     /// A mutation's journal record.
     Record(TxRecord),
-    /// Commit what is gathered now, without waiting for `--commit-interval` (SYNC).
-    Flush,
+    /// Commit everything up to this transno as soon as it can, without waiting for
+    /// `--commit-interval`: a SYNC, or a request that built on another client's uncommitted
+    /// change (commit-on-share). It holds until that transno is durable, so a record that
+    /// reaches the committer just after the flush does not wait a whole interval.
+    Flush(u64),
     /// From now on commit everything at once, never waiting for the interval: the server is
     /// shutting down and waits for what is pending.
     Drain,
@@ -109,7 +112,7 @@ impl Committer {
             metrics: CommitMetrics::register(),
             held: BTreeMap::new(),
             opened: None,
-            flush: false,
+            flush_upto: 0,
             draining: false,
             shutdown: false,
         };
@@ -154,7 +157,9 @@ struct Worker {
     held: BTreeMap<u64, TxRecord>,
     /// When the open transaction received its first record (only with an interval).
     opened: Option<Instant>,
-    flush: bool,
+    /// The highest transno a flush asked for: until it is durable, no commit waits for the
+    /// interval.
+    flush_upto: u64,
     /// Set by [`CommitMsg::Drain`]: no commit waits for the interval any more.
     draining: bool,
     shutdown: bool,
@@ -171,7 +176,7 @@ impl Worker {
                     Err(_) => self.shutdown = true,
                 }
             }
-            self.gather();
+            self.gather(last_committed);
             if self.shutdown && !self.ready(last_committed) {
                 self.finish(last_committed);
                 return;
@@ -186,10 +191,10 @@ impl Worker {
             if self.held.is_empty() {
                 self.opened = None;
             }
-            if self.flush {
+            if self.flush_upto > last_committed {
+                // Someone asked for this commit to start at once.
                 self.stats.forced.fetch_add(1, Ordering::Relaxed);
                 self.metrics.forced.increment(1);
-                self.flush = false;
             }
             match self.journal.commit(&batch) {
                 Ok(info) => {
@@ -235,7 +240,7 @@ impl Worker {
                 }
                 self.held.insert(record.transno, record);
             }
-            CommitMsg::Flush => self.flush = true,
+            CommitMsg::Flush(upto) => self.flush_upto = self.flush_upto.max(upto),
             CommitMsg::Drain => self.draining = true,
             CommitMsg::Shutdown => self.shutdown = true,
         }
@@ -244,19 +249,19 @@ impl Worker {
     /// Takes what has arrived without blocking; with an interval, keeps gathering until the
     /// open transaction has been open that long, the batch is full, or a flush or shutdown
     /// asks for the commit now.
-    fn gather(&mut self) {
+    fn gather(&mut self, last_committed: u64) {
         while self.held.len() < self.policy.max_batch {
             match self.rx.try_recv() {
                 Ok(msg) => self.take(msg),
                 Err(_) => break,
             }
         }
-        if self.policy.interval.is_zero() || self.draining {
+        if self.policy.interval.is_zero() || self.draining || self.flush_upto > last_committed {
             return;
         }
         let deadline = self.opened.unwrap_or_else(Instant::now) + self.policy.interval;
         while self.held.len() < self.policy.max_batch
-            && !self.flush
+            && self.flush_upto <= last_committed
             && !self.draining
             && !self.shutdown
         {

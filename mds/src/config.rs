@@ -40,6 +40,11 @@ pub struct ServeArgs {
     /// signal cuts them at once.
     #[arg(long, value_parser = parse_duration)]
     pub shutdown_grace: Option<Duration>,
+    /// Commit-on-share: `on` (default) makes a request that would observe or build on
+    /// another client's uncommitted change ask for an immediate commit and wait for it;
+    /// `off` lets other clients see uncommitted state at once (faster, weaker).
+    #[arg(long, value_parser = parse_on_off)]
+    pub cos: Option<bool>,
     /// TOML file with any of the keys above (kebab-case); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -59,6 +64,7 @@ struct FileConfig {
     commit_interval: Option<String>,
     max_batch: Option<usize>,
     shutdown_grace: Option<String>,
+    cos: Option<String>,
 }
 
 /// A validated server configuration.
@@ -72,6 +78,8 @@ pub struct ServerConfig {
     pub max_batch: usize,
     /// How long shutdown lets connections write their last replies before it cuts them.
     pub shutdown_grace: Duration,
+    /// Commit-on-share on or off.
+    pub cos: bool,
     pub limits: Limits,
     pub inject_journal_failure_after: Option<u64>,
 }
@@ -92,6 +100,11 @@ impl ServeArgs {
             (Some(d), _) => d,
             (None, Some(s)) => parse_duration(&s).map_err(anyhow::Error::msg)?,
             (None, None) => Duration::from_secs(10),
+        };
+        let cos = match (self.cos, file.cos) {
+            (Some(on), _) => on,
+            (None, Some(s)) => parse_on_off(&s).map_err(|e| anyhow::anyhow!("cos: {e}"))?,
+            (None, None) => true,
         };
         let partitions = self
             .partitions
@@ -124,9 +137,19 @@ impl ServeArgs {
             commit_interval: interval,
             max_batch,
             shutdown_grace,
+            cos,
             limits: Limits::default(),
             inject_journal_failure_after: self.inject_journal_failure_after,
         })
+    }
+}
+
+/// `on` or `off`, as the flags that switch a behaviour take it.
+fn parse_on_off(s: &str) -> Result<bool, String> {
+    match s {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => Err(format!("expected on or off, got {other:?}")),
     }
 }
 

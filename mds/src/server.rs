@@ -151,6 +151,8 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         commit_tx: committer.sender(),
         commit_stats: committer.stats(),
         sessions: sessions.clone(),
+        cos: config.cos,
+        cos_conflicts: Default::default(),
         boot: boot_id(),
         partitions: config.partitions,
         limits: config.limits,

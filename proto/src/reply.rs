@@ -53,6 +53,9 @@ pub struct StatFs {
     pub partitions: u32,
     /// Set after a journal failure: mutations are refused with EIO.
     pub read_only: bool,
+    /// Requests that built on another client's uncommitted change and waited for its commit
+    /// (commit-on-share), since the server started.
+    pub cos_conflicts: u64,
 }
 
 /// Reply payloads.

@@ -219,6 +219,7 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             );
             println!("partitions:      {}", s.partitions);
             println!("read_only:       {}", s.read_only);
+            println!("cos_conflicts:   {}", s.cos_conflicts);
         }
     }
     Ok(())

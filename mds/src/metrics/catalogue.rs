@@ -43,6 +43,8 @@ pub const CONNECTIONS_ACCEPTED: &str = "mds_connections_accepted_total";
 pub const PROTOCOL_ERRORS: &str = "mds_protocol_errors_total";
 pub const SLOW_CLIENTS: &str = "mds_slow_client_disconnects_total";
 pub const SESSION_RECONNECTS: &str = "mds_session_reconnects_total";
+pub const COS_CONFLICTS: &str = "mds_cos_conflicts_total";
+pub const COS_WAITING: &str = "mds_cos_waiting_replies";
 
 /// Installs the global recorder with its buckets and help texts, once per process, before any
 /// component registers its handles; later calls (a test running servers in-process) get the
@@ -100,7 +102,7 @@ fn describe() {
     );
     describe_counter!(
         FORCED_COMMITS,
-        "Commits started early because a SYNC asked for one, rather than at the commit interval or a full batch."
+        "Commits asked to start at once, by a SYNC or by a request that built on another client's uncommitted change (commit-on-share), rather than at the commit interval or a full batch."
     );
     describe_counter!(
         JOURNAL_ERRORS,
@@ -144,5 +146,13 @@ fn describe() {
     describe_counter!(
         SESSION_RECONNECTS,
         "CONNECTs with a client identity that already had a connection, which they replaced."
+    );
+    describe_counter!(
+        COS_CONFLICTS,
+        "Requests that built on another client's uncommitted change, by operation: each asked for an immediate commit, and its reply waited for it (commit-on-share)."
+    );
+    describe_gauge!(
+        COS_WAITING,
+        "Replies of reads and errors waiting for another client's change to be durable (commit-on-share)."
     );
 }

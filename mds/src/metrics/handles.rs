@@ -84,6 +84,10 @@ pub struct PartitionMetrics {
     pub slow_clients: Counter,
     /// CONNECTs that replaced an older connection of the same client.
     pub sessions_replaced: Counter,
+    /// Commit-on-share conflicts, by opcode.
+    cos_conflicts: Vec<Counter>,
+    /// Replies of reads and errors waiting for another client's commit.
+    pub cos_waiting: Gauge,
 }
 
 impl PartitionMetrics {
@@ -113,6 +117,10 @@ impl PartitionMetrics {
         // already creates it; adding zero says so, and keeps it if registration ever becomes
         // lazy.
         sessions_replaced.increment(0);
+        let cos_conflicts = Op::NAMES
+            .iter()
+            .map(|op| metrics::counter!(COS_CONFLICTS, "op" => *op))
+            .collect();
         PartitionMetrics {
             requests,
             latency,
@@ -127,7 +135,14 @@ impl PartitionMetrics {
             handshake: protocol("handshake"),
             slow_clients: metrics::counter!(SLOW_CLIENTS),
             sessions_replaced,
+            cos_conflicts,
+            cos_waiting: metrics::gauge!(COS_WAITING),
         }
+    }
+
+    /// Counts a request of opcode `op` that built on another client's uncommitted change.
+    pub fn cos_conflict(&self, op: u8) {
+        self.cos_conflicts[op as usize].increment(1);
     }
 
     /// Counts one answered request and records its latency.

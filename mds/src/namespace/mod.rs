@@ -22,21 +22,40 @@ use crossbeam_utils::CachePadded;
 use journal::{Journal, Recovered, TxRecord};
 use parking_lot::Mutex;
 
-use mds_proto::{Attr, Body, Errno, Kind};
+use mds_proto::{Attr, Body, Cred, Errno, Kind};
 use node::{Entry, FileKind, InodeAttr, Node};
 use table::Table;
+
+/// Who asks for an operation, as commit-on-share sees it.
+#[derive(Debug)]
+pub struct Caller<'a> {
+    /// The client's identity: its own uncommitted changes never hold it back.
+    pub client: u64,
+    /// Its credentials; new inodes belong to them.
+    pub cred: &'a Cred,
+    /// The `last_committed` the answer is judged against. `u64::MAX` turns commit-on-share
+    /// off (`--cos off`): nothing counts as uncommitted.
+    pub last_committed: u64,
+}
 
 /// What executing one operation produced.
 #[derive(Debug)]
 pub enum Exec {
-    /// A reply to send now: reads, errors, and operations that changed nothing.
-    Now(Result<Body, Errno>),
+    /// A reply that changed nothing: reads, errors, no-ops. `wait` is 0, or the transno of
+    /// another client's uncommitted change the answer was built on: then it may leave only
+    /// once that is durable (commit-on-share).
+    Now {
+        result: Result<Body, Errno>,
+        wait: u64,
+    },
     /// A mutation: `record` must reach the committer, and the reply (`body`) may leave only
-    /// once `transno` is durable.
+    /// once `transno` is durable. `shared`: it built on another client's uncommitted change,
+    /// so the commit it waits for should start now rather than after the commit interval.
     Mutation {
         transno: u64,
         record: TxRecord,
         body: Body,
+        shared: bool,
     },
 }
 
@@ -98,7 +117,7 @@ impl Namespace {
                     None
                 }
             };
-            ns.table.insert_unlocked(Node { attr, entries });
+            ns.table.insert_unlocked(Node::new(attr, entries));
             Ok(())
         })?;
         // Every entry must name a live inode of the kind it says, under a directory.

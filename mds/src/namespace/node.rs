@@ -133,11 +133,66 @@ impl InodeAttr {
     }
 }
 
-/// One directory entry as the server keeps it: the child it names and that child's kind.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// Commit-on-share: who last changed an object, and whether that change is durable yet. In
+/// memory only — a stamp is meaningful against the running server's `last_committed`, and a
+/// store loaded at start-up is all committed, so loaded objects start with the empty stamp.
+///
+/// A stamp counts as a lock while its transno is above `last_committed`: it needs no release
+/// work at commit, and the drain never touches the namespace. Besides the last writer it keeps
+/// the highest transno written by any *other* client before it, so a client cannot slip past
+/// another client's earlier uncommitted change by having written the object since.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    /// The client that changed the object last (0: nobody since start-up).
+    client: u64,
+    /// Its transno.
+    transno: u64,
+    /// The highest transno of a change by a client other than `client`.
+    other: u64,
+}
+
+impl Stamp {
+    /// The transno `client` must see durable before it may observe or build on this object,
+    /// given `last_committed`; 0 if it may now. A client's own changes never hold it back.
+    pub(crate) fn holds(&self, client: u64, last_committed: u64) -> u64 {
+        let mine = self.client == client;
+        let last = if !mine && self.transno > last_committed {
+            self.transno
+        } else {
+            0
+        };
+        let other = if self.other > last_committed {
+            self.other
+        } else {
+            0
+        };
+        last.max(other)
+    }
+
+    /// `client` changed the object in `transno`.
+    pub(crate) fn write(&mut self, client: u64, transno: u64) {
+        if self.client != client {
+            self.other = self.other.max(self.transno);
+            self.client = client;
+        }
+        self.transno = transno;
+    }
+}
+
+/// One directory entry as the server keeps it: the child it names, that child's kind, and
+/// the entry's commit-on-share stamp (in memory only).
+#[derive(Clone, Copy, Debug)]
 pub(crate) struct Entry {
     pub ino: u64,
     pub kind: FileKind,
+    pub stamp: Stamp,
+}
+
+impl Entry {
+    /// Whether both name the same child (stamps aside): what a second lock round checks.
+    pub(crate) fn same_child(&self, other: &Entry) -> bool {
+        self.ino == other.ino && self.kind == other.kind
+    }
 }
 
 impl Entry {
@@ -147,12 +202,13 @@ impl Entry {
         Entry {
             ino,
             kind: FileKind::from_record(kind),
+            stamp: Stamp::default(),
         }
     }
 
     /// Journaling: the dentry value the journal stores for this entry.
     pub(crate) fn record(self) -> journal::Dentry {
-        let Entry { ino, kind } = self;
+        let Entry { ino, kind, .. } = self;
         journal::Dentry {
             ino,
             kind: kind.record(),
@@ -165,6 +221,60 @@ impl Entry {
 pub(crate) struct Node {
     pub attr: InodeAttr,
     pub entries: Option<BTreeMap<String, Entry>>,
+    /// Commit-on-share: changes to the inode itself (created, SETATTR, renamed, a link
+    /// removed).
+    pub stamp: Stamp,
+    /// Commit-on-share, directories: changes to the set of entries (and so to the directory's
+    /// size, nlink and mtime). Kept apart from `stamp` so that creates of different names by
+    /// different clients do not conflict with each other, while GETATTR and READDIR of the
+    /// directory do conflict with them.
+    pub content: Stamp,
+    /// Commit-on-share, directories: names removed by changes that may not be durable yet,
+    /// with the stamp their entry had; a LOOKUP answering ENOENT, or a CREATE of the name,
+    /// builds on the removal. Purged of durable removals as it grows. Boxed: one word in
+    /// every node instead of three, for a map most nodes never have.
+    #[allow(clippy::box_collection)]
+    pub removed: Option<Box<BTreeMap<String, Stamp>>>,
+}
+
+impl Node {
+    /// A node as loaded or created: no commit-on-share history.
+    pub(crate) fn new(attr: InodeAttr, entries: Option<BTreeMap<String, Entry>>) -> Node {
+        Node {
+            attr,
+            entries,
+            stamp: Stamp::default(),
+            content: Stamp::default(),
+            removed: None,
+        }
+    }
+
+    /// The stamp of a name of this directory that has no entry: its removal's, if recent.
+    pub(crate) fn removed_stamp(&self, name: &str) -> Stamp {
+        self.removed
+            .as_ref()
+            .and_then(|r| r.get(name))
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Takes a removed name's stamp (the name is being created again).
+    pub(crate) fn take_removed(&mut self, name: &str) -> Stamp {
+        self.removed
+            .as_mut()
+            .and_then(|r| r.remove(name))
+            .unwrap_or_default()
+    }
+
+    /// Remembers that `name` was removed with `stamp`, dropping removals that are durable by
+    /// now once the list has grown (they can hold nobody back any more).
+    pub(crate) fn note_removed(&mut self, name: String, stamp: Stamp, last_committed: u64) {
+        let removed = self.removed.get_or_insert_with(Default::default);
+        if removed.len() >= 64 {
+            removed.retain(|_, s| s.transno > last_committed || s.other > last_committed);
+        }
+        removed.insert(name, stamp);
+    }
 }
 
 #[cfg(test)]
@@ -195,5 +305,32 @@ mod tests {
             let dentry = journal::Dentry { ino: 9, kind };
             assert_eq!(Entry::from_record(dentry).record(), dentry);
         }
+    }
+
+    #[test]
+    fn a_stamp_holds_other_clients_until_its_changes_are_durable() {
+        let (a, b, c) = (1, 2, 3);
+        let mut s = Stamp::default();
+        assert_eq!(s.holds(a, 0), 0, "loaded: committed");
+        s.write(a, 10);
+        assert_eq!(s.holds(a, 0), 0, "a client passes its own changes");
+        assert_eq!(s.holds(b, 9), 10);
+        assert_eq!(s.holds(b, 10), 0, "durable: nobody waits");
+        s.write(b, 11);
+        assert_eq!(
+            s.holds(b, 9),
+            10,
+            "b wrote since, but a's change is still not durable"
+        );
+        assert_eq!(s.holds(a, 9), 11);
+        s.write(b, 12);
+        assert_eq!(s.holds(b, 10), 0);
+        assert_eq!(s.holds(c, 11), 12);
+        s.write(c, 13);
+        assert_eq!(
+            s.holds(c, 11),
+            12,
+            "b's 12 is remembered as another client's"
+        );
     }
 }

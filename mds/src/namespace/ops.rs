@@ -6,21 +6,57 @@
 //! changed and every entry it added or removed, so that replaying records in transno order
 //! rebuilds the namespace. Images are built from the in-memory state with
 //! `InodeAttr::image` and `Entry::record` (`node.rs`), never by sharing the record types.
+//!
+//! Commit-on-share: every object an operation observes or builds on is shown to its caller's
+//! [`Cx`] (`cx.see(stamp)`), which remembers the newest transno of *another* client's change
+//! that is not durable yet; every object a mutation changes gets the caller's stamp. What each
+//! operation looks at follows DESIGN.md's table: LOOKUP the entry (or the removal of the name)
+//! and the inode; GETATTR, SETATTR and READDIR the inode and, for a directory, its content;
+//! CREATE the entry or the name's removal and the parent itself; UNLINK and RMDIR the entry,
+//! the inode, and for RMDIR the directory's content; RENAME both entries, both parents and
+//! the inodes moved and replaced. Creates and removals of *different* names in one directory
+//! only write its content stamp, which they do not look at: they do not conflict.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use journal::{JournalOp, TxRecord};
 
-use super::node::{Entry, FileKind, InodeAttr, Node};
+use super::node::{Entry, FileKind, InodeAttr, Node, Stamp};
 use super::table::Locked;
-use super::{Exec, Namespace, now_ns, to_attr, to_kind};
-use mds_proto::{Body, Cred, DirEntry, Errno, MAX_FRAME, MAX_READDIR, Op, SetAttr, check_name};
+use super::{Caller, Exec, Namespace, now_ns, to_attr, to_kind};
+use mds_proto::{Body, DirEntry, Errno, MAX_FRAME, MAX_READDIR, Op, SetAttr, check_name};
 
 /// READDIR stops adding entries past this many bytes, so a page always fits a frame.
 const READDIR_BUDGET: usize = MAX_FRAME / 2;
 
 type OpResult = Result<Exec, Errno>;
+
+/// One operation's caller and what it saw of other clients' uncommitted changes.
+struct Cx<'a> {
+    caller: &'a Caller<'a>,
+    /// The newest transno of another client's change this operation observed or built on
+    /// that is not durable yet; 0 if none.
+    wait: u64,
+}
+
+impl Cx<'_> {
+    fn see(&mut self, stamp: &Stamp) {
+        let held = stamp.holds(self.caller.client, self.caller.last_committed);
+        self.wait = self.wait.max(held);
+    }
+
+    /// A stamp for what this operation changes in `transno`, continuing `before`.
+    fn stamp(&self, mut before: Stamp, transno: u64) -> Stamp {
+        before.write(self.caller.client, transno);
+        before
+    }
+
+    /// Whether removed names must be remembered (commit-on-share is on).
+    fn keeps_removals(&self) -> bool {
+        self.caller.last_committed != u64::MAX
+    }
+}
 
 fn dir<'a>(l: &'a Locked<'_>, ino: u64) -> Result<&'a Node, Errno> {
     let node = l.get(ino).ok_or(Errno::ESTALE)?;
@@ -49,31 +85,41 @@ fn touch(attr: &mut InodeAttr, now: i64, transno: u64) {
 }
 
 impl Namespace {
-    /// Executes one operation for the caller `cred` (not CONNECT, PING, STATFS or SYNC,
-    /// which the connection answers itself). New inodes belong to `cred`.
-    pub fn execute(&self, op: Op, cred: &Cred) -> Exec {
+    /// Executes one operation for `caller` (not CONNECT, PING, STATFS or SYNC, which the
+    /// connection answers itself). New inodes belong to the caller's credentials. The result
+    /// says which of another client's uncommitted changes it built on (commit-on-share).
+    pub fn execute(&self, op: Op, caller: &Caller<'_>) -> Exec {
+        let cx = &mut Cx { caller, wait: 0 };
         let result = match op {
             Op::Mkdir { parent, name, mode } => {
-                self.create(parent, name, FileKind::Directory, mode, cred)
+                self.create(cx, parent, name, FileKind::Directory, mode)
             }
             Op::Create { parent, name, mode } => {
-                self.create(parent, name, FileKind::File, mode, cred)
+                self.create(cx, parent, name, FileKind::File, mode)
             }
-            Op::Lookup { parent, name } => self.lookup(parent, &name),
-            Op::Getattr { ino } => self.getattr(ino),
-            Op::Setattr { ino, attr } => self.setattr(ino, attr),
-            Op::Readdir { ino, cursor, limit } => self.readdir(ino, cursor.as_deref(), limit),
-            Op::Unlink { parent, name } => self.remove(parent, name, FileKind::File),
-            Op::Rmdir { parent, name } => self.remove(parent, name, FileKind::Directory),
+            Op::Lookup { parent, name } => self.lookup(cx, parent, &name),
+            Op::Getattr { ino } => self.getattr(cx, ino),
+            Op::Setattr { ino, attr } => self.setattr(cx, ino, attr),
+            Op::Readdir { ino, cursor, limit } => self.readdir(cx, ino, cursor.as_deref(), limit),
+            Op::Unlink { parent, name } => self.remove(cx, parent, name, FileKind::File),
+            Op::Rmdir { parent, name } => self.remove(cx, parent, name, FileKind::Directory),
             Op::Rename {
                 src_parent,
                 src_name,
                 dst_parent,
                 dst_name,
-            } => self.rename(src_parent, src_name, dst_parent, dst_name),
+            } => self.rename(cx, src_parent, src_name, dst_parent, dst_name),
             Op::Connect { .. } | Op::Ping | Op::Statfs | Op::Sync => Err(Errno::EPROTO),
         };
-        result.unwrap_or_else(|e| Exec::Now(Err(e)))
+        let mut exec = result.unwrap_or_else(|e| Exec::Now {
+            result: Err(e),
+            wait: 0,
+        });
+        match &mut exec {
+            Exec::Now { wait, .. } => *wait = cx.wait,
+            Exec::Mutation { shared, .. } => *shared = cx.wait > 0,
+        }
+        exec
     }
 
     fn writable(&self) -> Result<(), Errno> {
@@ -86,12 +132,13 @@ impl Namespace {
 
     fn create(
         &self,
+        cx: &mut Cx<'_>,
         parent: u64,
         name: String,
         kind: FileKind,
         mode: u32,
-        cred: &Cred,
     ) -> OpResult {
+        let cred = cx.caller.cred;
         check_name(&name)?;
         self.writable()?;
         let ino = self.next_ino.fetch_add(1, Ordering::Relaxed);
@@ -99,11 +146,19 @@ impl Namespace {
         let is_dir = kind == FileKind::Directory;
         let mut l = self.table.lock(&[parent, ino]);
         let p = dir_mut(&mut l, parent)?;
-        if entries_mut(p).contains_key(&name) {
+        cx.see(&p.stamp);
+        if let Some(existing) = entries_mut(p).get(&name) {
+            cx.see(&existing.stamp);
             return Err(Errno::EEXIST);
         }
+        cx.see(&p.removed_stamp(&name));
         let transno = self.next_transno();
-        let entry = Entry { ino, kind };
+        let entry = Entry {
+            ino,
+            kind,
+            stamp: cx.stamp(p.take_removed(&name), transno),
+        };
+        p.content = cx.stamp(p.content, transno);
         entries_mut(p).insert(name.clone(), entry);
         p.attr.entries += 1;
         if is_dir {
@@ -128,10 +183,9 @@ impl Namespace {
         };
         let image = attr.image();
         let body = Body::Attr(to_attr(&attr));
-        l.insert(Node {
-            attr,
-            entries: is_dir.then(BTreeMap::new),
-        });
+        let mut node = Node::new(attr, is_dir.then(BTreeMap::new));
+        node.stamp = cx.stamp(Stamp::default(), transno);
+        l.insert(node);
         drop(l);
         if is_dir {
             self.directories.fetch_add(1, Ordering::Relaxed);
@@ -151,43 +205,53 @@ impl Namespace {
             transno,
             record: TxRecord { transno, ops },
             body,
+            shared: false,
         })
     }
 
-    fn lookup(&self, parent: u64, name: &str) -> OpResult {
+    fn lookup(&self, cx: &mut Cx<'_>, parent: u64, name: &str) -> OpResult {
         check_name(name)?;
         let child = {
             let l = self.table.lock(&[parent]);
             let p = dir(&l, parent)?;
-            p.entries
-                .as_ref()
-                .and_then(|e| e.get(name))
-                .ok_or(Errno::ENOENT)?
-                .ino
+            match p.entries.as_ref().and_then(|e| e.get(name)) {
+                Some(entry) => {
+                    cx.see(&entry.stamp);
+                    entry.ino
+                }
+                None => {
+                    cx.see(&p.removed_stamp(name));
+                    return Err(Errno::ENOENT);
+                }
+            }
         };
         // The parent's lock is released before the child's is taken (lock order); a child
         // removed in between was removed after this lookup, which then answers ENOENT.
         let l = self.table.lock(&[child]);
         let node = l.get(child).ok_or(Errno::ENOENT)?;
-        Ok(Exec::Now(Ok(Body::Attr(to_attr(&node.attr)))))
+        see_inode(cx, node);
+        Ok(now(Body::Attr(to_attr(&node.attr))))
     }
 
-    fn getattr(&self, ino: u64) -> OpResult {
+    fn getattr(&self, cx: &mut Cx<'_>, ino: u64) -> OpResult {
         let l = self.table.lock(&[ino]);
         let node = l.get(ino).ok_or(Errno::ESTALE)?;
-        Ok(Exec::Now(Ok(Body::Attr(to_attr(&node.attr)))))
+        see_inode(cx, node);
+        Ok(now(Body::Attr(to_attr(&node.attr))))
     }
 
-    fn setattr(&self, ino: u64, set: SetAttr) -> OpResult {
+    fn setattr(&self, cx: &mut Cx<'_>, ino: u64, set: SetAttr) -> OpResult {
         self.writable()?;
         let now = now_ns();
         let mut l = self.table.lock(&[ino]);
         let node = l.get_mut(ino).ok_or(Errno::ESTALE)?;
-        let attr = &mut node.attr;
-        if set.size.is_some() && attr.kind == FileKind::Directory {
+        see_inode(cx, node);
+        if set.size.is_some() && node.attr.kind == FileKind::Directory {
             return Err(Errno::EISDIR);
         }
         let transno = self.next_transno();
+        node.stamp = cx.stamp(node.stamp, transno);
+        let attr = &mut node.attr;
         if let Some(mode) = set.mode {
             attr.mode = mode & 0o7777;
         }
@@ -215,13 +279,16 @@ impl Namespace {
                 transno,
                 ops: vec![JournalOp::PutInode(image)],
             },
+            shared: false,
         })
     }
 
-    fn readdir(&self, ino: u64, cursor: Option<&str>, limit: u32) -> OpResult {
+    fn readdir(&self, cx: &mut Cx<'_>, ino: u64, cursor: Option<&str>, limit: u32) -> OpResult {
         let limit = limit.clamp(1, MAX_READDIR) as usize;
         let l = self.table.lock(&[ino]);
-        let entries = dir(&l, ino)?.entries.as_ref().expect("a directory");
+        let d = dir(&l, ino)?;
+        see_inode(cx, d);
+        let entries = d.entries.as_ref().expect("a directory");
         let range = match cursor {
             Some(c) => {
                 entries.range::<str, _>((std::ops::Bound::Excluded(c), std::ops::Bound::Unbounded))
@@ -248,25 +315,29 @@ impl Namespace {
         } else {
             None
         };
-        Ok(Exec::Now(Ok(Body::Entries {
+        Ok(now(Body::Entries {
             entries: page,
             next,
-        })))
+        }))
     }
 
     /// UNLINK (`want` = File) and RMDIR (`want` = Directory).
-    fn remove(&self, parent: u64, name: String, want: FileKind) -> OpResult {
+    fn remove(&self, cx: &mut Cx<'_>, parent: u64, name: String, want: FileKind) -> OpResult {
         check_name(&name)?;
         self.writable()?;
         loop {
             let child = {
                 let l = self.table.lock(&[parent]);
                 let p = dir(&l, parent)?;
-                *p.entries
-                    .as_ref()
-                    .and_then(|e| e.get(&name))
-                    .ok_or(Errno::ENOENT)?
+                match p.entries.as_ref().and_then(|e| e.get(&name)) {
+                    Some(entry) => *entry,
+                    None => {
+                        cx.see(&p.removed_stamp(&name));
+                        return Err(Errno::ENOENT);
+                    }
+                }
             };
+            cx.see(&child.stamp);
             match (want, child.kind) {
                 (FileKind::File, FileKind::Directory) => return Err(Errno::EISDIR),
                 (FileKind::Directory, FileKind::File) => return Err(Errno::ENOTDIR),
@@ -275,19 +346,26 @@ impl Namespace {
             let now = now_ns();
             let mut l = self.table.lock(&[parent, child.ino]);
             let p = dir_mut(&mut l, parent)?;
-            if entries_mut(p).get(&name) != Some(&child) {
+            let Some(current) = entries_mut(p).get(&name).copied() else {
                 continue; // changed between the two lock rounds: look again
+            };
+            if !current.same_child(&child) {
+                continue;
             }
-            if want == FileKind::Directory
-                && l.get(child.ino)
-                    .and_then(|c| c.entries.as_ref())
-                    .is_some_and(|e| !e.is_empty())
-            {
+            cx.see(&current.stamp);
+            let c = l.get(child.ino).expect("an entry names a live inode");
+            see_inode(cx, c);
+            if want == FileKind::Directory && c.entries.as_ref().is_some_and(|e| !e.is_empty()) {
                 return Err(Errno::ENOTEMPTY);
             }
             let transno = self.next_transno();
             let p = dir_mut(&mut l, parent)?;
+            p.content = cx.stamp(p.content, transno);
             entries_mut(p).remove(&name);
+            if cx.keeps_removals() {
+                let stamp = cx.stamp(current.stamp, transno);
+                p.note_removed(name.clone(), stamp, cx.caller.last_committed);
+            }
             p.attr.entries -= 1;
             if want == FileKind::Directory {
                 p.attr.nlink -= 1;
@@ -295,21 +373,30 @@ impl Namespace {
             touch(&mut p.attr, now, transno);
             let parent_image = p.attr.image();
             let mut ops = vec![JournalOp::DeleteDentry { parent, name }];
-            ops.push(self.drop_link(&mut l, child.ino, now, transno));
+            ops.push(self.drop_link(cx, &mut l, child.ino, now, transno));
             ops.push(JournalOp::PutInode(parent_image));
             drop(l);
             return Ok(Exec::Mutation {
                 transno,
                 body: Body::Done,
                 record: TxRecord { transno, ops },
+                shared: false,
             });
         }
     }
 
     /// Removes one name of `ino`: a directory or a file's last link deletes the inode.
-    fn drop_link(&self, l: &mut Locked<'_>, ino: u64, now: i64, transno: u64) -> JournalOp {
+    fn drop_link(
+        &self,
+        cx: &Cx<'_>,
+        l: &mut Locked<'_>,
+        ino: u64,
+        now: i64,
+        transno: u64,
+    ) -> JournalOp {
         let node = l.get_mut(ino).expect("an entry names a live inode");
         if node.attr.kind == FileKind::File && node.attr.nlink > 1 {
+            node.stamp = cx.stamp(node.stamp, transno);
             node.attr.nlink -= 1;
             node.attr.ctime_ns = now;
             node.attr.transno = transno;
@@ -323,7 +410,7 @@ impl Namespace {
         JournalOp::DeleteInode(ino)
     }
 
-    fn rename(&self, sp: u64, sn: String, dp: u64, dn: String) -> OpResult {
+    fn rename(&self, cx: &mut Cx<'_>, sp: u64, sn: String, dp: u64, dn: String) -> OpResult {
         check_name(&sn)?;
         check_name(&dn)?;
         self.writable()?;
@@ -333,15 +420,22 @@ impl Namespace {
                 let l = self.table.lock(&[sp, dp]);
                 let s = dir(&l, sp)?;
                 let d = dir(&l, dp)?;
-                let src = *s
-                    .entries
-                    .as_ref()
-                    .and_then(|e| e.get(&sn))
-                    .ok_or(Errno::ENOENT)?;
-                (src, d.entries.as_ref().and_then(|e| e.get(&dn)).copied())
+                cx.see(&s.stamp);
+                cx.see(&d.stamp);
+                let Some(src) = s.entries.as_ref().and_then(|e| e.get(&sn)).copied() else {
+                    cx.see(&s.removed_stamp(&sn));
+                    return Err(Errno::ENOENT);
+                };
+                cx.see(&src.stamp);
+                let dst = d.entries.as_ref().and_then(|e| e.get(&dn)).copied();
+                match &dst {
+                    Some(dst) => cx.see(&dst.stamp),
+                    None => cx.see(&d.removed_stamp(&dn)),
+                }
+                (src, dst)
             };
             if sp == dp && sn == dn {
-                return Ok(Exec::Now(Ok(Body::Done)));
+                return Ok(now(Body::Done));
             }
             if let Some(dst) = dst {
                 match (src.kind, dst.kind) {
@@ -367,16 +461,25 @@ impl Namespace {
                 .as_ref()
                 .and_then(|e| e.get(&dn))
                 .copied();
-            if still_src != Some(src) || still_dst != dst {
+            let same = |now: Option<Entry>, then: Option<Entry>| match (now, then) {
+                (Some(a), Some(b)) => a.same_child(&b),
+                (None, None) => true,
+                _ => false,
+            };
+            if !same(still_src, Some(src)) || !same(still_dst, dst) {
                 continue; // changed between the two lock rounds: look again
             }
-            if let Some(dst) = dst
-                && dst.kind == FileKind::Directory
-                && l.get(dst.ino)
-                    .and_then(|d| d.entries.as_ref())
-                    .is_some_and(|e| !e.is_empty())
-            {
-                return Err(Errno::ENOTEMPTY);
+            // The stamps as they are now, under the locks.
+            let src = still_src.expect("checked");
+            cx.see(&src.stamp);
+            see_inode(cx, l.get(src.ino).expect("an entry names a live inode"));
+            if let Some(dst) = still_dst {
+                cx.see(&dst.stamp);
+                let replaced = l.get(dst.ino).expect("an entry names a live inode");
+                see_inode(cx, replaced);
+                if replaced.entries.as_ref().is_some_and(|e| !e.is_empty()) {
+                    return Err(Errno::ENOTEMPTY);
+                }
             }
             let transno = self.next_transno();
             let is_dir = src.kind == FileKind::Directory;
@@ -384,7 +487,12 @@ impl Namespace {
 
             // Source directory loses the name (and the moved directory's "..").
             let s = dir_mut(&mut l, sp)?;
+            s.content = cx.stamp(s.content, transno);
             entries_mut(s).remove(&sn);
+            if cx.keeps_removals() {
+                let stamp = cx.stamp(src.stamp, transno);
+                s.note_removed(sn.clone(), stamp, cx.caller.last_committed);
+            }
             s.attr.entries -= 1;
             if is_dir && sp != dp {
                 s.attr.nlink -= 1;
@@ -396,8 +504,8 @@ impl Namespace {
             });
 
             // A replaced target loses its name, and its inode if that was the last one.
-            if let Some(dst) = dst {
-                ops.push(self.drop_link(&mut l, dst.ino, now, transno));
+            if let Some(dst) = still_dst {
+                ops.push(self.drop_link(cx, &mut l, dst.ino, now, transno));
                 let d = dir_mut(&mut l, dp)?;
                 d.attr.entries -= 1;
                 if dst.kind == FileKind::Directory {
@@ -405,9 +513,18 @@ impl Namespace {
                 }
             }
 
-            // Destination directory gains the name.
+            // Destination directory gains the name; the name's history goes on in its stamp.
             let d = dir_mut(&mut l, dp)?;
-            entries_mut(d).insert(dn.clone(), src);
+            d.content = cx.stamp(d.content, transno);
+            let before = match still_dst {
+                Some(dst) => dst.stamp,
+                None => d.take_removed(&dn),
+            };
+            let moved_entry = Entry {
+                stamp: cx.stamp(before, transno),
+                ..src
+            };
+            entries_mut(d).insert(dn.clone(), moved_entry);
             d.attr.entries += 1;
             if is_dir && sp != dp {
                 d.attr.nlink += 1;
@@ -416,10 +533,11 @@ impl Namespace {
             ops.push(JournalOp::PutDentry {
                 parent: dp,
                 name: dn,
-                entry: src.record(),
+                entry: moved_entry.record(),
             });
 
             let moved = l.get_mut(src.ino).expect("an entry names a live inode");
+            moved.stamp = cx.stamp(moved.stamp, transno);
             if is_dir {
                 moved.attr.parent = dp;
             }
@@ -435,6 +553,7 @@ impl Namespace {
                 transno,
                 body: Body::Done,
                 record: TxRecord { transno, ops },
+                shared: false,
             });
         }
     }
@@ -458,5 +577,22 @@ impl Namespace {
             }
             dir = parent;
         }
+    }
+}
+
+/// An answer that needs no commit of its own (the caller's context adds what it built on).
+fn now(body: Body) -> Exec {
+    Exec::Now {
+        result: Ok(body),
+        wait: 0,
+    }
+}
+
+/// Shows `cx` an inode: the inode itself and, for a directory, its set of entries (its size,
+/// nlink and mtime move with them).
+fn see_inode(cx: &mut Cx<'_>, node: &Node) {
+    cx.see(&node.stamp);
+    if node.entries.is_some() {
+        cx.see(&node.content);
     }
 }

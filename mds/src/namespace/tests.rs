@@ -22,10 +22,10 @@ fn empty() -> Namespace {
         files: AtomicU64::new(0),
         read_only: AtomicBool::new(false),
     };
-    ns.table.insert_unlocked(Node {
-        attr: InodeAttr::from_record(Inode::root(0)),
-        entries: Some(BTreeMap::new()),
-    });
+    ns.table.insert_unlocked(Node::new(
+        InodeAttr::from_record(Inode::root(0)),
+        Some(BTreeMap::new()),
+    ));
     ns
 }
 
@@ -45,12 +45,14 @@ fn snapshot(ns: &Namespace) -> (Inodes, Entries) {
 }
 
 /// The live namespace's in-memory state itself, in-memory-only fields included.
-fn memory(ns: &Namespace) -> (BTreeMap<u64, InodeAttr>, BTreeMap<(u64, String), Entry>) {
+/// The live namespace's in-memory state, entries as the journal would store them (their
+/// commit-on-share stamps are in memory only and differ between a run and a reload).
+fn memory(ns: &Namespace) -> (BTreeMap<u64, InodeAttr>, Entries) {
     let (mut inodes, mut entries) = (BTreeMap::new(), BTreeMap::new());
     ns.table.for_each(|node| {
         inodes.insert(node.attr.ino, node.attr.clone());
         for (name, d) in node.entries.iter().flatten() {
-            entries.insert((node.attr.ino, name.clone()), *d);
+            entries.insert((node.attr.ino, name.clone()), d.record());
         }
     });
     (inodes, entries)
@@ -86,12 +88,18 @@ fn replay(initial: (Inodes, Entries), mut records: Vec<TxRecord>) -> (Inodes, En
 }
 
 fn run(ns: &Namespace, op: Op, records: &mut Vec<TxRecord>) -> Result<Body, Errno> {
-    match ns.execute(op, &Cred::default()) {
-        Exec::Now(r) => r,
+    let caller = Caller {
+        client: 1,
+        cred: &Cred::default(),
+        last_committed: 0,
+    };
+    match ns.execute(op, &caller) {
+        Exec::Now { result, .. } => result,
         Exec::Mutation {
             record,
             body,
             transno,
+            ..
         } => {
             assert_eq!(record.transno, transno);
             records.push(record);

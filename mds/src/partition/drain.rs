@@ -31,9 +31,14 @@ pub fn drain_partition(
     let engine = &shared.engine;
     let released = engine.drain(partition, |p, outcome| {
         let (result, last_committed) = match outcome {
-            Outcome::Committed { last_committed } => (Ok(p.body), last_committed),
+            Outcome::Committed { last_committed } => (p.result, last_committed),
+            // What it waited for is lost: a mutation is not durable, and a read built on a
+            // change that will not survive must not be answered from it either.
             Outcome::Failed => (Err(Errno::EIO), engine.last_committed()),
         };
+        if p.cos {
+            metrics.cos_waiting.decrement(1.0);
+        }
         metrics.request(
             p.op as usize,
             result.as_ref().map(|_| ()).map_err(|e| *e),
@@ -121,6 +126,8 @@ mod tests {
             commit_tx,
             commit_stats: Arc::new(CommitStats::default()),
             sessions: Arc::new(Sessions::new()),
+            cos: true,
+            cos_conflicts: Default::default(),
             boot: 1,
             partitions: 2,
             limits: Limits::default(),
@@ -162,7 +169,8 @@ mod tests {
                     transno: t,
                     op: 3,
                     received: quanta::Instant::now(),
-                    body: Body::Done,
+                    result: Ok(Body::Done),
+                    cos: false,
                 },
             );
         }

@@ -15,10 +15,11 @@ mod serve;
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
 use crossbeam_channel::Sender;
-use mds_proto::Body;
+use mds_proto::{Body, Errno};
 use reply::ReplyEngine;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
@@ -47,7 +48,9 @@ pub struct Payload {
     op: u8,
     /// When the request's bytes were read, for its latency.
     received: quanta::Instant,
-    body: Body,
+    result: Result<Body, Errno>,
+    /// A read or an error held back by commit-on-share (counted in a gauge while it waits).
+    cos: bool,
 }
 
 /// Bounds that keep one client from hurting the others.
@@ -80,6 +83,10 @@ pub struct Shared {
     pub commit_tx: Sender<CommitMsg>,
     pub commit_stats: Arc<CommitStats>,
     pub sessions: Arc<Sessions>,
+    /// Commit-on-share is on (`--cos on`).
+    pub cos: bool,
+    /// Requests that built on another client's uncommitted change (STATFS reports it).
+    pub cos_conflicts: AtomicU64,
     /// Identifies this server start (in CONNECT replies).
     pub boot: u64,
     pub partitions: usize,

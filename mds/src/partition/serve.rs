@@ -18,7 +18,7 @@ use tracing::{debug, warn};
 use super::conn::{ConnOutput, write_loop};
 use super::{Partition, Payload};
 use crate::committer::CommitMsg;
-use crate::namespace::Exec;
+use crate::namespace::{Caller, Exec};
 use crate::session::Session;
 
 /// Why the read loop ended.
@@ -31,6 +31,29 @@ enum Ended {
     /// A newer connection of the same client took this one's place: its pending replies go
     /// there.
     Replaced,
+}
+
+/// A reply on its way into the reply queue.
+struct Pending {
+    xid: u64,
+    op: u8,
+    /// The transno the reply reports (0 for reads and errors).
+    transno: u64,
+    result: Result<Body, Errno>,
+    /// Held back by commit-on-share.
+    cos: bool,
+}
+
+impl Pending {
+    fn reply(xid: u64, op: u8, transno: u64, result: Result<Body, Errno>) -> Pending {
+        Pending {
+            xid,
+            op,
+            transno,
+            result,
+            cos: false,
+        }
+    }
 }
 
 /// CONNECT's opcode, for metrics of a handshake that may not have decoded.
@@ -227,35 +250,70 @@ impl Partition {
                     current.abandon(xid);
                     immediate(Ok(Body::Done), answered);
                 } else {
-                    self.defer(conn, current, xid, opcode, upto, received, Body::Done);
-                    self.shared.to_committer(CommitMsg::Flush);
+                    let pending = Pending::reply(xid, opcode, upto, Ok(Body::Done));
+                    self.defer(conn, current, upto, received, pending);
+                    self.shared.to_committer(CommitMsg::Flush(upto));
                 }
             }
-            op if op.is_mutation() => {
-                if !current.begin(xid) {
+            op => {
+                let mutation = op.is_mutation();
+                if mutation && !current.begin(xid) {
                     return Ok(()); // a resend: the original's reply answers it
                 }
-                match self.shared.namespace.execute(op, &cred) {
-                    Exec::Now(result) => {
-                        current.abandon(xid);
+                let caller = Caller {
+                    client: current.client(),
+                    cred: &cred,
+                    // Without commit-on-share nothing counts as uncommitted.
+                    last_committed: if self.shared.cos {
+                        engine.last_committed()
+                    } else {
+                        u64::MAX
+                    },
+                };
+                match self.shared.namespace.execute(op, &caller) {
+                    Exec::Now { result, wait: 0 } => {
+                        if mutation {
+                            current.abandon(xid);
+                        }
                         immediate(result, answered);
+                    }
+                    Exec::Now { result, wait } => {
+                        // Built on another client's uncommitted change: the answer waits
+                        // for that change's commit, which is asked for now.
+                        self.cos_conflict(opcode, wait);
+                        self.metrics.cos_waiting.increment(1.0);
+                        let pending = Pending {
+                            cos: true,
+                            ..Pending::reply(xid, opcode, 0, result)
+                        };
+                        self.defer(conn, current, wait, received, pending);
                     }
                     Exec::Mutation {
                         transno,
                         record,
                         body,
+                        shared,
                     } => {
-                        self.defer(conn, current, xid, opcode, transno, received, body);
+                        let pending = Pending::reply(xid, opcode, transno, Ok(body));
+                        self.defer(conn, current, transno, received, pending);
                         self.shared.to_committer(CommitMsg::Record(record));
+                        if shared {
+                            // Its own commit covers what it built on; start it now.
+                            self.cos_conflict(opcode, transno);
+                        }
                     }
                 }
             }
-            op => match self.shared.namespace.execute(op, &cred) {
-                Exec::Now(result) => immediate(result, answered),
-                Exec::Mutation { .. } => unreachable!("reads take no transno"),
-            },
         }
         Ok(())
+    }
+
+    /// A request built on another client's uncommitted change: count it and ask for the
+    /// commit of everything up to `upto` now, without blocking.
+    fn cos_conflict(&self, opcode: u8, upto: u64) {
+        self.metrics.cos_conflict(opcode);
+        self.shared.cos_conflicts.fetch_add(1, Ordering::Relaxed);
+        self.shared.to_committer(CommitMsg::Flush(upto));
     }
 
     /// The first frame of a connection: CONNECT of this protocol version, or a refusal. The
@@ -329,30 +387,28 @@ impl Partition {
         Ok(())
     }
 
-    /// Queues a reply until `transno` is durable.
-    #[allow(clippy::too_many_arguments)]
+    /// Queues a reply until `until` is durable.
     fn defer(
         &self,
         conn: &Arc<ConnOutput>,
         session: &Arc<Session>,
-        xid: u64,
-        op: u8,
-        transno: u64,
+        until: u64,
         received: quanta::Instant,
-        body: Body,
+        reply: Pending,
     ) {
         conn.request_started();
         self.shared.engine.push(
             self.id,
-            transno,
+            until,
             Payload {
                 session: session.clone(),
                 origin: conn.clone(),
-                xid,
-                transno,
-                op,
+                xid: reply.xid,
+                transno: reply.transno,
+                op: reply.op,
                 received,
-                body,
+                result: reply.result,
+                cos: reply.cos,
             },
         );
     }
@@ -381,6 +437,7 @@ impl Partition {
             max_transactions_per_commit: stats.max_batch_seen.load(Ordering::Relaxed),
             partitions: self.shared.partitions as u32,
             read_only: self.shared.namespace.is_read_only(),
+            cos_conflicts: self.shared.cos_conflicts.load(Ordering::Relaxed),
         }
     }
 }
