@@ -7,21 +7,27 @@
 #   git worktree add /var/tmp/mds-old <commit>
 #   (cd /var/tmp/mds-old && CARGO_TARGET_DIR=/var/tmp/mds-target-old cargo build --release -p mds -p loadgen)
 #   OLD=/var/tmp/mds-target-old/release NEW=/var/tmp/mds-target/release ./bench/before-after.sh
+# OLD_ARGS and NEW_ARGS add server flags to one side, so one build can be compared with
+# itself under two settings, e.g. commit-on-share off against on:
+#   OLD=/var/tmp/mds-target/release OLD_ARGS="--cos off" NEW_ARGS="--cos on" ./bench/before-after.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLD="${OLD:?set OLD to the release directory of the old build}"
 NEW="${NEW:-${CARGO_TARGET_DIR:-/var/tmp/mds-target}/release}"
 DURATION="${DURATION:-5s}"
 POINTS="${POINTS:-1x1 8x1 64x1 64x16}"
+OLD_ARGS="${OLD_ARGS:-}"
+NEW_ARGS="${NEW_ARGS:-}"
 
 # One run: a fresh server of build $1 on a fresh store, loadgen of the same build; prints
 # "rate cpu_us_per_create".
 run() {
-  local bin=$1 threads=$2 depth=$3
+  local bin=$1 threads=$2 depth=$3 args=$4
   local data log pid addr line creates ticks
   data=$(mktemp -d /var/tmp/mds-ba.XXXXXX)
   log="$data.log"
-  "$bin/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 2>"$log" &
+  # shellcheck disable=SC2086 # $args is a list of flags
+  "$bin/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 $args 2>"$log" &
   pid=$!
   for _ in $(seq 1 300); do grep -q "listening on" "$log" && break; sleep 0.1; done
   addr=$(grep -o 'listening on [0-9.:]*' "$log" | awk '{print $3}')
@@ -40,8 +46,8 @@ printf '%-7s %-22s %-22s %-8s %-14s %-14s %s\n' point "old creates/s" "new creat
   "old cpu us/c" "new cpu us/c" new/old
 for point in $POINTS; do
   threads=${point%x*}; depth=${point#*x}
-  o1=$(run "$OLD" "$threads" "$depth"); n1=$(run "$NEW" "$threads" "$depth")
-  n2=$(run "$NEW" "$threads" "$depth"); o2=$(run "$OLD" "$threads" "$depth")
+  o1=$(run "$OLD" "$threads" "$depth" "$OLD_ARGS"); n1=$(run "$NEW" "$threads" "$depth" "$NEW_ARGS")
+  n2=$(run "$NEW" "$threads" "$depth" "$NEW_ARGS"); o2=$(run "$OLD" "$threads" "$depth" "$OLD_ARGS")
   python3 - "$point" $o1 $o2 $n1 $n2 <<'PY'
 import sys
 point = sys.argv[1]
