@@ -27,6 +27,10 @@ pub enum Error {
         families: String,
         expected: u32,
     },
+    /// A read-only open found no store there (RocksDB's read-only open would otherwise create
+    /// the directory for its info log: an offline tool must change nothing).
+    #[error("no store at {path}")]
+    NoStore { path: String },
     /// A record or key on disk does not decode: the store is damaged or foreign.
     #[error("corrupt {what}: {detail}")]
     Corrupt { what: &'static str, detail: String },

@@ -90,6 +90,11 @@ impl Journal {
 
     /// Opens an existing store read-only (for `mds fsck` and other offline tools).
     pub fn open_read_only(path: &Path) -> Result<(Journal, Recovered)> {
+        if !path.join("CURRENT").is_file() {
+            return Err(Error::NoStore {
+                path: path.display().to_string(),
+            });
+        }
         let mut opts = db_options();
         opts.create_if_missing(false);
         let cache = block_cache();

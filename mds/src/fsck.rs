@@ -15,8 +15,9 @@ use journal::{FileKind, Inode, Journal, ROOT_INO};
 use mds_proto::check_name;
 
 /// The pid holding RocksDB's lock on the store (an `fcntl` write lock on its LOCK file), if
-/// another process holds it.
-fn lock_holder(lock: &Path) -> Option<i32> {
+/// another process holds it. `mds serve` asks too, to refuse a store another server holds by
+/// naming that server rather than with RocksDB's lock error.
+pub(crate) fn lock_holder(lock: &Path) -> Option<i32> {
     use std::os::fd::AsRawFd;
     let file = std::fs::OpenOptions::new()
         .read(true)

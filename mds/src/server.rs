@@ -104,6 +104,12 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         .build()
         .context("building the main runtime")?;
 
+    if let Some(pid) = crate::fsck::lock_holder(&config.data.join("LOCK")) {
+        bail!(
+            "{} is in use by a running server (pid {pid}); stop it first",
+            config.data.display()
+        );
+    }
     std::fs::create_dir_all(&config.data)
         .with_context(|| format!("creating data directory {}", config.data.display()))?;
     let options = JournalOptions {
@@ -202,6 +208,17 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         let metrics_task =
             tokio::spawn(crate::metrics::serve(metrics_listener, prometheus, extras));
         info!(partitions = config.partitions, "partitions started");
+        info!(
+            version = env!("CARGO_PKG_VERSION"),
+            data = %config.data.display(),
+            listen = %addr,
+            partitions = config.partitions,
+            commit_interval = ?config.commit_interval,
+            max_batch = config.max_batch,
+            cos = if config.cos { "on" } else { "off" },
+            shutdown_grace = ?config.shutdown_grace,
+            "mds serving"
+        );
         info!("listening on {addr}");
 
         stop.first.cancelled().await;
@@ -243,7 +260,10 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
     Ok(())
 }
 
-/// Turns each SIGTERM or SIGINT into a stop request, for as long as the process lives.
+/// Turns each SIGTERM or SIGINT into a stop request, for as long as the process lives, and
+/// takes SIGHUP without dying: its default action would kill the server, and an operator's
+/// `kill -HUP` (or a closing terminal) must not. The log goes to stderr, so there is no log
+/// file to reopen; nothing else is reloaded while serving.
 fn forward_signals(stop: Stop) {
     use tokio::signal::unix::{SignalKind, signal};
     let rt = match tokio::runtime::Builder::new_current_thread()
@@ -257,17 +277,22 @@ fn forward_signals(stop: Stop) {
         }
     };
     rt.block_on(async {
-        let (Ok(mut term), Ok(mut int)) = (
+        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
             signal(SignalKind::terminate()),
             signal(SignalKind::interrupt()),
+            signal(SignalKind::hangup()),
         ) else {
-            tracing::error!("cannot listen for SIGTERM/SIGINT");
+            tracing::error!("cannot listen for SIGTERM/SIGINT/SIGHUP");
             return;
         };
         loop {
             tokio::select! {
                 _ = term.recv() => info!("SIGTERM"),
                 _ = int.recv() => info!("SIGINT"),
+                _ = hup.recv() => {
+                    info!("SIGHUP: nothing to reload (the log goes to stderr); serving on");
+                    continue;
+                }
             }
             stop.request();
         }

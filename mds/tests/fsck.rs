@@ -80,6 +80,10 @@ fn fsck_passes_a_clean_store_and_reports_each_finding_of_a_damaged_one() {
         .output()
         .unwrap();
     assert_eq!(missing.status.code(), Some(2));
+    assert!(
+        !dir.path().join("no-such-store").exists(),
+        "fsck never creates a directory"
+    );
 }
 
 /// A store with damage committed straight through the journal, as a broken writer would.

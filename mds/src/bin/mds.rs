@@ -29,7 +29,9 @@ fn main() -> ExitCode {
     mds::server::abort_on_panic();
     tracing_subscriber::fmt()
         .with_env_filter(
+            // MDS_LOG first, then the usual RUST_LOG, then info.
             tracing_subscriber::EnvFilter::try_from_env("MDS_LOG")
+                .or_else(|_| tracing_subscriber::EnvFilter::try_from_default_env())
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .with_writer(std::io::stderr)

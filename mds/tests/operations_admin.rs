@@ -1,0 +1,79 @@
+//! What an operator meets: a busy address is refused before any store is created, a store
+//! another server holds is refused naming that server, SIGHUP does not kill a serving server
+//! (its default action would) and loses no request, and the start-up log says what runs.
+
+mod common;
+
+use std::process::Command;
+
+use mds_client::ROOT;
+
+fn serve(data: &std::path::Path, listen: &str) -> std::process::Output {
+    Command::new(common::MDS)
+        .args(["serve", "--data"])
+        .arg(data)
+        .args(["--listen", listen, "--metrics-listen", "127.0.0.1:0"])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_busy_address_is_refused_before_a_store_is_created() {
+    let dir = tempfile::tempdir().unwrap();
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let store = dir.path().join("store");
+    let out = serve(&store, &busy.local_addr().unwrap().to_string());
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("address in use"), "{stderr}");
+    assert!(
+        !store.exists(),
+        "no store may be created for a server that cannot listen"
+    );
+}
+
+#[test]
+fn a_store_another_server_holds_is_refused_naming_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = common::start(dir.path(), &[]);
+    let out = serve(dir.path(), "127.0.0.1:0");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(&format!("in use by a running server (pid {})", first.pid())),
+        "{stderr}"
+    );
+    let log = first.log_text();
+    assert!(log.contains("mds serving"), "{log}");
+    assert!(log.contains(env!("CARGO_PKG_VERSION")), "{log}");
+    assert!(first.stop().success());
+}
+
+#[test]
+fn sighup_under_load_loses_nothing_and_kills_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), &[]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let client = server.client().await;
+        let d = client.mkdir(ROOT, "hup", 0o755).await.unwrap().ino;
+        let mut creates = tokio::task::JoinSet::new();
+        for i in 0..3000 {
+            let client = client.clone();
+            creates.spawn(async move { client.create(d, &format!("f{i}"), 0o644).await });
+            if i % 1000 == 500 {
+                server.signal(libc::SIGHUP);
+            }
+        }
+        let mut ok = 0;
+        while let Some(done) = creates.join_next().await {
+            done.unwrap().unwrap();
+            ok += 1;
+        }
+        assert_eq!(ok, 3000);
+        assert_eq!(client.readdir_all(d).await.unwrap().len(), 3000);
+    });
+    let log = server.log_text();
+    assert!(log.contains("SIGHUP"), "{log}");
+    assert!(server.stop().success(), "still serving, stopped cleanly");
+}
