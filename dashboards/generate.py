@@ -99,12 +99,12 @@ PANELS = [
      "Live SST files and memtables, per column family."),
     ("RocksDB keys", "short", [(f"sum by (cf) (mds_rocksdb_estimated_keys{{{SEL}}})", "{{cf}}")],
      "RocksDB's estimate of keys per column family."),
-    ("Process CPU", "percentunit", [(f"sum({rate('mds_process_cpu_seconds_total')})", "cores used")],
+    ("Process CPU", "percentunit", [(f"sum({rate('process_cpu_seconds_total')})", "cores used")],
      "CPU seconds per second used by mds (1.0 = one core)."),
     ("Process memory and descriptors", "short",
-     [(f"sum(mds_process_resident_memory_bytes{{{SEL}}}) / 1048576", "resident MiB"),
-      (f"sum(mds_process_open_fds{{{SEL}}})", "open fds"),
-      (f"sum(mds_process_threads{{{SEL}}})", "threads")],
+     [(f"sum(process_resident_memory_bytes{{{SEL}}}) / 1048576", "resident MiB"),
+      (f"sum(process_open_fds{{{SEL}}})", "open fds"),
+      (f"sum(process_threads{{{SEL}}})", "threads")],
      "Resident memory, open file descriptors and threads."),
 ]
 

@@ -83,6 +83,9 @@ pub struct CommitStats {
     /// When the newest commit became durable (`metrics::monotonic_ns`): drains measure their
     /// duration from it.
     pub durable_at_ns: AtomicU64,
+    /// The same moment on the wall clock (ns since the Unix epoch; 0 before the first
+    /// commit), for `mds_last_commit_timestamp_seconds`: one wall-clock read per commit.
+    pub durable_at_unix_ns: AtomicU64,
 }
 
 /// The running committer.
@@ -208,6 +211,9 @@ impl Worker {
                     self.stats
                         .durable_at_ns
                         .store(crate::metrics::monotonic_ns(), Ordering::Release);
+                    self.stats
+                        .durable_at_unix_ns
+                        .store(journal::now_ns() as u64, Ordering::Relaxed);
                     self.listener.committed(last_committed);
                 }
                 Err(e) => {

@@ -186,7 +186,9 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         info!("metrics endpoint on {}", metrics_listener.local_addr()?);
         let extras: crate::metrics::ScrapeExtras = {
             let (journal, engine, sessions) = (journal.clone(), engine.clone(), sessions.clone());
+            let (namespace, stats) = (namespace.clone(), shared.commit_stats.clone());
             Arc::new(move |out: &mut String| {
+                crate::metrics::write_state(out, &namespace, &stats);
                 crate::metrics::write_family(
                     out,
                     "mds_pending_replies",
@@ -205,8 +207,25 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
                 crate::metrics::write_process(out);
             })
         };
-        let metrics_task =
-            tokio::spawn(crate::metrics::serve(metrics_listener, prometheus, extras));
+        let health: crate::metrics::Health = {
+            let namespace = namespace.clone();
+            Arc::new(move || {
+                if namespace.is_read_only() {
+                    Err(
+                        "read-only: the journal failed; mutations are refused until a restart"
+                            .into(),
+                    )
+                } else {
+                    Ok(())
+                }
+            })
+        };
+        let metrics_task = tokio::spawn(crate::metrics::serve(
+            metrics_listener,
+            prometheus,
+            extras,
+            health,
+        ));
         info!(partitions = config.partitions, "partitions started");
         info!(
             version = env!("CARGO_PKG_VERSION"),

@@ -4,6 +4,9 @@
 
 mod common;
 
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+
 use common::fsck;
 use mds_client::{ClientError, ROOT};
 use mds_proto::Errno;
@@ -13,6 +16,8 @@ async fn a_failed_commit_answers_eio_and_turns_the_server_read_only() {
     let dir = tempfile::tempdir().unwrap();
     let server = common::start(dir.path(), &["--inject-journal-failure-after", "5"]);
     let c = server.client().await;
+    let (status, body) = http(server.metrics, "GET", "/health");
+    assert_eq!((status, body.as_str()), (200, "ok\n"));
     let mut acked = Vec::new();
     let mut failed = None;
     for i in 0..20 {
@@ -34,6 +39,14 @@ async fn a_failed_commit_answers_eio_and_turns_the_server_read_only() {
     );
     assert!(c.statfs().await.unwrap().read_only);
     c.getattr(ROOT).await.unwrap();
+    let (status, body) = http(server.metrics, "GET", "/health");
+    assert_eq!(status, 503, "{body}");
+    assert!(body.contains("read-only"), "{body}");
+    let (_, metrics) = http(server.metrics, "GET", "/metrics");
+    assert!(metrics.contains("\nmds_read_only 1\n"), "{metrics}");
+    // HEAD answers like GET without the body.
+    let (status, body) = http(server.metrics, "HEAD", "/metrics");
+    assert_eq!((status, body.as_str()), (200, ""));
     let log = server.log.clone();
     let status = tokio::task::spawn_blocking(move || server.stop())
         .await
@@ -57,4 +70,16 @@ async fn a_failed_commit_answers_eio_and_turns_the_server_read_only() {
     let mut expected = acked.clone();
     expected.sort();
     assert_eq!(names, expected);
+}
+
+/// One HTTP/1.0 request: (status, body).
+fn http(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    write!(s, "{method} {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    assert!(head.contains("Content-Length: "), "{head}");
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, body.to_owned())
 }

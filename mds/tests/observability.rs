@@ -136,8 +136,14 @@ async fn metrics_under_load_pass_promtool_and_are_histograms() {
         "mds_sessions ",
         "mds_rocksdb_live_sst_bytes{cf=\"inodes\"}",
         "mds_rocksdb_stall_seconds_total",
-        "mds_process_cpu_seconds_total",
-        "mds_process_resident_memory_bytes",
+        "process_cpu_seconds_total",
+        "process_resident_memory_bytes",
+        "process_max_fds",
+        "mds_read_only 0",
+        "mds_build_info{version=",
+        "mds_inodes{kind=\"file\"}",
+        "mds_last_commit_timestamp_seconds ",
+        "process_start_time_seconds",
     ] {
         assert!(text.contains(needed), "no {needed} in /metrics");
     }
@@ -298,4 +304,27 @@ async fn every_dashboard_query_returns_series_from_a_real_prometheus() {
         "queries with no series:\n{}",
         empty.join("\n")
     );
+}
+
+/// The alert and recording rules load, and each alert fires for the instance that should
+/// trip it and for no other (`dashboards/rules.test.yml`, run by `promtool test rules`).
+#[test]
+fn alert_rules_fire_when_they_should_and_only_then() {
+    let dashboards = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../dashboards");
+    for args in [
+        ["check", "rules", "rules.yml"],
+        ["test", "rules", "rules.test.yml"],
+    ] {
+        let out = Command::new("promtool")
+            .args(args)
+            .current_dir(&dashboards)
+            .output()
+            .expect("promtool not found: run scripts/install-deps.sh (Debian package prometheus)");
+        assert!(
+            out.status.success(),
+            "promtool {args:?}:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

@@ -1,6 +1,9 @@
 //! The `/metrics` HTTP responder: a minimal HTTP/1.1 server on a listener of the server's own
 //! that answers `GET /metrics` with the recorder's rendering plus the scrape-time figures
-//! ([`super::scrape`]), and keeps the recorder's histograms trimmed.
+//! ([`super::scrape`]) and `GET /health` for load balancers and systemd-style checks (200
+//! while the server accepts mutations, 503 once the journal failed), both also to `HEAD`;
+//! and it keeps the recorder's histograms trimmed. It only reads: nothing here changes the
+//! server.
 
 use std::time::Duration;
 
@@ -10,6 +13,9 @@ use tracing::debug;
 
 use super::scrape::ScrapeExtras;
 
+/// Whether the server is healthy: `Err` says why not (the journal failed: read-only).
+pub type Health = std::sync::Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
+
 /// Serves `GET /metrics` (Prometheus text format) on `listener` until the task is dropped:
 /// the exporter's rendering plus `extras`. A listener of our own, rather than the exporter's,
 /// so the server can bind port 0 and log the address it got.
@@ -17,6 +23,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     handle: PrometheusHandle,
     extras: ScrapeExtras,
+    health: Health,
 ) {
     let upkeep = handle.clone();
     tokio::spawn(async move {
@@ -34,6 +41,7 @@ pub async fn serve(
         };
         let handle = handle.clone();
         let extras = extras.clone();
+        let health = health.clone();
         tokio::spawn(async move {
             let mut buf = vec![0u8; 4096];
             let mut read = 0;
@@ -48,33 +56,46 @@ pub async fn serve(
                 }
             }
             let head = String::from_utf8_lossy(&buf[..read]);
-            let path = head.split_whitespace().nth(1).unwrap_or("");
-            let (status, ctype, body) = if head.starts_with("GET ")
-                && (path == "/metrics" || path.starts_with("/metrics?"))
-            {
-                let mut text = handle.render();
-                extras(&mut text);
-                ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text)
-            } else if head.starts_with("GET ") && path == "/" {
-                (
-                    "200 OK",
-                    "text/plain; charset=utf-8",
-                    "mds: metrics at /metrics\n".to_owned(),
-                )
-            } else {
-                (
-                    "404 Not Found",
-                    "text/plain; charset=utf-8",
-                    "not found\n".to_owned(),
-                )
-            };
+            let mut words = head.split_whitespace();
+            let method = words.next().unwrap_or("");
+            let path = words.next().unwrap_or("");
+            let readable = method == "GET" || method == "HEAD";
+            let (status, ctype, body) =
+                if readable && (path == "/metrics" || path.starts_with("/metrics?")) {
+                    let mut text = handle.render();
+                    extras(&mut text);
+                    ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text)
+                } else if readable && path == "/health" {
+                    match health() {
+                        Ok(()) => ("200 OK", "text/plain; charset=utf-8", "ok\n".to_owned()),
+                        Err(why) => (
+                            "503 Service Unavailable",
+                            "text/plain; charset=utf-8",
+                            format!("{why}\n"),
+                        ),
+                    }
+                } else if readable && path == "/" {
+                    (
+                        "200 OK",
+                        "text/plain; charset=utf-8",
+                        "mds: metrics at /metrics, health at /health\n".to_owned(),
+                    )
+                } else {
+                    (
+                        "404 Not Found",
+                        "text/plain; charset=utf-8",
+                        "not found\n".to_owned(),
+                    )
+                };
             debug!(%peer, path, status, "metrics request");
             let reply = format!(
                 "HTTP/1.1 {status}\r\nContent-Type: {ctype}\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
                 body.len()
             );
             let _ = stream.write_all(reply.as_bytes()).await;
-            let _ = stream.write_all(body.as_bytes()).await;
+            if method != "HEAD" {
+                let _ = stream.write_all(body.as_bytes()).await;
+            }
             let _ = stream.shutdown().await;
         });
     }

@@ -22,5 +22,5 @@ pub use catalogue::{
     REQUESTS, SESSION_RECONNECTS, SLOW_CLIENTS, install,
 };
 pub use handles::{CommitMetrics, PartitionMetrics, monotonic_ns};
-pub use http::serve;
-pub use scrape::{ScrapeExtras, write_family, write_process, write_store};
+pub use http::{Health, serve};
+pub use scrape::{ScrapeExtras, write_family, write_process, write_state, write_store};

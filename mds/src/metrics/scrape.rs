@@ -1,10 +1,15 @@
 //! Figures read only when Prometheus scrapes, written straight into the response text:
 //! the [`ScrapeExtras`] hook the server fills, the Prometheus text-format writer
-//! ([`write_family`]), RocksDB's per-column-family sizes and counters ([`write_store`]), and
-//! the process's CPU, memory, descriptors and threads read from /proc ([`write_process`]).
+//! ([`write_family`]), the server's state for alert rules ([`write_state`]), RocksDB's
+//! per-column-family sizes and counters ([`write_store`]), and the standard `process_*`
+//! figures read from /proc ([`write_process`]).
 
 use std::fmt::Write as _;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crate::committer::CommitStats;
+use crate::namespace::Namespace;
 
 /// Figures read only when Prometheus scrapes (RocksDB properties, process figures, total
 /// pending replies), appended to the exporter's text by [`super::serve`]. They are rendered
@@ -72,43 +77,109 @@ pub fn write_store(out: &mut String, stats: &journal::StoreStats) {
     );
 }
 
-/// The process's CPU time, resident memory, open descriptors and threads, from /proc.
+/// The server's state as alert rules need it: read-only or not, the build, inodes by kind,
+/// and when the last commit became durable (so "commits stalled" needs no rate over a
+/// counter that may have just started).
+pub fn write_state(out: &mut String, namespace: &Namespace, stats: &CommitStats) {
+    write_family(
+        out,
+        "mds_read_only",
+        "gauge",
+        "1 after a journal failure: mutations are refused with EIO until a restart.",
+        &[("", if namespace.is_read_only() { 1.0 } else { 0.0 })],
+    );
+    write_family(
+        out,
+        "mds_build_info",
+        "gauge",
+        "Always 1; the labels say which build is running.",
+        &[(concat!("version=\"", env!("CARGO_PKG_VERSION"), "\""), 1.0)],
+    );
+    let (directories, files) = namespace.counts();
+    write_family(
+        out,
+        "mds_inodes",
+        "gauge",
+        "Inodes in the namespace, uncommitted changes included, by kind.",
+        &[
+            ("kind=\"directory\"", directories as f64),
+            ("kind=\"file\"", files as f64),
+        ],
+    );
+    let last = stats.durable_at_unix_ns.load(Ordering::Relaxed);
+    if last > 0 {
+        write_family(
+            out,
+            "mds_last_commit_timestamp_seconds",
+            "gauge",
+            "When the newest commit became durable, in seconds since the Unix epoch.",
+            &[("", last as f64 / 1e9)],
+        );
+    }
+}
+
+/// The process figures every Prometheus client library exports, under their standard names
+/// (`process_*`, as client_golang and the Rust `prometheus` crate name them), so existing
+/// alerts and dashboards for "descriptors near their limit" or "restarted" work unchanged.
+/// Read from /proc at scrape time.
 pub fn write_process(out: &mut String) {
     let Some(p) = process_figures() else { return };
-    write_family(
-        out,
-        "mds_process_cpu_seconds_total",
-        "counter",
-        "User and system CPU time of the mds process.",
-        &[("", p.cpu_seconds)],
-    );
-    write_family(
-        out,
-        "mds_process_resident_memory_bytes",
-        "gauge",
-        "Resident memory of the mds process.",
-        &[("", p.resident_bytes)],
-    );
-    write_family(
-        out,
-        "mds_process_open_fds",
-        "gauge",
-        "Open file descriptors of the mds process.",
-        &[("", p.open_fds)],
-    );
-    write_family(
-        out,
-        "mds_process_threads",
-        "gauge",
-        "Threads of the mds process.",
-        &[("", p.threads)],
-    );
+    let families: [(&str, &str, &str, f64); 7] = [
+        (
+            "process_cpu_seconds_total",
+            "counter",
+            "Total user and system CPU time spent in seconds.",
+            p.cpu_seconds,
+        ),
+        (
+            "process_resident_memory_bytes",
+            "gauge",
+            "Resident memory size in bytes.",
+            p.resident_bytes,
+        ),
+        (
+            "process_virtual_memory_bytes",
+            "gauge",
+            "Virtual memory size in bytes.",
+            p.virtual_bytes,
+        ),
+        (
+            "process_open_fds",
+            "gauge",
+            "Number of open file descriptors.",
+            p.open_fds,
+        ),
+        (
+            "process_max_fds",
+            "gauge",
+            "Maximum number of open file descriptors.",
+            p.max_fds,
+        ),
+        (
+            "process_start_time_seconds",
+            "gauge",
+            "Start time of the process since unix epoch in seconds.",
+            p.start_time_seconds,
+        ),
+        (
+            "process_threads",
+            "gauge",
+            "Number of OS threads in the process.",
+            p.threads,
+        ),
+    ];
+    for (name, kind, help, value) in families {
+        write_family(out, name, kind, help, &[("", value)]);
+    }
 }
 
 struct ProcessFigures {
     cpu_seconds: f64,
     resident_bytes: f64,
+    virtual_bytes: f64,
     open_fds: f64,
+    max_fds: f64,
+    start_time_seconds: f64,
     threads: f64,
 }
 
@@ -124,12 +195,33 @@ fn process_figures() -> Option<ProcessFigures> {
         )
     };
     let field = |i: usize| fields.get(i).and_then(|v| v.parse::<f64>().ok());
-    // After ")": state is index 0, so utime (14th field) is 11, stime 12, num_threads 17,
-    // rss 21.
+    // After ")": state (the 3rd field of proc(5)) is index 0, so field N is at N - 3: utime
+    // (14) at 11, stime 12, num_threads (20) 17, starttime (22, ticks after boot) 19, vsize
+    // (23) 20, rss (24, pages) 21.
+    let boot = std::fs::read_to_string("/proc/stat")
+        .ok()?
+        .lines()
+        .find_map(|l| l.strip_prefix("btime "))?
+        .trim()
+        .parse::<f64>()
+        .ok()?;
+    let mut limit = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit only writes the struct it is given.
+    let max_fds = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+        limit.rlim_cur as f64
+    } else {
+        f64::NAN
+    };
     Some(ProcessFigures {
         cpu_seconds: (field(11)? + field(12)?) / ticks,
         threads: field(17)?,
+        start_time_seconds: boot + field(19)? / ticks,
+        virtual_bytes: field(20)?,
         resident_bytes: field(21)? * page,
         open_fds: std::fs::read_dir("/proc/self/fd").ok()?.count() as f64,
+        max_fds,
     })
 }
