@@ -19,11 +19,11 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::codec::FramedRead;
 
 use mds_proto::{
-    self as protocol, Attr, Body, DirEntry, Errno, MAX_READDIR, Op, PROTOCOL_VERSION, Reply,
-    Request, SetAttr, StatFs, encode_frame,
+    self as protocol, Attr, Body, DirEntry, Errno, MAX_READDIR, Op, PROTOCOL_VERSION, Replay,
+    Reply, Request, SetAttr, StatFs, encode_frame,
 };
 
-use crate::session::Session;
+use crate::session::{Session, Unsafe};
 
 /// The root directory's inode number.
 pub const ROOT: u64 = mds_proto::ROOT_INO;
@@ -67,6 +67,8 @@ struct Inner {
     session: Arc<Session>,
     /// The highest `last_committed` any reply carried.
     last_committed: AtomicU64,
+    /// The CONNECT reply has been taken in by the session.
+    handshaken: AtomicBool,
     closed: AtomicBool,
 }
 
@@ -123,6 +125,7 @@ impl Client {
             waiting: parking_lot::Mutex::new(HashMap::new()),
             session: session.clone(),
             last_committed: AtomicU64::new(0),
+            handshaken: AtomicBool::new(false),
             closed: AtomicBool::new(false),
         });
         let writer = {
@@ -150,13 +153,23 @@ impl Client {
                     inner
                         .last_committed
                         .fetch_max(reply.last_committed, Ordering::Relaxed);
+                    // Until the handshake has told the session which server start this is,
+                    // its `last_committed` must not judge unsafe requests kept from another.
+                    let judged = inner.handshaken.load(Ordering::Acquire);
                     if reply.xid == 0 {
                         if reply.result == Ok(Body::Notice) {
-                            continue; // `last_committed` moved; nothing else to do
+                            // `last_committed` moved: early replies up to it are safe.
+                            if judged {
+                                inner.session.committed(reply.last_committed);
+                            }
+                            continue;
                         }
                         break; // a connection-level error (EPROTO); the server closes next
                     }
                     inner.session.finish(reply.xid);
+                    if judged {
+                        inner.session.answered(&reply);
+                    }
                     if let Some(slot) = inner.waiting.lock().remove(&reply.xid) {
                         let _ = slot.send(reply);
                     }
@@ -175,24 +188,71 @@ impl Client {
             server_boot: 0,
             partition: 0,
         };
-        match client
-            .call(Op::Connect {
+        let reply = client
+            .call_reply(Op::Connect {
                 version: PROTOCOL_VERSION,
                 client: session.id(),
             })
-            .await?
-        {
+            .await?;
+        let last_committed = reply.last_committed;
+        match reply.result.map_err(ClientError::Errno)? {
             Body::Connected {
                 server_boot,
                 partition,
+                ack_early,
+                recovering,
+                evicted,
                 ..
             } => {
                 client.server_boot = server_boot;
                 client.partition = partition;
+                let replay = session.connected(server_boot, ack_early, evicted, last_committed);
+                client.inner.handshaken.store(true, Ordering::Release);
+                client.replay(replay, recovering).await?;
                 Ok(client)
             }
             other => Err(unexpected(other)),
         }
+    }
+
+    /// After a server restart: replays what was answered early and not durable, in transno
+    /// order, with its transno and inode number, while the server's recovery window is open;
+    /// then tells the server it is done (any request that is not a replay does). What the
+    /// server will not take back is lost, and counted (`Session::lost`).
+    async fn replay(&self, unsafe_requests: Vec<(u64, Unsafe)>, recovering: bool) -> Result<()> {
+        if !recovering {
+            for _ in &unsafe_requests {
+                self.inner.session.lose();
+            }
+            return Ok(());
+        }
+        let sends = unsafe_requests.into_iter().map(|(transno, request)| {
+            let client = self.clone();
+            async move {
+                let replay = Replay {
+                    transno,
+                    ino: request.ino,
+                };
+                let reply = client
+                    .send_replay(request.xid, request.op.clone(), replay)
+                    .await?;
+                match reply.result {
+                    Ok(_) => client.inner.session.keep_unsafe(reply.transno, request),
+                    Err(_) => client.inner.session.lose(),
+                }
+                Ok::<(), ClientError>(())
+            }
+        });
+        // Pipelined: the server executes them in global transno order as their turns come.
+        for result in futures::future::join_all(sends).await {
+            result?;
+        }
+        self.ping().await
+    }
+
+    async fn send_replay(&self, xid: u64, op: Op, replay: Replay) -> Result<Reply> {
+        let acked_xid = self.inner.session.acked_xid();
+        self.send_request(xid, acked_xid, op, Some(replay)).await
     }
 
     /// Sends `op` with the session's next xid and waits for its reply, whole.
@@ -209,6 +269,17 @@ impl Client {
     }
 
     async fn send(&self, xid: u64, acked_xid: u64, op: Op) -> Result<Reply> {
+        self.inner.session.sending(xid, &op);
+        self.send_request(xid, acked_xid, op, None).await
+    }
+
+    async fn send_request(
+        &self,
+        xid: u64,
+        acked_xid: u64,
+        op: Op,
+        replay: Option<Replay>,
+    ) -> Result<Reply> {
         let (tx, rx) = oneshot::channel();
         self.inner.waiting.lock().insert(xid, tx);
         if self.inner.closed.load(Ordering::SeqCst) {
@@ -220,7 +291,7 @@ impl Client {
             op,
             acked_xid,
             cred: self.inner.session.cred().clone(),
-            replay: None,
+            replay,
         };
         encode_frame(&request, &mut self.inner.outbox.lock());
         self.inner.wake.notify_one();

@@ -11,4 +11,4 @@ pub mod units;
 
 pub use client::{Client, ClientError, ROOT, Result, components};
 pub use mds_proto as proto;
-pub use session::{Session, process_cred};
+pub use session::{Session, Unsafe, process_cred};

@@ -1,11 +1,15 @@
-//! The client's side of a session: its identity, its xids, and which of them still wait for a
-//! reply. One [`Session`] outlives the connections it is used on, so a client that reconnects
-//! keeps its identity and keeps counting xids upward, and every request can tell the server
-//! the watermark below which it has every reply (`acked_xid`).
+//! The client's side of a session: its identity, its xids, which of them still wait for a
+//! reply, and — with a server that answers before the commit (`--ack early`) — the requests
+//! answered but not durable yet ("unsafe"), kept until `last_committed` covers them so they
+//! can be replayed if the server restarts first. One [`Session`] outlives the connections it
+//! is used on, so a client that reconnects keeps its identity, keeps counting xids upward and
+//! keeps its unsafe requests, and every request can tell the server the watermark below which
+//! it has every reply (`acked_xid`).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use mds_proto::{Cred, MAX_GROUPS};
+use mds_proto::{Body, Cred, MAX_GROUPS, Op, Reply};
 use parking_lot::Mutex;
 
 /// A client identity and its xid bookkeeping; share it between the connections of one client
@@ -16,6 +20,29 @@ pub struct Session {
     /// The credentials every request of this session carries.
     cred: Cred,
     xids: Mutex<Xids>,
+    /// The server answers mutations before their commit: keep what it answered until safe.
+    early: AtomicBool,
+    /// The server start the session last talked to: a new one after a restart.
+    server_boot: AtomicU64,
+    /// The highest `last_committed` any reply or notice carried.
+    last_committed: AtomicU64,
+    /// Mutations sent and not answered yet (only with early replies): what to keep if the
+    /// answer is unsafe.
+    sent: Mutex<HashMap<u64, Op>>,
+    /// Answered but not durable yet, by transno: what a restart makes the client replay.
+    unsafe_requests: Mutex<BTreeMap<u64, Unsafe>>,
+    /// Unsafe requests the server would not take back after a restart (the recovery window
+    /// had closed, or the client was not known): their changes are lost.
+    lost: AtomicU64,
+}
+
+/// A request answered before its commit.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unsafe {
+    pub xid: u64,
+    pub op: Op,
+    /// The inode it created (0 if none): a replay creates it with the same number.
+    pub ino: u64,
 }
 
 #[derive(Debug)]
@@ -42,6 +69,12 @@ impl Session {
                 next: 1,
                 outstanding: BTreeSet::new(),
             }),
+            early: AtomicBool::new(false),
+            server_boot: AtomicU64::new(0),
+            last_committed: AtomicU64::new(0),
+            sent: Mutex::new(HashMap::new()),
+            unsafe_requests: Mutex::new(BTreeMap::new()),
+            lost: AtomicU64::new(0),
         }
     }
 
@@ -73,6 +106,114 @@ impl Session {
     /// `xid` has its reply.
     pub fn finish(&self, xid: u64) {
         self.xids.lock().outstanding.remove(&xid);
+    }
+
+    /// Whether the server answers mutations before their commit.
+    pub fn is_early(&self) -> bool {
+        self.early.load(Ordering::Relaxed)
+    }
+
+    /// The server's CONNECT reply: whether it answers early, and which start it is. Returns
+    /// the unsafe requests to replay when this is a restart of the server the session talked
+    /// to (those `last_committed` does not cover), in transno order.
+    /// An evicted client (it came back after the window closed) replays nothing: all it
+    /// held unsafe is lost, even what `last_committed` now covers (those transnos were
+    /// skipped).
+    pub fn connected(
+        &self,
+        server_boot: u64,
+        early: bool,
+        evicted: bool,
+        last_committed: u64,
+    ) -> Vec<(u64, Unsafe)> {
+        self.early.store(early, Ordering::Relaxed);
+        let before = self.server_boot.swap(server_boot, Ordering::Relaxed);
+        if evicted && before != server_boot {
+            let lost = std::mem::take(&mut *self.unsafe_requests.lock());
+            self.lost.fetch_add(lost.len() as u64, Ordering::Relaxed);
+            self.sent.lock().clear();
+        }
+        self.committed(last_committed);
+        if before == 0 || before == server_boot {
+            return Vec::new();
+        }
+        // What was in flight to the old start either executed and was lost with it, or never
+        // arrived: the caller resends it; it is not a replay.
+        self.sent.lock().clear();
+        let replay = std::mem::take(&mut *self.unsafe_requests.lock());
+        replay.into_iter().collect()
+    }
+
+    /// A mutation is about to be sent (early replies only): keep it until its answer says
+    /// whether it is safe.
+    pub fn sending(&self, xid: u64, op: &Op) {
+        if self.is_early() && op.is_mutation() {
+            self.sent.lock().insert(xid, op.clone());
+        }
+    }
+
+    /// A reply or notice arrived.
+    pub fn answered(&self, reply: &Reply) {
+        if let Some(op) = self.sent.lock().remove(&reply.xid)
+            && reply.result.is_ok()
+            && reply.transno > reply.last_committed
+        {
+            let ino = match (&op, &reply.result) {
+                (Op::Create { .. } | Op::Mkdir { .. }, Ok(Body::Attr(attr))) => attr.ino,
+                _ => 0,
+            };
+            let kept = Unsafe {
+                xid: reply.xid,
+                op,
+                ino,
+            };
+            self.unsafe_requests.lock().insert(reply.transno, kept);
+        }
+        self.committed(reply.last_committed);
+    }
+
+    /// Keeps an unsafe request again (its replay was answered before its commit).
+    pub fn keep_unsafe(&self, transno: u64, request: Unsafe) {
+        if transno > self.last_committed.load(Ordering::Relaxed) {
+            self.unsafe_requests.lock().insert(transno, request);
+        }
+    }
+
+    /// Everything up to `last_committed` is durable: forget those unsafe requests.
+    pub fn committed(&self, last_committed: u64) {
+        let before = self
+            .last_committed
+            .fetch_max(last_committed, Ordering::Relaxed);
+        if last_committed > before {
+            let mut unsafe_requests = self.unsafe_requests.lock();
+            if unsafe_requests
+                .first_key_value()
+                .is_some_and(|(&t, _)| t <= last_committed)
+            {
+                *unsafe_requests = unsafe_requests.split_off(&(last_committed + 1));
+            }
+        }
+    }
+
+    /// Requests answered before their commit and not durable yet.
+    pub fn unsafe_count(&self) -> usize {
+        self.unsafe_requests.lock().len()
+    }
+
+    /// The highest `last_committed` the server reported.
+    pub fn last_committed(&self) -> u64 {
+        self.last_committed.load(Ordering::Relaxed)
+    }
+
+    /// Counts an unsafe request whose change a restart lost.
+    pub fn lose(&self) {
+        self.lost.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Unsafe requests whose changes a server restart lost (the server did not wait for this
+    /// client, or its window closed first).
+    pub fn lost(&self) -> u64 {
+        self.lost.load(Ordering::Relaxed)
     }
 }
 

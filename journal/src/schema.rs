@@ -27,6 +27,17 @@ pub(crate) const ALL_CFS: [&str; 4] = [CF_INODES, CF_DENTRIES, CF_CLIENTS, CF_ME
 pub(crate) const META_SCHEMA_VERSION: &[u8] = b"schema_version";
 pub(crate) const META_LAST_COMMITTED: &[u8] = b"last_committed";
 pub(crate) const META_NEXT_INO: &[u8] = b"next_ino";
+/// Known clients: key = this prefix ++ client id (u64 BE), empty value. A client is known
+/// while it may hold replies the server sent before their commit (`--ack early`); after a
+/// crash the server waits for its known clients to replay (the recovery window).
+pub(crate) const META_CLIENT_PREFIX: &[u8] = b"client/";
+
+pub(crate) fn client_key(client: u64) -> Vec<u8> {
+    let mut key = Vec::with_capacity(META_CLIENT_PREFIX.len() + 8);
+    key.extend_from_slice(META_CLIENT_PREFIX);
+    key.extend_from_slice(&client.to_be_bytes());
+    key
+}
 
 /// Directory or regular file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -130,6 +141,14 @@ pub enum JournalOp {
     TrimResend {
         client: u64,
         below_xid: u64,
+    },
+    /// The client may now hold replies sent before their commit: after a crash, wait for it.
+    KnowClient {
+        client: u64,
+    },
+    /// The client holds no such reply any more (or was evicted): do not wait for it.
+    ForgetClient {
+        client: u64,
     },
 }
 

@@ -20,7 +20,7 @@ pub struct JournalOptions {
 }
 
 /// What recovery found at open.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Recovered {
     /// Every transno up to this one is durable; the next transaction gets the one after.
     pub last_committed: u64,
@@ -28,6 +28,9 @@ pub struct Recovered {
     pub next_ino: u64,
     /// Whether this open created the store.
     pub created: bool,
+    /// Clients that may hold replies sent before their commit (`--ack early`) and were not
+    /// forgotten before the server stopped: after a crash, the ones to wait for.
+    pub known_clients: Vec<u64>,
 }
 
 /// What one group commit did.
@@ -155,6 +158,14 @@ impl Journal {
             Some(v) => decode_meta_u64("next_ino", &v)?,
             None => ROOT_INO + 1,
         };
+        let mut known_clients = Vec::new();
+        for item in journal.db.prefix_iterator_cf(meta, META_CLIENT_PREFIX) {
+            let (key, _) = item?;
+            let Some(id) = key.strip_prefix(META_CLIENT_PREFIX) else {
+                break; // past the prefix
+            };
+            known_clients.push(decode_u64_key("known client key", id)?);
+        }
         journal
             .last_committed
             .store(last_committed, Ordering::SeqCst);
@@ -165,6 +176,7 @@ impl Journal {
                 last_committed,
                 next_ino,
                 created,
+                known_clients,
             },
         ))
     }
@@ -186,6 +198,33 @@ impl Journal {
         self.db
             .cf_handle(name)
             .expect("every column family is created at open")
+    }
+
+    /// Writes known-client changes alone (`KnowClient`, `ForgetClient`), synced, when no
+    /// transaction is there to carry them: they advance no transno. Other ops are refused.
+    pub fn write_client_changes(&self, ops: &[JournalOp]) -> Result<()> {
+        if self.is_failed() {
+            return Err(Error::Failed);
+        }
+        let meta = self.cf(CF_META);
+        let mut batch = WriteBatch::default();
+        for op in ops {
+            match op {
+                JournalOp::KnowClient { client } => batch.put_cf(meta, client_key(*client), []),
+                JournalOp::ForgetClient { client } => batch.delete_cf(meta, client_key(*client)),
+                other => {
+                    return Err(Error::Corrupt {
+                        what: "client change",
+                        detail: format!("not a client change: {other:?}"),
+                    });
+                }
+            }
+        }
+        if let Err(e) = self.db.write_opt(batch, &synced()) {
+            self.failed.store(true, Ordering::Release);
+            return Err(e.into());
+        }
+        Ok(())
     }
 
     /// Every transno up to this one is durable.
@@ -269,6 +308,10 @@ impl Journal {
                         resend_key(*client, 0),
                         resend_key(*client, *below_xid),
                     ),
+                    JournalOp::KnowClient { client } => batch.put_cf(meta, client_key(*client), []),
+                    JournalOp::ForgetClient { client } => {
+                        batch.delete_cf(meta, client_key(*client))
+                    }
                 }
             }
         }

@@ -19,7 +19,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use crossbeam_channel::{Receiver, RecvTimeoutError, Sender};
-use journal::{Journal, TxRecord};
+use journal::{Journal, JournalOp, TxRecord};
 use reply::ReplyEngine;
 use tracing::{error, info, warn};
 
@@ -58,6 +58,12 @@ pub enum CommitMsg {
     /// From now on commit everything at once, never waiting for the interval: the server is
     /// shutting down and waits for what is pending.
     Drain,
+    /// Remember the client in the journal (with the next commit): it is about to hold a reply
+    /// sent before its commit, so after a crash the server must wait for it to replay.
+    KnowClient(u64),
+    /// Forget the client with the first commit that makes transno `after` durable: by then it
+    /// holds no reply that is not durable (or it was evicted, `after` 0).
+    ForgetClient { client: u64, after: u64 },
     /// Commit everything still held, then stop.
     Shutdown,
 }
@@ -118,6 +124,7 @@ impl Committer {
             flush_upto: 0,
             draining: false,
             shutdown: false,
+            clients: Vec::new(),
         };
         let thread = std::thread::Builder::new()
             .name("mds-committer".into())
@@ -165,6 +172,8 @@ struct Worker {
     flush_upto: u64,
     /// Set by [`CommitMsg::Drain`]: no commit waits for the interval any more.
     draining: bool,
+    /// Known-client changes waiting for a commit, each with the transno it must not precede.
+    clients: Vec<(u64, JournalOp)>,
     shutdown: bool,
 }
 
@@ -174,6 +183,7 @@ impl Worker {
         loop {
             // Block until the next record in transno order is here (or we are told to stop).
             while !self.ready(last_committed) && !self.shutdown {
+                self.write_idle_client_changes(last_committed);
                 match self.rx.recv() {
                     Ok(msg) => self.take(msg),
                     Err(_) => self.shutdown = true,
@@ -184,10 +194,11 @@ impl Worker {
                 self.finish(last_committed);
                 return;
             }
-            let batch = self.cut(last_committed);
+            let mut batch = self.cut(last_committed);
             if batch.is_empty() {
                 continue;
             }
+            self.attach_client_changes(&mut batch);
             // Nothing left: the next record opens a new transaction. Records left over (past
             // --max-batch, or behind a missing transno) keep the old opening time: they have
             // waited already.
@@ -248,6 +259,17 @@ impl Worker {
             }
             CommitMsg::Flush(upto) => self.flush_upto = self.flush_upto.max(upto),
             CommitMsg::Drain => self.draining = true,
+            CommitMsg::KnowClient(client) => {
+                // Known again before a pending forget took effect: the forget is void.
+                self.clients.retain(
+                    |(_, op)| !matches!(op, JournalOp::ForgetClient { client: c } if *c == client),
+                );
+                self.clients.push((0, JournalOp::KnowClient { client }));
+            }
+            CommitMsg::ForgetClient { client, after } => {
+                self.clients
+                    .push((after, JournalOp::ForgetClient { client }));
+            }
             CommitMsg::Shutdown => self.shutdown = true,
         }
     }
@@ -279,6 +301,44 @@ impl Worker {
         }
     }
 
+    /// Puts the known-client changes this batch may carry into its last record, in the order
+    /// they arrived (a client known, then forgotten, ends forgotten). They need no transno of
+    /// their own: they ride with whatever commits next.
+    fn attach_client_changes(&mut self, batch: &mut [TxRecord]) {
+        let Some(last) = batch.last_mut() else { return };
+        let upto = last.transno;
+        let mut kept = Vec::new();
+        for (after, op) in self.clients.drain(..) {
+            if after <= upto {
+                last.ops.push(op);
+            } else {
+                kept.push((after, op));
+            }
+        }
+        self.clients = kept;
+    }
+
+    /// With no transaction to carry them, writes the known-client changes that may be made
+    /// now on their own: a client forgotten while the server idles stays forgotten after a
+    /// crash (else the recovery window would wait for it).
+    fn write_idle_client_changes(&mut self, last_committed: u64) {
+        if self
+            .clients
+            .iter()
+            .all(|(after, _)| *after > last_committed)
+        {
+            return;
+        }
+        let (now, later): (Vec<_>, Vec<_>) = std::mem::take(&mut self.clients)
+            .into_iter()
+            .partition(|(after, _)| *after <= last_committed);
+        self.clients = later;
+        let ops: Vec<JournalOp> = now.into_iter().map(|(_, op)| op).collect();
+        if let Err(e) = self.journal.write_client_changes(&ops) {
+            error!(cause = %e, "writing known-client changes failed");
+        }
+    }
+
     /// Takes the run of held records contiguous from `last_committed + 1`, `max_batch` at most.
     fn cut(&mut self, last_committed: u64) -> Vec<TxRecord> {
         let mut batch = Vec::with_capacity(self.held.len().min(self.policy.max_batch));
@@ -297,6 +357,7 @@ impl Worker {
 
     /// At shutdown: every partition has stopped, so a record still missing will never come.
     fn finish(&mut self, last_committed: u64) {
+        self.write_idle_client_changes(last_committed);
         if !self.held.is_empty() {
             warn!(
                 held = self.held.len(),

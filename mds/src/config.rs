@@ -45,6 +45,16 @@ pub struct ServeArgs {
     /// `off` lets other clients see uncommitted state at once (faster, weaker).
     #[arg(long, value_parser = parse_on_off)]
     pub cos: Option<bool>,
+    /// When a mutation's reply leaves: `commit` (default) once it is durable; `early` at
+    /// once, with its transno, as Lustre and CephFS do — the client learns what is durable from
+    /// `last_committed` on every reply and from commit notices, keeps what is not, and replays
+    /// it after a restart.
+    #[arg(long, value_parser = parse_ack)]
+    pub ack: Option<bool>,
+    /// After a restart, how long clients known before it may take to come back and replay what
+    /// they were told early (e.g. 30s). Default: 30s.
+    #[arg(long, value_parser = parse_duration)]
+    pub recovery_window: Option<Duration>,
     /// TOML file with any of the keys above (kebab-case); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -65,6 +75,8 @@ struct FileConfig {
     max_batch: Option<usize>,
     shutdown_grace: Option<String>,
     cos: Option<String>,
+    ack: Option<String>,
+    recovery_window: Option<String>,
 }
 
 /// A validated server configuration.
@@ -80,6 +92,10 @@ pub struct ServerConfig {
     pub shutdown_grace: Duration,
     /// Commit-on-share on or off.
     pub cos: bool,
+    /// Early replies (`--ack early`) rather than commit-deferred ones.
+    pub ack_early: bool,
+    /// How long a restart waits for known clients to replay.
+    pub recovery_window: Duration,
     pub limits: Limits,
     pub inject_journal_failure_after: Option<u64>,
 }
@@ -105,6 +121,16 @@ impl ServeArgs {
             (Some(on), _) => on,
             (None, Some(s)) => parse_on_off(&s).map_err(|e| anyhow::anyhow!("cos: {e}"))?,
             (None, None) => true,
+        };
+        let ack_early = match (self.ack, file.ack) {
+            (Some(early), _) => early,
+            (None, Some(s)) => parse_ack(&s).map_err(|e| anyhow::anyhow!("ack: {e}"))?,
+            (None, None) => false,
+        };
+        let recovery_window = match (self.recovery_window, file.recovery_window) {
+            (Some(d), _) => d,
+            (None, Some(s)) => parse_duration(&s).map_err(anyhow::Error::msg)?,
+            (None, None) => Duration::from_secs(30),
         };
         let partitions = self
             .partitions
@@ -138,9 +164,20 @@ impl ServeArgs {
             max_batch,
             shutdown_grace,
             cos,
+            ack_early,
+            recovery_window,
             limits: Limits::default(),
             inject_journal_failure_after: self.inject_journal_failure_after,
         })
+    }
+}
+
+/// `commit` or `early`: whether replies are early.
+fn parse_ack(s: &str) -> Result<bool, String> {
+    match s {
+        "commit" => Ok(false),
+        "early" => Ok(true),
+        other => Err(format!("expected commit or early, got {other:?}")),
     }
 }
 

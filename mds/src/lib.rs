@@ -12,5 +12,6 @@ pub mod fsck;
 pub mod metrics;
 pub mod namespace;
 pub mod partition;
+pub mod recovery;
 pub mod server;
 pub mod session;

@@ -19,6 +19,7 @@ use crate::committer::{CommitMsg, CommitPolicy, Committer};
 use crate::config::ServerConfig;
 use crate::namespace::Namespace;
 use crate::partition::{self, Shared};
+use crate::recovery::Recovery;
 use crate::session::Sessions;
 
 /// The sockets a server serves on, bound before anything else happens — so a second server
@@ -125,7 +126,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         "journal open"
     );
     let journal = Arc::new(journal);
-    let namespace = Arc::new(Namespace::load(&journal, recovered)?);
+    let namespace = Arc::new(Namespace::load(&journal, &recovered)?);
     let (dirs, files) = namespace.counts();
     info!(directories = dirs, files, "namespace loaded");
 
@@ -158,6 +159,8 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         commit_stats: committer.stats(),
         sessions: sessions.clone(),
         cos: config.cos,
+        ack_early: config.ack_early,
+        recovery: Recovery::new(recovered.known_clients.clone(), recovered.last_committed),
         cos_conflicts: Default::default(),
         boot: boot_id(),
         partitions: config.partitions,
@@ -235,11 +238,24 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
             commit_interval = ?config.commit_interval,
             max_batch = config.max_batch,
             cos = if config.cos { "on" } else { "off" },
+            ack = if config.ack_early { "early" } else { "commit" },
+            recovery_window = ?config.recovery_window,
             shutdown_grace = ?config.shutdown_grace,
             "mds serving"
         );
         info!("listening on {addr}");
 
+        if shared.recovery.is_open() {
+            info!(
+                clients = recovered.known_clients.len(),
+                window = ?config.recovery_window,
+                "recovery: waiting for known clients to replay; new requests wait"
+            );
+            tokio::spawn(close_recovery_window(
+                shared.clone(),
+                config.recovery_window,
+            ));
+        }
         stop.first.cancelled().await;
         info!(
             "shutting down: no new connections or requests; committing and answering what is \
@@ -277,6 +293,44 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         bail!("the journal failed while serving; the last mutations were refused with EIO");
     }
     Ok(())
+}
+
+/// Ends the recovery window: when every known client has replayed, or when `window` has
+/// passed — then the transnos nobody replayed below a waiting replay are skipped by empty
+/// journal records (so `last_committed` stays contiguous), and the clients that never came
+/// back are evicted: they lose only their own unsafe changes, which commit-on-share kept
+/// everyone else from building on.
+async fn close_recovery_window(shared: Arc<Shared>, window: std::time::Duration) {
+    let recovery = &shared.recovery;
+    tokio::select! {
+        _ = recovery.closed() => {
+            info!("recovery done: every known client replayed");
+            return;
+        }
+        _ = tokio::time::sleep(window) => {}
+    }
+    let evicted = recovery
+        .expire(|from, to| {
+            warn!(
+                from,
+                to, "recovery window closed: skipping transnos nobody replayed"
+            );
+            shared.namespace.skip_to(to);
+            for transno in from..=to {
+                shared.to_committer(CommitMsg::Record(journal::TxRecord {
+                    transno,
+                    ops: Vec::new(),
+                }));
+            }
+        })
+        .await;
+    for &client in &evicted {
+        shared.to_committer(CommitMsg::ForgetClient { client, after: 0 });
+    }
+    info!(
+        evicted = evicted.len(),
+        "recovery window closed; clients that did not come back lose their unsafe changes"
+    );
 }
 
 /// Turns each SIGTERM or SIGINT into a stop request, for as long as the process lives, and

@@ -13,7 +13,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
@@ -40,6 +40,11 @@ pub struct Session {
     acked_xid: AtomicU64,
     /// The highest xid the server has answered (on any connection of this session).
     replied_xid: AtomicU64,
+    /// The journal knows this client (`--ack early`): after a crash the server waits for it.
+    known: AtomicBool,
+    /// The highest transno answered to it before its commit: once that is durable, the
+    /// client holds nothing a restart would need it to replay.
+    highest_unsafe: AtomicU64,
 }
 
 struct State {
@@ -91,6 +96,8 @@ impl Sessions {
                     }),
                     acked_xid: AtomicU64::new(0),
                     replied_xid: AtomicU64::new(0),
+                    known: AtomicBool::new(false),
+                    highest_unsafe: AtomicU64::new(0),
                 })
             })
             .clone();
@@ -98,15 +105,19 @@ impl Sessions {
         Attached { session, replaced }
     }
 
-    /// `conn` is closing: if it is still its session's connection, the client is away now.
-    pub fn detach(&self, session: &Session, conn: &ConnOutput) {
-        {
+    /// `conn` is closing: if it is still its session's connection, the client is away now
+    /// (returned `true`).
+    pub fn detach(&self, session: &Session, conn: &ConnOutput) -> bool {
+        let away = {
             let mut state = session.state.lock();
-            if state.conn.as_ref().is_some_and(|c| c.id() == conn.id()) {
+            let current = state.conn.as_ref().is_some_and(|c| c.id() == conn.id());
+            if current {
                 state.conn = None;
             }
-        }
+            current
+        };
         self.forget_if_idle(session.client);
+        away
     }
 
     /// Drops `client`'s session if it has no connection and nothing pending. Takes the shard
@@ -184,6 +195,30 @@ impl Session {
 
     pub fn replied_xid(&self) -> u64 {
         self.replied_xid.load(Ordering::Relaxed)
+    }
+
+    /// Marks the client known to the journal; `true` if it was not (the caller journals it).
+    pub fn mark_known(&self) -> bool {
+        !self.known.swap(true, Ordering::AcqRel)
+    }
+
+    /// Marks the client not known (the caller journals that it forgets it).
+    pub fn unmark_known(&self) -> bool {
+        self.known.swap(false, Ordering::AcqRel)
+    }
+
+    /// A reply with `transno` left before its commit.
+    pub fn note_unsafe(&self, transno: u64) {
+        self.highest_unsafe.fetch_max(transno, Ordering::Relaxed);
+    }
+
+    pub fn highest_unsafe(&self) -> u64 {
+        self.highest_unsafe.load(Ordering::Relaxed)
+    }
+
+    /// The client's connection now, if it has one.
+    pub fn connection(&self) -> Option<Arc<ConnOutput>> {
+        self.state.lock().conn.clone()
     }
 
     /// Requests waiting for their reply.

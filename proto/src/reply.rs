@@ -67,6 +67,17 @@ pub enum Body {
         /// Changes at every server start, so a client can tell it restarted.
         server_boot: u64,
         partition: u32,
+        /// Mutations are answered at once, before their commit (`--ack early`): the client
+        /// keeps each unsafe request until `last_committed` covers it, to replay it after a
+        /// restart.
+        ack_early: bool,
+        /// The server is in its recovery window: a client known before the restart replays
+        /// its unsafe requests now, then sends anything else (which marks it done).
+        recovering: bool,
+        /// The client was known before a restart and did not come back within the recovery
+        /// window: none of its unsafe requests were kept, even those `last_committed` now
+        /// covers (their transnos were skipped).
+        evicted: bool,
     },
     /// 1
     Pong,

@@ -36,6 +36,9 @@ pub struct Caller<'a> {
     /// The `last_committed` the answer is judged against. `u64::MAX` turns commit-on-share
     /// off (`--cos off`): nothing counts as uncommitted.
     pub last_committed: u64,
+    /// A replayed CREATE or MKDIR (recovery) takes the inode number it had before the
+    /// restart again, so what its client was told stays true.
+    pub reuse_ino: Option<u64>,
 }
 
 /// What executing one operation produced.
@@ -48,14 +51,15 @@ pub enum Exec {
         result: Result<Body, Errno>,
         wait: u64,
     },
-    /// A mutation: `record` must reach the committer, and the reply (`body`) may leave only
-    /// once `transno` is durable. `shared`: it built on another client's uncommitted change,
-    /// so the commit it waits for should start now rather than after the commit interval.
+    /// A mutation: `record` must reach the committer. With commit-deferred replies its reply
+    /// (`body`) leaves once `transno` is durable. `built_on` is 0, or the newest transno of
+    /// another client's uncommitted change it built on: that commit should start now, and an
+    /// early reply must wait for it.
     Mutation {
         transno: u64,
         record: TxRecord,
         body: Body,
-        shared: bool,
+        built_on: u64,
     },
 }
 
@@ -88,7 +92,7 @@ impl Namespace {
     /// inodes that do not exist or are of another kind: serving it would fail later, in the
     /// middle of an operation that already holds its transno (an UNLINK of such an entry
     /// once panicked a partition there, and every commit after it waited forever).
-    pub fn load(journal: &Journal, recovered: Recovered) -> anyhow::Result<Namespace> {
+    pub fn load(journal: &Journal, recovered: &Recovered) -> anyhow::Result<Namespace> {
         let ns = Namespace {
             table: Table::new(),
             next_ino: AtomicU64::new(recovered.next_ino),
@@ -158,6 +162,12 @@ impl Namespace {
     /// The last transno handed out.
     pub fn last_transno(&self) -> u64 {
         self.last_transno.load(Ordering::SeqCst)
+    }
+
+    /// Recovery: transnos up to `upto` will never be replayed (their clients did not come
+    /// back); the next mutation takes `upto + 1`. Only while nothing else executes.
+    pub fn skip_to(&self, upto: u64) {
+        self.last_transno.fetch_max(upto, Ordering::SeqCst);
     }
 
     /// Takes the next transno. Called with the operation's locks held.

@@ -117,7 +117,7 @@ impl Namespace {
         });
         match &mut exec {
             Exec::Now { wait, .. } => *wait = cx.wait,
-            Exec::Mutation { shared, .. } => *shared = cx.wait > 0,
+            Exec::Mutation { built_on, .. } => *built_on = cx.wait,
         }
         exec
     }
@@ -141,7 +141,14 @@ impl Namespace {
         let cred = cx.caller.cred;
         check_name(&name)?;
         self.writable()?;
-        let ino = self.next_ino.fetch_add(1, Ordering::Relaxed);
+        let ino = match cx.caller.reuse_ino {
+            // A replay takes its inode number again; later creates go above it.
+            Some(ino) => {
+                self.next_ino.fetch_max(ino + 1, Ordering::Relaxed);
+                ino
+            }
+            None => self.next_ino.fetch_add(1, Ordering::Relaxed),
+        };
         let now = now_ns();
         let is_dir = kind == FileKind::Directory;
         let mut l = self.table.lock(&[parent, ino]);
@@ -205,7 +212,7 @@ impl Namespace {
             transno,
             record: TxRecord { transno, ops },
             body,
-            shared: false,
+            built_on: 0,
         })
     }
 
@@ -279,7 +286,7 @@ impl Namespace {
                 transno,
                 ops: vec![JournalOp::PutInode(image)],
             },
-            shared: false,
+            built_on: 0,
         })
     }
 
@@ -380,7 +387,7 @@ impl Namespace {
                 transno,
                 body: Body::Done,
                 record: TxRecord { transno, ops },
-                shared: false,
+                built_on: 0,
             });
         }
     }
@@ -553,7 +560,7 @@ impl Namespace {
                 transno,
                 body: Body::Done,
                 record: TxRecord { transno, ops },
-                shared: false,
+                built_on: 0,
             });
         }
     }

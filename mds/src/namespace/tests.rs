@@ -92,6 +92,7 @@ fn run(ns: &Namespace, op: Op, records: &mut Vec<TxRecord>) -> Result<Body, Errn
         client: 1,
         cred: &Cred::default(),
         last_committed: 0,
+        reuse_ino: None,
     };
     match ns.execute(op, &caller) {
         Exec::Now { result, .. } => result,
@@ -278,7 +279,7 @@ fn failed_operations_take_no_transno_and_read_only_refuses_mutations() {
 fn loading_the_committed_records_rebuilds_the_live_namespace() {
     let dir = tempfile::tempdir().unwrap();
     let (journal, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
-    let ns = Arc::new(Namespace::load(&journal, recovered).unwrap());
+    let ns = Arc::new(Namespace::load(&journal, &recovered).unwrap());
     let mut records = concurrent_walk(&ns);
     records.sort_by_key(|r| r.transno);
     for batch in records.chunks(500) {
@@ -287,7 +288,7 @@ fn loading_the_committed_records_rebuilds_the_live_namespace() {
     drop(journal);
     let (journal, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
     assert_eq!(recovered.last_committed, ns.last_transno());
-    let loaded = Namespace::load(&journal, recovered).unwrap();
+    let loaded = Namespace::load(&journal, &recovered).unwrap();
     let (live, reloaded) = (memory(&ns), memory(&loaded));
     assert_eq!(reloaded.1, live.1, "entries differ after commit and load");
     assert_eq!(reloaded.0, live.0, "inodes differ after commit and load");

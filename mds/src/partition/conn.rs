@@ -42,6 +42,8 @@ pub struct ConnOutput {
     closed: AtomicBool,
     /// Cancelled when a newer connection of the same client replaced this one.
     replaced: CancellationToken,
+    /// The `last_committed` of the last commit notice appended: one notice per value.
+    noticed: AtomicU64,
 }
 
 impl ConnOutput {
@@ -55,7 +57,14 @@ impl ConnOutput {
             space: Notify::new(),
             closed: AtomicBool::new(false),
             replaced: CancellationToken::new(),
+            noticed: AtomicU64::new(0),
         }
+    }
+
+    /// Whether this connection is owed a commit notice for `last_committed` (and records
+    /// that it gets one): drains, the owner's or a partner's, send one per value at most.
+    pub fn owes_notice(&self, last_committed: u64) -> bool {
+        self.noticed.fetch_max(last_committed, Ordering::AcqRel) < last_committed
     }
 
     pub fn id(&self) -> u64 {

@@ -10,12 +10,12 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use mds_proto::{Errno, Reply};
+use mds_proto::{Body, Errno, Reply};
 use reply::Outcome;
 use tokio::sync::Notify;
 
 use super::conn::ConnOutput;
-use super::{Partition, Shared};
+use super::{Partition, Payload, Shared, Waiting};
 use crate::metrics::PartitionMetrics;
 
 /// Releases everything of `partition` that can leave now, encoding each reply into its
@@ -29,7 +29,28 @@ pub fn drain_partition(
 ) -> usize {
     let started = quanta::Instant::now();
     let engine = &shared.engine;
-    let released = engine.drain(partition, |p, outcome| {
+    let released = engine.drain(partition, |payload, outcome| {
+        let Payload { session, what } = payload;
+        let p = match what {
+            Waiting::Reply(held) => held,
+            Waiting::Notice => {
+                // Early replies: tell the client what is durable now, once per connection
+                // per `last_committed`. After a journal failure there is nothing to announce.
+                if let (Outcome::Committed { last_committed }, Some(conn)) =
+                    (outcome, session.connection())
+                    && conn.owes_notice(last_committed)
+                    && conn.append(&Reply {
+                        xid: 0,
+                        transno: 0,
+                        last_committed,
+                        result: Ok(Body::Notice),
+                    })
+                {
+                    touched.push(conn);
+                }
+                return;
+            }
+        };
         let (result, last_committed) = match outcome {
             Outcome::Committed { last_committed } => (p.result, last_committed),
             // What it waited for is lost: a mutation is not durable, and a read built on a
@@ -45,9 +66,9 @@ pub fn drain_partition(
             started - p.received,
         );
         p.origin.request_done();
-        let (to, idle) = p.session.release(p.xid);
+        let (to, idle) = session.release(p.xid);
         if idle {
-            shared.sessions.forget_if_idle(p.session.client());
+            shared.sessions.forget_if_idle(session.client());
         }
         let Some(conn) = to else {
             return; // the client is away; it will resend, or has given up
@@ -107,7 +128,7 @@ mod tests {
 
     use crate::committer::CommitStats;
     use crate::namespace::Namespace;
-    use crate::partition::{Limits, Payload, conn::write_loop};
+    use crate::partition::{HeldReply, Limits, Payload, Waiting, conn::write_loop};
     use crate::session::Sessions;
 
     /// The owner's drain and a partner's drain race over one partition's queue while the
@@ -117,7 +138,7 @@ mod tests {
         const N: u64 = 20_000;
         let dir = tempfile::tempdir().unwrap();
         let (journal, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
-        let namespace = Arc::new(Namespace::load(&journal, recovered).unwrap());
+        let namespace = Arc::new(Namespace::load(&journal, &recovered).unwrap());
         let wakers = (0..2).map(|_| Box::new(|| {}) as Waker).collect();
         let (commit_tx, _commit_rx) = crossbeam_channel::unbounded();
         let shared = Arc::new(Shared {
@@ -127,6 +148,8 @@ mod tests {
             commit_stats: Arc::new(CommitStats::default()),
             sessions: Arc::new(Sessions::new()),
             cos: true,
+            ack_early: false,
+            recovery: crate::recovery::Recovery::new(vec![], 0),
             cos_conflicts: Default::default(),
             boot: 1,
             partitions: 2,
@@ -164,13 +187,15 @@ mod tests {
                 t,
                 Payload {
                     session: session.clone(),
-                    origin: conn.clone(),
-                    xid: t,
-                    transno: t,
-                    op: 3,
-                    received: quanta::Instant::now(),
-                    result: Ok(Body::Done),
-                    cos: false,
+                    what: Waiting::Reply(Box::new(HeldReply {
+                        origin: conn.clone(),
+                        xid: t,
+                        transno: t,
+                        op: 3,
+                        received: quanta::Instant::now(),
+                        result: Ok(Body::Done),
+                        cos: false,
+                    })),
                 },
             );
         }

@@ -28,18 +28,33 @@ use tracing::{error, warn};
 use crate::committer::{CommitMsg, CommitStats};
 use crate::metrics::PartitionMetrics;
 use crate::namespace::Namespace;
+use crate::recovery::Recovery;
 use crate::session::{Session, Sessions};
 
 pub use conn::ConnOutput;
 pub use drain::drain_partition;
 
-/// A reply waiting in the reply engine for its commit. Everything needed to deliver it is
-/// here and `Send`, so any thread may release it: the owner's drain, or a partner's.
+/// What waits in the reply engine for a commit. Everything needed to deliver it is here and
+/// `Send`, so any thread may release it: the owner's drain, or a partner's.
 #[derive(Debug)]
 pub struct Payload {
-    /// The client's session: its reply goes to the client's connection at release time,
-    /// which is a newer one if the client reconnected meanwhile.
+    /// The client's session: what is released goes to the client's connection at release
+    /// time, which is a newer one if the client reconnected meanwhile.
     session: Arc<Session>,
+    what: Waiting,
+}
+
+#[derive(Debug)]
+enum Waiting {
+    /// A reply held back until the commit.
+    Reply(Box<HeldReply>),
+    /// An early reply was sent before this commit: its client is owed a commit notice.
+    Notice,
+}
+
+/// A reply held back until the commit it depends on is durable.
+#[derive(Debug)]
+struct HeldReply {
     /// The connection the request came in on: its in-flight count.
     origin: Arc<ConnOutput>,
     xid: u64,
@@ -51,6 +66,15 @@ pub struct Payload {
     result: Result<Body, Errno>,
     /// A read or an error held back by commit-on-share (counted in a gauge while it waits).
     cos: bool,
+}
+
+impl Payload {
+    fn notice(session: &Arc<Session>) -> Payload {
+        Payload {
+            session: session.clone(),
+            what: Waiting::Notice,
+        }
+    }
 }
 
 /// Bounds that keep one client from hurting the others.
@@ -85,6 +109,10 @@ pub struct Shared {
     pub sessions: Arc<Sessions>,
     /// Commit-on-share is on (`--cos on`).
     pub cos: bool,
+    /// Mutations are answered before their commit (`--ack early`).
+    pub ack_early: bool,
+    /// The recovery window after a restart (closed at once when no client is known).
+    pub recovery: Recovery,
     /// Requests that built on another client's uncommitted change (STATFS reports it).
     pub cos_conflicts: AtomicU64,
     /// Identifies this server start (in CONNECT replies).

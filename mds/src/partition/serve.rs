@@ -16,7 +16,7 @@ use tokio_util::codec::Decoder;
 use tracing::{debug, warn};
 
 use super::conn::{ConnOutput, write_loop};
-use super::{Partition, Payload};
+use super::{HeldReply, Partition, Payload, Waiting};
 use crate::committer::CommitMsg;
 use crate::namespace::{Caller, Exec};
 use crate::session::Session;
@@ -101,6 +101,13 @@ impl Partition {
             loop {
                 match codec.decode(&mut input) {
                     Ok(Some(frame)) => {
+                        if let Some(current) = &session
+                            && self.shared.recovery.is_open()
+                        {
+                            // What is answered so far leaves before this request waits.
+                            conn.wake_writer();
+                            self.recovery_gate(current, &frame).await;
+                        }
                         if self
                             .handle(&conn, &mut session, &frame, received, &mut answered)
                             .is_err()
@@ -163,8 +170,16 @@ impl Partition {
                 let _ = writer.await;
             }
         }
-        if let Some(session) = &session {
-            self.shared.sessions.detach(session, &conn);
+        if let Some(session) = &session
+            && self.shared.sessions.detach(session, &conn)
+            && session.unmark_known()
+        {
+            // The client left: once what it was told early is durable, it holds nothing a
+            // restart would wait for.
+            self.shared.to_committer(CommitMsg::ForgetClient {
+                client: session.client(),
+                after: session.highest_unsafe(),
+            });
         }
         self.metrics.connections.decrement(1.0);
         self.active.set(self.active.get() - 1);
@@ -222,8 +237,14 @@ impl Partition {
             return Err(Refused);
         }
         current.note_acked(acked_xid);
-        if replay.is_some() {
-            // Nothing was answered early before this start: there is nothing to replay.
+        if let Some(r) = replay
+            && (!self.shared.recovery.is_open()
+                || !op.is_mutation()
+                || self.shared.namespace.last_transno() + 1 != r.transno)
+        {
+            // Not its turn (`recovery_gate` waited for it): the window closed, or its transno
+            // is durable or was skipped already. The client must count it lost.
+            self.shared.recovery.abandon(r.transno);
             immediate(Err(Errno::EINVAL), answered);
             return Ok(());
         }
@@ -269,6 +290,7 @@ impl Partition {
                     } else {
                         u64::MAX
                     },
+                    reuse_ino: replay.map(|r| r.ino).filter(|&ino| ino != 0),
                 };
                 match self.shared.namespace.execute(op, &caller) {
                     Exec::Now { result, wait: 0 } => {
@@ -292,15 +314,55 @@ impl Partition {
                         transno,
                         record,
                         body,
-                        shared,
+                        built_on,
                     } => {
-                        let pending = Pending::reply(xid, opcode, transno, Ok(body));
-                        self.defer(conn, current, transno, received, pending);
-                        self.shared.to_committer(CommitMsg::Record(record));
-                        if shared {
-                            // Its own commit covers what it built on; start it now.
-                            self.cos_conflict(opcode, transno);
+                        if let Some(r) = replay {
+                            debug_assert_eq!(r.transno, transno, "a replay takes its own transno");
+                            self.shared.recovery.replayed(transno);
                         }
+                        if !self.shared.ack_early {
+                            let pending = Pending::reply(xid, opcode, transno, Ok(body));
+                            self.defer(conn, current, transno, received, pending);
+                            self.shared.to_committer(CommitMsg::Record(record));
+                            if built_on > 0 {
+                                // Its own commit covers what it built on; start it now.
+                                self.cos_conflict(opcode, transno);
+                            }
+                            return Ok(());
+                        }
+                        // Early. The journal must know a client before it holds an unsafe
+                        // reply, or a crash would leave the server unaware of what it must wait
+                        // for: the client's first mutation is answered after its commit, which
+                        // carries the client's record (messages from one partition keep their
+                        // order), and that commit starts now.
+                        if current.mark_known() {
+                            self.shared
+                                .to_committer(CommitMsg::KnowClient(current.client()));
+                            self.shared.to_committer(CommitMsg::Record(record));
+                            let pending = Pending::reply(xid, opcode, transno, Ok(body));
+                            self.defer(conn, current, transno.max(built_on), received, pending);
+                            self.shared
+                                .to_committer(CommitMsg::Flush(transno.max(built_on)));
+                            if built_on > 0 {
+                                self.metrics.cos_conflict(opcode);
+                                self.shared.cos_conflicts.fetch_add(1, Ordering::Relaxed);
+                            }
+                            return Ok(());
+                        }
+                        self.shared.to_committer(CommitMsg::Record(record));
+                        current.note_unsafe(transno);
+                        if built_on > 0 {
+                            // Early, but not before what it built on is durable.
+                            self.cos_conflict(opcode, built_on);
+                            let pending = Pending::reply(xid, opcode, transno, Ok(body));
+                            self.defer(conn, current, built_on, received, pending);
+                        } else {
+                            current.abandon(xid);
+                            answered.push((opcode, Ok(())));
+                            self.reply_unsafe(conn, xid, transno, Ok(body));
+                        }
+                        // Its commit will be announced to the client by a notice.
+                        self.defer_notice(current, transno);
                     }
                 }
             }
@@ -360,6 +422,11 @@ impl Partition {
             return refuse(request.xid, "client identity 0");
         }
         let attached = self.shared.sessions.attach(client, conn.clone());
+        let recovering = self.shared.recovery.expects(client);
+        if self.shared.recovery.connected(client) {
+            // Still in the journal from before the restart: forget it when it leaves.
+            attached.session.mark_known();
+        }
         if let Some(older) = attached.replaced {
             debug!(
                 partition = self.id,
@@ -382,6 +449,9 @@ impl Partition {
                 version: PROTOCOL_VERSION,
                 server_boot: self.shared.boot,
                 partition: self.id as u32,
+                ack_early: self.shared.ack_early,
+                recovering,
+                evicted: self.shared.recovery.evicted(client),
             }),
         );
         Ok(())
@@ -402,25 +472,61 @@ impl Partition {
             until,
             Payload {
                 session: session.clone(),
-                origin: conn.clone(),
-                xid: reply.xid,
-                transno: reply.transno,
-                op: reply.op,
-                received,
-                result: reply.result,
-                cos: reply.cos,
+                what: Waiting::Reply(Box::new(HeldReply {
+                    origin: conn.clone(),
+                    xid: reply.xid,
+                    transno: reply.transno,
+                    op: reply.op,
+                    received,
+                    result: reply.result,
+                    cos: reply.cos,
+                })),
             },
         );
     }
 
     /// Queues an immediate reply on `conn`; the read loop wakes its writer once per read.
     fn reply_now(&self, conn: &ConnOutput, xid: u64, result: Result<Body, Errno>) {
+        self.reply_unsafe(conn, xid, 0, result);
+    }
+
+    /// Queues an immediate reply that reports `transno`, possibly not durable yet (an early
+    /// reply: `transno > last_committed` tells the client it is unsafe).
+    fn reply_unsafe(&self, conn: &ConnOutput, xid: u64, transno: u64, result: Result<Body, Errno>) {
         conn.append(&Reply {
             xid,
-            transno: 0,
+            transno,
             last_committed: self.shared.engine.last_committed(),
             result,
         });
+    }
+
+    /// Queues, until `transno` is durable, the commit notice owed to `session`'s client for
+    /// an early reply: one notice per connection per drain, whatever it covers.
+    fn defer_notice(&self, session: &Arc<Session>, transno: u64) {
+        self.shared
+            .engine
+            .push(self.id, transno, Payload::notice(session));
+    }
+
+    /// During recovery, holds `frame` back until it may run: a replay until its turn in
+    /// transno order, anything else until the recovery is over (a known client's first
+    /// request that is not a replay says it has replayed everything).
+    async fn recovery_gate(&self, session: &Session, frame: &[u8]) {
+        let Ok(request) = protocol::decode::<Request>(frame) else {
+            return; // `handle` refuses it
+        };
+        let recovery = &self.shared.recovery;
+        match request.replay {
+            Some(r) => {
+                // Refused (too late) or not, `handle` sees whether it is its turn.
+                let _ = recovery.turn(r.transno).await;
+            }
+            None => {
+                recovery.client_done(session.client());
+                recovery.closed().await;
+            }
+        }
     }
 
     fn statfs(&self) -> StatFs {

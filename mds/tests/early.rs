@@ -1,0 +1,233 @@
+//! Early replies and recovery by replay (`--ack early`, the Lustre and CephFS model): a
+//! mutation's reply leaves at once with its transno, the client learns what is durable from
+//! `last_committed` on replies and commit notices and keeps the rest, and after a crash the
+//! clients the journal knew replay it, in global transno order, reusing transnos and inode
+//! numbers, while new requests wait. A client that never comes back loses only its own
+//! unsafe changes, skipped by empty journal records so `last_committed` stays contiguous.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use mds_client::{Client, ROOT, Session};
+use mds_proto::{Body, Errno, Op, Reply};
+
+fn create(parent: u64, name: &str) -> Op {
+    Op::Create {
+        parent,
+        name: name.into(),
+        mode: 0o644,
+    }
+}
+
+fn ino(reply: &Reply) -> u64 {
+    match &reply.result {
+        Ok(Body::Attr(a)) => a.ino,
+        other => panic!("not an Attr: {other:?}"),
+    }
+}
+
+/// Waits (bounded) until `check` holds.
+async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn early_replies_leave_at_once_and_a_notice_makes_them_safe() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::config(dir.path());
+    config.ack_early = true;
+    config.commit_interval = Duration::from_secs(60);
+    let server = common::InProcess::start(config);
+    let (a, b, observer) = (
+        server.client().await,
+        server.client().await,
+        server.client().await,
+    );
+
+    // A client's first mutation waits for the commit that makes the journal know the client
+    // (so a crash cannot leave the server unaware of a client holding unsafe replies).
+    let first = a.call_reply(create(ROOT, "e")).await.unwrap();
+    assert!(first.transno <= first.last_committed, "{first:?}");
+    // Then answered before its commit (a minute away): unsafe, and kept by the library.
+    let reply = a.call_reply(create(ROOT, "f")).await.unwrap();
+    assert!(reply.transno > reply.last_committed, "{reply:?}");
+    assert_eq!(a.session().unsafe_count(), 1);
+
+    // Another client building on it waits for its commit (commit-on-share, early mode too).
+    let theirs = b.call_reply(create(ROOT, "f")).await.unwrap();
+    assert_eq!(theirs.result, Err(Errno::EEXIST));
+    assert!(theirs.last_committed >= reply.transno, "{theirs:?}");
+
+    // That commit reached A as a notice: A sent nothing since, and holds nothing unsafe now.
+    eventually("a commit notice reaches the client", || {
+        a.session().unsafe_count() == 0
+    })
+    .await;
+    assert!(a.session().last_committed() >= reply.transno);
+
+    // SYNC still waits for everything executed so far.
+    let later = a.call_reply(create(ROOT, "g")).await.unwrap();
+    observer.sync().await.unwrap();
+    assert!(observer.last_committed() >= later.transno);
+    drop((a, b, observer));
+    server.stop().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restart_replays_what_was_answered_early_in_transno_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--ack",
+        "early",
+        "--commit-interval",
+        "60s",
+        "--recovery-window",
+        "60s",
+    ];
+    let server = common::start(dir.path(), &flags);
+    let (sa, sb) = (Arc::new(Session::new()), Arc::new(Session::new()));
+    let a = Client::connect_session(server.addr, sa.clone())
+        .await
+        .unwrap();
+    let b = Client::connect_session(server.addr, sb.clone())
+        .await
+        .unwrap();
+    // Each client's first mutation is committed (it makes the journal know the client).
+    a.create(ROOT, "a0", 0o644).await.unwrap();
+    b.create(ROOT, "b0", 0o644).await.unwrap();
+    // Then interleaved and unsafe: A, B, A — neither client's replays can run alone.
+    let d = a.call_reply(Op::Mkdir {
+        parent: ROOT,
+        name: "d".into(),
+        mode: 0o755,
+    });
+    let d = d.await.unwrap();
+    let b1 = b.call_reply(create(ROOT, "b1")).await.unwrap();
+    let a1 = a.call_reply(create(ino(&d), "a1")).await.unwrap();
+    assert!(d.transno < b1.transno && b1.transno < a1.transno);
+    assert!(d.transno > d.last_committed, "unsafe: {d:?}");
+    assert_eq!((sa.unsafe_count(), sb.unsafe_count()), (2, 1));
+    drop((a, b));
+    server.kill();
+
+    let server = common::start(dir.path(), &flags);
+    let log = server.log.clone();
+    // A client nobody knew waits until recovery is over.
+    let newcomer = tokio::spawn({
+        let addr = server.addr;
+        async move {
+            let c = Client::connect(addr).await.unwrap();
+            c.statfs().await.unwrap()
+        }
+    });
+    // B comes back first: its replay waits for A's mkdir, which comes with A.
+    let b = tokio::spawn({
+        let (addr, sb) = (server.addr, sb.clone());
+        async move { Client::connect_session(addr, sb).await.unwrap() }
+    });
+    let a = Client::connect_session(server.addr, sa.clone())
+        .await
+        .unwrap();
+    let b = b.await.unwrap();
+    let seen = newcomer.await.unwrap();
+    assert_eq!(
+        seen.last_transno, a1.transno,
+        "replayed with their transnos first"
+    );
+    assert_eq!((sa.lost(), sb.lost()), (0, 0));
+    // Same inode numbers as the clients were told before the crash.
+    let c = server.client().await;
+    let dir_now = c.lookup(ROOT, "d").await.unwrap();
+    assert_eq!(dir_now.ino, ino(&d));
+    assert_eq!(c.lookup(dir_now.ino, "a1").await.unwrap().ino, ino(&a1));
+    assert_eq!(c.lookup(ROOT, "b1").await.unwrap().ino, ino(&b1));
+    // New work takes new transnos and inode numbers above them.
+    let next = a.call_reply(create(dir_now.ino, "a2")).await.unwrap();
+    assert!(next.transno > a1.transno && ino(&next) > ino(&a1));
+    c.sync().await.unwrap();
+    assert!(
+        log.lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("recovery done"))
+    );
+    drop((a, b, c));
+    assert!(server.stop().success());
+    let (code, out) = common::fsck(dir.path());
+    assert_eq!(code, 0, "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_that_never_returns_is_skipped_when_the_window_closes() {
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--ack",
+        "early",
+        "--commit-interval",
+        "60s",
+        "--recovery-window",
+        "1s",
+    ];
+    let server = common::start(dir.path(), &flags);
+    let (sa, sb) = (Arc::new(Session::new()), Arc::new(Session::new()));
+    let a = Client::connect_session(server.addr, sa.clone())
+        .await
+        .unwrap();
+    let b = Client::connect_session(server.addr, sb.clone())
+        .await
+        .unwrap();
+    a.create(ROOT, "a0", 0o644).await.unwrap();
+    b.create(ROOT, "b0", 0o644).await.unwrap();
+    let x = a.call_reply(create(ROOT, "x")).await.unwrap();
+    let y = b.call_reply(create(ROOT, "y")).await.unwrap();
+    let z = a.call_reply(create(ROOT, "z")).await.unwrap();
+    assert!(x.transno < y.transno && y.transno < z.transno);
+    drop((a, b));
+    server.kill();
+
+    // Only B comes back: its replay of y waits for x until the window closes, then x is
+    // skipped; A is evicted, and z (above every replay) is simply never taken back.
+    let server = common::start(dir.path(), &flags);
+    let b = Client::connect_session(server.addr, sb.clone())
+        .await
+        .unwrap();
+    assert_eq!(sb.lost(), 0);
+    let c = server.client().await;
+    let names: Vec<String> = c
+        .readdir_all(ROOT)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.name)
+        .collect();
+    assert_eq!(names, vec!["a0", "b0", "y"]);
+    assert_eq!(c.lookup(ROOT, "y").await.unwrap().ino, ino(&y));
+    c.sync().await.unwrap();
+    let s = c.statfs().await.unwrap();
+    assert_eq!(
+        s.last_committed, s.last_transno,
+        "contiguous through the skipped transno"
+    );
+    assert!(s.last_committed >= y.transno);
+    assert!(
+        server
+            .log_text()
+            .contains("skipping transnos nobody replayed")
+    );
+
+    // A comes back too late: what it was told early is lost, and it is told so.
+    let a = Client::connect_session(server.addr, sa.clone())
+        .await
+        .unwrap();
+    assert_eq!(sa.lost(), 2);
+    drop((a, b, c));
+    assert!(server.stop().success());
+    let (code, out) = common::fsck(dir.path());
+    assert_eq!(code, 0, "{out}");
+}
