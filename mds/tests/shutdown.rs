@@ -24,8 +24,8 @@ fn request(xid: u64, op: Op) -> Request {
 }
 
 /// Fills a directory with 4,000 long names, then opens a connection that asks for ~15 MB of
-/// READDIR pages (under the 16 MB output bound, over what the kernel's socket buffers hold)
-/// and never reads. Returns that connection, to keep it open.
+/// READDIR pages (under the 16 MB output bound, far over what a 64 KiB receive buffer and the
+/// server's send buffer hold) and never reads. Returns that connection, to keep it open.
 fn stalled_reader(server: &common::Server) -> TcpStream {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let dir = rt.block_on(async {
@@ -44,7 +44,12 @@ fn stalled_reader(server: &common::Server) -> TcpStream {
         }
         dir
     });
-    let mut s = TcpStream::connect(server.addr).unwrap();
+    // A small receive buffer, set before connecting: it turns off the kernel's autotuning
+    // (tcp_rmem may let a buffer grow to 32 MiB here, enough to swallow every reply).
+    let socket = socket2::Socket::new(socket2::Domain::IPV4, socket2::Type::STREAM, None).unwrap();
+    socket.set_recv_buffer_size(64 << 10).unwrap();
+    socket.connect(&server.addr.into()).unwrap();
+    let mut s: TcpStream = socket.into();
     let mut out = BytesMut::new();
     encode_frame(
         &request(
