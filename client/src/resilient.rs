@@ -112,9 +112,8 @@ impl Outages {
     }
 
     /// The connection that went down at `since` is back (`up`) or given up on (`!up`: it
-    /// stays down for the all-down time, but its own interval ends).
-    fn ended(&self, since: Instant, up: bool) {
-        let now = Instant::now();
+    /// stays down for the all-down time, but its own interval ends) at `now`.
+    fn ended(&self, since: Instant, up: bool, now: Instant) {
         let mut s = self.state.lock();
         if let Some(i) = s.down_since.iter().position(|t| *t == since) {
             s.down_since.swap_remove(i);
@@ -202,7 +201,7 @@ impl ResilientConn {
                 Ok(client) => {
                     *current = (failed + 1, client);
                     self.outages.reconnects.fetch_add(1, Ordering::Relaxed);
-                    self.outages.ended(started, true);
+                    self.outages.ended(started, true, Instant::now());
                     return Ok(());
                 }
                 Err(_) if started.elapsed() < self.reconnect_timeout => {
@@ -211,7 +210,7 @@ impl ResilientConn {
                 }
                 Err(_) => {
                     self.dead.store(true, Ordering::Release);
-                    self.outages.ended(started, false);
+                    self.outages.ended(started, false, Instant::now());
                     return Err(Gone::Timeout(self.reconnect_timeout));
                 }
             }
@@ -234,26 +233,25 @@ mod tests {
         o.join();
         o.join();
         let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
         let ms = Duration::from_millis;
-        // Both down: a at t0, b at t0+1ms; b back at (about) now, a given up.
-        o.went_down(t0);
-        o.went_down(t0 + ms(1));
-        let open = o.downtime(t0 + ms(3));
-        assert_eq!(open.summed, ms(3) + ms(2));
-        assert_eq!(open.all_down, ms(2));
-        o.ended(t0 + ms(1), true);
-        let d = o.downtime(Instant::now());
-        assert!(d.summed >= ms(2), "{d:?}");
-        // Only one of two down now: the all-down time no longer grows.
-        let later = o.downtime(Instant::now() + ms(50));
-        assert_eq!(later.all_down, d.all_down);
-        o.ended(t0, false);
-        // a's interval ended at the give-up, but a stays down: b going down again is all-down.
-        let before = o.downtime(Instant::now()).summed;
-        let t1 = Instant::now();
-        o.went_down(t1);
-        let again = o.downtime(t1 + ms(7));
-        assert_eq!(again.summed, before + ms(7));
-        assert_eq!(again.all_down, d.all_down + ms(7));
+        // a down at 0, b at 1: both down from 1; open intervals count up to the asking time.
+        o.went_down(at(0));
+        o.went_down(at(1));
+        let d = o.downtime(at(3));
+        assert_eq!((d.summed, d.all_down), (ms(3 + 2), ms(2)));
+        // b back at 4: the all-down time stops growing; a's keeps running.
+        o.ended(at(1), true, at(4));
+        let d = o.downtime(at(10));
+        assert_eq!((d.summed, d.all_down), (ms(3 + 10), ms(3)));
+        // a given up at 12: its own interval ends, but it stays down...
+        o.ended(at(0), false, at(12));
+        let d = o.downtime(at(20));
+        assert_eq!((d.summed, d.all_down), (ms(3 + 12), ms(3)));
+        // ...so b going down again at 20 makes every connection down.
+        o.went_down(at(20));
+        let d = o.downtime(at(27));
+        assert_eq!((d.summed, d.all_down), (ms(15 + 7), ms(3 + 7)));
+        assert_eq!(o.reconnects(), 0);
     }
 }
