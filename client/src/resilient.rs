@@ -1,10 +1,13 @@
 //! A connection that survives the server going away: on a broken connection it reconnects
 //! with backoff, as the same client (the same [`Session`]: identity and xids carry over), for
 //! up to a timeout, and resends the request with its original xid. Many lanes share one
-//! connection; the first to notice a break reconnects, the others wait for it.
+//! connection; the first to notice a break reconnects, the others wait for it, and when it
+//! gives up the connection is dead for all of them at once (one timeout per connection, not
+//! one per lane). [`Outages`] keeps, for a group of connections, how often they reconnected
+//! and how long they were down, so a load tool can report that time apart from its rate.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use mds_proto::{Op, Reply};
@@ -37,6 +40,94 @@ pub struct Answer {
     pub resent: bool,
 }
 
+/// What a group of connections (one load run's) went through: reconnects, and time down —
+/// summed over the connections, and the time when every one of them was down at once (when
+/// no request could be answered at all, which a rate should not be divided by).
+#[derive(Debug, Default)]
+pub struct Outages {
+    reconnects: AtomicU64,
+    state: parking_lot::Mutex<OutageState>,
+}
+
+#[derive(Debug, Default)]
+struct OutageState {
+    /// Connections in the group, and how many are down now (given-up ones stay down).
+    conns: usize,
+    down: usize,
+    /// Finished down intervals, summed over the connections.
+    summed: Duration,
+    /// Start of each connection's current down interval, for the running sum.
+    down_since: Vec<Instant>,
+    /// Finished all-down intervals, and the start of the current one.
+    all_down: Duration,
+    all_down_since: Option<Instant>,
+}
+
+/// Time down, as of some instant (intervals still open count up to it).
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Downtime {
+    /// Each connection's time down, summed.
+    pub summed: Duration,
+    /// Time when every connection was down at once.
+    pub all_down: Duration,
+}
+
+impl Outages {
+    pub fn new() -> Arc<Outages> {
+        Arc::new(Outages::default())
+    }
+
+    /// Successful reconnects so far.
+    pub fn reconnects(&self) -> u64 {
+        self.reconnects.load(Ordering::Relaxed)
+    }
+
+    /// Time down up to `now`, counting the intervals still open.
+    pub fn downtime(&self, now: Instant) -> Downtime {
+        let s = self.state.lock();
+        let open: Duration = s
+            .down_since
+            .iter()
+            .map(|t| now.saturating_duration_since(*t))
+            .sum();
+        Downtime {
+            summed: s.summed + open,
+            all_down: s.all_down
+                + s.all_down_since
+                    .map_or(Duration::ZERO, |t| now.saturating_duration_since(t)),
+        }
+    }
+
+    fn join(&self) {
+        self.state.lock().conns += 1;
+    }
+
+    fn went_down(&self, at: Instant) {
+        let mut s = self.state.lock();
+        s.down += 1;
+        s.down_since.push(at);
+        if s.down == s.conns && s.all_down_since.is_none() {
+            s.all_down_since = Some(at);
+        }
+    }
+
+    /// The connection that went down at `since` is back (`up`) or given up on (`!up`: it
+    /// stays down for the all-down time, but its own interval ends) at `now`.
+    fn ended(&self, since: Instant, up: bool, now: Instant) {
+        let mut s = self.state.lock();
+        if let Some(i) = s.down_since.iter().position(|t| *t == since) {
+            s.down_since.swap_remove(i);
+        }
+        s.summed += now.saturating_duration_since(since);
+        if up {
+            s.down -= 1;
+            if let Some(t) = s.all_down_since.take() {
+                s.all_down += now.saturating_duration_since(t);
+            }
+        }
+    }
+}
+
 pub struct ResilientConn {
     server: String,
     session: Arc<Session>,
@@ -44,23 +135,29 @@ pub struct ResilientConn {
     /// client it saw fail.
     current: Mutex<(u64, Client)>,
     reconnect_timeout: Duration,
-    pub reconnects: Arc<AtomicU64>,
+    /// Set when a reconnect gave up: every lane then fails at once instead of waiting out a
+    /// timeout of its own (with `--depth 16` that was 16 timeouts in a row).
+    dead: AtomicBool,
+    outages: Arc<Outages>,
 }
 
 impl ResilientConn {
+    /// Connects as `session`'s client; the connection joins `outages`' group.
     pub async fn connect(
         server: &str,
         session: Arc<Session>,
         reconnect_timeout: Duration,
-        reconnects: Arc<AtomicU64>,
+        outages: Arc<Outages>,
     ) -> Result<ResilientConn, ClientError> {
         let client = Client::connect_session(server, session.clone()).await?;
+        outages.join();
         Ok(ResilientConn {
             server: server.to_owned(),
             session,
             current: Mutex::new((0, client)),
             reconnect_timeout,
-            reconnects,
+            dead: AtomicBool::new(false),
+            outages,
         })
     }
 
@@ -69,6 +166,9 @@ impl ResilientConn {
         let (xid, _) = self.session.begin();
         let mut resent = false;
         loop {
+            if self.dead.load(Ordering::Acquire) {
+                return Err(Gone::Timeout(self.reconnect_timeout));
+            }
             let (generation, client) = {
                 let current = self.current.lock().await;
                 (current.0, current.1.clone())
@@ -86,24 +186,72 @@ impl ResilientConn {
 
     async fn reconnect(&self, failed: u64) -> Result<(), Gone> {
         let mut current = self.current.lock().await;
+        // Checked under the lock: the lane that gave up set it before letting go.
+        if self.dead.load(Ordering::Acquire) {
+            return Err(Gone::Timeout(self.reconnect_timeout));
+        }
         if current.0 != failed {
             return Ok(()); // another lane already reconnected
         }
         let started = Instant::now();
+        self.outages.went_down(started);
         let mut backoff = Duration::from_millis(20);
         loop {
             match Client::connect_session(self.server.as_str(), self.session.clone()).await {
                 Ok(client) => {
                     *current = (failed + 1, client);
-                    self.reconnects.fetch_add(1, Ordering::Relaxed);
+                    self.outages.reconnects.fetch_add(1, Ordering::Relaxed);
+                    self.outages.ended(started, true, Instant::now());
                     return Ok(());
                 }
                 Err(_) if started.elapsed() < self.reconnect_timeout => {
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(1));
                 }
-                Err(_) => return Err(Gone::Timeout(self.reconnect_timeout)),
+                Err(_) => {
+                    self.dead.store(true, Ordering::Release);
+                    self.outages.ended(started, false, Instant::now());
+                    return Err(Gone::Timeout(self.reconnect_timeout));
+                }
             }
         }
+    }
+
+    /// Whether a reconnect gave up: every call fails at once from then on.
+    pub fn is_dead(&self) -> bool {
+        self.dead.load(Ordering::Acquire)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outages_sum_per_connection_and_count_all_down_apart() {
+        let o = Outages::new();
+        o.join();
+        o.join();
+        let t0 = Instant::now();
+        let at = |ms: u64| t0 + Duration::from_millis(ms);
+        let ms = Duration::from_millis;
+        // a down at 0, b at 1: both down from 1; open intervals count up to the asking time.
+        o.went_down(at(0));
+        o.went_down(at(1));
+        let d = o.downtime(at(3));
+        assert_eq!((d.summed, d.all_down), (ms(3 + 2), ms(2)));
+        // b back at 4: the all-down time stops growing; a's keeps running.
+        o.ended(at(1), true, at(4));
+        let d = o.downtime(at(10));
+        assert_eq!((d.summed, d.all_down), (ms(3 + 10), ms(3)));
+        // a given up at 12: its own interval ends, but it stays down...
+        o.ended(at(0), false, at(12));
+        let d = o.downtime(at(20));
+        assert_eq!((d.summed, d.all_down), (ms(3 + 12), ms(3)));
+        // ...so b going down again at 20 makes every connection down.
+        o.went_down(at(20));
+        let d = o.downtime(at(27));
+        assert_eq!((d.summed, d.all_down), (ms(15 + 7), ms(3 + 7)));
+        assert_eq!(o.reconnects(), 0);
     }
 }

@@ -1,5 +1,5 @@
-//! Human units on command lines: durations (`250us`, `5ms`, `2s`, a bare number of seconds)
-//! and counts (`4096`, `16k`, `2M`), shared by `mds`, `mdsctl` and `loadgen` so every tool
+//! Human units on command lines: durations (`250us`, `5ms`, `2s`, a bare number of seconds),
+//! counts (`4096`, `16k`, `2M`) and rates (`400`, `5k`, `2.5k`), shared by `mds`, `mdsctl` and `loadgen` so every tool
 //! reads `--duration 300` and `--max-batch 16k` the same way.
 
 use std::time::Duration;
@@ -30,6 +30,23 @@ pub fn parse_count(s: &str) -> Result<usize, String> {
         .ok_or_else(|| format!("invalid count {s:?} (try 4096 or 16k)"))
 }
 
+/// Parses a rate (per second) with an optional `k` or `m` suffix, like a count but fractional
+/// (`0.5`, `2.5k`), so `--rate 5k` reads as `--count 100k` does. Must be positive and finite.
+pub fn parse_rate(s: &str) -> Result<f64, String> {
+    let s = s.trim();
+    let (digits, scale) = match s.char_indices().last() {
+        Some((i, 'k' | 'K')) => (&s[..i], 1e3),
+        Some((i, 'm' | 'M')) => (&s[..i], 1e6),
+        _ => (s, 1.0),
+    };
+    digits
+        .parse::<f64>()
+        .ok()
+        .map(|r| r * scale)
+        .filter(|r| *r > 0.0 && r.is_finite())
+        .ok_or_else(|| format!("invalid rate {s:?}: a positive number per second (try 400 or 5k)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -48,5 +65,13 @@ mod tests {
         assert_eq!(parse_count("4096").unwrap(), 4096);
         assert!(parse_count("k").is_err());
         assert!(parse_count("-1").is_err());
+        assert_eq!(parse_rate("5k").unwrap(), 5000.0);
+        assert_eq!(parse_rate("2.5K").unwrap(), 2500.0);
+        assert_eq!(parse_rate("1M").unwrap(), 1e6);
+        assert_eq!(parse_rate("400").unwrap(), 400.0);
+        assert_eq!(parse_rate("0.5").unwrap(), 0.5);
+        for bad in ["", "k", "0", "-5k", "inf", "NaN", "fast"] {
+            assert!(parse_rate(bad).is_err(), "{bad:?}");
+        }
     }
 }

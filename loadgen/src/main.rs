@@ -3,6 +3,7 @@
 //!
 //! Exit status: 0 when the run finished with no unexpected errors; 1 when it saw unexpected
 //! errors or the server stayed away past `--reconnect-timeout`; 2 when it could not start.
+//! With `--json -` the JSON is all of stdout and the text report goes to stderr.
 
 mod report;
 mod run;
@@ -80,19 +81,30 @@ struct Common {
     /// All threads work in --dir itself instead of a directory each.
     #[arg(long)]
     shared_dir: bool,
-    /// Open loop at this total rate (operations per second); latency is measured from each
-    /// request's intended send time.
-    #[arg(long)]
+    /// Open loop at this total rate (operations per second, e.g. 400, 5k); the lanes' sends
+    /// are staggered evenly, and latency is measured from each request's intended send time.
+    #[arg(long, value_parser = mds_client::units::parse_rate)]
     rate: Option<f64>,
-    /// Write the full report as JSON (shape: loadgen/schema/report.schema.json).
+    /// Run this long first without counting (e.g. 10s): the operations are done but are not
+    /// in the rate, the latencies or the counts; --duration and --count start after it.
+    #[arg(long, value_parser = mds_client::units::parse_duration)]
+    warmup: Option<Duration>,
+    /// Write the full report as JSON (shape: loadgen/schema/report.schema.json); `-` writes it
+    /// to stdout and the text report to stderr.
     #[arg(long)]
     json: Option<PathBuf>,
     /// Write the path of every acknowledged create, one per line.
     #[arg(long)]
     ack_log: Option<PathBuf>,
-    /// No progress bar.
+    /// No progress bar (on a terminal) or progress lines (otherwise).
     #[arg(long)]
     quiet: bool,
+    /// When not on a terminal, print a progress line on stderr this often.
+    #[arg(long, default_value = "10s", value_parser = mds_client::units::parse_duration)]
+    progress_interval: Duration,
+    /// Write each request's send time (ns from the start, one a line): for tests of pacing.
+    #[arg(long, hide = true)]
+    send_log: Option<PathBuf>,
     /// How long to keep reconnecting when the server goes away.
     #[arg(long, default_value = "30s", value_parser = mds_client::units::parse_duration)]
     reconnect_timeout: Duration,
@@ -107,11 +119,6 @@ fn plan(workload: &str, mix: Mix, c: Common) -> anyhow::Result<(Plan, Option<Pat
     };
     if c.threads == 0 || c.depth == 0 || c.conns_per_thread == 0 {
         anyhow::bail!("--threads, --depth and --conns-per-thread must be at least 1");
-    }
-    if let Some(r) = c.rate
-        && !(r > 0.0 && r.is_finite())
-    {
-        anyhow::bail!("--rate must be a positive number of operations per second");
     }
     Ok((
         Plan {
@@ -128,6 +135,9 @@ fn plan(workload: &str, mix: Mix, c: Common) -> anyhow::Result<(Plan, Option<Pat
             ack_log: c.ack_log,
             quiet: c.quiet,
             reconnect_timeout: c.reconnect_timeout,
+            warmup: c.warmup.unwrap_or_default(),
+            progress_interval: c.progress_interval,
+            send_log: c.send_log,
         },
         c.json,
     ))
@@ -162,13 +172,21 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    print!("{}", report.text());
-    if let Some(path) = json {
-        let text = serde_json::to_string_pretty(&report).expect("the report serialises");
-        if let Err(e) = std::fs::write(&path, text + "\n") {
-            eprintln!("loadgen: writing {}: {e}", path.display());
-            return ExitCode::from(2);
+    let json_text = || serde_json::to_string_pretty(&report).expect("the report serialises") + "\n";
+    match json {
+        // stdout is the JSON alone, so it can be piped into a parser.
+        Some(path) if path.as_os_str() == "-" => {
+            eprint!("{}", report.text());
+            print!("{}", json_text());
         }
+        Some(path) => {
+            print!("{}", report.text());
+            if let Err(e) = std::fs::write(&path, json_text()) {
+                eprintln!("loadgen: writing {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        }
+        None => print!("{}", report.text()),
     }
     if report.failure.is_some() || !report.errors.is_empty() {
         ExitCode::FAILURE

@@ -1,6 +1,7 @@
 //! loadgen against a real server: every subcommand, the Rate line's format, the JSON against
-//! its schema, the ack log against the server's namespace, an open loop holding its rate, and
-//! reconnecting through a server restart.
+//! its schema, the ack log against the server's namespace, an open loop holding its rate with
+//! staggered sends, reconnecting through a server restart and giving up once per connection,
+//! progress lines without a terminal, JSON on stdout, and a warm-up left out of the figures.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -52,8 +53,15 @@ fn rate_line(text: &str, name: &str) -> (f64, u64, u64) {
         .strip_prefix("Rate: ")
         .unwrap_or_else(|| panic!("{line}"));
     let parts: Vec<&str> = rest.split(' ').collect();
-    // Rate: 3101.77 creates/sec (total: 2 threads 930530 creates 300 secs)
+    // Rate: 3101.77 creates/sec (total: 2 threads 930530 creates 300.12 secs)
     assert_eq!(parts.len(), 9, "{line}");
+    let secs: f64 = parts[7].parse().unwrap_or_else(|_| panic!("{line}"));
+    assert!(secs >= 0.0, "{line}");
+    assert_eq!(
+        parts[7].split('.').nth(1).map(str::len),
+        Some(2),
+        "seconds to two decimals: {line}"
+    );
     assert_eq!(parts[1], format!("{name}/sec"), "{line}");
     assert_eq!(
         (parts[2], parts[4], parts[6], parts[8]),
@@ -207,6 +215,20 @@ async fn every_subcommand_runs_against_what_create_made() {
     let creates = report["per_op"]["create"]["ok"].as_u64().unwrap();
     let unlinks = report["per_op"]["unlink"]["ok"].as_u64().unwrap();
     assert!(creates > 1000 && unlinks > 100, "{report:#}");
+    // Each op's own percentiles, in the JSON and the text; their samples add up to the whole.
+    let mut samples = 0;
+    for op in ["create", "stat", "unlink"] {
+        let l = &report["per_op"][op]["latency_us"];
+        assert!(l["p50"].as_u64().unwrap() > 0, "{report:#}");
+        assert!(l["p99"].as_u64() >= l["p50"].as_u64(), "{report:#}");
+        samples += l["samples"].as_u64().unwrap();
+        assert!(
+            stdout(&out).contains(&format!("  {op} latency (us): p50 ")),
+            "{}",
+            stdout(&out)
+        );
+    }
+    assert_eq!(samples, report["latency_us"]["samples"].as_u64().unwrap());
 
     // Unlink removes every file the creates made (the mkdirs' directories stay).
     let before = names_under(&server, "/w").await.len() as u64;
@@ -274,7 +296,7 @@ async fn an_open_loop_run_holds_its_rate() {
             "--depth",
             "4",
             "--rate",
-            "300",
+            "0.3k",
             "--duration",
             "3s",
             "--json",
@@ -290,7 +312,54 @@ async fn an_open_loop_run_holds_its_rate() {
         (210.0..=310.0).contains(&rate),
         "open loop at 300/s ran at {rate:.1}/s"
     );
+    // `--rate 0.3k` reads as `--count 100k` does.
     assert_eq!(report["parameters"]["rate"], 300.0);
+}
+
+/// The open loop's sends are spread over time at 1/rate, not fired by every lane at the same
+/// instant (which showed as latency the server never caused: p50 1.9 ms against a server
+/// answering in under 1 ms). Reads the send times loadgen logs with the hidden --send-log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_open_loop_spaces_its_sends_at_the_asked_rate() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_bin(), &dir.path().join("data"), &[]);
+    let sends = dir.path().join("sends.txt");
+    let out = loadgen(
+        &server.addr.to_string(),
+        &[
+            "create",
+            "--threads",
+            "4",
+            "--rate",
+            "400",
+            "--duration",
+            "2s",
+            "--send-log",
+            sends.to_str().unwrap(),
+        ],
+    );
+    check_ok(&out);
+    let times: Vec<f64> = std::fs::read_to_string(&sends)
+        .unwrap()
+        .lines()
+        .map(|l| l.parse::<u64>().unwrap() as f64 / 1e9)
+        .collect();
+    assert!(times.len() > 400, "{} sends", times.len());
+    let gaps: Vec<f64> = times.windows(2).map(|w| w[1] - w[0]).collect();
+    let interval = 1.0 / 400.0;
+    let mean = gaps.iter().sum::<f64>() / gaps.len() as f64;
+    assert!(
+        (0.8 * interval..1.2 * interval).contains(&mean),
+        "mean gap {mean:.6} s for an interval of {interval} s"
+    );
+    // Lanes firing together leave three gaps in four near zero; staggered, few are. Loose,
+    // for a busy machine: a late send followed by an on-time one makes a short gap too.
+    let bunched = gaps.iter().filter(|g| **g < interval / 4.0).count();
+    assert!(
+        bunched * 4 < gaps.len(),
+        "{bunched} of {} gaps under a quarter of the interval: the lanes fire together",
+        gaps.len()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -336,6 +405,19 @@ async fn loadgen_rides_through_a_server_restart_and_gives_up_when_it_stays_away(
     let report = read_json(&json);
     check_schema(&report);
     assert!(report["reconnects"].as_u64().unwrap() >= 1, "{text}");
+    // The time down is reported apart, and the Rate line's seconds leave out the time when
+    // every connection was down.
+    assert!(
+        report["disconnected_secs"].as_f64().unwrap() > 0.0,
+        "{text}"
+    );
+    assert!(text.contains("disconnected: "), "{text}");
+    let all_down = report["all_disconnected_secs"].as_f64().unwrap();
+    let (elapsed, wall) = (
+        report["elapsed_secs"].as_f64().unwrap(),
+        report["wall_secs"].as_f64().unwrap(),
+    );
+    assert!((elapsed - (wall - all_down)).abs() < 1e-6, "{report:#}");
     // Every acknowledged create survived the SIGKILL.
     let logged: BTreeSet<String> = std::fs::read_to_string(&acks)
         .unwrap()
@@ -440,4 +522,179 @@ fn loadgen_loud(server: &str, args: &[&str]) -> Output {
         .args(["--server", server])
         .output()
         .unwrap()
+}
+
+/// Waits for `child` for at most `limit` (killing it past that, so a hang fails instead of
+/// stalling the suite); returns its output and how long it took.
+fn wait_bounded(mut child: std::process::Child, limit: Duration) -> (Output, Duration, bool) {
+    let started = std::time::Instant::now();
+    let mut timed_out = false;
+    // Bounded: polls every 100 ms until `limit`.
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            timed_out = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let took = started.elapsed();
+    (child.wait_with_output().unwrap(), took, timed_out)
+}
+
+/// When the server dies for good, the lanes sharing a connection give up together after one
+/// `--reconnect-timeout`, not one after another (depth × timeout: 16 × 5 s = 80 s here), and
+/// the report says how long the connections were down, apart from the rate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_server_is_given_up_on_once_per_connection() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_bin(), &dir.path().join("data"), &[]);
+    let json = dir.path().join("r.json");
+    let child = spawn_loadgen(&[
+        "create",
+        "--server",
+        &server.addr.to_string(),
+        "--quiet",
+        "--threads",
+        "1",
+        "--depth",
+        "16",
+        "--duration",
+        "60s",
+        "--dir",
+        "/g",
+        "--reconnect-timeout",
+        "5s",
+        "--json",
+        json.to_str().unwrap(),
+    ]);
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    server.kill();
+    // Loose on purpose (timings are noisy): one timeout is 5 s, depth × timeout is 80 s.
+    let (out, took, timed_out) =
+        tokio::task::spawn_blocking(move || wait_bounded(child, Duration::from_secs(120)))
+            .await
+            .unwrap();
+    let text = stdout(&out);
+    assert!(!timed_out, "loadgen hung: {text}");
+    assert!(
+        took < Duration::from_secs(30),
+        "giving up took {took:?}: each lane waited its own reconnect timeout\n{text}"
+    );
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("stopped early: server unreachable"), "{text}");
+    assert!(text.contains("disconnected: "), "{text}");
+    let report = read_json(&json);
+    check_schema(&report);
+    // The one connection was down from the break until it gave up: about one timeout.
+    let down = report["disconnected_secs"].as_f64().unwrap();
+    assert!((4.0..30.0).contains(&down), "{report:#}");
+}
+
+/// Without a terminal (a batch job's log), progress comes as plain lines on stderr every
+/// --progress-interval; `--json -` makes stdout the JSON alone, the text going to stderr; the
+/// JSON says where and when the run was.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn progress_lines_without_a_terminal_and_json_on_stdout() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_bin(), &dir.path().join("data"), &[]);
+    let out = loadgen_loud(
+        &server.addr.to_string(),
+        &[
+            "create",
+            "--threads",
+            "2",
+            "--duration",
+            "2.5s",
+            "--dir",
+            "/pl",
+            "--progress-interval",
+            "0.5s",
+            "--json",
+            "-",
+        ],
+    );
+    assert!(out.status.success(), "{out:?}");
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON alone ({e}): {}", stdout(&out)));
+    check_schema(&report);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err
+        .lines()
+        .filter(|l| l.starts_with("progress: "))
+        .collect();
+    // Five intervals in 2.5 s; a busy machine may lose the last, so at least two.
+    assert!(lines.len() >= 2, "{err}");
+    assert!(
+        lines[0].contains(" creates, ") && lines[0].contains("/s now"),
+        "{err}"
+    );
+    let (_, _, n) = rate_line(
+        err.lines().find(|l| l.starts_with("Rate: ")).unwrap(),
+        "creates",
+    );
+    assert_eq!(report["ops"].as_u64().unwrap(), n);
+    assert!(!report["host"].as_str().unwrap().is_empty());
+    let (start, end) = (
+        report["started_at"].as_str().unwrap(),
+        report["ended_at"].as_str().unwrap(),
+    );
+    // Same format, same width: the strings order as the instants do.
+    assert!(start < end, "{start} {end}");
+    // --quiet: no lines.
+    let out = loadgen(
+        &server.addr.to_string(),
+        &[
+            "create",
+            "--duration",
+            "1s",
+            "--dir",
+            "/pl",
+            "--progress-interval",
+            "0.2s",
+        ],
+    );
+    check_ok(&out);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("progress: "));
+}
+
+/// What runs in the warm-up is done but counted nowhere: the namespace holds the warm-up's
+/// creates too, the report only the counted ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_warmup_is_done_but_not_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_bin(), &dir.path().join("data"), &[]);
+    let json = dir.path().join("w.json");
+    let out = loadgen(
+        &server.addr.to_string(),
+        &[
+            "create",
+            "--threads",
+            "2",
+            "--depth",
+            "2",
+            "--warmup",
+            "1s",
+            "--count",
+            "500",
+            "--dir",
+            "/wu",
+            "--json",
+            json.to_str().unwrap(),
+        ],
+    );
+    let text = check_ok(&out);
+    let report = read_json(&json);
+    check_schema(&report);
+    let warm = report["warmup_ops"].as_u64().unwrap();
+    assert!(warm > 0, "{report:#}");
+    assert_eq!(report["ops"], 500);
+    assert_eq!(report["latency_us"]["samples"], 500);
+    assert_eq!(report["per_op"]["create"]["ok"], 500);
+    assert_eq!(report["parameters"]["warmup_secs"], 1.0);
+    assert!(
+        text.contains(&format!("warm-up: 1.00 secs, {warm} creates not counted")),
+        "{text}"
+    );
+    assert_eq!(names_under(&server, "/wu").await.len() as u64, 500 + warm);
 }

@@ -3,23 +3,29 @@
 //! the report's fields (the types and their text and JSON forms live in `crate::report`).
 
 use std::collections::BTreeMap;
+use std::io::Write as _;
+use std::path::Path;
+use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
 use hdrhistogram::Histogram;
 use mds_client::Client;
+use mds_client::resilient::Downtime;
 use mds_proto::StatFs;
 
-use super::lanes::LaneResult;
+use super::lanes::{LaneResult, OpTally};
 use super::{Plan, Stop};
 use crate::report::{self, Latency, OpCounts, Parameters, Report, ServerFigures};
 
 /// Every lane's results merged so far.
 pub(super) struct Totals {
     latency: Histogram<u64>,
-    per_op: BTreeMap<String, OpCounts>,
+    per_op: BTreeMap<&'static str, OpTally>,
     errors: BTreeMap<String, u64>,
     resent: u64,
     resent_eexist: u64,
+    warmup_ops: u64,
+    sends: Vec<u64>,
 }
 
 impl Totals {
@@ -30,6 +36,8 @@ impl Totals {
             errors: BTreeMap::new(),
             resent: 0,
             resent_eexist: 0,
+            warmup_ops: 0,
+            sends: Vec::new(),
         }
     }
 
@@ -39,16 +47,43 @@ impl Totals {
             .add(&r.latency)
             .context("merging latency histograms")?;
         for (k, c) in r.per_op {
-            let e = self.per_op.entry(k.name().to_owned()).or_default();
+            let e = self.per_op.entry(k.name()).or_default();
             e.ok += c.ok;
             e.errors += c.errors;
+            e.latency
+                .add(&c.latency)
+                .context("merging latency histograms")?;
         }
         for (k, n) in r.errors {
             *self.errors.entry(k.to_owned()).or_default() += n;
         }
         self.resent += r.resent;
         self.resent_eexist += r.resent_eexist;
+        self.warmup_ops += r.warmup_ops;
+        self.sends.extend(r.sends);
         Ok(())
+    }
+
+    /// Writes every send time, in order, one a line (nanoseconds from the run's start).
+    pub(super) fn write_send_log(&mut self, path: &Path) -> anyhow::Result<()> {
+        self.sends.sort_unstable();
+        let file = std::fs::File::create(path)
+            .with_context(|| format!("creating send log {}", path.display()))?;
+        let mut out = std::io::BufWriter::new(file);
+        for t in &self.sends {
+            writeln!(out, "{t}")?;
+        }
+        out.flush()
+            .with_context(|| format!("writing send log {}", path.display()))
+    }
+}
+
+/// What the Rate line calls the operations: "creates", "stats", …, "ops" for a mix.
+pub(super) fn ops_name(plan: &Plan) -> String {
+    let mut kinds = plan.mix.kinds();
+    match (kinds.next(), kinds.next()) {
+        (Some(k), None) => k.plural().to_owned(),
+        _ => "ops".to_owned(),
     }
 }
 
@@ -66,7 +101,12 @@ pub(super) async fn statfs_after(setup: &Client, server: &str) -> Option<StatFs>
 
 /// What the run ended with besides the lanes' totals.
 pub(super) struct Outcome {
-    pub(super) elapsed: f64,
+    /// The measured window (after the warm-up), wall clock.
+    pub(super) wall: Duration,
+    /// Time down within it.
+    pub(super) down: Downtime,
+    pub(super) started_at: SystemTime,
+    pub(super) ended_at: SystemTime,
     pub(super) reconnects: u64,
     pub(super) before: StatFs,
     pub(super) after: Option<StatFs>,
@@ -80,26 +120,37 @@ pub(super) fn report(plan: &Plan, totals: Totals, outcome: Outcome) -> Report {
         errors,
         resent,
         resent_eexist,
+        warmup_ops,
+        sends: _,
     } = totals;
     let Outcome {
-        elapsed,
+        wall,
+        down,
+        started_at,
+        ended_at,
         reconnects,
         before,
         after,
         failure,
     } = outcome;
+    let per_op: BTreeMap<String, OpCounts> = per_op
+        .into_iter()
+        .map(|(k, t)| {
+            (
+                k.to_owned(),
+                OpCounts {
+                    ok: t.ok,
+                    errors: t.errors,
+                    latency_us: Latency::from_histogram(&t.latency),
+                },
+            )
+        })
+        .collect();
     let ops: u64 = per_op.values().map(|c| c.ok).sum();
-    let single = plan.mix.kinds().count() == 1;
-    let ops_name = if single {
-        plan.mix
-            .kinds()
-            .next()
-            .map(|k| k.plural())
-            .unwrap_or("ops")
-            .to_owned()
-    } else {
-        "ops".to_owned()
-    };
+    let ops_name = ops_name(plan);
+    // The rate is over the time some connection was up: while every one was down nothing
+    // could be answered, and that time (reported apart) says nothing about the server's pace.
+    let elapsed = wall.saturating_sub(down.all_down).as_secs_f64();
     let rate = if elapsed > 0.0 {
         ops as f64 / elapsed
     } else {
@@ -109,6 +160,9 @@ pub(super) fn report(plan: &Plan, totals: Totals, outcome: Outcome) -> Report {
         tool: "loadgen",
         version: env!("CARGO_PKG_VERSION"),
         workload: plan.workload.clone(),
+        host: report::hostname(),
+        started_at: report::rfc3339(started_at),
+        ended_at: report::rfc3339(ended_at),
         parameters: Parameters {
             server: plan.server.clone(),
             threads: plan.threads,
@@ -127,11 +181,13 @@ pub(super) fn report(plan: &Plan, totals: Totals, outcome: Outcome) -> Report {
             rate: plan.rate,
             mix: plan.mix.spec(),
             reconnect_timeout_secs: plan.reconnect_timeout.as_secs_f64(),
+            warmup_secs: plan.warmup.as_secs_f64(),
         },
         ops,
         rate_line: report::rate_line(rate, plan.threads, ops, &ops_name, elapsed),
         ops_name,
         elapsed_secs: elapsed,
+        wall_secs: wall.as_secs_f64(),
         rate_per_sec: rate,
         latency_us: Latency::from_histogram(&latency),
         errors,
@@ -139,6 +195,10 @@ pub(super) fn report(plan: &Plan, totals: Totals, outcome: Outcome) -> Report {
         resent,
         resent_eexist,
         reconnects,
+        connections: plan.threads * plan.conns_per_thread,
+        disconnected_secs: down.summed.as_secs_f64(),
+        all_disconnected_secs: down.all_down.as_secs_f64(),
+        warmup_ops,
         server: after.map(|after| server_figures(&before, &after)),
         failure,
     }

@@ -1,7 +1,8 @@
 //! The lanes: each is one request in flight, a task looping until the run stops — wait for
 //! the request's slot (open loop) or go at once (closed loop), choose a kind from the mix,
 //! build its request from the lane's working set, send it, and count what came back into the
-//! lane's own histogram and tallies, which the run merges at the end.
+//! lane's own histograms and tallies, which the run merges at the end. Requests whose
+//! intended time falls in the `--warmup` are sent but counted apart.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -14,16 +15,37 @@ use mds_proto::{Body, Errno, Kind as FileKind, MAX_READDIR, Op};
 use tokio::task::JoinHandle;
 
 use super::Shared;
-use crate::report::{self, OpCounts};
+use crate::report;
 use crate::workload::{Kind, Mix, Rng};
+
+/// One kind's results in one lane.
+pub(super) struct OpTally {
+    pub(super) ok: u64,
+    pub(super) errors: u64,
+    pub(super) latency: Histogram<u64>,
+}
+
+impl Default for OpTally {
+    fn default() -> OpTally {
+        OpTally {
+            ok: 0,
+            errors: 0,
+            latency: report::new_histogram(),
+        }
+    }
+}
 
 /// One lane's results.
 pub(super) struct LaneResult {
     pub(super) latency: Histogram<u64>,
-    pub(super) per_op: BTreeMap<Kind, OpCounts>,
+    pub(super) per_op: BTreeMap<Kind, OpTally>,
     pub(super) errors: BTreeMap<&'static str, u64>,
     pub(super) resent: u64,
     pub(super) resent_eexist: u64,
+    /// Requests sent during the warm-up: done, not counted anywhere else.
+    pub(super) warmup_ops: u64,
+    /// When each request went out, in nanoseconds from the run's start (`--send-log` only).
+    pub(super) sends: Vec<u64>,
 }
 
 /// One lane's working set.
@@ -71,8 +93,42 @@ impl Lane {
     }
 }
 
-/// Starts every lane as its own task. With `--rate`, the total rate is split evenly: each
-/// lane sends on its own fixed schedule.
+/// An open-loop lane's send times: the run's requests are evenly spaced at 1/rate, dealt to
+/// the lanes in turn, so lane `i` of `n` sends its `k`-th at `(k·n + i) / rate`. Staggered
+/// this way, lanes never fire together (all at once, they queued behind each other and the
+/// queueing showed up as latency the server never caused).
+#[derive(Clone, Copy)]
+struct Schedule {
+    lane: u64,
+    lanes: u64,
+    rate: f64,
+}
+
+impl Schedule {
+    fn at(&self, started: Instant, k: u64) -> Instant {
+        // From the start each time, not by adding intervals: no drift from rounding.
+        started + Duration::from_secs_f64((k * self.lanes + self.lane) as f64 / self.rate)
+    }
+}
+
+/// tokio's timer fires on millisecond ticks, up to a tick late; a request sent that late
+/// counts the lateness as latency. So sleep to within a tick of `at`, then yield until it
+/// (the CPU spent spinning is at most about a millisecond per request).
+async fn pace_until(at: Instant) {
+    const TICK: Duration = Duration::from_millis(1);
+    if let Some(early) = at.checked_sub(TICK)
+        && Instant::now() < early
+    {
+        tokio::time::sleep_until(early.into()).await;
+    }
+    // Bounded: ends at `at`, at most about a tick from now.
+    while Instant::now() < at {
+        tokio::task::yield_now().await;
+    }
+}
+
+/// Starts every lane as its own task. With `--rate`, the total rate is split evenly over the
+/// lanes, each on its own staggered schedule.
 pub(super) fn start(
     lanes: Vec<Lane>,
     mix: &Mix,
@@ -80,14 +136,19 @@ pub(super) fn start(
     started: Instant,
     rate: Option<f64>,
 ) -> Vec<JoinHandle<LaneResult>> {
-    let lane_count = lanes.len();
-    let per_lane_interval = rate.map(|r| Duration::from_secs_f64(lane_count as f64 / r));
+    let lane_count = lanes.len() as u64;
     lanes
         .into_iter()
-        .map(|lane| {
+        .enumerate()
+        .map(|(i, lane)| {
             let shared = shared.clone();
             let mix = mix.clone();
-            tokio::spawn(run_lane(lane, mix, shared, started, per_lane_interval))
+            let schedule = rate.map(|rate| Schedule {
+                lane: i as u64,
+                lanes: lane_count,
+                rate,
+            });
+            tokio::spawn(run_lane(lane, mix, shared, started, schedule))
         })
         .collect()
 }
@@ -97,7 +158,7 @@ async fn run_lane(
     mix: Mix,
     shared: Arc<Shared>,
     started: Instant,
-    interval: Option<Duration>,
+    schedule: Option<Schedule>,
 ) -> LaneResult {
     let mut result = LaneResult {
         latency: report::new_histogram(),
@@ -105,24 +166,36 @@ async fn run_lane(
         errors: BTreeMap::new(),
         resent: 0,
         resent_eexist: 0,
+        warmup_ops: 0,
+        sends: Vec::new(),
     };
-    let mut sent = 0u32;
-    while shared.start_one() {
+    let mut sent = 0u64;
+    while !shared.stop.load(Ordering::Relaxed) {
         // Open loop: the request's intended time is on a fixed schedule; latency counts from
         // it, so a stalled server shows up as latency, not as fewer samples.
-        let intended = match interval {
-            Some(step) => {
-                let at = started + step * sent;
-                tokio::time::sleep_until(at.into()).await;
-                at
-            }
+        let intended = match schedule {
+            Some(s) => s.at(started, sent),
             None => Instant::now(),
         };
         sent += 1;
+        // Whether it counts goes by its intended time, so the warm-up's end is the same
+        // instant for every lane, and a `--count` budget is spent on counted requests only.
+        let counted = intended >= shared.measure_from;
+        if counted && !shared.take_one() {
+            break;
+        }
+        if schedule.is_some() {
+            pace_until(intended).await;
+        }
         let kind = choose(&mut lane, &mix);
         let Some((op, name)) = build(&mut lane, kind) else {
             break; // an unlink lane that removed all it had
         };
+        if shared.send_log {
+            result
+                .sends
+                .push(started.elapsed().as_nanos().min(u64::MAX as u128) as u64);
+        }
         let answer = match lane.conn.call(op).await {
             Ok(a) => a,
             Err(gone) => {
@@ -134,16 +207,25 @@ async fn run_lane(
                 break;
             }
         };
-        let micros = intended.elapsed().as_micros().max(1) as u64;
-        let _ = result.latency.record(micros.min(3_600_000_000));
+        let micros = (intended.elapsed().as_micros().max(1) as u64).min(3_600_000_000);
+        if !counted {
+            result.warmup_ops += 1;
+            shared.warmup_done.fetch_add(1, Ordering::Relaxed);
+            if let Ok(body) = answer.reply.result {
+                after_success(&mut lane, kind, name, body, &shared);
+            }
+            continue;
+        }
+        let _ = result.latency.record(micros);
         if answer.resent {
             result.resent += 1;
         }
         shared.done.fetch_add(1, Ordering::Relaxed);
-        let counts = result.per_op.entry(kind).or_default();
+        let tally = result.per_op.entry(kind).or_default();
+        let _ = tally.latency.record(micros);
         match answer.reply.result {
             Ok(body) => {
-                counts.ok += 1;
+                tally.ok += 1;
                 after_success(&mut lane, kind, name, body, &shared);
             }
             Err(Errno::EEXIST) if answer.resent && matches!(kind, Kind::Create | Kind::Mkdir) => {
@@ -151,7 +233,7 @@ async fn run_lane(
             }
             Err(Errno::ENOENT) if answer.resent && kind == Kind::Unlink => {}
             Err(e) => {
-                counts.errors += 1;
+                tally.errors += 1;
                 *result.errors.entry(e.name()).or_default() += 1;
             }
         }

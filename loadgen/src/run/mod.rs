@@ -1,11 +1,13 @@
 //! Running a workload: set up the directories, open `--conns-per-thread` connections per
 //! thread, start `--depth` lanes per thread, let them issue requests (closed loop, or open
 //! loop at `--rate`), show progress, and gather one HDR histogram per lane into the report.
+//! The measured window starts after `--warmup` and leaves out the time when every connection
+//! was down (that time is reported on its own).
 //!
 //! This file holds the plan and the order of the phases; each phase has its own file:
 //! `setup.rs` (connections, directories, existing files, lanes, ack log), `lanes.rs` (the
-//! request loops), `progress.rs` (the progress bar) and `assemble.rs` (lane results into the
-//! report).
+//! request loops), `progress.rs` (the progress bar or lines) and `assemble.rs` (lane results
+//! into the report).
 
 mod assemble;
 mod lanes;
@@ -15,9 +17,10 @@ mod setup;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
+use mds_client::resilient::{Downtime, Outages};
 
 use crate::report::Report;
 use crate::workload::Mix;
@@ -46,6 +49,13 @@ pub struct Plan {
     pub ack_log: Option<PathBuf>,
     pub quiet: bool,
     pub reconnect_timeout: Duration,
+    /// Run this long first without counting anything.
+    pub warmup: Duration,
+    /// How often to print a progress line when there is no terminal for the bar.
+    pub progress_interval: Duration,
+    /// Write every request's send time here (nanoseconds from the start, one a line): how the
+    /// tests see the open loop's pacing.
+    pub send_log: Option<PathBuf>,
 }
 
 /// What the whole run shares.
@@ -54,15 +64,22 @@ struct Shared {
     /// Operations left to start in a `--count` run.
     budget: AtomicU64,
     counted: bool,
+    /// Counted operations answered so far, and warm-up ones.
     done: AtomicU64,
-    reconnects: Arc<AtomicU64>,
+    warmup_done: AtomicU64,
+    /// The end of the warm-up: requests intended from then on count.
+    measure_from: Instant,
+    outages: Arc<Outages>,
+    /// Down time as of `measure_from` (what the warm-up saw), once it has passed.
+    downtime_at_start: std::sync::Mutex<Option<Downtime>>,
+    send_log: bool,
     ack_log: Option<std::sync::mpsc::Sender<String>>,
     failure: std::sync::Mutex<Option<String>>,
 }
 
 impl Shared {
-    /// Takes the right to start one more operation.
-    fn start_one(&self) -> bool {
+    /// Takes the right to start one more counted operation.
+    fn take_one(&self) -> bool {
         if self.stop.load(Ordering::Relaxed) {
             return false;
         }
@@ -77,8 +94,8 @@ impl Shared {
 }
 
 pub async fn run(plan: Plan) -> anyhow::Result<Report> {
-    let reconnects = Arc::new(AtomicU64::new(0));
-    let (setup, lanes) = setup::prepare(&plan, &reconnects).await?;
+    let outages = Outages::new();
+    let (setup, lanes) = setup::prepare(&plan, &outages).await?;
     let (ack_tx, ack_writer) = match &plan.ack_log {
         Some(path) => {
             let (tx, writer) = setup::AckLog::start(path)?;
@@ -87,6 +104,10 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
         None => (None, None),
     };
 
+    let before = setup.statfs().await?;
+    let started = Instant::now();
+    let started_wall = SystemTime::now();
+    let measure_from = started + plan.warmup;
     let shared = Arc::new(Shared {
         stop: AtomicBool::new(false),
         budget: AtomicU64::new(match plan.stop {
@@ -95,43 +116,81 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
         }),
         counted: matches!(plan.stop, Stop::Count(_)),
         done: AtomicU64::new(0),
-        reconnects: reconnects.clone(),
+        warmup_done: AtomicU64::new(0),
+        measure_from,
+        outages: outages.clone(),
+        downtime_at_start: std::sync::Mutex::new(None),
+        send_log: plan.send_log.is_some(),
         ack_log: ack_tx,
         failure: std::sync::Mutex::new(None),
     });
-    let before = setup.statfs().await?;
-    let started = Instant::now();
     let tasks = lanes::start(lanes, &plan.mix, &shared, started, plan.rate);
 
-    let progress = progress::progress_bar(&plan, shared.clone(), started);
-    if let Stop::Duration(d) = plan.stop {
+    let progress = progress::start(&plan, shared.clone(), started);
+    // The server's figures as the warm-up ends, so they cover the measured window only.
+    let at_warmup_end = Arc::new(std::sync::Mutex::new(None));
+    // The phases' clock: the warm-up's end, then the measured duration's.
+    let phases = {
         let shared = shared.clone();
+        let stop = plan.stop;
+        let setup = setup.clone();
+        let at_warmup_end = at_warmup_end.clone();
+        let warmup = !plan.warmup.is_zero();
         tokio::spawn(async move {
-            tokio::time::sleep(d).await;
-            shared.stop.store(true, Ordering::Relaxed);
-        });
-    }
+            tokio::time::sleep_until(measure_from.into()).await;
+            *shared.downtime_at_start.lock().unwrap() = Some(outages.downtime(measure_from));
+            if warmup && let Ok(s) = setup.statfs().await {
+                *at_warmup_end.lock().unwrap() = Some(s);
+            }
+            if let Stop::Duration(d) = stop {
+                tokio::time::sleep_until((measure_from + d).into()).await;
+                shared.stop.store(true, Ordering::Relaxed);
+            }
+        })
+    };
     let mut totals = assemble::Totals::new();
     for task in tasks {
         totals.add(task.await.context("a lane panicked")?)?;
     }
-    let elapsed = started.elapsed().as_secs_f64();
+    let ended = Instant::now();
+    let ended_wall = SystemTime::now();
     shared.stop.store(true, Ordering::Relaxed);
-    if let Some(pb) = progress {
-        pb.finish_and_clear();
-    }
+    phases.abort();
+    progress.finish();
     let failure = shared.failure.lock().unwrap().take();
+    let down_at_start = shared.downtime_at_start.lock().unwrap().take();
+    let down_at_end = shared.outages.downtime(ended);
+    let reconnects = shared.outages.reconnects();
     // The writer ends when the last sender goes: the one in `Shared`.
     let ack_tx = Arc::into_inner(shared).and_then(|s| s.ack_log);
     drop(ack_tx);
     if let Some(writer) = ack_writer {
         writer.finish()?;
     }
+    if let Some(path) = &plan.send_log {
+        totals.write_send_log(path)?;
+    }
 
+    // The measured window, and the time in it when no connection was up.
+    let wall = ended.saturating_duration_since(measure_from);
+    let down = match down_at_start {
+        Some(start) if !wall.is_zero() => Downtime {
+            summed: down_at_end.summed.saturating_sub(start.summed),
+            all_down: down_at_end.all_down.saturating_sub(start.all_down),
+        },
+        // The run ended within the warm-up: nothing was measured.
+        _ => Downtime::default(),
+    };
+    // Without a warm-up figure (no warm-up, or the server did not answer then) the server's
+    // figures start before the run.
+    let before = at_warmup_end.lock().unwrap().take().unwrap_or(before);
     let after = assemble::statfs_after(&setup, &plan.server).await;
     let outcome = assemble::Outcome {
-        elapsed,
-        reconnects: reconnects.load(Ordering::Relaxed),
+        wall,
+        down,
+        started_at: started_wall + plan.warmup,
+        ended_at: ended_wall,
+        reconnects,
         before,
         after,
         failure,

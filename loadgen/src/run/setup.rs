@@ -6,10 +6,9 @@
 use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 
 use anyhow::{Context, bail};
-use mds_client::resilient::ResilientConn;
+use mds_client::resilient::{Outages, ResilientConn};
 use mds_client::{Client, ClientError, ROOT, Session};
 use mds_proto::{Errno, Kind as FileKind};
 
@@ -21,7 +20,7 @@ use crate::workload::{Kind, Rng};
 /// the run asks it for the server's figures before and after.
 pub(super) async fn prepare(
     plan: &Plan,
-    reconnects: &Arc<AtomicU64>,
+    outages: &Arc<Outages>,
 ) -> anyhow::Result<(Client, Vec<Lane>)> {
     let run_tag = format!(
         "{:x}",
@@ -72,7 +71,7 @@ pub(super) async fn prepare(
                     &plan.server,
                     Arc::new(Session::new()),
                     plan.reconnect_timeout,
-                    reconnects.clone(),
+                    outages.clone(),
                 )
                 .await
                 .with_context(|| format!("connecting to {}", plan.server))?,
