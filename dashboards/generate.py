@@ -7,7 +7,10 @@ script and run it again.
 
 Every query uses `$instance` (a variable over the scraped mds instances) and
 `$__rate_interval`; the dashboards test runs each one against a real Prometheus scraping a
-real mds under load and fails if any returns no series.
+real mds under load and fails if any returns no series. Layout: an overview row (up, version,
+uptime, read-only, inodes, create rate and commit lag per server), then one row per group,
+every row expanded and collapsible; one unit per panel; per-instance breakdowns wherever a
+sum over servers would hide which one is bad.
 """
 import json
 import os
@@ -25,126 +28,250 @@ def rate(metric, extra=""):
 
 
 def quantiles(metric, by, qs=(0.5, 0.99, 0.999)):
-    grp = f"{by}, le" if by else "le"
+    """histogram_quantile over `metric`'s buckets, grouped by the comma-separated labels `by`."""
+    labels = [b.strip() for b in by.split(",") if b.strip()]
+    grp = ", ".join(labels + ["le"])
+    legend = "".join(f" {{{{{b}}}}}" for b in labels)
     return [
-        (f"histogram_quantile({q}, sum by ({grp}) ({rate(metric + '_bucket')}))",
-         f"p{q * 100:g}" + (f" {{{{{by}}}}}" if by else ""))
+        (f"histogram_quantile({q}, sum by ({grp}) ({rate(metric + '_bucket')}))", f"p{q * 100:g}{legend}")
         for q in qs
     ]
 
 
-PANELS = [
-    # (title, unit, [(expr, legend)], description[, width]): width in Grafana's 24 columns,
-    # half the row unless given; panels fill rows left to right.
-    ("Create rate", "ops", [(f"sum({rate('mds_requests_total', CREATE_OK)})", "creates/s")],
-     "Successful CREATEs per second: the figure loadgen's Rate line reports."),
-    ("Requests by operation", "reqps", [(f"sum by (op) ({rate('mds_requests_total')})", "{{op}}")],
-     "All answered requests per second, by operation."),
-    ("Errors by code", "reqps",
-     [(f"sum by (result) ({rate('mds_requests_total', NOT_OK)})", "{{result}}")],
-     "Requests answered with a POSIX error, by code."),
-    ("Request latency p99 by operation", "s", quantiles("mds_request_duration_seconds", "op", (0.99,)),
-     "From a request's arrival to its reply being queued for the socket; mutations include their commit."),
-    ("Request latency quantiles (all operations)", "s", quantiles("mds_request_duration_seconds", ""),
-     "p50, p99 and p99.9 over every operation."),
-    ("Commits per second", "ops", [(f"sum({rate('mds_commits_total')})", "commits/s")],
-     "Group commits written and synced per second."),
-    ("Mutations per commit", "short",
-     [(f"sum({rate('mds_committed_transactions_total')}) / sum({rate('mds_commits_total')})", "mean")]
-     + quantiles("mds_commit_transactions", "", (0.5, 0.99)),
-     "How many mutations share one synced write: the whole point of group commit."),
-    ("Commit write+sync time", "s",
-     quantiles("mds_commit_write_sync_duration_seconds", "", (0.5, 0.99))
-     + [(q[0], "build " + q[1]) for q in quantiles("mds_commit_build_duration_seconds", "", (0.99,))],
-     "RocksDB's synced write of one group commit (WAL append, fsync, memtable), and the time to encode its batch."),
-    ("Pending replies", "short", [(f"sum(mds_pending_replies{{{SEL}}})", "pending")],
-     "Replies waiting for their commit."),
-    ("Replies drained per commit", "short",
-     [(f"sum({rate('mds_drain_replies_sum')}) / sum({rate('mds_drain_replies_count')})", "mean per drain")]
-     + quantiles("mds_drain_replies", "partition", (0.99,)),
-     "Replies one partition releases per wake: one wake per partition per commit."),
-    ("Drain duration", "s", quantiles("mds_drain_duration_seconds", "", (0.5, 0.99, 0.999)),
-     "From a commit being durable to its partition having queued the released replies."),
-    ("Queue depth by partition", "short", [(f"max by (partition) (mds_partition_queue_depth{{{SEL}}})", "partition {{partition}}")],
-     "Replies waiting in each partition's queue, at its last drain."),
-    ("Forced commits", "ops", [(f"sum({rate('mds_forced_commits_total')})", "forced commits/s")],
-     "Commits asked to start at once, by a SYNC or a commit-on-share conflict, rather than at the commit interval or a full batch."),
-    ("Commit-on-share conflicts by operation", "ops",
-     [(f"sum by (op) ({rate('mds_cos_conflicts_total')})", "{{op}}")],
-     "Requests that would have observed or built on another client's uncommitted change: each asked for an immediate commit and its reply waited for it."),
-    ("Replies waiting on another client's commit", "short",
-     [(f"sum(mds_cos_waiting_replies{{{SEL}}})", "waiting")],
-     "Reads and errors held back by commit-on-share until the change they saw is durable."),
-    ("Commit lag (transnos)", "short",
-     [(f"max(mds_last_assigned_transno{{{SEL}}}) - max(mds_last_committed_transno{{{SEL}}})", "assigned - committed")],
-     "Transnos handed out but not yet durable, at the last commit."),
-    ("Connections", "short", [(f"sum by (partition) (mds_connections{{{SEL}}})", "partition {{partition}}")],
-     "Open client connections per partition.", 8),
-    ("Sessions", "short", [(f"sum(mds_sessions{{{SEL}}})", "sessions")],
-     "Client sessions the server knows: connected, or away with replies still pending.", 4),
-    ("Session reconnects", "ops", [(f"sum({rate('mds_session_reconnects_total')})", "reconnects/s")],
-     "CONNECTs with a client identity that already had a connection, which they replaced: "
-     "clients coming back after a broken connection.", 4),
-    ("Protocol errors and slow clients", "ops",
-     [(f"sum by (kind) ({rate('mds_protocol_errors_total')})", "{{kind}}"),
-      (f"sum({rate('mds_slow_client_disconnects_total')})", "slow clients")],
-     "Connections closed for bad input or for not reading their replies.", 8),
-    ("Journal errors", "short", [(f"sum(mds_journal_errors_total{{{SEL}}})", "errors")],
-     "Journal write or sync failures; the first turns the server read-only."),
-    ("RocksDB stall time", "percentunit", [(f"sum({rate('mds_rocksdb_stall_seconds_total')})", "stalled")],
-     "Fraction of time RocksDB stalled writes."),
-    ("RocksDB sizes", "bytes",
-     [(f"sum by (cf) (mds_rocksdb_live_sst_bytes{{{SEL}}})", "SST {{cf}}"),
-      (f"sum by (cf) (mds_rocksdb_memtable_bytes{{{SEL}}})", "memtable {{cf}}")],
-     "Live SST files and memtables, per column family."),
-    ("RocksDB keys", "short", [(f"sum by (cf) (mds_rocksdb_estimated_keys{{{SEL}}})", "{{cf}}")],
-     "RocksDB's estimate of keys per column family."),
-    ("Process CPU", "percentunit", [(f"sum({rate('process_cpu_seconds_total')})", "cores used")],
-     "CPU seconds per second used by mds (1.0 = one core)."),
-    ("Process memory and descriptors", "short",
-     [(f"sum(process_resident_memory_bytes{{{SEL}}}) / 1048576", "resident MiB"),
-      (f"sum(process_open_fds{{{SEL}}})", "open fds"),
-      (f"sum(process_threads{{{SEL}}})", "threads")],
-     "Resident memory, open file descriptors and threads."),
+BY_INSTANCE = "instance"  # the label a per-server breakdown groups by
+
+
+def ts(title, unit, targets, description, width=12):
+    """A time-series panel: one unit for all its queries."""
+    return {"type": "timeseries", "title": title, "unit": unit, "targets": targets,
+            "description": description, "width": width}
+
+
+def stat(title, unit, targets, description, width=4, mappings=None, text_mode="value_and_name"):
+    """A stat panel: the latest value of each series (one per instance)."""
+    return {"type": "stat", "title": title, "unit": unit, "targets": targets,
+            "description": description, "width": width, "mappings": mappings or [],
+            "text_mode": text_mode}
+
+
+def heatmap(title, unit, expr, description, width=24):
+    """A heatmap of a Prometheus histogram: one bucket per row, counts per interval."""
+    return {"type": "heatmap", "title": title, "unit": unit, "targets": [(expr, "{{le}}")],
+            "description": description, "width": width}
+
+
+def value_map(*pairs):
+    """Value mappings: (value, text, color)."""
+    return [{"type": "value", "options": {
+        str(v): {"text": text, "color": color, "index": i} for i, (v, text, color) in enumerate(pairs)}}]
+
+
+# (row title, [panels]). Rows are expanded when the dashboard opens, and each can be
+# collapsed; the overview comes first. Per-instance breakdowns (`by (instance)`) wherever a
+# sum over servers would hide which one is bad.
+ROWS = [
+    ("Overview", [
+        stat("Up", "none", [(f'up{{job="mds",{SEL}}}', "{{instance}}")],
+             "Whether Prometheus could scrape each server at its last attempt.",
+             mappings=value_map((1, "UP", "green"), (0, "DOWN", "red"))),
+        stat("Version", "none", [(f"mds_build_info{{{SEL}}}", "{{instance}} {{version}}")],
+             "The version each server runs (mds_build_info's version label).",
+             text_mode="name"),
+        stat("Uptime", "s", [(f"time() - process_start_time_seconds{{{SEL}}}", "{{instance}}")],
+             "Time since each server process started."),
+        stat("Read-only", "none", [(f"max by (instance) (mds_read_only{{{SEL}}})", "{{instance}}")],
+             "READ-ONLY once the journal failed: mutations are refused with EIO until a restart.",
+             mappings=value_map((0, "read-write", "green"), (1, "READ-ONLY", "red"))),
+        stat("Inodes", "short", [(f"mds_inodes{{{SEL}}}", "{{instance}} {{kind}}")],
+             "Directories and files in each server's namespace.", width=8),
+        ts("Create rate by instance", "ops",
+           [(f"sum by (instance) ({rate('mds_requests_total', CREATE_OK)})", "{{instance}}")],
+           "Successful CREATEs per second per server: the figure loadgen's Rate line reports."),
+        ts("Commit lag by instance (transnos)", "short",
+           [(f"max by (instance) (mds_last_assigned_transno{{{SEL}}})"
+             f" - max by (instance) (mds_last_committed_transno{{{SEL}}})", "{{instance}}")],
+           "Transnos handed out but not yet durable, per server, at its last commit."),
+    ]),
+    ("Requests", [
+        ts("Requests by operation", "reqps", [(f"sum by (op) ({rate('mds_requests_total')})", "{{op}}")],
+           "All answered requests per second, by operation, over the selected servers."),
+        ts("Errors by code", "reqps",
+           [(f"sum by (result) ({rate('mds_requests_total', NOT_OK)})", "{{result}}")],
+           "Requests answered with a POSIX error, by code."),
+        heatmap("Request latency heatmap (all operations)", "s",
+                f"sum by (le) ({rate('mds_request_duration_seconds_bucket')})",
+                "Requests per latency bucket over time, every operation: a second band of slow "
+                "requests shows here before it moves a quantile."),
+        ts("Request latency p99 by operation", "s", quantiles("mds_request_duration_seconds", "op", (0.99,)),
+           "From a request's arrival to its reply being queued for the socket; mutations include their commit."),
+        ts("Request latency p99 by instance", "s",
+           quantiles("mds_request_duration_seconds", BY_INSTANCE, (0.99,)),
+           "p99 over every operation, per server: the slow one stands out."),
+        ts("Request latency quantiles (all operations)", "s", quantiles("mds_request_duration_seconds", ""),
+           "p50, p99 and p99.9 over every operation and selected server."),
+        ts("Errors by instance", "reqps",
+           [(f"sum by (instance) ({rate('mds_requests_total', NOT_OK)})", "{{instance}}")],
+           "Requests answered with a POSIX error, per server."),
+    ]),
+    ("Group commit", [
+        ts("Commits per second by instance", "ops",
+           [(f"sum by (instance) ({rate('mds_commits_total')})", "{{instance}}")],
+           "Group commits written and synced per second, per server."),
+        ts("Mutations per commit", "short",
+           [(f"sum by (instance) ({rate('mds_committed_transactions_total')})"
+             f" / sum by (instance) ({rate('mds_commits_total')})", "mean {{instance}}")]
+           + quantiles("mds_commit_transactions", "", (0.5, 0.99)),
+           "How many mutations share one synced write: the whole point of group commit."),
+        ts("Commit write+sync time", "s",
+           quantiles("mds_commit_write_sync_duration_seconds", "", (0.5, 0.99))
+           + [(q[0], "build " + q[1]) for q in quantiles("mds_commit_build_duration_seconds", "", (0.99,))],
+           "RocksDB's synced write of one group commit (WAL append, fsync, memtable), and the time to encode its batch."),
+        ts("Commit write+sync p99 by instance", "s",
+           quantiles("mds_commit_write_sync_duration_seconds", BY_INSTANCE, (0.99,)),
+           "p99 synced write per server: the alert MdsCommitLatencyHigh fires above 50 ms."),
+        ts("Forced commits", "ops", [(f"sum by (instance) ({rate('mds_forced_commits_total')})", "{{instance}}")],
+           "Commits asked to start at once, by a SYNC or a commit-on-share conflict, rather than at the commit interval or a full batch."),
+        ts("Commit-on-share conflicts by operation", "ops",
+           [(f"sum by (op) ({rate('mds_cos_conflicts_total')})", "{{op}}")],
+           "Requests that would have observed or built on another client's uncommitted change: each asked for an immediate commit and its reply waited for it."),
+        ts("Journal errors by instance", "short",
+           [(f"sum by (instance) (mds_journal_errors_total{{{SEL}}})", "{{instance}}")],
+           "Journal write or sync failures since start; the first turns that server read-only.", 24),
+    ]),
+    ("Replies", [
+        ts("Pending replies by instance", "short",
+           [(f"sum by (instance) (mds_pending_replies{{{SEL}}})", "{{instance}}")],
+           "Replies waiting for their commit."),
+        ts("Replies waiting on another client's commit", "short",
+           [(f"sum by (instance) (mds_cos_waiting_replies{{{SEL}}})", "{{instance}}")],
+           "Reads and errors held back by commit-on-share until the change they saw is durable."),
+        ts("Replies drained per commit", "short",
+           [(f"sum by (instance) ({rate('mds_drain_replies_sum')})"
+             f" / sum by (instance) ({rate('mds_drain_replies_count')})", "mean per drain {{instance}}")]
+           + quantiles("mds_drain_replies", "instance, partition", (0.99,)),
+           "Replies one partition releases per wake: one wake per partition per commit."),
+        ts("Drain duration", "s", quantiles("mds_drain_duration_seconds", "", (0.5, 0.99, 0.999)),
+           "From a commit being durable to its partition having queued the released replies."),
+        ts("Queue depth by partition", "short",
+           [(f"max by (instance, partition) (mds_partition_queue_depth{{{SEL}}})",
+             "{{instance}} partition {{partition}}")],
+           "Replies waiting in each partition's queue, at its last drain.", 24),
+    ]),
+    ("Clients", [
+        ts("Connections", "short",
+           [(f"sum by (instance, partition) (mds_connections{{{SEL}}})", "{{instance}} partition {{partition}}")],
+           "Open client connections per partition.", 8),
+        ts("Sessions", "short", [(f"sum by (instance) (mds_sessions{{{SEL}}})", "{{instance}}")],
+           "Client sessions the server knows: connected, or away with replies still pending.", 4),
+        ts("Session reconnects", "ops", [(f"sum by (instance) ({rate('mds_session_reconnects_total')})", "{{instance}}")],
+           "CONNECTs with a client identity that already had a connection, which they replaced: "
+           "clients coming back after a broken connection.", 4),
+        ts("Protocol errors and slow clients", "ops",
+           [(f"sum by (instance, kind) ({rate('mds_protocol_errors_total')})", "{{instance}} {{kind}}"),
+            (f"sum by (instance) ({rate('mds_slow_client_disconnects_total')})", "{{instance}} slow clients")],
+           "Connections closed for bad input or for not reading their replies.", 8),
+    ]),
+    ("RocksDB", [
+        ts("RocksDB stall time", "percentunit",
+           [(f"sum by (instance) ({rate('mds_rocksdb_stall_seconds_total')})", "{{instance}}")],
+           "Fraction of time RocksDB stalled writes, per server.", 8),
+        ts("RocksDB sizes", "bytes",
+           [(f"sum by (instance, cf) (mds_rocksdb_live_sst_bytes{{{SEL}}})", "SST {{instance}} {{cf}}"),
+            (f"sum by (instance, cf) (mds_rocksdb_memtable_bytes{{{SEL}}})", "memtable {{instance}} {{cf}}")],
+           "Live SST files and memtables, per column family.", 8),
+        ts("RocksDB keys", "short",
+           [(f"sum by (instance, cf) (mds_rocksdb_estimated_keys{{{SEL}}})", "{{instance}} {{cf}}")],
+           "RocksDB's estimate of keys per column family.", 8),
+    ]),
+    ("Process", [
+        ts("Process CPU", "percentunit",
+           [(f"sum by (instance) ({rate('process_cpu_seconds_total')})", "{{instance}}")],
+           "CPU seconds per second used by each mds (100% = one core).", 6),
+        ts("Resident memory", "bytes",
+           [(f"sum by (instance) (process_resident_memory_bytes{{{SEL}}})", "{{instance}}")],
+           "Resident memory of each mds process.", 6),
+        ts("Open file descriptors", "short",
+           [(f"sum by (instance) (process_open_fds{{{SEL}}})", "open {{instance}}"),
+            (f"sum by (instance) (process_max_fds{{{SEL}}})", "limit {{instance}}")],
+           "Open descriptors against the process limit (LimitNOFILE in dist/mds.service); the "
+           "alert MdsFileDescriptorsNearLimit fires above 90%.", 6),
+        ts("Threads", "short", [(f"sum by (instance) (process_threads{{{SEL}}})", "{{instance}}")],
+           "OS threads of each mds process.", 6),
+    ]),
 ]
 
-
-def layout(widths, height=8):
-    """Grid positions for panels of these widths, filling 24-column rows left to right."""
-    x, y, positions = 0, 0, []
-    for w in widths:
-        if x + w > 24:
-            x, y = 0, y + height
-        positions.append({"h": height, "w": w, "x": x, "y": y})
-        x += w
-    return positions
+PANEL_HEIGHT = 8
+STAT_HEIGHT = 4
 
 
-def panel(i, grid, title, unit, targets, description):
-    return {
-        "id": i + 1,
-        "type": "timeseries",
-        "title": title,
-        "description": description,
+def target(j, expr, legend, kind):
+    t = {"refId": chr(ord("A") + j), "expr": expr, "legendFormat": legend,
+         "datasource": {"type": "prometheus", "uid": "${datasource}"}}
+    if kind == "heatmap":
+        t["format"] = "heatmap"
+    return t
+
+
+def panel(pid, grid, p):
+    kind = p["type"]
+    out = {
+        "id": pid,
+        "type": kind,
+        "title": p["title"],
+        "description": p["description"],
         "datasource": {"type": "prometheus", "uid": "${datasource}"},
         "gridPos": grid,
-        "fieldConfig": {"defaults": {"unit": unit}, "overrides": []},
-        "options": {"legend": {"displayMode": "list", "placement": "bottom"},
-                    "tooltip": {"mode": "multi"}},
-        "targets": [
-            {"refId": chr(ord("A") + j), "expr": expr, "legendFormat": legend,
-             "datasource": {"type": "prometheus", "uid": "${datasource}"}}
-            for j, (expr, legend) in enumerate(targets)
-        ],
+        "fieldConfig": {"defaults": {"unit": p["unit"]}, "overrides": []},
+        "targets": [target(j, expr, legend, kind) for j, (expr, legend) in enumerate(p["targets"])],
     }
+    if kind == "timeseries":
+        out["options"] = {"legend": {"displayMode": "list", "placement": "bottom"},
+                          "tooltip": {"mode": "multi"}}
+    elif kind == "stat":
+        out["fieldConfig"]["defaults"]["mappings"] = p["mappings"]
+        out["fieldConfig"]["defaults"]["color"] = {"mode": "fixed" if not p["mappings"] else "thresholds",
+                                                   "fixedColor": "text"}
+        out["fieldConfig"]["defaults"]["thresholds"] = {
+            "mode": "absolute", "steps": [{"color": "text", "value": None}]}
+        out["options"] = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
+                          "textMode": p["text_mode"], "colorMode": "value", "graphMode": "none",
+                          "justifyMode": "auto", "orientation": "auto"}
+    elif kind == "heatmap":
+        out["options"] = {"calculate": False, "cellGap": 1,
+                          "yAxis": {"axisPlacement": "left", "unit": p["unit"]},
+                          "rowsFrame": {"layout": "le"},
+                          "color": {"mode": "scheme", "scheme": "Oranges", "steps": 64},
+                          "tooltip": {"mode": "single", "yHistogram": True},
+                          "legend": {"show": True}}
+    return out
+
+
+def layout():
+    """Rows in order, each a row panel followed by its panels, filling 24 columns left to
+    right. Rows are left expanded (`collapsed: false`; click a row's title to fold it):
+    Grafana keeps the panels of a collapsed row inside the row, out of the top-level list
+    the dashboard test reads."""
+    panels, y, pid = [], 0, 1
+    for title, members in ROWS:
+        panels.append({"id": pid, "type": "row", "title": title, "collapsed": False,
+                       "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}, "panels": [], "targets": []})
+        pid, y, x, row_h = pid + 1, y + 1, 0, 0
+        for p in members:
+            w = p["width"]
+            h = STAT_HEIGHT if p["type"] == "stat" else PANEL_HEIGHT
+            if x + w > 24:
+                x, y, row_h = 0, y + row_h, 0
+            panels.append(panel(pid, {"h": h, "w": w, "x": x, "y": y}, p))
+            pid, x, row_h = pid + 1, x + w, max(row_h, h)
+        y += row_h
+    return panels
 
 
 def dashboard():
-    grids = layout(p[4] if len(p) > 4 else 12 for p in PANELS)
     return {
         "title": "mds",
         "uid": "mds-overview",
-        "description": "mds metadata server: requests, group commit, reply drain, RocksDB, process.",
+        "description": "mds metadata server: overview, requests, group commit, reply drain, clients, RocksDB, process.",
         "tags": ["mds", "metadata"],
         "timezone": "browser",
         "schemaVersion": 39,
@@ -161,7 +288,7 @@ def dashboard():
              "definition": "label_values(mds_commits_total, instance)",
              "includeAll": True, "multi": True, "allValue": ".+", "current": {}, "refresh": 2, "hide": 0},
         ]},
-        "panels": [panel(i, grid, *p[:4]) for i, (p, grid) in enumerate(zip(PANELS, grids))],
+        "panels": layout(),
     }
 
 

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
 # The main job end to end: build, start mds on a default data dir with its Prometheus
 # endpoint, drive it with loadgen (a create workload, 64 threads), print the rate, stop mds
-# cleanly and check the store.
+# cleanly and check the store. The first build compiles RocksDB's C++: about 20 minutes on
+# 2 cores; later runs are incremental.
 #   DATA=/path THREADS=64 DURATION=10 ./scripts/demo.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-./scripts/install-deps.sh curl
+echo "demo: the first build compiles RocksDB's C++: about 20 minutes on 2 cores" \
+  "(later runs reuse \$CARGO_TARGET_DIR and are incremental)."
+./scripts/install-deps.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/mds-target}"
 cargo build --release -p mds -p loadgen --bins
 

@@ -1,24 +1,77 @@
 #!/usr/bin/env bash
-# Installs what building and testing mds needs on a fresh Debian machine: clang and libclang
-# (bindgen, for RocksDB's C++), prometheus (promtool and a real Prometheus for the metrics and
-# dashboard tests), python3 (dashboard generator, benchmark chart), and the rustfmt and
-# clippy components. Extra Debian packages may be named as arguments. Safe to run again.
+# Installs what building mds and running scripts/demo.sh need, on Debian or Ubuntu:
+#   clang, libclang-dev   bindgen and the C++ build of RocksDB (clang also provides cc/c++)
+#   curl                  the demo reads /metrics with it
+# With MDS_TEST_DEPS=1 (scripts/test.sh sets it), also what the test suite needs:
+#   prometheus            promtool and a real Prometheus, for the metrics and dashboard tests
+#   python3               dashboards/generate.py --check (and bench/chart.py)
+#   rustfmt, clippy       rustup components
+# Extra Debian packages may be named as arguments. Packages are installed with
+# --no-install-recommends. Also checks that rustc is at least the workspace's rust-version.
+# Safe to run again: installs only what is missing.
+#   ./scripts/install-deps.sh                    # build + demo
+#   MDS_TEST_DEPS=1 ./scripts/install-deps.sh    # + tests
 set -euo pipefail
+cd "$(dirname "$0")/.."
 
-SUDO=""
-if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+pkgs=(clang libclang-dev curl)
+if [ "${MDS_TEST_DEPS:-0}" = 1 ]; then
+  pkgs+=(prometheus python3)
+fi
+pkgs+=("$@")
 
-need=()
-for pkg in clang libclang-dev prometheus python3 "$@"; do
-  dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
-done
-if [ ${#need[@]} -gt 0 ]; then
-  echo "installing: ${need[*]}"
-  $SUDO apt-get update
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y "${need[@]}"
+if command -v apt-get >/dev/null 2>&1 && command -v dpkg >/dev/null 2>&1; then
+  need=()
+  for pkg in "${pkgs[@]}"; do
+    dpkg -s "$pkg" >/dev/null 2>&1 || need+=("$pkg")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
+    SUDO=""
+    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+    echo "install-deps: installing ${need[*]}"
+    $SUDO apt-get update
+    $SUDO env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}"
+  fi
+else
+  # Not Debian: say what to install, and stop if the commands are not there.
+  cat >&2 <<MSG
+install-deps: no apt-get/dpkg on this system; install these by hand (Debian names):
+  ${pkgs[*]}
+  clang + libclang-dev: a C/C++ compiler and libclang for bindgen
+    (Fedora/RHEL: clang clang-devel; Arch: clang; Alpine: clang-dev; macOS: Xcode tools)
+MSG
+  if [ "${MDS_TEST_DEPS:-0}" = 1 ]; then
+    echo "  prometheus: the prometheus and promtool binaries (https://prometheus.io/download/)" >&2
+  fi
+  missing=()
+  cmds=(clang curl)
+  if [ "${MDS_TEST_DEPS:-0}" = 1 ]; then cmds+=(prometheus promtool python3); fi
+  for cmd in "${cmds[@]}"; do
+    command -v "$cmd" >/dev/null 2>&1 || missing+=("$cmd")
+  done
+  if [ ${#missing[@]} -gt 0 ]; then
+    echo "install-deps: not found: ${missing[*]}" >&2
+    exit 1
+  fi
+  echo "install-deps: the commands are there; going on (libclang is not checked)" >&2
 fi
 
-if command -v rustup >/dev/null 2>&1; then
+# The Rust toolchain: rustc at least the workspace's rust-version.
+want="$(sed -n 's/^rust-version *= *"\([0-9.]*\)".*/\1/p' Cargo.toml | head -n1)"
+if ! command -v rustc >/dev/null 2>&1 || ! command -v cargo >/dev/null 2>&1; then
+  echo "install-deps: no Rust toolchain (rustc and cargo); mds needs Rust $want or newer." >&2
+  echo "  Install it with rustup (https://rustup.rs), then run this again." >&2
+  exit 1
+fi
+have="$(rustc --version | awk '{print $2}')"
+have="${have%%-*}"
+if [ -n "$want" ] && [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -n1)" != "$want" ]; then
+  echo "install-deps: rustc $have is older than this workspace's rust-version $want." >&2
+  echo "  Update it (rustup update stable) or install a newer toolchain, then run this again." >&2
+  exit 1
+fi
+
+if [ "${MDS_TEST_DEPS:-0}" = 1 ] && command -v rustup >/dev/null 2>&1; then
   for comp in rustfmt clippy; do
     rustup component list --installed 2>/dev/null | grep -q "^$comp" || rustup component add "$comp"
   done

@@ -1,6 +1,9 @@
-//! `mdsctl` as a user runs it against a real server: output shapes, POSIX error names on
-//! stderr, exit codes.
+//! `mdsctl` as a user runs it against a real server: output shapes (text and `-o json`),
+//! POSIX error names on stderr, exit codes (1 server error, 2 usage, 3 unreachable, timed out
+//! or protocol failure), `MDS_SERVER`.
 
+use std::io::{Read, Write};
+use std::net::TcpListener;
 use std::process::{Command, Output};
 
 use mds_testkit::Server;
@@ -26,9 +29,33 @@ fn ok(out: Output) -> String {
 }
 
 fn fails_with(out: Output, errno: &str) {
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(1), "a server error exits 1");
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(errno), "expected {errno} in {stderr:?}");
+}
+
+fn json(server: &Server, args: &[&str]) -> serde_json::Value {
+    let out = ok(ctl(server, &[&["-o", "json"], args].concat()));
+    serde_json::from_str(&out).unwrap_or_else(|e| panic!("not JSON ({e}): {out}"))
+}
+
+/// Runs mdsctl without `--server`: MDS_SERVER (or the default) says where.
+fn ctl_at(server: &str, args: &[&str]) -> Output {
+    Command::new(MDSCTL)
+        .env("MDS_SERVER", server)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn unreachable(out: &Output) -> String {
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(
+        out.status.code(),
+        Some(3),
+        "unreachable, timed out or protocol failure exits 3: {stderr}"
+    );
+    stderr
 }
 
 #[test]
@@ -76,9 +103,132 @@ fn mdsctl_does_what_a_user_types() {
     fails_with(ctl(&server, &["mv", "/a", "/a/x/inside"]), "EINVAL");
     let long = format!("/{}", "n".repeat(300));
     fails_with(ctl(&server, &["create", &long]), "ENAMETOOLONG");
-    let unreachable = Command::new(MDSCTL)
-        .args(["--server", "127.0.0.1:1", "status"])
-        .output()
-        .unwrap();
-    assert!(!unreachable.status.success());
+    unreachable(
+        &Command::new(MDSCTL)
+            .args(["--server", "127.0.0.1:1", "status"])
+            .output()
+            .unwrap(),
+    );
+}
+
+#[test]
+fn json_output_is_one_document_per_run_for_every_command() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_testkit::bin("mds"), dir.path(), &[]);
+    let made = json(&server, &["mkdir", "-p", "/j/k"]);
+    assert_eq!(made[0]["path"], "/j/k");
+    assert_eq!(made[0]["kind"], "directory");
+    assert_eq!(made[0]["mode"], "0755");
+    let again = json(&server, &["mkdir", "-p", "/j/k"]);
+    assert_eq!(again[0]["inode"], made[0]["inode"], "-p finds what exists");
+    let files = json(&server, &["create", "-m", "600", "/j/f1", "/j/f2"]);
+    assert_eq!(files.as_array().unwrap().len(), 2);
+    assert_eq!(files[1]["path"], "/j/f2");
+    assert_eq!(files[1]["kind"], "file");
+    assert_eq!(files[1]["mode"], "0600");
+    assert_eq!(files[1]["nlink"], 1);
+
+    // The global flags go before or after the subcommand.
+    let out = ok(ctl(&server, &["stat", "/j/f1", "/j", "--output", "json"]));
+    let stat: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(stat[0]["inode"], files[0]["inode"]);
+    assert_eq!(stat[1]["kind"], "directory");
+    assert_eq!(stat[1]["size"], 3, "a directory's size is its entry count");
+    assert!(stat[0]["ctime"].as_str().unwrap().ends_with('Z'));
+    assert!(stat[0]["mtime_ns"].as_i64().unwrap() > 0);
+
+    let ls = json(&server, &["ls", "/j"]);
+    let names: Vec<&str> = ls
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["f1", "f2", "k"]);
+    assert_eq!(ls[2]["kind"], "directory");
+    assert_eq!(ls[0]["inode"], files[0]["inode"]);
+
+    let set = json(&server, &["setattr", "/j/f1", "--size", "10", "--uid", "7"]);
+    assert_eq!(
+        (set["size"].as_u64(), set["uid"].as_u64()),
+        (Some(10), Some(7))
+    );
+    let mv = json(&server, &["mv", "/j/f1", "/j/k/g"]);
+    assert_eq!(
+        (mv["src"].as_str(), mv["dst"].as_str()),
+        (Some("/j/f1"), Some("/j/k/g"))
+    );
+    let rm = json(&server, &["rm", "/j/k/g", "/j/f2"]);
+    assert_eq!(rm[1]["path"], "/j/f2");
+    let rmdir = json(&server, &["rmdir", "/j/k"]);
+    assert_eq!(rmdir[0]["path"], "/j/k");
+    let sync = json(&server, &["sync"]);
+    let last = sync["last_committed"].as_u64().unwrap();
+    assert!(last > 0, "{sync}");
+
+    let status = json(&server, &["status"]);
+    assert_eq!(status["server"], server.addr.to_string());
+    assert_eq!(status["directories"], 2, "/ and /j: {status}");
+    assert_eq!(status["files"], 0, "{status}");
+    assert_eq!(status["read_only"], false);
+    assert_eq!(status["partitions"], 2);
+    assert!(status["last_committed"].as_u64().unwrap() >= last);
+    assert!(status["txns_per_commit"].as_f64().is_some(), "{status}");
+
+    // An error prints nothing on stdout, its POSIX name on stderr, and exits 1.
+    let out = ctl(&server, &["-o", "json", "stat", "/nope"]);
+    assert!(out.stdout.is_empty());
+    fails_with(out, "ENOENT");
+}
+
+#[test]
+fn exit_codes_separate_server_errors_usage_and_unreachable_servers() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_testkit::bin("mds"), dir.path(), &[]);
+    let addr = server.addr.to_string();
+
+    // MDS_SERVER says where when --server is not given; --server wins over it.
+    ok(ctl_at(&addr, &["mkdir", "/env"]));
+    assert_eq!(ok(ctl_at(&addr, &["ls"])), "env\n");
+    ok(ctl_at("127.0.0.1:1", &["--server", &addr, "stat", "/env"]));
+    fails_with(ctl_at(&addr, &["mkdir", "/env"]), "EEXIST");
+
+    // Bad usage: clap's 2, before anything is sent.
+    for args in [
+        &["frobnicate"][..],
+        &["--output", "yaml", "status"],
+        &["--timeout", "soon", "status"],
+        &["mkdir", "--mode", "999", "/x"],
+    ] {
+        let out = ctl(&server, args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+    fails_with(ctl(&server, &["stat", "/x"]), "ENOENT");
+
+    // Nothing listens: 3.
+    let refused = unreachable(&ctl_at("127.0.0.1:1", &["status"]));
+    assert!(refused.contains("connect 127.0.0.1:1"), "{refused}");
+
+    // A server that accepts but never answers: 3 once --timeout passes, not a hang. The
+    // kernel completes the handshake from the listen backlog; nobody ever reads.
+    let silent = TcpListener::bind("127.0.0.1:0").unwrap();
+    let silent_addr = silent.local_addr().unwrap().to_string();
+    let out = ctl_at(&silent_addr, &["--timeout", "1s", "status"]);
+    let stderr = unreachable(&out);
+    assert!(stderr.contains("no answer within 1s"), "{stderr}");
+    drop(silent);
+
+    // A server that answers with garbage: a protocol failure, 3.
+    let liar = TcpListener::bind("127.0.0.1:0").unwrap();
+    let liar_addr = liar.local_addr().unwrap().to_string();
+    std::thread::spawn(move || {
+        if let Ok((mut conn, _)) = liar.accept() {
+            let mut buf = [0u8; 256];
+            let _ = conn.read(&mut buf);
+            let _ = conn.write_all(b"HTTP/1.0 400 Bad Request\r\n\r\nnot mds at all");
+        }
+    });
+    let out = ctl_at(&liar_addr, &["--timeout", "20s", "status"]);
+    let stderr = unreachable(&out);
+    assert!(!stderr.contains("no answer within"), "{stderr}");
 }

@@ -1,21 +1,58 @@
 //! `mdsctl`: the mds client by hand. Paths are absolute and resolved by LOOKUP from the root.
-//! On a server error it prints the POSIX name (e.g. `ENOENT`) on stderr and exits 1.
+//!
+//! Output is text for people, or with `-o json` one JSON document on stdout per run. Exit
+//! status: 0 done; 1 the server (or the path check) answered with a POSIX error, whose name
+//! (e.g. `ENOENT`) is printed on stderr; 2 bad usage (clap's); 3 the server could not be
+//! reached, did not answer within `--timeout`, closed the connection, or sent something this
+//! client does not understand.
 
 use std::process::ExitCode;
 use std::time::{Duration, UNIX_EPOCH};
 
-use clap::{Parser, Subcommand};
-use mds_client::proto::{Attr, Kind, SetAttr};
+use clap::{Parser, Subcommand, ValueEnum};
+use mds_client::proto::{Attr, DirEntry, Kind, SetAttr, StatFs};
+use mds_client::units::parse_duration;
 use mds_client::{Client, ClientError};
+use serde_json::{Value, json};
+
+/// The server answered with an error (or a path was refused before it was sent).
+const EXIT_SERVER_ERROR: u8 = 1;
+/// Could not reach the server, no answer in time, connection lost, or a protocol failure.
+const EXIT_UNREACHABLE: u8 = 3;
 
 #[derive(Parser)]
-#[command(name = "mdsctl", version, about = "Talk to an mds server by hand")]
+#[command(
+    name = "mdsctl",
+    version,
+    about = "Talk to an mds server by hand",
+    after_help = "Exit status: 0 done; 1 the server answered with an error (its POSIX name on \
+                  stderr); 2 bad usage; 3 the server could not be reached, did not answer \
+                  within --timeout, or broke the protocol."
+)]
 struct Cli {
     /// Server address, HOST:PORT.
-    #[arg(long, default_value = "127.0.0.1:7400", env = "MDS_SERVER")]
+    #[arg(
+        long,
+        default_value = "127.0.0.1:7400",
+        env = "MDS_SERVER",
+        global = true
+    )]
     server: String,
+    /// Output format: `text` for people, `json` for programs (one JSON document on stdout).
+    #[arg(short, long, value_enum, default_value_t = Output::Text, global = true)]
+    output: Output,
+    /// Give up after this long without the command having finished (e.g. 500ms, 30s; 0: wait
+    /// forever). Exit status 3.
+    #[arg(long, default_value = "30s", value_parser = parse_duration, global = true)]
+    timeout: Duration,
     #[command(subcommand)]
     command: Command,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Output {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -94,26 +131,60 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("building a runtime");
-    match rt.block_on(run(cli)) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err((what, e)) => {
-            match e.errno() {
-                Some(errno) => eprintln!("mdsctl: {what}: {errno}"),
-                None => eprintln!("mdsctl: {what}: {e}"),
-            }
-            ExitCode::FAILURE
+    let (server, limit) = (cli.server.clone(), cli.timeout);
+    let result = rt.block_on(async {
+        if limit.is_zero() {
+            run(cli).await
+        } else {
+            tokio::time::timeout(limit, run(cli))
+                .await
+                .unwrap_or(Err(Failure::Timeout))
         }
+    });
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(Failure::Timeout) => {
+            eprintln!(
+                "mdsctl: {server}: no answer within {} (--timeout)",
+                humantime::format_duration(limit)
+            );
+            ExitCode::from(EXIT_UNREACHABLE)
+        }
+        Err(Failure::Client(what, e)) => match e.errno() {
+            Some(errno) => {
+                eprintln!("mdsctl: {what}: {errno}");
+                ExitCode::from(EXIT_SERVER_ERROR)
+            }
+            None => {
+                eprintln!("mdsctl: {what}: {e}");
+                ExitCode::from(EXIT_UNREACHABLE)
+            }
+        },
     }
 }
 
-type Failure = (String, ClientError);
+enum Failure {
+    /// What was being done, and how it failed.
+    Client(String, ClientError),
+    /// `--timeout` passed first.
+    Timeout,
+}
 
 fn at(what: impl Into<String>) -> impl FnOnce(ClientError) -> Failure {
     let what = what.into();
-    move |e| (what, e)
+    move |e| Failure::Client(what, e)
+}
+
+/// Prints one JSON document on stdout.
+fn print_json(v: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).expect("a Value always serializes")
+    );
 }
 
 async fn run(cli: Cli) -> Result<(), Failure> {
+    let json = cli.output == Output::Json;
     let client = Client::connect(cli.server.as_str())
         .await
         .map_err(at(format!("connect {}", cli.server)))?;
@@ -123,30 +194,52 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             parents,
             paths,
         } => {
+            let mut made = Vec::new();
             for path in paths {
-                if parents {
-                    mkdir_p(&client, &path, mode).await.map_err(at(&path))?;
+                let attr = if parents {
+                    mkdir_p(&client, &path, mode).await.map_err(at(&path))?
                 } else {
                     let (parent, name) = client.resolve_parent(&path).await.map_err(at(&path))?;
-                    client.mkdir(parent, name, mode).await.map_err(at(&path))?;
-                }
+                    client.mkdir(parent, name, mode).await.map_err(at(&path))?
+                };
+                made.push(attr_json(&path, &attr));
+            }
+            if json {
+                print_json(&Value::Array(made));
             }
         }
         Command::Create { mode, paths } => {
+            let mut made = Vec::new();
             for path in paths {
                 let (parent, name) = client.resolve_parent(&path).await.map_err(at(&path))?;
-                client.create(parent, name, mode).await.map_err(at(&path))?;
+                let attr = client.create(parent, name, mode).await.map_err(at(&path))?;
+                made.push(attr_json(&path, &attr));
+            }
+            if json {
+                print_json(&Value::Array(made));
             }
         }
         Command::Stat { paths } => {
+            let mut attrs = Vec::new();
             for path in paths {
                 let attr = client.resolve(&path).await.map_err(at(&path))?;
-                print_attr(&path, &attr);
+                if json {
+                    attrs.push(attr_json(&path, &attr));
+                } else {
+                    print_attr(&path, &attr);
+                }
+            }
+            if json {
+                print_json(&Value::Array(attrs));
             }
         }
         Command::Ls { path, long } => {
             let dir = client.resolve(&path).await.map_err(at(&path))?;
-            for entry in client.readdir_all(dir.ino).await.map_err(at(&path))? {
+            let entries = client.readdir_all(dir.ino).await.map_err(at(&path))?;
+            if json {
+                print_json(&Value::Array(entries.iter().map(entry_json).collect()));
+            }
+            for entry in entries.iter().filter(|_| !json) {
                 if long {
                     let kind = if entry.kind == Kind::Directory {
                         "d"
@@ -160,15 +253,25 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             }
         }
         Command::Rm { paths } => {
+            let mut done = Vec::new();
             for path in paths {
                 let (parent, name) = client.resolve_parent(&path).await.map_err(at(&path))?;
                 client.unlink(parent, name).await.map_err(at(&path))?;
+                done.push(json!({ "path": path }));
+            }
+            if json {
+                print_json(&Value::Array(done));
             }
         }
         Command::Rmdir { paths } => {
+            let mut done = Vec::new();
             for path in paths {
                 let (parent, name) = client.resolve_parent(&path).await.map_err(at(&path))?;
                 client.rmdir(parent, name).await.map_err(at(&path))?;
+                done.push(json!({ "path": path }));
+            }
+            if json {
+                print_json(&Value::Array(done));
             }
         }
         Command::Mv { src, dst } => {
@@ -178,6 +281,9 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 .rename(sp, sn, dp, dn)
                 .await
                 .map_err(at(format!("{src} -> {dst}")))?;
+            if json {
+                print_json(&json!({ "src": src, "dst": dst }));
+            }
         }
         Command::Setattr {
             path,
@@ -195,75 +301,144 @@ async fn run(cli: Cli) -> Result<(), Failure> {
                 mtime_ns: None,
             };
             let attr = client.setattr(ino, set).await.map_err(at(&path))?;
-            print_attr(&path, &attr);
+            if json {
+                print_json(&attr_json(&path, &attr));
+            } else {
+                print_attr(&path, &attr);
+            }
         }
-        Command::Sync => client.sync().await.map_err(at("sync"))?,
+        Command::Sync => {
+            client.sync().await.map_err(at("sync"))?;
+            if json {
+                print_json(&json!({ "last_committed": client.last_committed() }));
+            }
+        }
         Command::Status => {
             let s = client.statfs().await.map_err(at("status"))?;
-            println!("server:          {}", cli.server);
-            println!("inodes:          {}", s.inodes);
-            println!("directories:     {}", s.directories);
-            println!("files:           {}", s.files);
-            println!("last_committed:  {}", s.last_committed);
-            println!("last_transno:    {}", s.last_transno);
-            println!("commits:         {}", s.commits);
-            println!("committed_txns:  {}", s.committed_transactions);
-            let per = if s.commits > 0 {
-                s.committed_transactions as f64 / s.commits as f64
+            if json {
+                print_json(&status_json(&cli.server, &s));
             } else {
-                0.0
-            };
-            println!(
-                "txns_per_commit: {per:.2} (max {})",
-                s.max_transactions_per_commit
-            );
-            println!("partitions:      {}", s.partitions);
-            println!("read_only:       {}", s.read_only);
-            println!("cos_conflicts:   {}", s.cos_conflicts);
+                print_status(&cli.server, &s);
+            }
         }
     }
     Ok(())
 }
 
-async fn mkdir_p(client: &Client, path: &str, mode: u32) -> Result<(), ClientError> {
-    let mut ino = mds_client::ROOT;
+/// `mkdir -p`: the attributes of the last directory, made or found.
+async fn mkdir_p(client: &Client, path: &str, mode: u32) -> Result<Attr, ClientError> {
+    use mds_client::proto::Errno::{EEXIST, ENOENT, ENOTDIR};
+    let mut attr = client.getattr(mds_client::ROOT).await?;
     for name in mds_client::components(path)? {
-        ino = match client.lookup(ino, name).await {
-            Ok(attr) if attr.kind == Kind::Directory => attr.ino,
-            Ok(_) => return Err(ClientError::Errno(mds_client::proto::Errno::ENOTDIR)),
-            Err(e) if e.errno() == Some(mds_client::proto::Errno::ENOENT) => {
-                match client.mkdir(ino, name, mode).await {
-                    Ok(attr) => attr.ino,
-                    // Someone else made it meanwhile.
-                    Err(e) if e.errno() == Some(mds_client::proto::Errno::EEXIST) => {
-                        client.lookup(ino, name).await?.ino
+        attr = match client.lookup(attr.ino, name).await {
+            Ok(found) if found.kind == Kind::Directory => found,
+            Ok(_) => return Err(ClientError::Errno(ENOTDIR)),
+            Err(e) if e.errno() == Some(ENOENT) => match client.mkdir(attr.ino, name, mode).await {
+                Ok(made) => made,
+                // Someone else made it meanwhile.
+                Err(e) if e.errno() == Some(EEXIST) => {
+                    let found = client.lookup(attr.ino, name).await?;
+                    if found.kind != Kind::Directory {
+                        return Err(ClientError::Errno(ENOTDIR));
                     }
-                    Err(e) => return Err(e),
+                    found
                 }
-            }
+                Err(e) => return Err(e),
+            },
             Err(e) => return Err(e),
         };
     }
-    Ok(())
+    Ok(attr)
+}
+
+fn kind_name(kind: Kind) -> &'static str {
+    match kind {
+        Kind::Directory => "directory",
+        Kind::File => "file",
+    }
+}
+
+fn rfc3339(ns: i64) -> String {
+    humantime::format_rfc3339_nanos(UNIX_EPOCH + Duration::from_nanos(ns.max(0) as u64)).to_string()
+}
+
+fn attr_json(path: &str, a: &Attr) -> Value {
+    json!({
+        "path": path,
+        "inode": a.ino,
+        "kind": kind_name(a.kind),
+        "mode": format!("{:04o}", a.mode),
+        "uid": a.uid,
+        "gid": a.gid,
+        "nlink": a.nlink,
+        "size": a.size,
+        "ctime": rfc3339(a.ctime_ns),
+        "ctime_ns": a.ctime_ns,
+        "mtime": rfc3339(a.mtime_ns),
+        "mtime_ns": a.mtime_ns,
+        "generation": a.generation,
+    })
+}
+
+fn entry_json(e: &DirEntry) -> Value {
+    json!({ "name": e.name, "inode": e.ino, "kind": kind_name(e.kind) })
+}
+
+fn per_commit(s: &StatFs) -> f64 {
+    if s.commits > 0 {
+        s.committed_transactions as f64 / s.commits as f64
+    } else {
+        0.0
+    }
+}
+
+fn status_json(server: &str, s: &StatFs) -> Value {
+    json!({
+        "server": server,
+        "inodes": s.inodes,
+        "directories": s.directories,
+        "files": s.files,
+        "last_committed": s.last_committed,
+        "last_transno": s.last_transno,
+        "commits": s.commits,
+        "committed_txns": s.committed_transactions,
+        "txns_per_commit": per_commit(s),
+        "max_txns_per_commit": s.max_transactions_per_commit,
+        "partitions": s.partitions,
+        "read_only": s.read_only,
+        "cos_conflicts": s.cos_conflicts,
+    })
+}
+
+fn print_status(server: &str, s: &StatFs) {
+    println!("server:          {server}");
+    println!("inodes:          {}", s.inodes);
+    println!("directories:     {}", s.directories);
+    println!("files:           {}", s.files);
+    println!("last_committed:  {}", s.last_committed);
+    println!("last_transno:    {}", s.last_transno);
+    println!("commits:         {}", s.commits);
+    println!("committed_txns:  {}", s.committed_transactions);
+    println!(
+        "txns_per_commit: {:.2} (max {})",
+        per_commit(s),
+        s.max_transactions_per_commit
+    );
+    println!("partitions:      {}", s.partitions);
+    println!("read_only:       {}", s.read_only);
+    println!("cos_conflicts:   {}", s.cos_conflicts);
 }
 
 fn print_attr(path: &str, a: &Attr) {
-    let kind = match a.kind {
-        Kind::Directory => "directory",
-        Kind::File => "file",
-    };
-    let time = |ns: i64| {
-        humantime::format_rfc3339_nanos(UNIX_EPOCH + Duration::from_nanos(ns.max(0) as u64))
-    };
     println!("path:       {path}");
     println!("inode:      {}", a.ino);
-    println!("kind:       {kind}");
+    println!("kind:       {}", kind_name(a.kind));
     println!("mode:       {:04o}", a.mode);
     println!("uid:        {}", a.uid);
     println!("gid:        {}", a.gid);
     println!("nlink:      {}", a.nlink);
     println!("size:       {}", a.size);
-    println!("ctime:      {}", time(a.ctime_ns));
-    println!("mtime:      {}", time(a.mtime_ns));
+    println!("ctime:      {}", rfc3339(a.ctime_ns));
+    println!("mtime:      {}", rfc3339(a.mtime_ns));
     println!("generation: {}", a.generation);
 }
