@@ -232,3 +232,30 @@ fn exit_codes_separate_server_errors_usage_and_unreachable_servers() {
     let stderr = unreachable(&out);
     assert!(!stderr.contains("no answer within"), "{stderr}");
 }
+
+/// Against a server that answers before the commit, mdsctl says what is not committed yet,
+/// and `mdsctl sync` waits for it.
+#[test]
+fn with_early_replies_mdsctl_says_what_is_not_committed_yet() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(
+        &mds_testkit::bin("mds"),
+        dir.path(),
+        &["--ack", "early", "--commit-interval", "60s"],
+    );
+    // A client's first change is committed (the journal must know the client first); the
+    // next ones are answered early.
+    let out = ctl(&server, &["create", "/a", "/b", "/c"]);
+    assert!(out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("2 change(s) done but not committed yet"),
+        "{stderr}"
+    );
+    let out = ctl(&server, &["sync"]);
+    assert!(out.status.success());
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("not committed"));
+    let status = ok(ctl(&server, &["status"]));
+    assert!(status.contains("files:           3"), "{status}");
+    assert!(server.stop().success());
+}

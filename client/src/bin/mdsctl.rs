@@ -322,6 +322,15 @@ async fn run(cli: Cli) -> Result<(), Failure> {
             }
         }
     }
+    // A server with early replies (`--ack early`) may have answered before the commit: say
+    // so, as a client that goes away now would otherwise not know.
+    let unsafe_changes = client.session().unsafe_count();
+    if unsafe_changes > 0 {
+        eprintln!(
+            "mdsctl: {unsafe_changes} change(s) done but not committed yet (the server commits \
+             them shortly; `mdsctl sync` waits for that)"
+        );
+    }
     Ok(())
 }
 
