@@ -152,6 +152,8 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         },
     );
     let sessions = Arc::new(Sessions::new());
+    // From the start, so its dashboard panel shows zero rather than no data.
+    metrics::counter!(crate::metrics::SKIPPED).increment(0);
     let shared = Arc::new(Shared {
         namespace: namespace.clone(),
         engine: engine.clone(),
@@ -190,8 +192,23 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         let extras: crate::metrics::ScrapeExtras = {
             let (journal, engine, sessions) = (journal.clone(), engine.clone(), sessions.clone());
             let (namespace, stats) = (namespace.clone(), shared.commit_stats.clone());
+            let recovery_shared = shared.clone();
             Arc::new(move |out: &mut String| {
                 crate::metrics::write_state(out, &namespace, &stats);
+                crate::metrics::write_family(
+                    out,
+                    "mds_recovery_waiting_clients",
+                    "gauge",
+                    "Known clients the recovery window still waits for (0 when no recovery is open).",
+                    &[("", recovery_shared.recovery.waiting_for() as f64)],
+                );
+                crate::metrics::write_family(
+                    out,
+                    "mds_recovery_open",
+                    "gauge",
+                    "1 while the recovery window after a restart is open: new requests wait.",
+                    &[("", if recovery_shared.recovery.is_open() { 1.0 } else { 0.0 })],
+                );
                 crate::metrics::write_family(
                     out,
                     "mds_pending_replies",
@@ -316,6 +333,7 @@ async fn close_recovery_window(shared: Arc<Shared>, window: std::time::Duration)
                 to, "recovery window closed: skipping transnos nobody replayed"
             );
             shared.namespace.skip_to(to);
+            metrics::counter!(crate::metrics::SKIPPED).increment(to - from + 1);
             for transno in from..=to {
                 shared.to_committer(CommitMsg::Record(journal::TxRecord {
                     transno,

@@ -48,6 +48,11 @@ pub const SLOW_CLIENTS: &str = "mds_slow_client_disconnects_total";
 pub const SESSION_RECONNECTS: &str = "mds_session_reconnects_total";
 pub const COS_CONFLICTS: &str = "mds_cos_conflicts_total";
 pub const COS_WAITING: &str = "mds_cos_waiting_replies";
+pub const COS_WAIT: &str = "mds_cos_wait_seconds";
+pub const UNSAFE_REPLIES: &str = "mds_unsafe_replies";
+pub const COMMIT_NOTICES: &str = "mds_commit_notices_total";
+pub const REPLAYED: &str = "mds_replayed_requests_total";
+pub const SKIPPED: &str = "mds_skipped_transnos_total";
 
 /// Installs the global recorder with its buckets and help texts, once per process, before any
 /// component registers its handles; later calls (a test running servers in-process) get the
@@ -153,6 +158,27 @@ fn describe() {
     describe_counter!(
         COS_CONFLICTS,
         "Requests that built on another client's uncommitted change, by operation: each asked for an immediate commit, and its reply waited for it (commit-on-share)."
+    );
+    describe_histogram!(
+        COS_WAIT,
+        Unit::Seconds,
+        "How long replies held back by commit-on-share waited, from their request to their release."
+    );
+    describe_gauge!(
+        UNSAFE_REPLIES,
+        "Replies sent before their commit (--ack early) whose commit is not durable yet."
+    );
+    describe_counter!(
+        COMMIT_NOTICES,
+        "Commit notices sent: one per connection per last_committed that covers an early reply."
+    );
+    describe_counter!(
+        REPLAYED,
+        "Requests replayed by returning clients during recovery and executed again."
+    );
+    describe_counter!(
+        SKIPPED,
+        "Transnos skipped by an empty journal record when the recovery window closed before anyone replayed them."
     );
     describe_gauge!(
         COS_WAITING,

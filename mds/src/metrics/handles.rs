@@ -88,6 +88,14 @@ pub struct PartitionMetrics {
     cos_conflicts: Vec<Counter>,
     /// Replies of reads and errors waiting for another client's commit.
     pub cos_waiting: Gauge,
+    /// How long those waited.
+    pub cos_wait: Histogram,
+    /// Early replies whose commit is not durable yet.
+    pub unsafe_replies: Gauge,
+    /// Commit notices appended to connections.
+    pub commit_notices: Counter,
+    /// Replays executed during recovery.
+    pub replayed: Counter,
 }
 
 impl PartitionMetrics {
@@ -137,6 +145,10 @@ impl PartitionMetrics {
             sessions_replaced,
             cos_conflicts,
             cos_waiting: metrics::gauge!(COS_WAITING),
+            cos_wait: metrics::histogram!(COS_WAIT),
+            unsafe_replies: metrics::gauge!(UNSAFE_REPLIES),
+            commit_notices: metrics::counter!(COMMIT_NOTICES),
+            replayed: metrics::counter!(REPLAYED),
         }
     }
 

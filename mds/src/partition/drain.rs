@@ -34,19 +34,23 @@ pub fn drain_partition(
         let p = match what {
             Waiting::Reply(held) => held,
             Waiting::Notice => {
+                metrics.unsafe_replies.decrement(1.0);
                 // Early replies: tell the client what is durable now, once per connection
                 // per `last_committed`. After a journal failure there is nothing to announce.
                 if let (Outcome::Committed { last_committed }, Some(conn)) =
                     (outcome, session.connection())
                     && conn.owes_notice(last_committed)
-                    && conn.append(&Reply {
+                {
+                    metrics.commit_notices.increment(1);
+                    let notice = Reply {
                         xid: 0,
                         transno: 0,
                         last_committed,
                         result: Ok(Body::Notice),
-                    })
-                {
-                    touched.push(conn);
+                    };
+                    if conn.append(&notice) {
+                        touched.push(conn);
+                    }
                 }
                 return;
             }
@@ -59,6 +63,9 @@ pub fn drain_partition(
         };
         if p.cos {
             metrics.cos_waiting.decrement(1.0);
+            metrics
+                .cos_wait
+                .record((started - p.received).as_secs_f64());
         }
         metrics.request(
             p.op as usize,

@@ -319,6 +319,7 @@ impl Partition {
                         if let Some(r) = replay {
                             debug_assert_eq!(r.transno, transno, "a replay takes its own transno");
                             self.shared.recovery.replayed(transno);
+                            self.metrics.replayed.increment(1);
                         }
                         if !self.shared.ack_early {
                             let pending = Pending::reply(xid, opcode, transno, Ok(body));
@@ -504,6 +505,7 @@ impl Partition {
     /// Queues, until `transno` is durable, the commit notice owed to `session`'s client for
     /// an early reply: one notice per connection per drain, whatever it covers.
     fn defer_notice(&self, session: &Arc<Session>, transno: u64) {
+        self.metrics.unsafe_replies.increment(1.0);
         self.shared
             .engine
             .push(self.id, transno, Payload::notice(session));
