@@ -698,3 +698,73 @@ async fn a_warmup_is_done_but_not_counted() {
     );
     assert_eq!(names_under(&server, "/wu").await.len() as u64, 500 + warm);
 }
+
+/// Early replies through a crash: the server answers creates before their commit and is
+/// killed mid-run; loadgen reconnects, its connections replay what they were told early, and
+/// every create it was answered for — safe or unsafe — is there afterwards, exactly once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_early_replies_every_answered_create_survives_a_crash_through_replay() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let listen = format!("127.0.0.1:{port}");
+    // A commit interval long enough that plenty is unsafe when the server dies.
+    let flags = [
+        "--listen",
+        listen.as_str(),
+        "--ack",
+        "early",
+        "--commit-interval",
+        "200ms",
+        "--recovery-window",
+        "20s",
+    ];
+    let server = Server::start(&mds_bin(), &data, &flags);
+    let json = dir.path().join("r.json");
+    let acks = dir.path().join("acks.txt");
+    let child = spawn_loadgen(&[
+        "create",
+        "--server",
+        &listen,
+        "--quiet",
+        "--threads",
+        "4",
+        "--depth",
+        "2",
+        "--duration",
+        "4s",
+        "--dir",
+        "/e",
+        "--reconnect-timeout",
+        "30s",
+        "--json",
+        json.to_str().unwrap(),
+        "--ack-log",
+        acks.to_str().unwrap(),
+    ]);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    server.kill();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let server = Server::start(&mds_bin(), &data, &flags);
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap())
+        .await
+        .unwrap();
+    let text = check_ok(&out);
+    let report = read_json(&json);
+    assert!(report["reconnects"].as_u64().unwrap() >= 1, "{text}");
+    let logged: BTreeSet<String> = std::fs::read_to_string(&acks)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect();
+    let present = names_under(&server, "/e").await;
+    let missing: Vec<_> = logged.difference(&present).collect();
+    assert!(missing.is_empty(), "answered creates lost: {missing:?}");
+    assert!(
+        server.log_text().contains("recovery done"),
+        "every client came back"
+    );
+}

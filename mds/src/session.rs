@@ -13,7 +13,7 @@
 
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 use parking_lot::Mutex;
@@ -40,11 +40,6 @@ pub struct Session {
     acked_xid: AtomicU64,
     /// The highest xid the server has answered (on any connection of this session).
     replied_xid: AtomicU64,
-    /// The journal knows this client (`--ack early`): after a crash the server waits for it.
-    known: AtomicBool,
-    /// The highest transno answered to it before its commit: once that is durable, the
-    /// client holds nothing a restart would need it to replay.
-    highest_unsafe: AtomicU64,
 }
 
 struct State {
@@ -52,6 +47,12 @@ struct State {
     conn: Option<Arc<ConnOutput>>,
     /// Requests executed (or waiting to) whose reply has not been released yet.
     pending: HashSet<u64>,
+    /// The journal knows this client (`--ack early`): it may hold replies sent before their
+    /// commit, and after a crash the server waits for it to replay them.
+    known: bool,
+    /// The highest transno answered to it before its commit: once that is durable the
+    /// client holds nothing a restart would need, and the journal may forget it.
+    highest_unsafe: u64,
 }
 
 /// What CONNECT did to a session.
@@ -93,11 +94,11 @@ impl Sessions {
                     state: Mutex::new(State {
                         conn: None,
                         pending: HashSet::new(),
+                        known: false,
+                        highest_unsafe: 0,
                     }),
                     acked_xid: AtomicU64::new(0),
                     replied_xid: AtomicU64::new(0),
-                    known: AtomicBool::new(false),
-                    highest_unsafe: AtomicU64::new(0),
                 })
             })
             .clone();
@@ -173,7 +174,7 @@ impl Session {
             state.pending.remove(&xid);
             (
                 state.conn.clone(),
-                state.conn.is_none() && state.pending.is_empty(),
+                state.conn.is_none() && state.pending.is_empty() && !state.known,
             )
         };
         self.note_replied(xid);
@@ -197,23 +198,36 @@ impl Session {
         self.replied_xid.load(Ordering::Relaxed)
     }
 
-    /// Marks the client known to the journal; `true` if it was not (the caller journals it).
-    pub fn mark_known(&self) -> bool {
-        !self.known.swap(true, Ordering::AcqRel)
+    /// The client is told `transno` before its commit. Returns `true` if the journal did not
+    /// know the client yet: the caller journals it, and holds this reply until then.
+    pub fn know(&self, transno: u64) -> bool {
+        let mut state = self.state.lock();
+        state.highest_unsafe = state.highest_unsafe.max(transno);
+        !std::mem::replace(&mut state.known, true)
     }
 
-    /// Marks the client not known (the caller journals that it forgets it).
-    pub fn unmark_known(&self) -> bool {
-        self.known.swap(false, Ordering::AcqRel)
+    /// Everything up to `durable` is durable. Returns `true` if the client has gone away and
+    /// holds nothing the journal must remember it for (the caller has it forgotten). A
+    /// connected client stays known, as Lustre keeps a connected client in its last_rcvd
+    /// file: forgetting it between bursts would make the first reply of each burst wait for a
+    /// commit. Under the session's lock, so a reply told early meanwhile keeps it known.
+    pub fn settle(&self, durable: u64) -> bool {
+        let mut state = self.state.lock();
+        if state.known && state.conn.is_none() && state.highest_unsafe <= durable {
+            state.known = false;
+            return true;
+        }
+        false
     }
 
-    /// A reply with `transno` left before its commit.
-    pub fn note_unsafe(&self, transno: u64) {
-        self.highest_unsafe.fetch_max(transno, Ordering::Relaxed);
-    }
-
+    /// The highest transno told to the client before its commit.
     pub fn highest_unsafe(&self) -> u64 {
-        self.highest_unsafe.load(Ordering::Relaxed)
+        self.state.lock().highest_unsafe
+    }
+
+    /// Whether the journal knows the client.
+    pub fn is_known(&self) -> bool {
+        self.state.lock().known
     }
 
     /// The client's connection now, if it has one.
@@ -226,9 +240,11 @@ impl Session {
         self.state.lock().pending.len()
     }
 
+    /// No connection, nothing pending, nothing told early: the session may go. One told
+    /// early stays until settled, so a client that comes back meanwhile finds it again.
     fn is_idle(&self) -> bool {
         let state = self.state.lock();
-        state.conn.is_none() && state.pending.is_empty()
+        state.conn.is_none() && state.pending.is_empty() && !state.known
     }
 }
 

@@ -231,3 +231,72 @@ async fn a_client_that_never_returns_is_skipped_when_the_window_closes() {
     let (code, out) = common::fsck(dir.path());
     assert_eq!(code, 0, "{out}");
 }
+
+/// What another client observed of A's work, and what it built on it, after a crash in which
+/// A never comes back: `(A's directory still there, B's replays lost)`.
+async fn observed_then_crash(cos: &str) -> (bool, u64) {
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--ack",
+        "early",
+        "--commit-interval",
+        "60s",
+        "--recovery-window",
+        "1s",
+        "--cos",
+        cos,
+    ];
+    let server = common::start(dir.path(), &flags);
+    let (sa, sb) = (Arc::new(Session::new()), Arc::new(Session::new()));
+    let a = Client::connect_session(server.addr, sa.clone())
+        .await
+        .unwrap();
+    let b = Client::connect_session(server.addr, sb.clone())
+        .await
+        .unwrap();
+    a.create(ROOT, "a0", 0o644).await.unwrap();
+    b.create(ROOT, "b0", 0o644).await.unwrap();
+    // A makes a directory (answered early); B looks it up, stats it, lists it, and creates a
+    // file in it (answered early too).
+    let ad = a.call_reply(Op::Mkdir {
+        parent: ROOT,
+        name: "ad".into(),
+        mode: 0o755,
+    });
+    let ad = ad.await.unwrap();
+    assert!(ad.transno > ad.last_committed, "unsafe: {ad:?}");
+    let seen = b.lookup(ROOT, "ad").await.unwrap();
+    assert_eq!(seen.ino, ino(&ad));
+    b.getattr(seen.ino).await.unwrap();
+    b.readdir_all(seen.ino).await.unwrap();
+    b.call_reply(create(seen.ino, "bf")).await.unwrap();
+    drop((a, b));
+    server.kill();
+
+    let server = common::start(dir.path(), &flags);
+    let b = Client::connect_session(server.addr, sb.clone())
+        .await
+        .unwrap();
+    let c = server.client().await;
+    let survived = c.lookup(ROOT, "ad").await.is_ok();
+    if survived {
+        assert!(
+            c.lookup(ino(&ad), "bf").await.is_ok(),
+            "B's replay is there"
+        );
+    }
+    drop((b, c));
+    assert!(server.stop().success());
+    let (code, out) = common::fsck(dir.path());
+    assert_eq!(code, 0, "{out}");
+    (survived, sb.lost())
+}
+
+/// With commit-on-share, what B observed of A's work was made durable before B was told, so
+/// it survives A never coming back, and B's replays never fail for want of A. Without it, the
+/// same sequence loses A's directory and with it B's file.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_another_client_observed_survives_its_author_never_returning() {
+    assert_eq!(observed_then_crash("on").await, (true, 0));
+    assert_eq!(observed_then_crash("off").await, (false, 1));
+}

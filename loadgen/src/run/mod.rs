@@ -105,6 +105,16 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
     };
 
     let before = setup.statfs().await?;
+    // The setup connection made the directories; from here on only reads are asked, on a
+    // connection of their own. A server answering early (`--ack early`) keeps a connected
+    // client that changed something in its journal, and after a crash waits for it to come
+    // back: an idle setup connection that never reconnects would hold up its recovery.
+    let setup = {
+        drop(setup);
+        mds_client::Client::connect(plan.server.as_str())
+            .await
+            .with_context(|| format!("connecting to {}", plan.server))?
+    };
     let started = Instant::now();
     let started_wall = SystemTime::now();
     let measure_from = started + plan.warmup;

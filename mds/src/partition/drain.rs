@@ -16,6 +16,7 @@ use tokio::sync::Notify;
 
 use super::conn::ConnOutput;
 use super::{Partition, Payload, Shared, Waiting};
+use crate::committer::CommitMsg;
 use crate::metrics::PartitionMetrics;
 
 /// Releases everything of `partition` that can leave now, encoding each reply into its
@@ -33,8 +34,17 @@ pub fn drain_partition(
         let Payload { session, what } = payload;
         let p = match what {
             Waiting::Reply(held) => held,
-            Waiting::Notice => {
+            Waiting::Notice(transno) => {
                 metrics.unsafe_replies.decrement(1.0);
+                if matches!(outcome, Outcome::Committed { .. }) && session.settle(transno) {
+                    // Gone, and nothing it was told early is pending any more: the journal may
+                    // forget it (if it comes back, its next early reply makes it known first).
+                    shared.to_committer(CommitMsg::ForgetClient {
+                        client: session.client(),
+                        after: transno,
+                    });
+                    shared.sessions.forget_if_idle(session.client());
+                }
                 // Early replies: tell the client what is durable now, once per connection
                 // per `last_committed`. After a journal failure there is nothing to announce.
                 if let (Outcome::Committed { last_committed }, Some(conn)) =

@@ -48,8 +48,9 @@ pub struct Payload {
 enum Waiting {
     /// A reply held back until the commit.
     Reply(Box<HeldReply>),
-    /// An early reply was sent before this commit: its client is owed a commit notice.
-    Notice,
+    /// An early reply with this transno was sent before its commit: its client is owed a
+    /// commit notice, and may be forgotten by the journal once it is durable.
+    Notice(u64),
 }
 
 /// A reply held back until the commit it depends on is durable.
@@ -69,10 +70,10 @@ struct HeldReply {
 }
 
 impl Payload {
-    fn notice(session: &Arc<Session>) -> Payload {
+    fn notice(session: &Arc<Session>, transno: u64) -> Payload {
         Payload {
             session: session.clone(),
-            what: Waiting::Notice,
+            what: Waiting::Notice(transno),
         }
     }
 }

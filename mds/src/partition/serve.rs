@@ -172,14 +172,17 @@ impl Partition {
         }
         if let Some(session) = &session
             && self.shared.sessions.detach(session, &conn)
-            && session.unmark_known()
         {
-            // The client left: once what it was told early is durable, it holds nothing a
-            // restart would wait for.
-            self.shared.to_committer(CommitMsg::ForgetClient {
-                client: session.client(),
-                after: session.highest_unsafe(),
-            });
+            // The client left. Once what it was told early is durable the journal may forget
+            // it: now, if that is already so, or when the last notice's release settles it.
+            let durable = self.shared.engine.last_committed();
+            if session.settle(durable) {
+                self.shared.to_committer(CommitMsg::ForgetClient {
+                    client: session.client(),
+                    after: session.highest_unsafe(),
+                });
+                self.shared.sessions.forget_if_idle(session.client());
+            }
         }
         self.metrics.connections.decrement(1.0);
         self.active.set(self.active.get() - 1);
@@ -292,7 +295,20 @@ impl Partition {
                     },
                     reuse_ino: replay.map(|r| r.ino).filter(|&ino| ino != 0),
                 };
-                match self.shared.namespace.execute(op, &caller) {
+                let exec = self.shared.namespace.execute(op, &caller);
+                if let (Some(r), Exec::Now { .. }) = (replay, &exec) {
+                    // A replay that no longer applies (what it built on was lost with a
+                    // client that did not come back): its transno is skipped by an empty
+                    // record, never handed out again, and its client counts it lost.
+                    self.shared.namespace.skip_to(r.transno);
+                    self.shared
+                        .to_committer(CommitMsg::Record(journal::TxRecord {
+                            transno: r.transno,
+                            ops: Vec::new(),
+                        }));
+                    self.shared.recovery.replayed(r.transno);
+                }
+                match exec {
                     Exec::Now { result, wait: 0 } => {
                         if mutation {
                             current.abandon(xid);
@@ -336,7 +352,7 @@ impl Partition {
                         // for: the client's first mutation is answered after its commit, which
                         // carries the client's record (messages from one partition keep their
                         // order), and that commit starts now.
-                        if current.mark_known() {
+                        if current.know(transno) {
                             self.shared
                                 .to_committer(CommitMsg::KnowClient(current.client()));
                             self.shared.to_committer(CommitMsg::Record(record));
@@ -348,10 +364,11 @@ impl Partition {
                                 self.metrics.cos_conflict(opcode);
                                 self.shared.cos_conflicts.fetch_add(1, Ordering::Relaxed);
                             }
+                            // Its commit settles the client (forgotten if nothing follows).
+                            self.defer_notice(current, transno);
                             return Ok(());
                         }
                         self.shared.to_committer(CommitMsg::Record(record));
-                        current.note_unsafe(transno);
                         if built_on > 0 {
                             // Early, but not before what it built on is durable.
                             self.cos_conflict(opcode, built_on);
@@ -424,10 +441,10 @@ impl Partition {
         }
         let attached = self.shared.sessions.attach(client, conn.clone());
         let recovering = self.shared.recovery.expects(client);
-        if self.shared.recovery.connected(client) {
-            // Still in the journal from before the restart: forget it when it leaves.
-            attached.session.mark_known();
-        }
+        // A client the journal knew from before the restart: noted, so the window's close
+        // does not evict it; forgotten when it is done replaying, unless its replays make it
+        // hold something early again.
+        self.shared.recovery.connected(client);
         if let Some(older) = attached.replaced {
             debug!(
                 partition = self.id,
@@ -508,7 +525,7 @@ impl Partition {
         self.metrics.unsafe_replies.increment(1.0);
         self.shared
             .engine
-            .push(self.id, transno, Payload::notice(session));
+            .push(self.id, transno, Payload::notice(session, transno));
     }
 
     /// During recovery, holds `frame` back until it may run: a replay until its turn in
@@ -525,7 +542,16 @@ impl Partition {
                 let _ = recovery.turn(r.transno).await;
             }
             None => {
-                recovery.client_done(session.client());
+                if recovery.expects(session.client()) {
+                    recovery.client_done(session.client());
+                    if !session.is_known() {
+                        // Back, done, and holding nothing early: the journal may forget it.
+                        self.shared.to_committer(CommitMsg::ForgetClient {
+                            client: session.client(),
+                            after: 0,
+                        });
+                    }
+                }
                 recovery.closed().await;
             }
         }
