@@ -17,6 +17,8 @@ NEW="${NEW:-${CARGO_TARGET_DIR:-/var/tmp/mds-target}/release}"
 DURATION="${DURATION:-5s}"
 POINTS="${POINTS:-1x1 8x1 64x1 64x16}"
 OLD_ARGS="${OLD_ARGS:-}"
+# Extra loadgen flags for both sides, e.g. LOADGEN_ARGS="--shared-dir".
+LOADGEN_ARGS="${LOADGEN_ARGS:-}"
 NEW_ARGS="${NEW_ARGS:-}"
 
 # One run: a fresh server of build $1 on a fresh store, loadgen of the same build; prints
@@ -31,8 +33,9 @@ run() {
   pid=$!
   for _ in $(seq 1 300); do grep -q "listening on" "$log" && break; sleep 0.1; done
   addr=$(grep -o 'listening on [0-9.:]*' "$log" | awk '{print $3}')
+  # shellcheck disable=SC2086 # a list of flags
   line=$("$bin/loadgen" create --server "$addr" --threads "$threads" --depth "$depth" \
-    --duration "$DURATION" --quiet | grep '^Rate:')
+    --duration "$DURATION" --quiet $LOADGEN_ARGS | grep '^Rate:')
   # utime + stime of the server, in clock ticks (fields 14 and 15 after the command name).
   ticks=$(sed -E 's/.*\) //' "/proc/$pid/stat" | awk '{print $12 + $13}')
   kill -TERM "$pid"; wait "$pid" || true

@@ -247,3 +247,26 @@ async fn with_cos_off_other_clients_see_uncommitted_state_at_once() {
     drop((a, b, observer));
     server.stop().unwrap();
 }
+
+/// The hole itself, end to end with a crash: what B was told about A's uncommitted create is
+/// still true after SIGKILL and a restart (with `--cos off` it would not be: see early.rs).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_b_was_told_survives_a_crash() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), &["--commit-interval", "60s"]);
+    let (a, b, observer) = (
+        server.client().await,
+        server.client().await,
+        server.client().await,
+    );
+    let (_, pending) = uncommitted(&a, &observer, create(ROOT, "f")).await;
+    let told = b.lookup(ROOT, "f").await.unwrap();
+    drop(pending);
+    drop((a, b, observer));
+    server.kill();
+    let server = common::start(dir.path(), &[]);
+    let c = server.client().await;
+    assert_eq!(c.lookup(ROOT, "f").await.unwrap(), told);
+    drop(c);
+    assert!(server.stop().success());
+}
