@@ -207,7 +207,7 @@ impl Recovery {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
-            {
+            let skipped = {
                 let mut state = self.state.lock();
                 match state.parked.first().copied() {
                     None => {
@@ -217,11 +217,17 @@ impl Recovery {
                     Some(first) if first > state.next => {
                         skip(state.next, first - 1);
                         state.next = first;
+                        true
                     }
-                    Some(_) => {} // its turn: wait for it to execute
+                    Some(_) => false, // its turn: wait for it to execute
                 }
+            };
+            if skipped {
+                // Wake the replay whose turn it is now; look again without waiting (our own
+                // wait would be woken by this very notification).
+                self.changed.notify_waiters();
+                continue;
             }
-            self.changed.notify_waiters();
             notified.await;
         }
         self.changed.notify_waiters();
