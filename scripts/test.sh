@@ -28,7 +28,7 @@ trap '[ -n "$MDS_PID" ] && kill -KILL "$MDS_PID" 2>/dev/null; rm -rf "$TMP"' EXI
 # The shipped file, with its commented-out keys (partitions) switched on.
 sed -E 's/^# (partitions = )/\1/' dist/mds.toml >"$TMP/mds.toml"
 grep -q '^partitions = ' "$TMP/mds.toml"
-"$BIN/mds" serve --config "$TMP/mds.toml" --data "$TMP/data" \
+MDS_LOG=info "$BIN/mds" serve --config "$TMP/mds.toml" --data "$TMP/data" \
   --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 2>"$TMP/log" &
 MDS_PID=$!
 for _ in $(seq 1 300); do
