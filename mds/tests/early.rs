@@ -28,6 +28,20 @@ fn ino(reply: &Reply) -> u64 {
     }
 }
 
+/// Two clients A and B on `addr`, each with its first mutation (`/a0`, `/b0`) done: that one
+/// is committed before its reply, since it makes the journal know the client; later ones
+/// are answered early.
+async fn two_known_clients(
+    addr: std::net::SocketAddr,
+) -> (Arc<Session>, Arc<Session>, Client, Client) {
+    let (sa, sb) = (Arc::new(Session::new()), Arc::new(Session::new()));
+    let a = Client::connect_session(addr, sa.clone()).await.unwrap();
+    let b = Client::connect_session(addr, sb.clone()).await.unwrap();
+    a.create(ROOT, "a0", 0o644).await.unwrap();
+    b.create(ROOT, "b0", 0o644).await.unwrap();
+    (sa, sb, a, b)
+}
+
 /// Waits (bounded) until `check` holds.
 async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -91,16 +105,7 @@ async fn a_restart_replays_what_was_answered_early_in_transno_order() {
         "60s",
     ];
     let server = common::start(dir.path(), &flags);
-    let (sa, sb) = (Arc::new(Session::new()), Arc::new(Session::new()));
-    let a = Client::connect_session(server.addr, sa.clone())
-        .await
-        .unwrap();
-    let b = Client::connect_session(server.addr, sb.clone())
-        .await
-        .unwrap();
-    // Each client's first mutation is committed (it makes the journal know the client).
-    a.create(ROOT, "a0", 0o644).await.unwrap();
-    b.create(ROOT, "b0", 0o644).await.unwrap();
+    let (sa, sb, a, b) = two_known_clients(server.addr).await;
     // Then interleaved and unsafe: A, B, A — neither client's replays can run alone.
     let d = a.call_reply(Op::Mkdir {
         parent: ROOT,
@@ -175,15 +180,7 @@ async fn a_client_that_never_returns_is_skipped_when_the_window_closes() {
         "1s",
     ];
     let server = common::start(dir.path(), &flags);
-    let (sa, sb) = (Arc::new(Session::new()), Arc::new(Session::new()));
-    let a = Client::connect_session(server.addr, sa.clone())
-        .await
-        .unwrap();
-    let b = Client::connect_session(server.addr, sb.clone())
-        .await
-        .unwrap();
-    a.create(ROOT, "a0", 0o644).await.unwrap();
-    b.create(ROOT, "b0", 0o644).await.unwrap();
+    let (sa, sb, a, b) = two_known_clients(server.addr).await;
     let x = a.call_reply(create(ROOT, "x")).await.unwrap();
     let y = b.call_reply(create(ROOT, "y")).await.unwrap();
     let z = a.call_reply(create(ROOT, "z")).await.unwrap();
@@ -247,15 +244,7 @@ async fn observed_then_crash(cos: &str) -> (bool, u64) {
         cos,
     ];
     let server = common::start(dir.path(), &flags);
-    let (sa, sb) = (Arc::new(Session::new()), Arc::new(Session::new()));
-    let a = Client::connect_session(server.addr, sa.clone())
-        .await
-        .unwrap();
-    let b = Client::connect_session(server.addr, sb.clone())
-        .await
-        .unwrap();
-    a.create(ROOT, "a0", 0o644).await.unwrap();
-    b.create(ROOT, "b0", 0o644).await.unwrap();
+    let (_, sb, a, b) = two_known_clients(server.addr).await;
     // A makes a directory (answered early); B looks it up, stats it, lists it, and creates a
     // file in it (answered early too).
     let ad = a.call_reply(Op::Mkdir {
