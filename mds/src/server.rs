@@ -273,7 +273,16 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
                 config.recovery_window,
             ));
         }
+        // systemd's Type=notify: serving from here on (a no-op without NOTIFY_SOCKET).
+        notify_service_manager(&[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::Status("serving"),
+        ]);
         stop.first.cancelled().await;
+        notify_service_manager(&[
+            sd_notify::NotifyState::Stopping,
+            sd_notify::NotifyState::Status("committing and answering what is pending"),
+        ]);
         info!(
             "shutting down: no new connections or requests; committing and answering what is \
              pending"
@@ -349,6 +358,14 @@ async fn close_recovery_window(shared: Arc<Shared>, window: std::time::Duration)
         evicted = evicted.len(),
         "recovery window closed; clients that did not come back lose their unsafe changes"
     );
+}
+
+/// Tells the service manager (systemd, through `NOTIFY_SOCKET`) what the server is doing; a
+/// failure to tell it is logged and otherwise ignored, as the manager's own timeouts decide.
+fn notify_service_manager(states: &[sd_notify::NotifyState<'_>]) {
+    if let Err(e) = sd_notify::notify(states) {
+        warn!(cause = %e, "cannot notify the service manager");
+    }
 }
 
 /// Turns each SIGTERM or SIGINT into a stop request, for as long as the process lives, and

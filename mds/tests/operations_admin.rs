@@ -77,3 +77,32 @@ fn sighup_under_load_loses_nothing_and_kills_nothing() {
     assert!(log.contains("SIGHUP"), "{log}");
     assert!(server.stop().success(), "still serving, stopped cleanly");
 }
+
+/// Under systemd (`Type=notify`), the server says READY=1 once it listens and STOPPING=1 at
+/// SIGTERM, on the datagram socket NOTIFY_SOCKET names.
+#[test]
+fn it_tells_the_service_manager_when_it_is_ready_and_when_it_stops() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket_path = dir.path().join("notify.sock");
+    let manager = std::os::unix::net::UnixDatagram::bind(&socket_path).unwrap();
+    manager
+        .set_read_timeout(Some(std::time::Duration::from_secs(60)))
+        .unwrap();
+    let mut child = Command::new(common::MDS)
+        .args(["serve", "--data"])
+        .arg(dir.path().join("data"))
+        .args(["--listen", "127.0.0.1:0", "--metrics-listen", "127.0.0.1:0"])
+        .env("NOTIFY_SOCKET", &socket_path)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let n = manager.recv(&mut buf).expect("READY=1 within a minute");
+    let said = String::from_utf8_lossy(&buf[..n]).into_owned();
+    assert!(said.contains("READY=1"), "{said}");
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let n = manager.recv(&mut buf).expect("STOPPING=1 at SIGTERM");
+    assert!(String::from_utf8_lossy(&buf[..n]).contains("STOPPING=1"));
+    assert!(child.wait().unwrap().success());
+}
