@@ -200,6 +200,15 @@ impl Journal {
             .expect("every column family is created at open")
     }
 
+    /// Writes a consistent copy of the store to `dir` (which must not exist yet) while the
+    /// store is in use: RocksDB's checkpoint, hard links to the immutable table files where
+    /// `dir` is on the same file system and copies of the rest. Everything committed before
+    /// the call is in it; call it between commits (the committer does).
+    pub fn checkpoint(&self, dir: &Path) -> Result<()> {
+        rocksdb::checkpoint::Checkpoint::new(&self.db)?.create_checkpoint(dir)?;
+        Ok(())
+    }
+
     /// Writes known-client changes alone (`KnowClient`, `ForgetClient`), synced, when no
     /// transaction is there to carry them: they advance no transno. Other ops are refused.
     pub fn write_client_changes(&self, ops: &[JournalOp]) -> Result<()> {

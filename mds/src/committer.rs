@@ -64,6 +64,9 @@ pub enum CommitMsg {
     /// Forget the client with the first commit that makes transno `after` durable: by then it
     /// holds no reply that is not durable (or it was evicted, `after` 0).
     ForgetClient { client: u64, after: u64 },
+    /// Write a checkpoint of the store to this directory, between two commits (the
+    /// committer is the only writer, so it is consistent: every commit before it, none after).
+    Checkpoint(std::path::PathBuf),
     /// Commit everything still held, then stop.
     Shutdown,
 }
@@ -125,6 +128,7 @@ impl Committer {
             draining: false,
             shutdown: false,
             clients: Vec::new(),
+            checkpoints: Vec::new(),
         };
         let thread = std::thread::Builder::new()
             .name("mds-committer".into())
@@ -174,6 +178,8 @@ struct Worker {
     draining: bool,
     /// Known-client changes waiting for a commit, each with the transno it must not precede.
     clients: Vec<(u64, JournalOp)>,
+    /// Checkpoints asked for and not written yet.
+    checkpoints: Vec<std::path::PathBuf>,
     shutdown: bool,
 }
 
@@ -184,6 +190,7 @@ impl Worker {
             // Block until the next record in transno order is here (or we are told to stop).
             while !self.ready(last_committed) && !self.shutdown {
                 self.write_idle_client_changes(last_committed);
+                self.write_checkpoints(last_committed);
                 match self.rx.recv() {
                     Ok(msg) => self.take(msg),
                     Err(_) => self.shutdown = true,
@@ -226,6 +233,8 @@ impl Worker {
                         .durable_at_unix_ns
                         .store(journal::now_ns() as u64, Ordering::Relaxed);
                     self.listener.committed(last_committed);
+                    // Asked for under load, when no idle moment comes: right after a commit.
+                    self.write_checkpoints(last_committed);
                 }
                 Err(e) => {
                     error!(cause = %e, last_committed, "journal commit failed; refusing mutations from now on");
@@ -270,6 +279,7 @@ impl Worker {
                 self.clients
                     .push((after, JournalOp::ForgetClient { client }));
             }
+            CommitMsg::Checkpoint(dir) => self.checkpoints.push(dir),
             CommitMsg::Shutdown => self.shutdown = true,
         }
     }
@@ -316,6 +326,16 @@ impl Worker {
             }
         }
         self.clients = kept;
+    }
+
+    /// Writes the checkpoints asked for, between two commits.
+    fn write_checkpoints(&mut self, last_committed: u64) {
+        for dir in self.checkpoints.drain(..) {
+            match self.journal.checkpoint(&dir) {
+                Ok(()) => info!(last_committed, "checkpoint written to {}", dir.display()),
+                Err(e) => error!(dir = %dir.display(), cause = %e, "checkpoint failed"),
+            }
+        }
     }
 
     /// With no transaction to carry them, writes the known-client changes that may be made

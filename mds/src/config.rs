@@ -55,6 +55,11 @@ pub struct ServeArgs {
     /// they were told early (e.g. 30s). Default: 30s.
     #[arg(long, value_parser = parse_duration)]
     pub recovery_window: Option<Duration>,
+    /// Where SIGUSR1 writes a checkpoint of the store while it serves (a consistent copy, a
+    /// new `checkpoint-<unix seconds>` directory each time). Default: none (SIGUSR1 is
+    /// logged and ignored).
+    #[arg(long)]
+    pub checkpoint_dir: Option<PathBuf>,
     /// TOML file with any of the keys above (kebab-case); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -77,6 +82,7 @@ struct FileConfig {
     cos: Option<String>,
     ack: Option<String>,
     recovery_window: Option<String>,
+    checkpoint_dir: Option<PathBuf>,
 }
 
 /// A validated server configuration.
@@ -96,6 +102,8 @@ pub struct ServerConfig {
     pub ack_early: bool,
     /// How long a restart waits for known clients to replay.
     pub recovery_window: Duration,
+    /// Where SIGUSR1 writes checkpoints.
+    pub checkpoint_dir: Option<PathBuf>,
     pub limits: Limits,
     pub inject_journal_failure_after: Option<u64>,
 }
@@ -166,6 +174,7 @@ impl ServeArgs {
             cos,
             ack_early,
             recovery_window,
+            checkpoint_dir: self.checkpoint_dir.or(file.checkpoint_dir),
             limits: Limits::default(),
             inject_journal_failure_after: self.inject_journal_failure_after,
         })

@@ -55,18 +55,25 @@ impl Listeners {
     }
 }
 
-/// How a server is asked to stop: the first request stops accepting and reading and lets
-/// what is pending be committed and answered (within the grace period); a second one cuts
-/// connections whose clients do not read at once. Signals, or a test, call [`Stop::request`].
+/// What an operator asks of a running server. To stop: the first request stops accepting and
+/// reading and lets what is pending be committed and answered (within the grace period); a
+/// second one cuts connections whose clients do not read at once. Signals, or a test, call
+/// [`Stop::request`]. And to write a checkpoint ([`Stop::checkpoint`], SIGUSR1).
 #[derive(Clone, Debug, Default)]
 pub struct Stop {
     first: CancellationToken,
     second: CancellationToken,
+    checkpoint: Arc<Notify>,
 }
 
 impl Stop {
     pub fn new() -> Stop {
         Stop::default()
+    }
+
+    /// Asks the server to write a checkpoint of its store into `--checkpoint-dir`.
+    pub fn checkpoint(&self) {
+        self.checkpoint.notify_one();
     }
 
     /// Asks the server to stop; asking again makes it stop sooner.
@@ -273,6 +280,30 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
                 config.recovery_window,
             ));
         }
+        tokio::spawn({
+            let (shared, stop, dir) = (shared.clone(), stop.clone(), config.checkpoint_dir.clone());
+            async move {
+                loop {
+                    stop.checkpoint.notified().await;
+                    let Some(dir) = &dir else {
+                        warn!("checkpoint asked for, but no --checkpoint-dir is set");
+                        continue;
+                    };
+                    let name = format!(
+                        "checkpoint-{}",
+                        std::time::SystemTime::now()
+                            .duration_since(std::time::UNIX_EPOCH)
+                            .map(|d| d.as_secs())
+                            .unwrap_or(0)
+                    );
+                    if let Err(e) = std::fs::create_dir_all(dir) {
+                        warn!(dir = %dir.display(), cause = %e, "cannot create --checkpoint-dir");
+                        continue;
+                    }
+                    shared.to_committer(CommitMsg::Checkpoint(dir.join(name)));
+                }
+            }
+        });
         // systemd's Type=notify: serving from here on (a no-op without NOTIFY_SOCKET).
         notify_service_manager(&[
             sd_notify::NotifyState::Ready,
@@ -385,12 +416,13 @@ fn forward_signals(stop: Stop) {
         }
     };
     rt.block_on(async {
-        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = (
+        let (Ok(mut term), Ok(mut int), Ok(mut hup), Ok(mut usr1)) = (
             signal(SignalKind::terminate()),
             signal(SignalKind::interrupt()),
             signal(SignalKind::hangup()),
+            signal(SignalKind::user_defined1()),
         ) else {
-            tracing::error!("cannot listen for SIGTERM/SIGINT/SIGHUP");
+            tracing::error!("cannot listen for SIGTERM/SIGINT/SIGHUP/SIGUSR1");
             return;
         };
         loop {
@@ -399,6 +431,11 @@ fn forward_signals(stop: Stop) {
                 _ = int.recv() => info!("SIGINT"),
                 _ = hup.recv() => {
                     info!("SIGHUP: nothing to reload (the log goes to stderr); serving on");
+                    continue;
+                }
+                _ = usr1.recv() => {
+                    info!("SIGUSR1: writing a checkpoint");
+                    stop.checkpoint();
                     continue;
                 }
             }
