@@ -6,6 +6,7 @@
 #   prometheus            promtool and a real Prometheus, for the metrics and dashboard tests
 #   python3               dashboards/generate.py --check (and bench/chart.py)
 #   rustfmt, clippy       rustup components
+#   cargo-deb             from crates.io (cargo install), to check the Debian package
 # Extra Debian packages may be named as arguments. Packages are installed with
 # --no-install-recommends. Also checks that rustc is at least the workspace's rust-version.
 # Safe to run again: installs only what is missing.
@@ -75,4 +76,11 @@ if [ "${MDS_TEST_DEPS:-0}" = 1 ] && command -v rustup >/dev/null 2>&1; then
   for comp in rustfmt clippy; do
     rustup component list --installed 2>/dev/null | grep -q "^$comp" || rustup component add "$comp"
   done
+fi
+
+# cargo-deb builds the package scripts/test.sh checks. Its own target dir, so installing it
+# never touches the project's build (and never rebuilds RocksDB).
+if [ "${MDS_TEST_DEPS:-0}" = 1 ] && ! cargo deb --version >/dev/null 2>&1; then
+  echo "installing cargo-deb (cargo install, a few minutes the first time)"
+  CARGO_TARGET_DIR="${TMPDIR:-/tmp}/cargo-deb-build" cargo install cargo-deb --locked
 fi

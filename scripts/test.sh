@@ -65,6 +65,22 @@ else
   echo "dist: no systemd-analyze here; dist/mds.service not verified"
 fi
 
+# The Debian package: the three binaries, stripped, the unit, the packaged config (a conffile)
+# and the sysusers entry, from what was just built.
+cargo deb -p mds --no-build --strip --output "$TMP/mds.deb" >/dev/null
+contents="$(dpkg-deb -c "$TMP/mds.deb")"
+for path in ./usr/bin/mds ./usr/bin/mdsctl ./usr/bin/loadgen ./etc/mds/mds.toml \
+  ./lib/systemd/system/mds.service ./usr/lib/sysusers.d/mds.conf; do
+  grep -q " $path\$" <<<"$contents" || { echo "package: $path missing" >&2; exit 1; }
+done
+dpkg-deb --ctrl-tarfile "$TMP/mds.deb" | tar -xO ./conffiles | grep -qx /etc/mds/mds.toml
+mkdir -p "$TMP/pkg" && dpkg-deb -x "$TMP/mds.deb" "$TMP/pkg"
+if readelf -S "$TMP/pkg/usr/bin/mds" | grep -q '\.debug_info'; then
+  echo "package: /usr/bin/mds is not stripped" >&2
+  exit 1
+fi
+echo "package: $(dpkg-deb -f "$TMP/mds.deb" Package Version | tr '\n' ' ')built and checked"
+
 # loom needs its own cfg, hence its own target dir (only the reply crate is rebuilt there).
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="${CARGO_TARGET_DIR}-loom" \
   cargo test --release -p reply --test loom
