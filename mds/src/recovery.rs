@@ -12,7 +12,7 @@
 //! stays contiguous — up to each replay still waiting, and those clients are evicted. Thanks
 //! to commit-on-share, nobody built on what they lose.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use parking_lot::Mutex;
@@ -25,7 +25,13 @@ pub struct Recovery {
     state: Mutex<State>,
     /// Woken on every change of `state` (a replay done, a client done, a skip, the end).
     changed: Notify,
+    /// Journals an empty record for each transno in `from..=to` and moves the namespace past
+    /// `to` (set by the server; a no-op until then).
+    skip: Mutex<Option<Skipper>>,
 }
+
+/// What skipping transnos nobody will replay takes: see [`Recovery::on_skip`].
+pub type Skipper = Box<dyn Fn(u64, u64) + Send + Sync>;
 
 struct State {
     /// The next transno to replay: `last_committed + 1` at start.
@@ -38,9 +44,9 @@ struct State {
     returned: HashSet<u64>,
     /// Known clients the window closed on: told so when they come back.
     evicted: HashSet<u64>,
-    /// Replays waiting for their turn or executing, by transno: the window's close must not
-    /// skip past them.
-    parked: BTreeSet<u64>,
+    /// Replays waiting for their turn or executing: transno → client. The window's close
+    /// must not skip past them.
+    parked: BTreeMap<u64, u64>,
     /// The window closed: no new replay is accepted; what is parked is finished by skipping.
     expired: bool,
 }
@@ -66,11 +72,39 @@ impl Recovery {
                 known: known.into_iter().collect(),
                 returned: HashSet::new(),
                 evicted: HashSet::new(),
-                parked: BTreeSet::new(),
+                parked: BTreeMap::new(),
                 expired: false,
             }),
             changed: Notify::new(),
+            skip: Mutex::new(None),
         }
+    }
+
+    /// Sets how transnos nobody will replay are skipped.
+    pub fn on_skip(&self, skip: Skipper) {
+        *self.skip.lock() = Some(skip);
+    }
+
+    /// Skips up to the lowest waiting replay when nothing else can come below it: every known
+    /// client still replaying has come back and waits with a replay above the gap. The gap is
+    /// then a request executed before the crash whose reply its client never got: the client
+    /// sends it again as a new request, after recovery, and nobody replays its transno.
+    fn unstick(&self, state: &mut State) -> bool {
+        let Some((&first, _)) = state.parked.first_key_value() else {
+            return false;
+        };
+        let everyone_waits = state
+            .waiting_for
+            .iter()
+            .all(|c| state.parked.values().any(|p| p == c));
+        if first <= state.next || !everyone_waits {
+            return false;
+        }
+        if let Some(skip) = self.skip.lock().as_ref() {
+            skip(state.next, first - 1);
+        }
+        state.next = first;
+        true
     }
 
     /// Whether new requests must still wait.
@@ -109,6 +143,7 @@ impl Recovery {
         let mut state = self.state.lock();
         if state.waiting_for.remove(&client) {
             self.close_if_finished(&mut state);
+            self.unstick(&mut state);
             drop(state);
             self.changed.notify_waiters();
         }
@@ -133,8 +168,9 @@ impl Recovery {
         }
     }
 
-    /// Waits for the turn of the replay of `transno`.
-    pub async fn turn(&self, transno: u64) -> Result<(), Refusal> {
+    /// Waits for the turn of `client`'s replay of `transno`. Once the window has closed, only
+    /// clients that came back before it may still replay.
+    pub async fn turn(&self, transno: u64, client: u64) -> Result<(), Refusal> {
         let mut parked = false;
         let result = loop {
             let notified = self.changed.notified();
@@ -142,18 +178,24 @@ impl Recovery {
             notified.as_mut().enable();
             {
                 let mut state = self.state.lock();
-                if !self.is_open() || transno < state.next || (state.expired && !parked) {
+                let evicted = state.expired && !state.returned.contains(&client);
+                if !self.is_open() || transno < state.next || (evicted && !parked) {
                     if parked {
                         state.parked.remove(&transno);
                     }
                     break Err(Refusal::TooLate);
                 }
                 if !parked {
-                    state.parked.insert(transno);
+                    state.parked.insert(transno, client);
                     parked = true;
                 }
                 if transno == state.next {
                     break Ok(());
+                }
+                if self.unstick(&mut state) {
+                    drop(state);
+                    self.changed.notify_waiters();
+                    continue;
                 }
             }
             notified.await;
@@ -191,7 +233,7 @@ impl Recovery {
     /// back (returned, for the caller to forget), and lets each replay still waiting run by
     /// skipping the transnos below it that nobody replayed: `skip(from, to)` must journal an
     /// empty record for each transno in `from..=to` and move the namespace past `to`.
-    pub async fn expire(&self, mut skip: impl FnMut(u64, u64)) -> Vec<u64> {
+    pub async fn expire(&self) -> Vec<u64> {
         let evicted: Vec<u64> = {
             let mut state = self.state.lock();
             state.expired = true;
@@ -209,13 +251,15 @@ impl Recovery {
             notified.as_mut().enable();
             let skipped = {
                 let mut state = self.state.lock();
-                match state.parked.first().copied() {
+                match state.parked.first_key_value().map(|(&t, _)| t) {
                     None => {
                         self.open.store(false, Ordering::Release);
                         break;
                     }
                     Some(first) if first > state.next => {
-                        skip(state.next, first - 1);
+                        if let Some(skip) = self.skip.lock().as_ref() {
+                            skip(state.next, first - 1);
+                        }
                         state.next = first;
                         true
                     }
@@ -254,7 +298,7 @@ mod tests {
         assert!(!r.is_open());
         rt().block_on(async {
             r.closed().await;
-            assert_eq!(r.turn(11).await, Err(Refusal::TooLate));
+            assert_eq!(r.turn(11, 1).await, Err(Refusal::TooLate));
         });
     }
 
@@ -263,16 +307,19 @@ mod tests {
         let rt = rt();
         let r = Arc::new(Recovery::new(vec![1, 2], 10));
         let order = Arc::new(Mutex::new(Vec::new()));
-        let replay = |t: u64| {
+        // Each client replays in transno order on its own connection, one after the other.
+        let client = |id: u64, transnos: Vec<u64>| {
             let (r, order) = (r.clone(), order.clone());
             rt.spawn(async move {
-                r.turn(t).await.unwrap();
-                order.lock().push(t);
-                r.replayed(t);
+                for t in transnos {
+                    r.turn(t, id).await.unwrap();
+                    order.lock().push(t);
+                    r.replayed(t);
+                }
             })
         };
-        // Client 2 replays 12 and 14, client 1 replays 11 and 13; 14 arrives first.
-        let handles = vec![replay(14), replay(12), replay(13), replay(11)];
+        // Client 2 (12, 14) starts first and waits for client 1 (11, 13).
+        let handles = vec![client(2, vec![12, 14]), client(1, vec![11, 13])];
         rt.block_on(async {
             for h in handles {
                 h.await.unwrap();
@@ -287,6 +334,41 @@ mod tests {
         rt.block_on(r.closed());
     }
 
+    /// A request executed before the crash whose reply its client never got leaves a gap
+    /// nobody replays: once every client still replaying waits above it, it is skipped at
+    /// once, not after the window (regression: replays waited out the whole window).
+    #[test]
+    fn a_gap_nobody_can_fill_is_skipped_without_waiting_for_the_window() {
+        let rt = rt();
+        let r = Arc::new(Recovery::new(vec![1, 2], 10));
+        let skipped = Arc::new(Mutex::new(Vec::new()));
+        r.on_skip({
+            let skipped = skipped.clone();
+            Box::new(move |from, to| skipped.lock().push((from, to)))
+        });
+        assert!(r.connected(1) && r.connected(2));
+        // 11 was client 1's, executed and never answered: client 1 will send it again after
+        // recovery, not replay it. Client 1 replays 12, client 2 replays 13.
+        let replays: Vec<_> = [(1u64, 12u64), (2, 13)]
+            .into_iter()
+            .map(|(client, t)| {
+                let r = r.clone();
+                rt.spawn(async move {
+                    r.turn(t, client).await.unwrap();
+                    r.replayed(t);
+                    r.client_done(client);
+                })
+            })
+            .collect();
+        rt.block_on(async {
+            for h in replays {
+                h.await.unwrap();
+            }
+            r.closed().await;
+        });
+        assert_eq!(*skipped.lock(), vec![(11, 11)]);
+    }
+
     #[test]
     fn an_expired_window_skips_what_nobody_replayed_and_evicts_who_did_not_finish() {
         let rt = rt();
@@ -294,21 +376,27 @@ mod tests {
         // Client 1 never comes back; client 2 waits with 13 (11 and 12 were client 1's).
         assert!(r.connected(2));
         assert!(!r.connected(3), "not known before the restart");
+        let skipped = Arc::new(Mutex::new(Vec::new()));
+        r.on_skip({
+            let skipped = skipped.clone();
+            Box::new(move |from, to| skipped.lock().push((from, to)))
+        });
         let waiting = {
             let r = r.clone();
             rt.spawn(async move {
-                r.turn(13).await.unwrap();
+                r.turn(13, 2).await.unwrap();
                 r.replayed(13);
             })
         };
-        let skipped = Arc::new(Mutex::new(Vec::new()));
         let evicted = rt.block_on(async {
             while r.state.lock().parked.is_empty() {
                 tokio::task::yield_now().await;
             }
-            let skipped = skipped.clone();
-            r.expire(move |from, to| skipped.lock().push((from, to)))
-                .await
+            assert!(
+                r.is_open(),
+                "client 1 may still fill the gap: no skip before the window"
+            );
+            r.expire().await
         });
         rt.block_on(waiting).unwrap();
         assert_eq!(evicted, vec![1], "client 2 came back: it stays known");
@@ -316,7 +404,7 @@ mod tests {
         assert_eq!(*skipped.lock(), vec![(11, 12)]);
         assert!(!r.is_open());
         assert_eq!(
-            rt.block_on(r.turn(14)),
+            rt.block_on(r.turn(14, 2)),
             Err(Refusal::TooLate),
             "too late now"
         );

@@ -269,6 +269,23 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         );
         info!("listening on {addr}");
 
+        // Transnos nobody will replay are skipped by empty records (the committer keeps
+        // `last_committed` contiguous through them). A weak reference: no cycle through Shared.
+        shared.recovery.on_skip({
+            let shared = Arc::downgrade(&shared);
+            Box::new(move |from, to| {
+                let Some(shared) = shared.upgrade() else { return };
+                warn!(from, to, "recovery: skipping transnos nobody replayed");
+                shared.namespace.skip_to(to);
+                metrics::counter!(crate::metrics::SKIPPED).increment(to - from + 1);
+                for transno in from..=to {
+                    shared.to_committer(CommitMsg::Record(journal::TxRecord {
+                        transno,
+                        ops: Vec::new(),
+                    }));
+                }
+            })
+        });
         if shared.recovery.is_open() {
             info!(
                 clients = recovered.known_clients.len(),
@@ -366,22 +383,7 @@ async fn close_recovery_window(shared: Arc<Shared>, window: std::time::Duration)
         }
         _ = tokio::time::sleep(window) => {}
     }
-    let evicted = recovery
-        .expire(|from, to| {
-            warn!(
-                from,
-                to, "recovery window closed: skipping transnos nobody replayed"
-            );
-            shared.namespace.skip_to(to);
-            metrics::counter!(crate::metrics::SKIPPED).increment(to - from + 1);
-            for transno in from..=to {
-                shared.to_committer(CommitMsg::Record(journal::TxRecord {
-                    transno,
-                    ops: Vec::new(),
-                }));
-            }
-        })
-        .await;
+    let evicted = recovery.expire().await;
     for &client in &evicted {
         shared.to_committer(CommitMsg::ForgetClient { client, after: 0 });
     }

@@ -539,7 +539,7 @@ impl Partition {
         match request.replay {
             Some(r) => {
                 // Refused (too late) or not, `handle` sees whether it is its turn.
-                let _ = recovery.turn(r.transno).await;
+                let _ = recovery.turn(r.transno, session.client()).await;
             }
             None => {
                 if recovery.expects(session.client()) {
