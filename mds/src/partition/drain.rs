@@ -204,7 +204,7 @@ mod tests {
                 t,
                 Payload {
                     session: session.clone(),
-                    what: Waiting::Reply(Box::new(HeldReply {
+                    what: Waiting::Reply(HeldReply {
                         origin: conn.clone(),
                         xid: t,
                         transno: t,
@@ -212,7 +212,7 @@ mod tests {
                         received: quanta::Instant::now(),
                         result: Ok(Body::Done),
                         cos: false,
-                    })),
+                    }),
                 },
             );
         }

@@ -45,9 +45,11 @@ pub struct Payload {
 }
 
 #[derive(Debug)]
+// Not boxed: the whole payload already lives in the reply engine's per-reply allocation; a box
+// would add a second allocation to every mutation.
 enum Waiting {
     /// A reply held back until the commit.
-    Reply(Box<HeldReply>),
+    Reply(HeldReply),
     /// An early reply with this transno was sent before its commit: its client is owed a
     /// commit notice, and may be forgotten by the journal once it is durable.
     Notice(u64),

@@ -490,7 +490,7 @@ impl Partition {
             until,
             Payload {
                 session: session.clone(),
-                what: Waiting::Reply(Box::new(HeldReply {
+                what: Waiting::Reply(HeldReply {
                     origin: conn.clone(),
                     xid: reply.xid,
                     transno: reply.transno,
@@ -498,7 +498,7 @@ impl Partition {
                     received,
                     result: reply.result,
                     cos: reply.cos,
-                })),
+                }),
             },
         );
     }
