@@ -8,11 +8,14 @@
 
 mod error;
 mod options;
+mod resend;
 mod schema;
 mod store;
 
 pub use error::{Error, Result};
+pub use resend::ClientResend;
 pub use schema::{
-    Dentry, FileKind, Inode, JournalOp, ROOT_INO, ResendRecord, SCHEMA_VERSION, TxRecord, now_ns,
+    Dentry, FileKind, Inode, JournalOp, ROOT_INO, ResendRecord, ResendSlot, SCHEMA_VERSION,
+    TxRecord, now_ns,
 };
 pub use store::{CommitInfo, Journal, JournalOptions, Recovered, StoreStats};

@@ -8,7 +8,11 @@ use crate::error::{Error, Result};
 
 /// Bumped whenever a key layout or a record encoding changes incompatibly: what counts, and
 /// how, is in `docs/schema.md`; the golden-bytes tests below and in `store.rs` fail first.
-pub const SCHEMA_VERSION: u32 = 1;
+pub const SCHEMA_VERSION: u32 = 2;
+
+/// The version before resend records were written: its `clients` family is always empty, so
+/// such a store is upgraded in place at open (`docs/schema.md`).
+pub(crate) const SCHEMA_VERSION_WITHOUT_RESEND: u32 = 1;
 
 /// The root directory's inode number.
 pub const ROOT_INO: u64 = 1;
@@ -17,8 +21,9 @@ pub const ROOT_INO: u64 = 1;
 pub(crate) const CF_INODES: &str = "inodes";
 /// Directory entries: key = parent ino (u64 BE) ++ name bytes, value = [`Dentry`].
 pub(crate) const CF_DENTRIES: &str = "dentries";
-/// Per-client resend records: key = client id (u64 BE) ++ xid (u64 BE), value =
-/// [`ResendRecord`].
+/// Per-client resend records in fixed slots: key = client id (u64 BE) ++ slot (u32 BE), value =
+/// [`ResendSlot`]. A slot is overwritten in place once the client has the replies of every
+/// record in it; nothing is range-deleted (range tombstones pile up in RocksDB).
 pub(crate) const CF_CLIENTS: &str = "clients";
 /// Store-wide values: schema version, `last_committed`, next inode number.
 pub(crate) const CF_META: &str = "meta";
@@ -119,6 +124,22 @@ pub struct ResendRecord {
     pub reply: Vec<u8>,
 }
 
+/// One slot of a client's resend records: the records one commit wrote for that client, and
+/// the client's trim watermark then (every xid at or below it has its reply at the client).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ResendSlot {
+    pub acked_xid: u64,
+    pub records: Vec<ResendRecord>,
+}
+
+/// [`ResendSlot`] by reference, for writing without copying the replies: serde encodes a
+/// reference exactly as the value, so the bytes are a `ResendSlot`'s.
+#[derive(Serialize)]
+pub(crate) struct ResendSlotRef<'a> {
+    pub acked_xid: u64,
+    pub records: Vec<&'a ResendRecord>,
+}
+
 /// One change inside a transaction.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub enum JournalOp {
@@ -133,14 +154,17 @@ pub enum JournalOp {
         parent: u64,
         name: String,
     },
+    /// Remember how a client's request was answered. `acked_xid` is the client's watermark
+    /// from that request: records at or below it are not needed any more, and their slots
+    /// are free to overwrite.
     PutResend {
         client: u64,
+        acked_xid: u64,
         record: ResendRecord,
     },
-    /// Drops a client's records with xid below `below_xid` (the client has their replies).
-    TrimResend {
+    /// Forget all of a client's resend records (its session ended): one point delete per slot.
+    DropResend {
         client: u64,
-        below_xid: u64,
     },
     /// The client may now hold replies sent before their commit: after a crash, wait for it.
     KnowClient {
@@ -170,11 +194,23 @@ pub(crate) fn dentry_key(parent: u64, name: &str) -> Vec<u8> {
     key
 }
 
-pub(crate) fn resend_key(client: u64, xid: u64) -> [u8; 16] {
-    let mut key = [0u8; 16];
+pub(crate) fn resend_key(client: u64, slot: u32) -> [u8; 12] {
+    let mut key = [0u8; 12];
     key[..8].copy_from_slice(&client.to_be_bytes());
-    key[8..].copy_from_slice(&xid.to_be_bytes());
+    key[8..].copy_from_slice(&slot.to_be_bytes());
     key
+}
+
+pub(crate) fn decode_resend_key(key: &[u8]) -> Result<(u64, u32)> {
+    let client = decode_u64_key("resend key", key)?;
+    let slot: [u8; 4] = key
+        .get(8..)
+        .and_then(|k| k.try_into().ok())
+        .ok_or_else(|| Error::Corrupt {
+            what: "resend key",
+            detail: format!("key of {} bytes", key.len()),
+        })?;
+    Ok((client, u32::from_be_bytes(slot)))
 }
 
 pub(crate) fn decode_u64_key(what: &'static str, key: &[u8]) -> Result<u64> {
@@ -288,6 +324,20 @@ mod tests {
             reply: vec![1, 2, 3],
         };
         pinned("resend record", &resend, "c8012b03010203");
+        let slot = ResendSlot {
+            acked_xid: 150,
+            records: vec![resend.clone()],
+        };
+        pinned("resend slot", &slot, "960101c8012b03010203");
+        let by_ref = ResendSlotRef {
+            acked_xid: 150,
+            records: vec![&resend],
+        };
+        assert_eq!(
+            encode(&by_ref),
+            encode(&slot),
+            "a slot written by reference"
+        );
     }
 
     #[test]
@@ -302,7 +352,7 @@ mod tests {
             (
                 "resend key",
                 resend_key(7, 200).to_vec(),
-                "000000000000000700000000000000c8",
+                "0000000000000007000000c8",
             ),
         ];
         for (what, key, golden) in keys {

@@ -1,7 +1,9 @@
 //! The journal store: open with recovery, group commit, reads of committed state and scans
 //! for start-up and fsck.
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -9,6 +11,7 @@ use rocksdb::{ColumnFamily, DB, Direction, IteratorMode, ReadOptions, WriteBatch
 
 use crate::error::{Error, Result};
 use crate::options::{block_cache, cf_descriptors, db_options};
+use crate::resend::{ClientResend, ClientSlots};
 use crate::schema::*;
 
 /// How the journal is opened.
@@ -31,6 +34,9 @@ pub struct Recovered {
     /// Clients that may hold replies sent before their commit (`--ack early`) and were not
     /// forgotten before the server stopped: after a crash, the ones to wait for.
     pub known_clients: Vec<u64>,
+    /// Resend records of requests whose replies the clients may not have received, by
+    /// client: a resend of one is answered from its record, also after this restart.
+    pub resend: Vec<ClientResend>,
 }
 
 /// What one group commit did.
@@ -68,6 +74,8 @@ pub struct Journal {
     failed: AtomicBool,
     options: JournalOptions,
     opts: rocksdb::Options,
+    /// Which resend slots each client has on disk (`resend.rs`); the committer's alone.
+    resend_slots: Mutex<HashMap<u64, ClientSlots>>,
 }
 
 impl std::fmt::Debug for Journal {
@@ -121,6 +129,7 @@ impl Journal {
             failed: AtomicBool::new(false),
             options,
             opts,
+            resend_slots: Mutex::new(HashMap::new()),
         };
         let meta = journal.cf(CF_META);
         let created = match journal.db.get_cf(meta, META_SCHEMA_VERSION)? {
@@ -130,7 +139,17 @@ impl Journal {
                         what: "schema version",
                         detail: format!("{} bytes", v.len()),
                     })?);
-                if found != SCHEMA_VERSION {
+                if found == SCHEMA_VERSION_WITHOUT_RESEND && journal.resend_family_is_empty()? {
+                    // The previous version never wrote resend records: nothing to convert.
+                    if writable {
+                        journal.db.put_cf_opt(
+                            meta,
+                            META_SCHEMA_VERSION,
+                            SCHEMA_VERSION.to_le_bytes(),
+                            &synced(),
+                        )?;
+                    }
+                } else if found != SCHEMA_VERSION {
                     return Err(Error::SchemaVersion {
                         path: path.display().to_string(),
                         found,
@@ -166,6 +185,13 @@ impl Journal {
             };
             known_clients.push(decode_u64_key("known client key", id)?);
         }
+        let mut slots = Vec::new();
+        journal.scan_resend(|client, slot, value| {
+            slots.push((client, slot, value));
+            Ok(())
+        })?;
+        let (resend_slots, resend) = crate::resend::recover(slots);
+        *journal.resend_slots.lock().expect("not poisoned") = resend_slots;
         journal
             .last_committed
             .store(last_committed, Ordering::SeqCst);
@@ -177,6 +203,7 @@ impl Journal {
                 next_ino,
                 created,
                 known_clients,
+                resend,
             },
         ))
     }
@@ -194,6 +221,13 @@ impl Journal {
         Ok(())
     }
 
+    fn resend_family_is_empty(&self) -> Result<bool> {
+        let mut iter = self.db.raw_iterator_cf(self.cf(CF_CLIENTS));
+        iter.seek_to_first();
+        iter.status()?;
+        Ok(!iter.valid())
+    }
+
     fn cf(&self, name: &str) -> &ColumnFamily {
         self.db
             .cf_handle(name)
@@ -209,18 +243,22 @@ impl Journal {
         Ok(())
     }
 
-    /// Writes known-client changes alone (`KnowClient`, `ForgetClient`), synced, when no
-    /// transaction is there to carry them: they advance no transno. Other ops are refused.
+    /// Writes client changes alone (`KnowClient`, `ForgetClient`, `DropResend`), synced, when
+    /// no transaction is there to carry them: they advance no transno. Other ops are refused.
     pub fn write_client_changes(&self, ops: &[JournalOp]) -> Result<()> {
         if self.is_failed() {
             return Err(Error::Failed);
         }
         let meta = self.cf(CF_META);
         let mut batch = WriteBatch::default();
+        let mut slots = self.resend_slots.lock().expect("not poisoned");
         for op in ops {
             match op {
                 JournalOp::KnowClient { client } => batch.put_cf(meta, client_key(*client), []),
                 JournalOp::ForgetClient { client } => batch.delete_cf(meta, client_key(*client)),
+                JournalOp::DropResend { client } => {
+                    self.drop_resend(&mut batch, &mut slots, *client)
+                }
                 other => {
                     return Err(Error::Corrupt {
                         what: "client change",
@@ -289,6 +327,10 @@ impl Journal {
         let mut next_ino = self.next_ino.load(Ordering::Relaxed);
         let mut batch = WriteBatch::default();
         let mut scratch = Vec::with_capacity(128);
+        let mut slots = self.resend_slots.lock().expect("not poisoned");
+        // Resend records by client, written after the loop: one slot per client per commit.
+        let mut resend: Vec<(u64, u64, Vec<&ResendRecord>)> = Vec::new();
+        let mut resend_of: HashMap<u64, usize> = HashMap::new();
         for record in records {
             for op in &record.ops {
                 match op {
@@ -309,14 +351,28 @@ impl Journal {
                     JournalOp::DeleteDentry { parent, name } => {
                         batch.delete_cf(dentries, dentry_key(*parent, name))
                     }
-                    JournalOp::PutResend { client, record } => {
-                        batch.put_cf(clients, resend_key(*client, record.xid), encode(record))
+                    JournalOp::PutResend {
+                        client,
+                        acked_xid,
+                        record,
+                    } => {
+                        let i = *resend_of.entry(*client).or_insert_with(|| {
+                            resend.push((*client, 0, Vec::new()));
+                            resend.len() - 1
+                        });
+                        let (_, acked, group) = &mut resend[i];
+                        *acked = (*acked).max(*acked_xid);
+                        group.push(record);
                     }
-                    JournalOp::TrimResend { client, below_xid } => batch.delete_range_cf(
-                        clients,
-                        resend_key(*client, 0),
-                        resend_key(*client, *below_xid),
-                    ),
+                    JournalOp::DropResend { client } => {
+                        // Earlier records of the batch go with the rest (their client has
+                        // their replies, or its session would not have ended); later ones are
+                        // a new session's and are kept.
+                        if let Some(i) = resend_of.get(client) {
+                            resend[*i].2.clear();
+                        }
+                        self.drop_resend(&mut batch, &mut slots, *client);
+                    }
                     JournalOp::KnowClient { client } => batch.put_cf(meta, client_key(*client), []),
                     JournalOp::ForgetClient { client } => {
                         batch.delete_cf(meta, client_key(*client))
@@ -324,6 +380,21 @@ impl Journal {
                 }
             }
         }
+        for (client, acked_xid, mut group) in resend {
+            let known = slots.entry(client).or_default();
+            known.ack(acked_xid);
+            group.retain(|r| r.xid > known.acked_xid);
+            let Some(highest) = group.iter().map(|r| r.xid).max() else {
+                continue; // every reply already at the client
+            };
+            let slot = known.take(highest);
+            let value = ResendSlotRef {
+                acked_xid: known.acked_xid,
+                records: group,
+            };
+            batch.put_cf(clients, resend_key(client, slot), encode(&value));
+        }
+        drop(slots);
         batch.put_cf(meta, META_LAST_COMMITTED, last.transno.to_le_bytes());
         batch.put_cf(meta, META_NEXT_INO, next_ino.to_le_bytes());
         let bytes = batch.size_in_bytes();
@@ -372,14 +443,17 @@ impl Journal {
         }
     }
 
-    /// Reads one committed resend record.
-    pub fn resend_record(&self, client: u64, xid: u64) -> Result<Option<ResendRecord>> {
-        match self
-            .db
-            .get_pinned_cf(self.cf(CF_CLIENTS), resend_key(client, xid))?
-        {
-            Some(v) => Ok(Some(decode("resend record", &v)?)),
-            None => Ok(None),
+    /// Deletes every slot `client` has, one point delete each, and forgets them.
+    fn drop_resend(
+        &self,
+        batch: &mut WriteBatch,
+        slots: &mut HashMap<u64, ClientSlots>,
+        client: u64,
+    ) {
+        if let Some(known) = slots.remove(&client) {
+            for slot in 0..known.highest.len() {
+                batch.delete_cf(self.cf(CF_CLIENTS), resend_key(client, slot as u32));
+            }
         }
     }
 
@@ -417,15 +491,15 @@ impl Journal {
         Ok(())
     }
 
-    /// Calls `f(client, record)` on every resend record.
-    pub fn scan_resend(&self, mut f: impl FnMut(u64, ResendRecord) -> Result<()>) -> Result<()> {
+    /// Calls `f(client, slot, value)` on every resend slot, in client then slot order.
+    pub fn scan_resend(&self, mut f: impl FnMut(u64, u32, ResendSlot) -> Result<()>) -> Result<()> {
         for item in self
             .db
             .iterator_cf(self.cf(CF_CLIENTS), IteratorMode::Start)
         {
             let (key, value) = item?;
-            let client = decode_u64_key("resend key", &key)?;
-            f(client, decode("resend record", &value)?)?;
+            let (client, slot) = decode_resend_key(&key)?;
+            f(client, slot, decode("resend slot", &value)?)?;
         }
         Ok(())
     }
@@ -561,6 +635,7 @@ mod tests {
         };
         let resend = |xid| JournalOp::PutResend {
             client: 7,
+            acked_xid: xid - 1,
             record: ResendRecord {
                 xid,
                 transno: xid,
@@ -568,7 +643,8 @@ mod tests {
             },
         };
         // mkdir /d (inode 2), then create /d/f (inode 3) and unlink /g (inode 4, made and
-        // removed in one batch, so only its absence shows), with resend records trimmed.
+        // removed in one batch, so only its absence shows), with resend records for xids 1
+        // and 2 of client 7; the request of xid 2 says the client has the reply of xid 1.
         let records = [
             TxRecord {
                 transno: 1,
@@ -614,10 +690,6 @@ mod tests {
                     },
                     JournalOp::DeleteInode(4),
                     resend(2),
-                    JournalOp::TrimResend {
-                        client: 7,
-                        below_xid: 2,
-                    },
                 ],
             },
         ];
@@ -630,15 +702,149 @@ mod tests {
             // key: parent u64 BE ++ name's UTF-8 ("d", "f"). value: postcard Dentry.
             "dentries 000000000000000164 = 0200",
             "dentries 000000000000000266 = 0301",
-            // key: client u64 BE ++ xid u64 BE. value: postcard ResendRecord. Xid 1 trimmed.
-            "clients 00000000000000070000000000000002 = 020201ee",
+            // key: client u64 BE ++ slot u32 BE. value: postcard ResendSlot: watermark 1, then
+            // the records above it (xid 2, transno 2, reply ee); xid 1's was never written.
+            "clients 000000000000000700000000 = 0101020201ee",
             // "last_committed", "next_ino" (one past the highest inode put), "schema_version":
             // u64, u64 and u32, little-endian.
             "meta 6c6173745f636f6d6d6974746564 = 0200000000000000",
             "meta 6e6578745f696e6f = 0500000000000000",
-            "meta 736368656d615f76657273696f6e = 01000000",
+            "meta 736368656d615f76657273696f6e = 02000000",
         ];
         assert_eq!(raw_contents(&j), golden, "{ENCODING_CHANGED}");
+    }
+
+    fn put_resend(client: u64, acked_xid: u64, xid: u64) -> JournalOp {
+        JournalOp::PutResend {
+            client,
+            acked_xid,
+            record: ResendRecord {
+                xid,
+                transno: 0,
+                reply: vec![xid as u8],
+            },
+        }
+    }
+
+    /// Commits one transaction per op list, each with the next transno.
+    fn commit_each(j: &Journal, ops: Vec<Vec<JournalOp>>) {
+        for ops in ops {
+            let transno = j.last_committed() + 1;
+            j.commit(&[TxRecord { transno, ops }]).unwrap();
+        }
+    }
+
+    fn clients_keys(j: &Journal) -> Vec<String> {
+        raw_contents(j)
+            .into_iter()
+            .filter_map(|l| l.strip_prefix("clients ").map(|k| k[..24].to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn resend_slots_are_overwritten_in_place_and_survive_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+            commit_each(
+                &j,
+                vec![
+                    vec![put_resend(7, 0, 1)],
+                    vec![put_resend(7, 0, 2), put_resend(9, 0, 1)],
+                    // Client 7 has the replies of 1 and 2 now: slot 0 is free again.
+                    vec![put_resend(7, 2, 3)],
+                    vec![put_resend(7, 2, 4)],
+                ],
+            );
+            let keys = clients_keys(&j);
+            assert_eq!(
+                keys,
+                [
+                    "000000000000000700000000",
+                    "000000000000000700000001",
+                    "000000000000000900000000"
+                ],
+                "two slots for client 7 however many commits"
+            );
+        }
+        let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        let xids: Vec<(u64, u64, Vec<u64>)> = recovered
+            .resend
+            .iter()
+            .map(|c| {
+                (
+                    c.client,
+                    c.acked_xid,
+                    c.records.iter().map(|r| r.xid).collect(),
+                )
+            })
+            .collect();
+        assert_eq!(xids, [(7, 2, vec![3, 4]), (9, 0, vec![1])]);
+        // The slot state survived too: after the client acks 3, the slot of 3 is reused.
+        commit_each(&j, vec![vec![put_resend(7, 3, 5)]]);
+        assert_eq!(clients_keys(&j).len(), 3);
+        // A session's end deletes its slots, and a record put after the drop in the same
+        // batch (a new session of the same identity) is kept.
+        commit_each(
+            &j,
+            vec![vec![
+                put_resend(9, 0, 2),
+                JournalOp::DropResend { client: 9 },
+                JournalOp::DropResend { client: 7 },
+                put_resend(7, 5, 6),
+            ]],
+        );
+        assert_eq!(clients_keys(&j), ["000000000000000700000000"]);
+        j.write_client_changes(&[JournalOp::DropResend { client: 7 }])
+            .unwrap();
+        assert!(clients_keys(&j).is_empty());
+    }
+
+    #[test]
+    fn records_the_client_already_has_replies_for_are_not_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        // In one batch: xid 1, then a request saying the client has the reply of 1 and 2.
+        let records = [
+            TxRecord {
+                transno: 1,
+                ops: vec![put_resend(7, 0, 1)],
+            },
+            TxRecord {
+                transno: 2,
+                ops: vec![put_resend(7, 2, 2)],
+            },
+        ];
+        j.commit(&records).unwrap();
+        assert!(clients_keys(&j).is_empty());
+    }
+
+    #[test]
+    fn a_store_of_the_version_before_resend_records_is_upgraded_in_place() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+            j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, 1u32.to_le_bytes())
+                .unwrap();
+        }
+        assert!(Journal::open_read_only(dir.path()).is_ok(), "fsck reads it");
+        {
+            let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+            let v = j.db.get_cf(j.cf(CF_META), META_SCHEMA_VERSION).unwrap();
+            assert_eq!(v.unwrap(), SCHEMA_VERSION.to_le_bytes());
+        }
+        // Version 1 with something in `clients` is not what version 1 wrote: refused.
+        {
+            let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+            commit_each(&j, vec![vec![put_resend(7, 0, 1)]]);
+            j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, 1u32.to_le_bytes())
+                .unwrap();
+        }
+        let err = Journal::open(dir.path(), JournalOptions::default()).unwrap_err();
+        assert!(
+            matches!(err, Error::SchemaVersion { found: 1, .. }),
+            "{err}"
+        );
     }
 
     #[test]

@@ -156,38 +156,37 @@ fn list_dentries_pages_by_cursor_within_one_directory() {
 }
 
 #[test]
-fn resend_records_are_stored_and_trimmed() {
+fn one_commit_writes_one_resend_slot_per_client_and_a_reopen_finds_them() {
     let dir = tempfile::tempdir().unwrap();
-    let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
-    let put = |client, xid| JournalOp::PutResend {
-        client,
-        record: ResendRecord {
-            xid,
-            transno: xid,
-            reply: vec![xid as u8],
-        },
-    };
-    j.commit(&[TxRecord {
-        transno: 1,
-        ops: vec![put(7, 1), put(7, 2), put(7, 3), put(8, 1)],
-    }])
-    .unwrap();
-    j.commit(&[TxRecord {
-        transno: 2,
-        ops: vec![JournalOp::TrimResend {
-            client: 7,
-            below_xid: 3,
-        }],
-    }])
-    .unwrap();
-    let mut left = Vec::new();
-    j.scan_resend(|c, r| {
-        left.push((c, r.xid));
-        Ok(())
-    })
-    .unwrap();
-    assert_eq!(left, vec![(7, 3), (8, 1)]);
-    assert_eq!(j.resend_record(7, 3).unwrap().unwrap().reply, vec![3]);
+    {
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        let put = |client, acked_xid, xid| JournalOp::PutResend {
+            client,
+            acked_xid,
+            record: ResendRecord {
+                xid,
+                transno: xid,
+                reply: vec![xid as u8],
+            },
+        };
+        j.commit(&[TxRecord {
+            transno: 1,
+            ops: vec![put(7, 0, 1), put(7, 0, 2), put(7, 1, 3), put(8, 0, 1)],
+        }])
+        .unwrap();
+        let mut slots = Vec::new();
+        j.scan_resend(|c, slot, value| {
+            let xids: Vec<u64> = value.records.iter().map(|r| r.xid).collect();
+            slots.push((c, slot, value.acked_xid, xids));
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(slots, vec![(7, 0, 1, vec![2, 3]), (8, 0, 0, vec![1])]);
+    }
+    let (_, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(recovered.resend.len(), 2);
+    assert_eq!(recovered.resend[0].client, 7);
+    assert_eq!(recovered.resend[0].records[1].reply, vec![3]);
 }
 
 #[test]
