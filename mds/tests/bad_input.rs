@@ -243,14 +243,7 @@ async fn bad_frames_close_their_connection_and_nothing_else() {
 
 async fn common_metrics(server: &Server) -> String {
     let addr = server.metrics;
-    tokio::task::spawn_blocking(move || {
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
-            .unwrap();
-        let mut out = String::new();
-        s.read_to_string(&mut out).unwrap();
-        out
-    })
-    .await
-    .unwrap()
+    tokio::task::spawn_blocking(move || mds_testkit::http(addr, "GET", "/metrics").unwrap().2)
+        .await
+        .unwrap()
 }

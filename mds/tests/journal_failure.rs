@@ -4,8 +4,7 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::net::SocketAddr;
 
 use common::fsck;
 use mds_client::{ClientError, ROOT};
@@ -74,12 +73,7 @@ async fn a_failed_commit_answers_eio_and_turns_the_server_read_only() {
 
 /// One HTTP/1.0 request: (status, body).
 fn http(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
-    let mut s = TcpStream::connect(addr).unwrap();
-    write!(s, "{method} {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let (status, head, body) = mds_testkit::http(addr, method, path).unwrap();
     assert!(head.contains("Content-Length: "), "{head}");
-    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
-    (status, body.to_owned())
+    (status, body)
 }

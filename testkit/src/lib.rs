@@ -169,3 +169,35 @@ pub fn fsck(bin: &Path, data: &Path) -> (i32, String) {
         String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
     )
 }
+
+/// One plain HTTP/1.0 request to the metrics endpoint (no chunking; the server closes):
+/// (status, headers, body). Blocking: call it from `spawn_blocking` in async tests.
+pub fn http(addr: SocketAddr, method: &str, path: &str) -> std::io::Result<(u16, String, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(20)))?;
+    write!(s, "{method} {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
+    let mut raw = String::new();
+    s.read_to_string(&mut raw)?;
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((status, head.to_owned(), body.to_owned()))
+}
+
+/// The value of one series in a `/metrics` text, by its name and labels exactly as written
+/// (`mds_sessions`, `mds_requests_total{op="create",result="ok"}`); `None` if absent.
+pub fn metric_value(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|line| line.strip_prefix(series)?.strip_prefix(' '))
+        .and_then(|v| v.trim().parse().ok())
+}
+
+/// Scrapes `addr`'s `/metrics` and reads one series (see [`metric_value`]). Blocking.
+pub fn scrape_metric(addr: SocketAddr, series: &str) -> Option<f64> {
+    let (_, _, body) = http(addr, "GET", "/metrics").ok()?;
+    metric_value(&body, series)
+}
