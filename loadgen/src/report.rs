@@ -39,9 +39,6 @@ pub struct Report {
     pub per_op: BTreeMap<String, OpCounts>,
     /// Requests resent after a reconnect.
     pub resent: u64,
-    /// Resent creates or mkdirs answered EEXIST: they had executed before the connection
-    /// broke. Counted apart from errors until the server answers resends from its records.
-    pub resent_eexist: u64,
     pub reconnects: u64,
     /// Connections the lanes used (threads × connections per thread).
     pub connections: usize,
@@ -228,9 +225,8 @@ impl Report {
         if self.resent > 0 || self.reconnects > 0 {
             let _ = writeln!(
                 out,
-                "reconnects: {}, resent: {} ({} resent creates answered EEXIST: they ran before the break; \
-                 the server does not answer resends from records yet)",
-                self.reconnects, self.resent, self.resent_eexist
+                "reconnects: {}, resent: {}",
+                self.reconnects, self.resent
             );
         }
         match &self.server {

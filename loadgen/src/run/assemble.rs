@@ -23,7 +23,6 @@ pub(super) struct Totals {
     per_op: BTreeMap<&'static str, OpTally>,
     errors: BTreeMap<String, u64>,
     resent: u64,
-    resent_eexist: u64,
     warmup_ops: u64,
     sends: Vec<u64>,
 }
@@ -35,7 +34,6 @@ impl Totals {
             per_op: BTreeMap::new(),
             errors: BTreeMap::new(),
             resent: 0,
-            resent_eexist: 0,
             warmup_ops: 0,
             sends: Vec::new(),
         }
@@ -58,7 +56,6 @@ impl Totals {
             *self.errors.entry(k.to_owned()).or_default() += n;
         }
         self.resent += r.resent;
-        self.resent_eexist += r.resent_eexist;
         self.warmup_ops += r.warmup_ops;
         self.sends.extend(r.sends);
         Ok(())
@@ -119,7 +116,6 @@ pub(super) fn report(plan: &Plan, totals: Totals, outcome: Outcome) -> Report {
         per_op,
         errors,
         resent,
-        resent_eexist,
         warmup_ops,
         sends: _,
     } = totals;
@@ -193,7 +189,6 @@ pub(super) fn report(plan: &Plan, totals: Totals, outcome: Outcome) -> Report {
         errors,
         per_op,
         resent,
-        resent_eexist,
         reconnects,
         connections: plan.threads * plan.conns_per_thread,
         disconnected_secs: down.summed.as_secs_f64(),

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use hdrhistogram::Histogram;
 use mds_client::resilient::ResilientConn;
-use mds_proto::{Body, Errno, Kind as FileKind, MAX_READDIR, Op};
+use mds_proto::{Body, Kind as FileKind, MAX_READDIR, Op};
 use tokio::task::JoinHandle;
 
 use super::Shared;
@@ -41,7 +41,6 @@ pub(super) struct LaneResult {
     pub(super) per_op: BTreeMap<Kind, OpTally>,
     pub(super) errors: BTreeMap<&'static str, u64>,
     pub(super) resent: u64,
-    pub(super) resent_eexist: u64,
     /// Requests sent during the warm-up: done, not counted anywhere else.
     pub(super) warmup_ops: u64,
     /// When each request went out, in nanoseconds from the run's start (`--send-log` only).
@@ -165,7 +164,6 @@ async fn run_lane(
         per_op: BTreeMap::new(),
         errors: BTreeMap::new(),
         resent: 0,
-        resent_eexist: 0,
         warmup_ops: 0,
         sends: Vec::new(),
     };
@@ -228,10 +226,6 @@ async fn run_lane(
                 tally.ok += 1;
                 after_success(&mut lane, kind, name, body, &shared);
             }
-            Err(Errno::EEXIST) if answer.resent && matches!(kind, Kind::Create | Kind::Mkdir) => {
-                result.resent_eexist += 1;
-            }
-            Err(Errno::ENOENT) if answer.resent && kind == Kind::Unlink => {}
             Err(e) => {
                 tally.errors += 1;
                 *result.errors.entry(e.name()).or_default() += 1;
