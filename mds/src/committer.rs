@@ -64,6 +64,8 @@ pub enum CommitMsg {
     /// Forget the client with the first commit that makes transno `after` durable: by then it
     /// holds no reply that is not durable (or it was evicted, `after` 0).
     ForgetClient { client: u64, after: u64 },
+    /// Drop the client's resend records (its session ended), with the next write.
+    DropResend(u64),
     /// Write a checkpoint of the store to this directory, between two commits (the
     /// committer is the only writer, so it is consistent: every commit before it, none after).
     Checkpoint(std::path::PathBuf),
@@ -278,6 +280,9 @@ impl Worker {
             CommitMsg::ForgetClient { client, after } => {
                 self.clients
                     .push((after, JournalOp::ForgetClient { client }));
+            }
+            CommitMsg::DropResend(client) => {
+                self.clients.push((0, JournalOp::DropResend { client }));
             }
             CommitMsg::Checkpoint(dir) => self.checkpoints.push(dir),
             CommitMsg::Shutdown => self.shutdown = true,

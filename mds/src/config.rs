@@ -55,6 +55,11 @@ pub struct ServeArgs {
     /// they were told early (e.g. 30s). Default: 30s.
     #[arg(long, value_parser = parse_duration)]
     pub recovery_window: Option<Duration>,
+    /// How long the server keeps the session of a client that went away with replies it may
+    /// not have received (e.g. 5m): a resend within that time is answered from its record,
+    /// never executed twice. Default: 5m.
+    #[arg(long, value_parser = parse_duration)]
+    pub session_expiry: Option<Duration>,
     /// Where SIGUSR1 writes a checkpoint of the store while it serves (a consistent copy, a
     /// new `checkpoint-<unix seconds>` directory each time). Default: none (SIGUSR1 is
     /// logged and ignored).
@@ -82,6 +87,7 @@ struct FileConfig {
     cos: Option<String>,
     ack: Option<String>,
     recovery_window: Option<String>,
+    session_expiry: Option<String>,
     checkpoint_dir: Option<PathBuf>,
 }
 
@@ -102,6 +108,8 @@ pub struct ServerConfig {
     pub ack_early: bool,
     /// How long a restart waits for known clients to replay.
     pub recovery_window: Duration,
+    /// How long an away session keeps its resend records.
+    pub session_expiry: Duration,
     /// Where SIGUSR1 writes checkpoints.
     pub checkpoint_dir: Option<PathBuf>,
     pub limits: Limits,
@@ -140,6 +148,14 @@ impl ServeArgs {
             (None, Some(s)) => parse_duration(&s).map_err(anyhow::Error::msg)?,
             (None, None) => Duration::from_secs(30),
         };
+        let session_expiry = match (self.session_expiry, file.session_expiry) {
+            (Some(d), _) => d,
+            (None, Some(s)) => parse_duration(&s).map_err(anyhow::Error::msg)?,
+            (None, None) => Duration::from_secs(300),
+        };
+        if session_expiry.is_zero() {
+            bail!("--session-expiry must be above zero: a client needs time to reconnect");
+        }
         let partitions = self
             .partitions
             .or(file.partitions)
@@ -174,6 +190,7 @@ impl ServeArgs {
             cos,
             ack_early,
             recovery_window,
+            session_expiry,
             checkpoint_dir: self.checkpoint_dir.or(file.checkpoint_dir),
             limits: Limits::default(),
             inject_journal_failure_after: self.inject_journal_failure_after,

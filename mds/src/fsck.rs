@@ -4,7 +4,9 @@
 //! root must be named exactly once (no orphans, no second name for a directory); link counts
 //! and entry counts must match the entries; a directory's parent pointer must match the entry
 //! that names it; no inode may carry a transno above `last_committed`, and no inode number may
-//! be at or above the next one to be handed out.
+//! be at or above the next one to be handed out. Resend records must hold a reply this build
+//! decodes and a transno no later than `last_committed` (they are written with their
+//! mutation).
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -211,6 +213,23 @@ pub fn check(data: &Path) -> anyhow::Result<Report> {
                         inode.nlink
                     ));
                 }
+            }
+        }
+    }
+    for client in &recovered.resend {
+        for record in &client.records {
+            let at = format!(
+                "resend record of client {:016x} xid {}",
+                client.client, record.xid
+            );
+            if record.transno > recovered.last_committed {
+                f.push(format!(
+                    "{at}: transno {} is above last_committed {}",
+                    record.transno, recovered.last_committed
+                ));
+            }
+            if let Err(e) = mds_proto::decode::<mds_proto::Body>(&record.reply) {
+                f.push(format!("{at}: reply does not decode: {e}"));
             }
         }
     }

@@ -13,7 +13,7 @@ use reply::{ReplyEngine, Waker};
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{debug, info, warn};
 
 use crate::committer::{CommitMsg, CommitPolicy, Committer};
 use crate::config::ServerConfig;
@@ -159,6 +159,18 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         },
     );
     let sessions = Arc::new(Sessions::new());
+    let resend_clients = recovered.resend.len();
+    let records = sessions.restore(recovered.resend.clone()).map_err(|e| {
+        anyhow::anyhow!("the store holds a resend record this build cannot read: {e}")
+    })?;
+    if records > 0 {
+        info!(
+            clients = resend_clients,
+            records,
+            expiry = ?config.session_expiry,
+            "resend records restored: resends of these requests are answered from them"
+        );
+    }
     // From the start, so its dashboard panel shows zero rather than no data.
     metrics::counter!(crate::metrics::SKIPPED).increment(0);
     let shared = Arc::new(Shared {
@@ -297,6 +309,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
                 config.recovery_window,
             ));
         }
+        tokio::spawn(expire_sessions(shared.clone(), config.session_expiry));
         tokio::spawn({
             let (shared, stop, dir) = (shared.clone(), stop.clone(), config.checkpoint_dir.clone());
             async move {
@@ -374,6 +387,26 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
 /// journal records (so `last_committed` stays contiguous), and the clients that never came
 /// back are evicted: they lose only their own unsafe changes, which commit-on-share kept
 /// everyone else from building on.
+/// Forgets sessions whose client stayed away past `expiry`, and the journal's records of them.
+/// Checks a few times per expiry period, so a session lives at most a quarter period longer.
+async fn expire_sessions(shared: Arc<Shared>, expiry: std::time::Duration) {
+    let expired = metrics::counter!(crate::metrics::SESSIONS_EXPIRED);
+    expired.increment(0);
+    let mut every = tokio::time::interval((expiry / 4).max(std::time::Duration::from_millis(10)));
+    every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        every.tick().await;
+        let (journaled, forgotten) = shared.sessions.expire(expiry);
+        if forgotten > 0 {
+            debug!(forgotten, "sessions expired");
+            expired.increment(forgotten as u64);
+        }
+        for client in journaled {
+            shared.to_committer(CommitMsg::DropResend(client));
+        }
+    }
+}
+
 async fn close_recovery_window(shared: Arc<Shared>, window: std::time::Duration) {
     let recovery = &shared.recovery;
     tokio::select! {

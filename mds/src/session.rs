@@ -3,19 +3,25 @@
 //! A session outlives its connections. It knows the client's current connection (a second
 //! CONNECT with the same identity replaces the older one, which is closed), the requests still
 //! waiting for their commit (a resend of one of them joins it instead of executing again, and
-//! its reply goes to whatever connection the client has when it is released), the highest xid
-//! answered, and the client's trim watermark (`acked_xid`). Any partition's drain may release
-//! a session's reply, so a session is `Sync`: its own small lock, never a table-wide one on
-//! the reply path.
+//! its reply goes to whatever connection the client has when it is released), how each
+//! executed mutation was answered until the client's trim watermark (`acked_xid`) says it has
+//! the reply (a resend of one is answered from that record, never executed twice; the journal
+//! keeps the same records, so this holds across a restart too), and the highest xid answered.
+//! Any partition's drain may release a session's reply, so a session is `Sync`: its own small
+//! lock, never a table-wide one on the reply path.
 //!
-//! A session with no connection and nothing pending is forgotten: identities are random and a
-//! load run makes thousands of them.
+//! A session with no connection, nothing pending and no record is forgotten at once:
+//! identities are random and a load run makes thousands of them. One that still holds records
+//! waits for its client to come back and resend, up to `--session-expiry`.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
+use journal::ClientResend;
+use mds_proto::{self as protocol, Body};
 use parking_lot::Mutex;
 
 use crate::partition::ConnOutput;
@@ -53,6 +59,30 @@ struct State {
     /// The highest transno answered to it before its commit: once that is durable the
     /// client holds nothing a restart would need, and the journal may forget it.
     highest_unsafe: u64,
+    /// How executed mutations were answered, by xid, above the client's watermark.
+    answered: BTreeMap<u64, Answered>,
+    /// The journal holds resend records of this client: forgetting the session drops them.
+    journaled: bool,
+    /// When the client's last connection closed; `None` while it has one.
+    away_since: Option<Instant>,
+}
+
+/// How a mutation was answered: what a resend of it is answered with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Answered {
+    pub transno: u64,
+    pub body: Body,
+}
+
+/// What to do with a mutation, from the session's records.
+#[derive(Debug, PartialEq)]
+pub enum Begin {
+    /// Execute it.
+    New,
+    /// A resend of a request still waiting for its commit: its reply answers both.
+    Joined,
+    /// A resend of a request already executed and answered: answer it the same way again.
+    Answered(Answered),
 }
 
 /// What CONNECT did to a session.
@@ -88,46 +118,100 @@ impl Sessions {
             .shard(client)
             .lock()
             .entry(client)
-            .or_insert_with(|| {
-                Arc::new(Session {
-                    client,
-                    state: Mutex::new(State {
-                        conn: None,
-                        pending: HashSet::new(),
-                        known: false,
-                        highest_unsafe: 0,
-                    }),
-                    acked_xid: AtomicU64::new(0),
-                    replied_xid: AtomicU64::new(0),
-                })
-            })
+            .or_insert_with(|| Session::new(client))
             .clone();
-        let replaced = session.state.lock().conn.replace(conn);
+        let replaced = {
+            let mut state = session.state.lock();
+            state.away_since = None;
+            state.conn.replace(conn)
+        };
         Attached { session, replaced }
     }
 
-    /// `conn` is closing: if it is still its session's connection, the client is away now
-    /// (returned `true`).
-    pub fn detach(&self, session: &Session, conn: &ConnOutput) -> bool {
-        let away = {
-            let mut state = session.state.lock();
-            let current = state.conn.as_ref().is_some_and(|c| c.id() == conn.id());
-            if current {
-                state.conn = None;
+    /// Sessions of clients whose resend records the journal kept across a restart: away until
+    /// they reconnect, or expire.
+    pub fn restore(&self, clients: Vec<ClientResend>) -> Result<usize, String> {
+        let mut records = 0;
+        for found in clients {
+            let session = Session::new(found.client);
+            session.note_acked(found.acked_xid);
+            {
+                let mut state = session.state.lock();
+                state.journaled = true;
+                for record in found.records {
+                    let body = protocol::decode(&record.reply).map_err(|e| {
+                        format!(
+                            "resend record of client {:016x} xid {}: {e}",
+                            found.client, record.xid
+                        )
+                    })?;
+                    let answered = Answered {
+                        transno: record.transno,
+                        body,
+                    };
+                    state.answered.insert(record.xid, answered);
+                    records += 1;
+                }
             }
-            current
-        };
-        self.forget_if_idle(session.client);
-        away
+            self.shard(found.client)
+                .lock()
+                .insert(found.client, session);
+        }
+        Ok(records)
     }
 
-    /// Drops `client`'s session if it has no connection and nothing pending. Takes the shard
-    /// lock before the session's (the order `attach` uses), so it never waits in a cycle.
-    pub fn forget_if_idle(&self, client: u64) {
+    /// Forgets sessions whose client has been away longer than `expiry` with nothing
+    /// pending: their records are of no use to a client that gave up. Returns the ones the
+    /// journal holds records of (to drop) and how many were forgotten in all.
+    pub fn expire(&self, expiry: Duration) -> (Vec<u64>, usize) {
+        let now = Instant::now();
+        let mut journaled = Vec::new();
+        let mut forgotten = 0;
+        for shard in self.shards.iter() {
+            shard.lock().retain(|&client, session| {
+                let state = session.state.lock();
+                let expired = state.conn.is_none()
+                    && state.pending.is_empty()
+                    && !state.known
+                    && state
+                        .away_since
+                        .is_some_and(|t| now.saturating_duration_since(t) >= expiry);
+                if expired {
+                    forgotten += 1;
+                    if state.journaled {
+                        journaled.push(client);
+                    }
+                }
+                !expired
+            });
+        }
+        (journaled, forgotten)
+    }
+
+    /// `conn` is closing: if it is still its session's connection, the client is away now
+    /// (returned `true`); the caller then forgets the session if it is idle.
+    pub fn detach(&self, session: &Session, conn: &ConnOutput) -> bool {
+        let mut state = session.state.lock();
+        let current = state.conn.as_ref().is_some_and(|c| c.id() == conn.id());
+        if current {
+            state.conn = None;
+            state.away_since = Some(Instant::now());
+        }
+        current
+    }
+
+    /// Drops `client`'s session if it has no connection, nothing pending and no record.
+    /// Returns `true` if the journal holds resend records of it: the caller drops them. Takes
+    /// the shard lock before the session's (the order `attach` uses), so it never waits in a
+    /// cycle.
+    #[must_use = "the journal's records of a forgotten session must be dropped"]
+    pub fn forget_if_idle(&self, client: u64) -> bool {
         let mut shard = self.shard(client).lock();
         if shard.get(&client).is_some_and(|s| s.is_idle()) {
-            shard.remove(&client);
+            let session = shard.remove(&client).expect("just seen");
+            return session.state.lock().journaled;
         }
+        false
     }
 
     /// Sessions the server knows.
@@ -149,15 +233,60 @@ impl std::fmt::Debug for Session {
 }
 
 impl Session {
+    fn new(client: u64) -> Arc<Session> {
+        Arc::new(Session {
+            client,
+            state: Mutex::new(State {
+                conn: None,
+                pending: HashSet::new(),
+                known: false,
+                highest_unsafe: 0,
+                answered: BTreeMap::new(),
+                journaled: false,
+                away_since: Some(Instant::now()),
+            }),
+            acked_xid: AtomicU64::new(0),
+            replied_xid: AtomicU64::new(0),
+        })
+    }
+
     pub fn client(&self) -> u64 {
         self.client
     }
 
-    /// Marks `xid` as waiting for its reply. `false` if it already was: a resend of a request
-    /// that has not been answered yet, which must not execute again — its reply comes when
-    /// the original is released.
-    pub fn begin(&self, xid: u64) -> bool {
-        self.state.lock().pending.insert(xid)
+    /// Marks `xid` as waiting for its reply, unless it is a resend: of a request that has not
+    /// been answered yet (it must not execute again; its reply comes when the original is
+    /// released), or of one executed and answered already (answer it from its record).
+    /// Records at or below the client's watermark go first: it has their replies.
+    pub fn begin(&self, xid: u64) -> Begin {
+        let acked = self.acked_xid();
+        let mut state = self.state.lock();
+        while let Some(entry) = state.answered.first_entry()
+            && *entry.key() <= acked
+        {
+            entry.remove();
+        }
+        if state.pending.contains(&xid) {
+            return Begin::Joined;
+        }
+        if let Some(answered) = state.answered.get(&xid) {
+            return Begin::Answered(answered.clone());
+        }
+        state.pending.insert(xid);
+        Begin::New
+    }
+
+    /// `xid` executed as `transno` and is answered with `body`: kept until the client's
+    /// watermark passes it. The caller journals the same record with the mutation.
+    pub fn remember(&self, xid: u64, transno: u64, body: Body) {
+        let mut state = self.state.lock();
+        state.answered.insert(xid, Answered { transno, body });
+        state.journaled = true;
+    }
+
+    /// Executed mutations whose replies the client may not have yet.
+    pub fn remembered(&self) -> usize {
+        self.state.lock().answered.len()
     }
 
     /// `xid` was answered at once (an error, a read, nothing to wait for) after `begin`.
@@ -167,15 +296,16 @@ impl Session {
     }
 
     /// `xid`'s reply is released: returns where to send it (the client's connection now,
-    /// wherever the request came in) and whether the session became idle.
-    pub fn release(&self, xid: u64) -> (Option<Arc<ConnOutput>>, bool) {
+    /// wherever the request came in) and whether the session became idle. `durable` false:
+    /// its commit failed, so its record goes too — a resend must not be told it succeeded.
+    pub fn release(&self, xid: u64, durable: bool) -> (Option<Arc<ConnOutput>>, bool) {
         let (conn, idle) = {
             let mut state = self.state.lock();
             state.pending.remove(&xid);
-            (
-                state.conn.clone(),
-                state.conn.is_none() && state.pending.is_empty() && !state.known,
-            )
+            if !durable {
+                state.answered.remove(&xid);
+            }
+            (state.conn.clone(), state.is_idle())
         };
         self.note_replied(xid);
         (conn, idle)
@@ -240,11 +370,17 @@ impl Session {
         self.state.lock().pending.len()
     }
 
-    /// No connection, nothing pending, nothing told early: the session may go. One told
-    /// early stays until settled, so a client that comes back meanwhile finds it again.
     fn is_idle(&self) -> bool {
-        let state = self.state.lock();
-        state.conn.is_none() && state.pending.is_empty() && !state.known
+        self.state.lock().is_idle()
+    }
+}
+
+impl State {
+    /// No connection, nothing pending, nothing told early, no record: the session may go.
+    /// One told early stays until settled, and one with records until its client returns or
+    /// it expires, so a client that comes back meanwhile finds it again.
+    fn is_idle(&self) -> bool {
+        self.conn.is_none() && self.pending.is_empty() && !self.known && self.answered.is_empty()
     }
 }
 
@@ -259,9 +395,10 @@ mod tests {
         let second = Arc::new(ConnOutput::new(1 << 10));
         let a = sessions.attach(42, first.clone());
         assert!(a.replaced.is_none());
-        assert!(a.session.begin(7), "first time: execute");
-        assert!(
-            !a.session.begin(7),
+        assert_eq!(a.session.begin(7), Begin::New, "first time: execute");
+        assert_eq!(
+            a.session.begin(7),
+            Begin::Joined,
             "resend while pending: join, do not execute"
         );
 
@@ -272,8 +409,8 @@ mod tests {
         );
         assert_eq!(b.replaced.map(|c| c.id()), Some(first.id()));
         // The old connection closing does not take the client's new one away.
-        sessions.detach(&a.session, &first);
-        let (to, idle) = b.session.release(7);
+        assert!(!sessions.detach(&a.session, &first));
+        let (to, idle) = b.session.release(7, true);
         assert_eq!(
             to.map(|c| c.id()),
             Some(second.id()),
@@ -281,12 +418,102 @@ mod tests {
         );
         assert!(!idle);
         assert_eq!(b.session.replied_xid(), 7);
+        assert_eq!(b.session.begin(7), Begin::New, "nothing recorded: execute");
+        b.session.abandon(7);
+    }
+
+    #[test]
+    fn a_resend_of_an_answered_mutation_is_answered_from_its_record_until_acked() {
+        let sessions = Sessions::new();
+        let conn = Arc::new(ConnOutput::new(1 << 10));
+        let s = sessions.attach(42, conn.clone()).session;
+        assert_eq!(s.begin(3), Begin::New);
+        s.remember(3, 30, Body::Done);
+        assert_eq!(s.begin(4), Begin::New);
+        s.remember(4, 31, Body::Pong);
+        s.release(3, true);
+        s.release(4, true);
+        let again = Answered {
+            transno: 30,
+            body: Body::Done,
+        };
+        assert_eq!(s.begin(3), Begin::Answered(again));
+        // Away with records: kept for the client's return, not forgotten at once.
+        assert!(sessions.detach(&s, &conn));
+        assert!(!sessions.forget_if_idle(42));
+        assert_eq!(sessions.len(), 1);
+        let back = sessions.attach(42, conn.clone()).session;
+        assert!(Arc::ptr_eq(&s, &back));
+        // The client has the reply of 3 now: its record goes; 4's stays.
+        back.note_acked(3);
+        assert_eq!(back.begin(9), Begin::New);
+        back.abandon(9);
+        assert_eq!(back.remembered(), 1);
+        assert!(matches!(back.begin(4), Begin::Answered(a) if a.transno == 31));
+        back.note_acked(9);
+        assert_eq!(back.begin(10), Begin::New);
+        back.abandon(10);
+        assert_eq!(back.remembered(), 0);
+        assert!(sessions.detach(&back, &conn));
         assert!(
-            b.session.begin(7) && {
-                b.session.abandon(7);
-                true
-            }
+            sessions.forget_if_idle(42),
+            "forgotten; its journal records must be dropped"
         );
+        assert!(sessions.is_empty());
+    }
+
+    #[test]
+    fn a_mutation_whose_commit_failed_keeps_no_record() {
+        let sessions = Sessions::new();
+        let conn = Arc::new(ConnOutput::new(1 << 10));
+        let s = sessions.attach(43, conn).session;
+        assert_eq!(s.begin(1), Begin::New);
+        s.remember(1, 10, Body::Done);
+        s.release(1, false);
+        assert_eq!(s.remembered(), 0);
+        assert_eq!(s.begin(1), Begin::New, "a resend is not told it succeeded");
+    }
+
+    #[test]
+    fn an_away_session_with_records_expires_and_restored_ones_count_as_away() {
+        let sessions = Sessions::new();
+        let conn = Arc::new(ConnOutput::new(1 << 10));
+        let s = sessions.attach(5, conn.clone()).session;
+        assert_eq!(s.begin(1), Begin::New);
+        s.remember(1, 10, Body::Done);
+        s.release(1, true);
+        assert_eq!(sessions.expire(Duration::ZERO), (vec![], 0), "connected");
+        assert!(sessions.detach(&s, &conn));
+        assert_eq!(sessions.expire(Duration::from_secs(3600)), (vec![], 0));
+        assert_eq!(sessions.expire(Duration::ZERO), (vec![5], 1));
+        assert!(sessions.is_empty());
+
+        let reply = protocol::encode(&Body::Done);
+        let restored = sessions
+            .restore(vec![ClientResend {
+                client: 6,
+                acked_xid: 1,
+                records: vec![journal::ResendRecord {
+                    xid: 2,
+                    transno: 20,
+                    reply,
+                }],
+            }])
+            .unwrap();
+        assert_eq!(restored, 1);
+        let s = sessions.attach(6, conn.clone()).session;
+        assert_eq!(s.acked_xid(), 1);
+        assert!(matches!(s.begin(2), Begin::Answered(a) if a.transno == 20));
+        let bad = ClientResend {
+            client: 7,
+            acked_xid: 0,
+            records: vec![journal::ResendRecord {
+                xid: 1,
+                transno: 1,
+                reply: vec![0xff, 0xff],
+            }],
+        };
+        assert!(sessions.restore(vec![bad]).unwrap_err().contains("xid 1"));
     }
 
     #[test]
@@ -294,12 +521,13 @@ mod tests {
         let sessions = Sessions::new();
         let conn = Arc::new(ConnOutput::new(1 << 10));
         let s = sessions.attach(5, conn.clone()).session;
-        s.begin(1);
+        assert_eq!(s.begin(1), Begin::New);
         sessions.detach(&s, &conn);
+        assert!(!sessions.forget_if_idle(5));
         assert_eq!(sessions.len(), 1, "a reply is still pending");
-        let (to, idle) = s.release(1);
+        let (to, idle) = s.release(1, true);
         assert!(to.is_none() && idle, "nobody to send it to");
-        sessions.forget_if_idle(s.client());
+        assert!(!sessions.forget_if_idle(s.client()), "never journaled");
         assert!(sessions.is_empty());
         s.note_acked(9);
         s.note_acked(3);

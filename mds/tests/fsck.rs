@@ -40,7 +40,8 @@ fn fsck_passes_a_clean_store_and_reports_each_finding_of_a_damaged_one() {
         );
     }
 
-    // Damage it the way a broken writer would: an entry to nowhere, and an orphan inode.
+    // Damage it the way a broken writer would: an entry to nowhere, an orphan inode, and a
+    // resend record whose reply is not a reply.
     {
         let (j, rec) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
         let t = rec.last_committed + 1;
@@ -61,6 +62,15 @@ fn fsck_passes_a_clean_store_and_reports_each_finding_of_a_damaged_one() {
                     },
                 },
                 JournalOp::PutInode(orphan),
+                JournalOp::PutResend {
+                    client: 7,
+                    acked_xid: 0,
+                    record: journal::ResendRecord {
+                        xid: 1,
+                        transno: t,
+                        reply: vec![0xff, 0xff],
+                    },
+                },
             ],
         }])
         .unwrap();
@@ -73,6 +83,10 @@ fn fsck_passes_a_clean_store_and_reports_each_finding_of_a_damaged_one() {
     );
     assert!(out.contains("orphan"), "{out}");
     assert!(out.contains("records 1 entries but has 2"), "{out}");
+    assert!(
+        out.contains("resend record of client 0000000000000007 xid 1: reply does not decode"),
+        "{out}"
+    );
 
     let missing = Command::new(MDS)
         .args(["fsck", "--data"])

@@ -25,6 +25,11 @@ pub fn decode<'a, T: Deserialize<'a>>(payload: &'a [u8]) -> Result<T, DecodeErro
     }
 }
 
+/// Encodes `value` alone, without a frame: a reply body kept in a resend record.
+pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
+    postcard::to_stdvec(value).expect("encoding into memory cannot fail")
+}
+
 /// Appends one length-prefixed frame holding `value` to `buf`.
 pub fn encode_frame<T: Serialize>(value: &T, buf: &mut BytesMut) {
     let start = buf.len();

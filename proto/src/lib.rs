@@ -15,7 +15,7 @@ mod op;
 mod reply;
 
 pub use errno::Errno;
-pub use frame::{DecodeError, Handshake, codec, decode, encode_frame, peek_handshake};
+pub use frame::{DecodeError, Handshake, codec, decode, encode, encode_frame, peek_handshake};
 pub use names::check_name;
 pub use op::{Cred, MAX_GROUPS, Op, Replay, Request, SetAttr};
 pub use reply::{Attr, Body, DirEntry, Kind, Reply, StatFs};

@@ -16,7 +16,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve a namespace until SIGTERM/SIGINT.
-    Serve(ServeArgs),
+    Serve(Box<ServeArgs>),
     /// Check an offline store; exits 1 if anything is wrong, printing each finding.
     Fsck {
         /// Data directory of a stopped server.

@@ -53,6 +53,8 @@ pub const UNSAFE_REPLIES: &str = "mds_unsafe_replies";
 pub const COMMIT_NOTICES: &str = "mds_commit_notices_total";
 pub const REPLAYED: &str = "mds_replayed_requests_total";
 pub const SKIPPED: &str = "mds_skipped_transnos_total";
+pub const RESENT_ANSWERED: &str = "mds_resent_answered_total";
+pub const SESSIONS_EXPIRED: &str = "mds_sessions_expired_total";
 
 /// Installs the global recorder with its buckets and help texts, once per process, before any
 /// component registers its handles; later calls (a test running servers in-process) get the
@@ -179,6 +181,14 @@ fn describe() {
     describe_counter!(
         SKIPPED,
         "Transnos skipped by an empty journal record when the recovery window closed before anyone replayed them."
+    );
+    describe_counter!(
+        RESENT_ANSWERED,
+        "Resent mutations answered from their resend record (the original executed, its reply was lost) instead of executed twice."
+    );
+    describe_counter!(
+        SESSIONS_EXPIRED,
+        "Sessions forgotten, with their resend records, after their client stayed away longer than --session-expiry."
     );
     describe_gauge!(
         COS_WAITING,

@@ -96,6 +96,8 @@ pub struct PartitionMetrics {
     pub commit_notices: Counter,
     /// Replays executed during recovery.
     pub replayed: Counter,
+    /// Resent mutations answered from their resend record rather than executed again.
+    pub resent_answered: Counter,
 }
 
 impl PartitionMetrics {
@@ -125,6 +127,8 @@ impl PartitionMetrics {
         // already creates it; adding zero says so, and keeps it if registration ever becomes
         // lazy.
         sessions_replaced.increment(0);
+        let resent_answered = metrics::counter!(RESENT_ANSWERED);
+        resent_answered.increment(0);
         let cos_conflicts = Op::NAMES
             .iter()
             .map(|op| metrics::counter!(COS_CONFLICTS, "op" => *op))
@@ -149,6 +153,7 @@ impl PartitionMetrics {
             unsafe_replies: metrics::gauge!(UNSAFE_REPLIES),
             commit_notices: metrics::counter!(COMMIT_NOTICES),
             replayed: metrics::counter!(REPLAYED),
+            resent_answered,
         }
     }
 

@@ -43,7 +43,7 @@ pub fn drain_partition(
                         client: session.client(),
                         after: transno,
                     });
-                    shared.sessions.forget_if_idle(session.client());
+                    shared.forget_if_idle(session.client());
                 }
                 // Early replies: tell the client what is durable now, once per connection
                 // per `last_committed`. After a journal failure there is nothing to announce.
@@ -83,9 +83,10 @@ pub fn drain_partition(
             started - p.received,
         );
         p.origin.request_done();
-        let (to, idle) = session.release(p.xid);
+        let durable = matches!(outcome, Outcome::Committed { .. });
+        let (to, idle) = session.release(p.xid, durable);
         if idle {
-            shared.sessions.forget_if_idle(session.client());
+            shared.forget_if_idle(session.client());
         }
         let Some(conn) = to else {
             return; // the client is away; it will resend, or has given up
@@ -197,7 +198,7 @@ mod tests {
         };
 
         for t in 1..=N {
-            assert!(session.begin(t));
+            assert_eq!(session.begin(t), crate::session::Begin::New);
             conn.request_started();
             shared.engine.push(
                 0,

@@ -19,7 +19,8 @@ use super::conn::{ConnOutput, write_loop};
 use super::{HeldReply, Partition, Payload, Waiting};
 use crate::committer::CommitMsg;
 use crate::namespace::{Caller, Exec};
-use crate::session::Session;
+use crate::session::{Answered, Begin, Session};
+use journal::{JournalOp, ResendRecord};
 
 /// Why the read loop ended.
 enum Ended {
@@ -181,8 +182,8 @@ impl Partition {
                     client: session.client(),
                     after: session.highest_unsafe(),
                 });
-                self.shared.sessions.forget_if_idle(session.client());
             }
+            self.shared.forget_if_idle(session.client());
         }
         self.metrics.connections.decrement(1.0);
         self.active.set(self.active.get() - 1);
@@ -266,7 +267,7 @@ impl Partition {
             Op::Ping => immediate(Ok(Body::Pong), answered),
             Op::Statfs => immediate(Ok(Body::StatFs(self.statfs())), answered),
             Op::Sync => {
-                if !current.begin(xid) {
+                if current.begin(xid) != Begin::New {
                     return Ok(()); // a resend: the original's reply answers it
                 }
                 let upto = self.shared.namespace.last_transno();
@@ -281,8 +282,21 @@ impl Partition {
             }
             op => {
                 let mutation = op.is_mutation();
-                if mutation && !current.begin(xid) {
-                    return Ok(()); // a resend: the original's reply answers it
+                if mutation {
+                    match current.begin(xid) {
+                        Begin::New => {}
+                        // Pending still: the original's reply answers it.
+                        Begin::Joined => return Ok(()),
+                        Begin::Answered(Answered { transno, body }) => {
+                            // Executed already, its reply lost on the way: the same answer
+                            // again, never a second execution.
+                            self.metrics.resent_answered.increment(1);
+                            answered.push((opcode, Ok(())));
+                            current.note_replied(xid);
+                            self.reply_unsafe(conn, xid, transno, Ok(body));
+                            return Ok(());
+                        }
+                    }
                 }
                 let caller = Caller {
                     client: current.client(),
@@ -328,10 +342,23 @@ impl Partition {
                     }
                     Exec::Mutation {
                         transno,
-                        record,
+                        mut record,
                         body,
                         built_on,
                     } => {
+                        // How it was answered, kept in memory and journaled with the change
+                        // itself, so that a resend is answered the same way even after a
+                        // restart.
+                        record.ops.push(JournalOp::PutResend {
+                            client: current.client(),
+                            acked_xid: current.acked_xid(),
+                            record: ResendRecord {
+                                xid,
+                                transno,
+                                reply: protocol::encode(&body),
+                            },
+                        });
+                        current.remember(xid, transno, body.clone());
                         if let Some(r) = replay {
                             debug_assert_eq!(r.transno, transno, "a replay takes its own transno");
                             self.shared.recovery.replayed(transno);

@@ -1,0 +1,239 @@
+//! Exactly-once for mutations whose reply was lost: a resend of an executed request is
+//! answered from its resend record — on a new connection, after SIGKILL and a restart, with
+//! early replies too — never executed twice; the record goes once the client's watermark says
+//! it has the reply, and with its session when the client stays away past `--session-expiry`.
+//! The requests are written by hand on raw sockets, so the test decides exactly which replies
+//! "were lost" and which watermark each request carries.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::time::{Duration, Instant};
+
+use bytes::BytesMut;
+use common::InProcess;
+use mds_client::ROOT;
+use mds_proto::{
+    self as protocol, Body, Cred, Errno, Op, PROTOCOL_VERSION, Reply, Request, encode_frame,
+};
+
+/// One connection of client `id`, speaking the protocol by hand.
+struct Raw {
+    stream: TcpStream,
+}
+
+impl Raw {
+    /// Connects and sends CONNECT as client `id` (xid 0 would mean a notice: CONNECTs here
+    /// use xids from 1000 up, apart from the test's own).
+    fn connect(addr: SocketAddr, id: u64) -> Raw {
+        let stream = TcpStream::connect(addr).unwrap();
+        stream
+            .set_read_timeout(Some(Duration::from_secs(20)))
+            .unwrap();
+        let mut raw = Raw { stream };
+        let reply = raw.call(
+            1000,
+            0,
+            Op::Connect {
+                version: PROTOCOL_VERSION,
+                client: id,
+            },
+        );
+        assert!(
+            matches!(reply.result, Ok(Body::Connected { .. })),
+            "{reply:?}"
+        );
+        raw
+    }
+
+    /// Sends one request with watermark `acked_xid` and reads replies until its own (commit
+    /// notices of early replies are skipped).
+    fn call(&mut self, xid: u64, acked_xid: u64, op: Op) -> Reply {
+        let mut buf = BytesMut::new();
+        let request = Request {
+            xid,
+            op,
+            acked_xid,
+            cred: Cred::default(),
+            replay: None,
+        };
+        encode_frame(&request, &mut buf);
+        self.stream.write_all(&buf).unwrap();
+        loop {
+            let mut len = [0u8; 4];
+            self.stream.read_exact(&mut len).unwrap();
+            let mut payload = vec![0u8; u32::from_be_bytes(len) as usize];
+            self.stream.read_exact(&mut payload).unwrap();
+            let reply: Reply = protocol::decode(&payload).unwrap();
+            if reply.xid == xid {
+                return reply;
+            }
+            assert_eq!(reply.result, Ok(Body::Notice), "{reply:?}");
+        }
+    }
+}
+
+fn create(name: &str) -> Op {
+    Op::Create {
+        parent: ROOT,
+        name: name.into(),
+        mode: 0o644,
+    }
+}
+
+fn mkdir(name: &str) -> Op {
+    Op::Mkdir {
+        parent: ROOT,
+        name: name.into(),
+        mode: 0o755,
+    }
+}
+
+fn statfs(raw: &mut Raw, xid: u64, acked_xid: u64) -> mds_proto::StatFs {
+    match raw.call(xid, acked_xid, Op::Statfs).result {
+        Ok(Body::StatFs(s)) => s,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The reply a resend gets is the original's: same transno, same result.
+fn same(original: &Reply, resent: &Reply) {
+    assert_eq!(
+        resent.transno, original.transno,
+        "{resent:?} vs {original:?}"
+    );
+    assert_eq!(resent.result, original.result);
+}
+
+#[test]
+fn a_resend_whose_reply_was_lost_is_answered_from_its_record_also_after_sigkill() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), &[]);
+    const ID: u64 = 0x5e5e_0001;
+    // The client sends a create and a mkdir and "loses" both replies with its connection:
+    // its watermark stays 0 on everything it sends below.
+    let mut first = Raw::connect(server.addr, ID);
+    let created = first.call(2, 0, create("f"));
+    let made = first.call(3, 0, mkdir("d"));
+    assert!(matches!(created.result, Ok(Body::Attr(_))), "{created:?}");
+    drop(first);
+
+    let mut second = Raw::connect(server.addr, ID);
+    same(&created, &second.call(2, 0, create("f")));
+    same(&made, &second.call(3, 0, mkdir("d")));
+    let before = statfs(&mut second, 4, 0);
+    assert_eq!((before.files, before.directories), (1, 2), "{before:?}");
+    assert_eq!(before.last_transno, made.transno, "executed once each");
+    let answered = mds_testkit::scrape_metric(server.metrics, "mds_resent_answered_total");
+    assert_eq!(answered, Some(2.0));
+    drop(second);
+
+    // The records are journaled with the mutations: a crash does not make a resend run again.
+    server.kill();
+    let server = common::start(dir.path(), &[]);
+    assert!(
+        server.log_text().contains("resend records restored"),
+        "{}",
+        server.log_text()
+    );
+    let mut third = Raw::connect(server.addr, ID);
+    same(&created, &third.call(2, 0, create("f")));
+    same(&made, &third.call(3, 0, mkdir("d")));
+    let after = statfs(&mut third, 5, 0);
+    assert_eq!(after.last_transno, before.last_transno);
+    assert_eq!(after.files, 1);
+
+    // Once the client says it has replies up to xid 5, their records go: the same xid sent
+    // again is a new request (a client that does this breaks its own watermark's promise).
+    statfs(&mut third, 6, 5);
+    let again = third.call(2, 5, create("f"));
+    assert_eq!(again.result, Err(Errno::EEXIST));
+    // A mutation that failed changed nothing and has no record: resent, it runs again, and
+    // may succeed now.
+    assert_eq!(third.call(7, 5, create("f")).result, Err(Errno::EEXIST));
+    let unlink = Op::Unlink {
+        parent: ROOT,
+        name: "f".into(),
+    };
+    assert_eq!(third.call(8, 5, unlink).result, Ok(Body::Done));
+    assert!(matches!(
+        third.call(7, 5, create("f")).result,
+        Ok(Body::Attr(_))
+    ));
+    drop(third);
+    assert!(server.stop().success());
+    let (code, out) = common::fsck(dir.path());
+    assert_eq!(code, 0, "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_early_replies_a_resend_gets_the_same_unsafe_answer() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::config(dir.path());
+    config.ack_early = true;
+    // Nothing commits by itself during the test: the answers stay unsafe.
+    config.commit_interval = Duration::from_secs(30);
+    let server = InProcess::start(config);
+    let addr = server.addr;
+    tokio::task::spawn_blocking(move || {
+        const ID: u64 = 0x5e5e_0002;
+        let mut first = Raw::connect(addr, ID);
+        // The client's first mutation waits for the commit that makes the client known.
+        let known = first.call(2, 0, mkdir("warm"));
+        let created = first.call(3, 2, create("g"));
+        assert!(
+            created.transno > created.last_committed,
+            "answered before its commit: {created:?}"
+        );
+        drop(first);
+        let mut second = Raw::connect(addr, ID);
+        let resent = second.call(3, 2, create("g"));
+        same(&created, &resent);
+        let fs = statfs(&mut second, 4, 2);
+        assert_eq!(fs.last_transno, created.transno, "not executed twice");
+        assert!(known.transno < created.transno);
+    })
+    .await
+    .unwrap();
+    server.stop().unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_away_past_its_expiry_is_forgotten_with_its_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::config(dir.path());
+    config.session_expiry = Duration::from_millis(200);
+    let server = InProcess::start(config);
+    let (addr, metrics) = (server.addr, server.metrics);
+    const ID: u64 = 0x5e5e_0003;
+    tokio::task::spawn_blocking(move || {
+        let mut first = Raw::connect(addr, ID);
+        assert!(first.call(2, 0, create("h")).result.is_ok());
+        drop(first);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while mds_testkit::scrape_metric(metrics, "mds_sessions_expired_total") < Some(1.0) {
+            assert!(Instant::now() < deadline, "the session never expired");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        // Too late: the record is gone, and the resend is a new request.
+        let mut back = Raw::connect(addr, ID);
+        assert_eq!(back.call(2, 0, create("h")).result, Err(Errno::EEXIST));
+    })
+    .await
+    .unwrap();
+    server.stop().unwrap();
+    // The journal dropped the client's slots too (point deletes, no range tombstone).
+    let (journal, _) = journal::Journal::open_read_only(dir.path()).unwrap();
+    let mut slots = Vec::new();
+    journal
+        .scan_resend(|client, slot, _| {
+            slots.push((client, slot));
+            Ok(())
+        })
+        .unwrap();
+    assert!(
+        slots.iter().all(|&(client, _)| client != ID),
+        "slots of the expired client left: {slots:?}"
+    );
+}
