@@ -51,6 +51,45 @@ async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
+/// The series `name` (no labels) on `server`'s `/metrics` now, if it is there yet.
+async fn try_metric(server: &common::Server, name: &'static str) -> Option<f64> {
+    let addr = server.metrics;
+    tokio::task::spawn_blocking(move || common::sample(&common::scrape(addr), name))
+        .await
+        .unwrap()
+}
+
+/// The series `name` (no labels) on `server`'s `/metrics` now.
+async fn metric(server: &common::Server, name: &'static str) -> f64 {
+    try_metric(server, name)
+        .await
+        .unwrap_or_else(|| panic!("no {name} in /metrics"))
+}
+
+/// Waits (bounded) until `server`'s series `name` is there and passes `check`, and returns
+/// its value. (A partition's series appear once its thread has registered them.)
+async fn metric_until(
+    server: &common::Server,
+    name: &'static str,
+    what: &str,
+    check: impl Fn(f64) -> bool,
+) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let value = try_metric(server, name).await;
+        if let Some(value) = value.filter(|&v| check(v)) {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never: {what} ({name} is {value:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+const RECOVERY_DURATION: &str = "mds_recovery_duration_seconds";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn early_replies_leave_at_once_and_a_notice_makes_them_safe() {
     let dir = tempfile::tempdir().unwrap();
@@ -288,4 +327,48 @@ async fn observed_then_crash(cos: &str) -> (bool, u64) {
 async fn what_another_client_observed_survives_its_author_never_returning() {
     assert_eq!(observed_then_crash("on").await, (true, 0));
     assert_eq!(observed_then_crash("off").await, (false, 1));
+}
+
+/// `mds_recovery_duration_seconds` is 0 until a recovery window has closed, then how long it
+/// stayed open: here less than the window, since every known client came back and replayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_recovery_duration_is_how_long_the_window_stayed_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let window = 60.0;
+    let flags = [
+        "--ack",
+        "early",
+        "--commit-interval",
+        "60s",
+        "--recovery-window",
+        "60s",
+    ];
+    let server = common::start(dir.path(), &flags);
+    let (sa, sb, a, b) = two_known_clients(server.addr).await;
+    assert_eq!(metric(&server, RECOVERY_DURATION).await, 0.0, "no recovery");
+    let a1 = a.call_reply(create(ROOT, "a1")).await.unwrap();
+    assert!(a1.transno > a1.last_committed, "unsafe: {a1:?}");
+    drop((a, b));
+    server.kill();
+
+    let server = common::start(dir.path(), &flags);
+    // Neither known client is back: the window is open and has no duration yet.
+    assert_eq!(metric(&server, "mds_recovery_open").await, 1.0);
+    assert_eq!(metric(&server, RECOVERY_DURATION).await, 0.0, "still open");
+    // Each connect returns once the window has closed, which takes both.
+    let (a, b) = tokio::join!(
+        Client::connect_session(server.addr, sa.clone()),
+        Client::connect_session(server.addr, sb.clone())
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(metric(&server, "mds_replayed_requests_total").await, 1.0);
+    // Set by the task that closes the window, which may run just after the replies left.
+    let open_for = metric_until(&server, RECOVERY_DURATION, "the close is timed", |v| {
+        v > 0.0
+    })
+    .await;
+    assert!(open_for < window, "{open_for} s: every client came back");
+    assert_eq!(metric(&server, "mds_recovery_open").await, 0.0);
+    drop((a, b));
+    assert!(server.stop().success());
 }

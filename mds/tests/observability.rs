@@ -143,6 +143,7 @@ async fn metrics_under_load_pass_promtool_and_are_histograms() {
         "mds_build_info{version=",
         "mds_inodes{kind=\"file\"}",
         "mds_last_commit_timestamp_seconds ",
+        "mds_recovery_duration_seconds 0",
         "process_start_time_seconds",
     ] {
         assert!(text.contains(needed), "no {needed} in /metrics");

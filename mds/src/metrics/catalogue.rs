@@ -53,6 +53,7 @@ pub const UNSAFE_REPLIES: &str = "mds_unsafe_replies";
 pub const COMMIT_NOTICES: &str = "mds_commit_notices_total";
 pub const REPLAYED: &str = "mds_replayed_requests_total";
 pub const SKIPPED: &str = "mds_skipped_transnos_total";
+pub const RECOVERY_DURATION: &str = "mds_recovery_duration_seconds";
 
 /// Installs the global recorder with its buckets and help texts, once per process, before any
 /// component registers its handles; later calls (a test running servers in-process) get the
@@ -179,6 +180,11 @@ fn describe() {
     describe_counter!(
         SKIPPED,
         "Transnos skipped by an empty journal record when the recovery window closed before anyone replayed them."
+    );
+    describe_gauge!(
+        RECOVERY_DURATION,
+        Unit::Seconds,
+        "How long the last recovery window stayed open, from its opening at start-up to its close (every known client replayed, or --recovery-window passed); 0 while none has closed."
     );
     describe_gauge!(
         COS_WAITING,

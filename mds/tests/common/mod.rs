@@ -1,9 +1,10 @@
 //! The integration tests' harnesses: an in-process server (`serve` on a thread of the test,
 //! addresses known before it starts, stopped through [`Stop`]) for everything that needs no
 //! separate process, and `mds_testkit::Server` with this package's binary for what does
-//! (SIGKILL, SIGTERM, the process's exit status and logs).
+//! (SIGKILL, SIGTERM, the process's exit status and logs), and a scrape of `/metrics`.
 #![allow(dead_code)]
 
+use std::io::{Read, Write};
 use std::net::SocketAddr;
 use std::path::Path;
 use std::thread::JoinHandle;
@@ -119,4 +120,25 @@ pub async fn names(client: &Client, ino: u64) -> Vec<String> {
         .into_iter()
         .map(|e| e.name)
         .collect()
+}
+
+/// `GET /metrics` from a server's metrics address: the text exposition (blocking; a few ms).
+pub fn scrape(metrics: SocketAddr) -> String {
+    let mut stream = std::net::TcpStream::connect(metrics).expect("connecting to /metrics");
+    stream
+        .set_read_timeout(Some(std::time::Duration::from_secs(20)))
+        .unwrap();
+    write!(stream, "GET /metrics HTTP/1.0\r\nHost: {metrics}\r\n\r\n").unwrap();
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw).expect("reading /metrics");
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    assert!(head.starts_with("HTTP/1.1 200"), "{head}");
+    body.to_owned()
+}
+
+/// The value of the series `name` without labels in `text` (a [`scrape`]), if it is there.
+pub fn sample(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
