@@ -372,3 +372,89 @@ async fn the_recovery_duration_is_how_long_the_window_stayed_open() {
     drop((a, b));
     assert!(server.stop().success());
 }
+
+/// The server is killed a second time while the recovery window after the first crash is
+/// still open — one known client has replayed everything, the other has not come back yet —
+/// and restarted: both clients come back and replay, and every create any client was
+/// answered, early or not, is there exactly once, with the transno and inode number it was
+/// told, and new work starts right above them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_crash_within_the_recovery_window_loses_nothing_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--ack",
+        "early",
+        "--commit-interval",
+        "60s",
+        "--recovery-window",
+        "60s",
+    ];
+    let server = common::start(dir.path(), &flags);
+    let (sa, sb, a, b) = two_known_clients(server.addr).await;
+    let a1 = a.call_reply(create(ROOT, "a1")).await.unwrap();
+    let a2 = a.call_reply(create(ROOT, "a2")).await.unwrap();
+    let b1 = b.call_reply(create(ROOT, "b1")).await.unwrap();
+    assert!(a1.transno < a2.transno && a2.transno < b1.transno);
+    assert!(a1.transno > a1.last_committed, "unsafe: {a1:?}");
+    assert_eq!((sa.unsafe_count(), sb.unsafe_count()), (2, 1));
+    drop((a, b));
+    server.kill();
+
+    // First restart: only A comes back. It replays a1 and a2 (below b1, so neither waits for
+    // B) and says it is done; its connect then waits for the window, which waits for B.
+    let server = common::start(dir.path(), &flags);
+    let a_back = tokio::spawn({
+        let (addr, sa) = (server.addr, sa.clone());
+        async move { Client::connect_session(addr, sa).await }
+    });
+    // A's first request after its replays is sent only once every replay was answered.
+    metric_until(
+        &server,
+        "mds_recovery_waiting_clients",
+        "A has replayed",
+        |v| v == 1.0,
+    )
+    .await;
+    assert_eq!(metric(&server, "mds_replayed_requests_total").await, 2.0);
+    assert_eq!(metric(&server, "mds_recovery_open").await, 1.0, "B is away");
+    server.kill();
+    assert!(
+        a_back.await.unwrap().is_err(),
+        "the crash cut A's connect short"
+    );
+
+    // Second restart: both come back.
+    let server = common::start(dir.path(), &flags);
+    let (a, b) = tokio::join!(
+        Client::connect_session(server.addr, sa.clone()),
+        Client::connect_session(server.addr, sb.clone())
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!((sa.lost(), sb.lost()), (0, 0));
+    let c = server.client().await;
+    assert_eq!(
+        common::names(&c, ROOT).await,
+        vec!["a0", "a1", "a2", "b0", "b1"]
+    );
+    for (name, told) in [("a1", &a1), ("a2", &a2), ("b1", &b1)] {
+        assert_eq!(c.lookup(ROOT, name).await.unwrap().ino, ino(told), "{name}");
+    }
+    let s = c.statfs().await.unwrap();
+    assert_eq!(s.files, 5, "no stray inode: {s:?}");
+    assert_eq!(
+        s.last_transno, b1.transno,
+        "replayed with their own transnos"
+    );
+    // New work takes the next transno and a new inode number.
+    let next = a.call_reply(create(ROOT, "a3")).await.unwrap();
+    assert_eq!(next.transno, b1.transno + 1);
+    assert!(ino(&next) > ino(&b1));
+    c.sync().await.unwrap();
+    let s = c.statfs().await.unwrap();
+    assert_eq!(s.last_committed, s.last_transno);
+    assert!(server.log_text().contains("recovery done"));
+    drop((a, b, c));
+    assert!(server.stop().success());
+    let (code, out) = common::fsck(dir.path());
+    assert_eq!(code, 0, "{out}");
+}
