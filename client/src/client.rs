@@ -233,9 +233,18 @@ impl Client {
                     transno,
                     ino: request.ino,
                 };
-                let reply = client
+                let reply = match client
                     .send_replay(request.xid, request.op.clone(), replay)
-                    .await?;
+                    .await
+                {
+                    Ok(reply) => reply,
+                    Err(e) => {
+                        // Cut before its answer (the server went away again): still unsafe,
+                        // replayed after the next reconnect. Only the server's refusal loses it.
+                        client.inner.session.keep_unsafe(transno, request);
+                        return Err(e);
+                    }
+                };
                 match reply.result {
                     Ok(_) => client.inner.session.keep_unsafe(reply.transno, request),
                     Err(_) => client.inner.session.lose(),

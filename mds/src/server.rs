@@ -123,7 +123,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
     let options = JournalOptions {
         fail_after_commits: config.inject_journal_failure_after,
     };
-    let (journal, recovered) = Journal::open(&config.data, options)
+    let (journal, mut recovered) = Journal::open(&config.data, options)
         .with_context(|| format!("opening the journal in {}", config.data.display()))?;
     info!(
         data = %config.data.display(),
@@ -160,9 +160,11 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
     );
     let sessions = Arc::new(Sessions::new());
     let resend_clients = recovered.resend.len();
-    let records = sessions.restore(recovered.resend.clone()).map_err(|e| {
-        anyhow::anyhow!("the store holds a resend record this build cannot read: {e}")
-    })?;
+    let records = sessions
+        .restore(std::mem::take(&mut recovered.resend))
+        .map_err(|e| {
+            anyhow::anyhow!("the store holds a resend record this build cannot read: {e}")
+        })?;
     if records > 0 {
         info!(
             clients = resend_clients,
@@ -171,8 +173,12 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
             "resend records restored: resends of these requests are answered from them"
         );
     }
-    // From the start, so its dashboard panel shows zero rather than no data.
+    // From the start, so their dashboard panels show zero rather than no data.
     metrics::counter!(crate::metrics::SKIPPED).increment(0);
+    metrics::gauge!(crate::metrics::RECOVERY_DURATION).set(0.0);
+    // The window opens with the recovery state, before the partitions accept anyone: a
+    // client may come back, replay and close it before the task that times it has started.
+    let recovery_opened = std::time::Instant::now();
     let shared = Arc::new(Shared {
         namespace: namespace.clone(),
         engine: engine.clone(),
@@ -306,6 +312,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
             );
             tokio::spawn(close_recovery_window(
                 shared.clone(),
+                recovery_opened,
                 config.recovery_window,
             ));
         }
@@ -382,11 +389,6 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
     Ok(())
 }
 
-/// Ends the recovery window: when every known client has replayed, or when `window` has
-/// passed — then the transnos nobody replayed below a waiting replay are skipped by empty
-/// journal records (so `last_committed` stays contiguous), and the clients that never came
-/// back are evicted: they lose only their own unsafe changes, which commit-on-share kept
-/// everyone else from building on.
 /// Forgets sessions whose client stayed away past `expiry`, and the journal's records of them.
 /// Checks a few times per expiry period, so a session lives at most a quarter period longer.
 async fn expire_sessions(shared: Arc<Shared>, expiry: std::time::Duration) {
@@ -407,21 +409,40 @@ async fn expire_sessions(shared: Arc<Shared>, expiry: std::time::Duration) {
     }
 }
 
-async fn close_recovery_window(shared: Arc<Shared>, window: std::time::Duration) {
+/// Ends the recovery window opened at `opened`: when every known client has replayed, or
+/// when `window` has passed — then the transnos nobody replayed below a waiting replay are
+/// skipped by empty journal records (so `last_committed` stays contiguous), and the clients
+/// that never came back are evicted: they lose only their own unsafe changes, which
+/// commit-on-share kept everyone else from building on. Either way, how long the window
+/// stayed open goes to `mds_recovery_duration_seconds`.
+async fn close_recovery_window(
+    shared: Arc<Shared>,
+    opened: std::time::Instant,
+    window: std::time::Duration,
+) {
     let recovery = &shared.recovery;
-    tokio::select! {
-        _ = recovery.closed() => {
-            info!("recovery done: every known client replayed");
-            return;
-        }
-        _ = tokio::time::sleep(window) => {}
+    let every_client_replayed = tokio::select! {
+        _ = recovery.closed() => true,
+        // Measured from the window's opening, not from this task's start, like the duration.
+        _ = tokio::time::sleep_until((opened + window).into()) => false,
+    };
+    let evicted = if every_client_replayed {
+        Vec::new()
+    } else {
+        recovery.expire().await
+    };
+    let open_for = opened.elapsed();
+    metrics::gauge!(crate::metrics::RECOVERY_DURATION).set(open_for.as_secs_f64());
+    if every_client_replayed {
+        info!(?open_for, "recovery done: every known client replayed");
+        return;
     }
-    let evicted = recovery.expire().await;
     for &client in &evicted {
         shared.to_committer(CommitMsg::ForgetClient { client, after: 0 });
     }
     info!(
         evicted = evicted.len(),
+        ?open_for,
         "recovery window closed; clients that did not come back lose their unsafe changes"
     );
 }

@@ -51,6 +51,45 @@ async fn eventually(what: &str, mut check: impl FnMut() -> bool) {
     }
 }
 
+/// The series `name` (no labels) on `server`'s `/metrics` now, if it is there yet.
+async fn try_metric(server: &common::Server, name: &'static str) -> Option<f64> {
+    let addr = server.metrics;
+    tokio::task::spawn_blocking(move || common::sample(&common::scrape(addr), name))
+        .await
+        .unwrap()
+}
+
+/// The series `name` (no labels) on `server`'s `/metrics` now.
+async fn metric(server: &common::Server, name: &'static str) -> f64 {
+    try_metric(server, name)
+        .await
+        .unwrap_or_else(|| panic!("no {name} in /metrics"))
+}
+
+/// Waits (bounded) until `server`'s series `name` is there and passes `check`, and returns
+/// its value. (A partition's series appear once its thread has registered them.)
+async fn metric_until(
+    server: &common::Server,
+    name: &'static str,
+    what: &str,
+    check: impl Fn(f64) -> bool,
+) -> f64 {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let value = try_metric(server, name).await;
+        if let Some(value) = value.filter(|&v| check(v)) {
+            return value;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "never: {what} ({name} is {value:?})"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+const RECOVERY_DURATION: &str = "mds_recovery_duration_seconds";
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn early_replies_leave_at_once_and_a_notice_makes_them_safe() {
     let dir = tempfile::tempdir().unwrap();
@@ -288,4 +327,198 @@ async fn observed_then_crash(cos: &str) -> (bool, u64) {
 async fn what_another_client_observed_survives_its_author_never_returning() {
     assert_eq!(observed_then_crash("on").await, (true, 0));
     assert_eq!(observed_then_crash("off").await, (false, 1));
+}
+
+/// `mds_recovery_duration_seconds` is 0 until a recovery window has closed, then how long it
+/// stayed open: here less than the window, since every known client came back and replayed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_recovery_duration_is_how_long_the_window_stayed_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let window = 60.0;
+    let flags = [
+        "--ack",
+        "early",
+        "--commit-interval",
+        "60s",
+        "--recovery-window",
+        "60s",
+    ];
+    let server = common::start(dir.path(), &flags);
+    let (sa, sb, a, b) = two_known_clients(server.addr).await;
+    assert_eq!(metric(&server, RECOVERY_DURATION).await, 0.0, "no recovery");
+    let a1 = a.call_reply(create(ROOT, "a1")).await.unwrap();
+    assert!(a1.transno > a1.last_committed, "unsafe: {a1:?}");
+    drop((a, b));
+    server.kill();
+
+    let server = common::start(dir.path(), &flags);
+    // Neither known client is back: the window is open and has no duration yet.
+    assert_eq!(metric(&server, "mds_recovery_open").await, 1.0);
+    assert_eq!(metric(&server, RECOVERY_DURATION).await, 0.0, "still open");
+    // Each connect returns once the window has closed, which takes both.
+    let (a, b) = tokio::join!(
+        Client::connect_session(server.addr, sa.clone()),
+        Client::connect_session(server.addr, sb.clone())
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!(metric(&server, "mds_replayed_requests_total").await, 1.0);
+    // Set by the task that closes the window, which may run just after the replies left.
+    let open_for = metric_until(&server, RECOVERY_DURATION, "the close is timed", |v| {
+        v > 0.0
+    })
+    .await;
+    assert!(open_for < window, "{open_for} s: every client came back");
+    assert_eq!(metric(&server, "mds_recovery_open").await, 0.0);
+    drop((a, b));
+    assert!(server.stop().success());
+}
+
+/// The server is killed a second time while the recovery window after the first crash is
+/// still open — one known client has replayed everything, the other has not come back yet —
+/// and restarted: both clients come back and replay, and every create any client was
+/// answered, early or not, is there exactly once, with the transno and inode number it was
+/// told, and new work starts right above them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_crash_within_the_recovery_window_loses_nothing_answered() {
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--ack",
+        "early",
+        "--commit-interval",
+        "60s",
+        "--recovery-window",
+        "60s",
+    ];
+    let server = common::start(dir.path(), &flags);
+    let (sa, sb, a, b) = two_known_clients(server.addr).await;
+    let a1 = a.call_reply(create(ROOT, "a1")).await.unwrap();
+    let a2 = a.call_reply(create(ROOT, "a2")).await.unwrap();
+    let b1 = b.call_reply(create(ROOT, "b1")).await.unwrap();
+    assert!(a1.transno < a2.transno && a2.transno < b1.transno);
+    assert!(a1.transno > a1.last_committed, "unsafe: {a1:?}");
+    assert_eq!((sa.unsafe_count(), sb.unsafe_count()), (2, 1));
+    drop((a, b));
+    server.kill();
+
+    // First restart: only A comes back. It replays a1 and a2 (below b1, so neither waits for
+    // B) and says it is done; its connect then waits for the window, which waits for B.
+    let server = common::start(dir.path(), &flags);
+    let a_back = tokio::spawn({
+        let (addr, sa) = (server.addr, sa.clone());
+        async move { Client::connect_session(addr, sa).await }
+    });
+    // A's first request after its replays is sent only once every replay was answered.
+    metric_until(
+        &server,
+        "mds_recovery_waiting_clients",
+        "A has replayed",
+        |v| v == 1.0,
+    )
+    .await;
+    assert_eq!(metric(&server, "mds_replayed_requests_total").await, 2.0);
+    assert_eq!(metric(&server, "mds_recovery_open").await, 1.0, "B is away");
+    server.kill();
+    assert!(
+        a_back.await.unwrap().is_err(),
+        "the crash cut A's connect short"
+    );
+
+    // Second restart: both come back.
+    let server = common::start(dir.path(), &flags);
+    let (a, b) = tokio::join!(
+        Client::connect_session(server.addr, sa.clone()),
+        Client::connect_session(server.addr, sb.clone())
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    assert_eq!((sa.lost(), sb.lost()), (0, 0));
+    let c = server.client().await;
+    assert_eq!(
+        common::names(&c, ROOT).await,
+        vec!["a0", "a1", "a2", "b0", "b1"]
+    );
+    for (name, told) in [("a1", &a1), ("a2", &a2), ("b1", &b1)] {
+        assert_eq!(c.lookup(ROOT, name).await.unwrap().ino, ino(told), "{name}");
+    }
+    let s = c.statfs().await.unwrap();
+    assert_eq!(s.files, 5, "no stray inode: {s:?}");
+    assert_eq!(
+        s.last_transno, b1.transno,
+        "replayed with their own transnos"
+    );
+    // New work takes the next transno and a new inode number.
+    let next = a.call_reply(create(ROOT, "a3")).await.unwrap();
+    assert_eq!(next.transno, b1.transno + 1);
+    assert!(ino(&next) > ino(&b1));
+    c.sync().await.unwrap();
+    let s = c.statfs().await.unwrap();
+    assert_eq!(s.last_committed, s.last_transno);
+    assert!(server.log_text().contains("recovery done"));
+    drop((a, b, c));
+    assert!(server.stop().success());
+    let (code, out) = common::fsck(dir.path());
+    assert_eq!(code, 0, "{out}");
+}
+
+/// As above, but the second crash cuts A's replay while it waits for its turn (A's a2 comes
+/// after B's b1, and B is away): a2 was answered before the first crash, so A must replay it
+/// after the second. So must it a1, whose replay is answered only after its commit (A's first
+/// mutation since the restart), if the crash comes before that commit.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replay_cut_by_a_second_crash_is_replayed_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--ack",
+        "early",
+        "--commit-interval",
+        "60s",
+        "--recovery-window",
+        "60s",
+    ];
+    let server = common::start(dir.path(), &flags);
+    let (sa, sb, a, b) = two_known_clients(server.addr).await;
+    let a1 = a.call_reply(create(ROOT, "a1")).await.unwrap();
+    let b1 = b.call_reply(create(ROOT, "b1")).await.unwrap();
+    let a2 = a.call_reply(create(ROOT, "a2")).await.unwrap();
+    assert!(a1.transno < b1.transno && b1.transno < a2.transno);
+    assert_eq!((sa.unsafe_count(), sb.unsafe_count()), (2, 1));
+    drop((a, b));
+    server.kill();
+
+    // First restart: only A comes back; a1 executes, a2 waits for b1, which waits for B.
+    let server = common::start(dir.path(), &flags);
+    let a_back = tokio::spawn({
+        let (addr, sa) = (server.addr, sa.clone());
+        async move { Client::connect_session(addr, sa).await }
+    });
+    metric_until(
+        &server,
+        "mds_replayed_requests_total",
+        "A replays a1",
+        |v| v == 1.0,
+    )
+    .await;
+    server.kill();
+    assert!(a_back.await.unwrap().is_err());
+
+    let server = common::start(dir.path(), &flags);
+    let (a, b) = tokio::join!(
+        Client::connect_session(server.addr, sa.clone()),
+        Client::connect_session(server.addr, sb.clone())
+    );
+    let (a, b) = (a.unwrap(), b.unwrap());
+    let c = server.client().await;
+    assert_eq!(
+        common::names(&c, ROOT).await,
+        vec!["a0", "a1", "a2", "b0", "b1"],
+        "lost by A: {}",
+        sa.lost()
+    );
+    for (name, told) in [("a1", &a1), ("a2", &a2), ("b1", &b1)] {
+        assert_eq!(c.lookup(ROOT, name).await.unwrap().ino, ino(told), "{name}");
+    }
+    assert_eq!((sa.lost(), sb.lost()), (0, 0));
+    drop((a, b, c));
+    assert!(server.stop().success());
+    let (code, out) = common::fsck(dir.path());
+    assert_eq!(code, 0, "{out}");
 }

@@ -6,8 +6,8 @@
 
 mod common;
 
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpStream};
+use std::io::Write;
+use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -17,18 +17,7 @@ use mds_client::{Client, ROOT};
 
 /// A plain HTTP/1.0 GET (no chunking, the server closes): (status, body).
 fn http_get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
-    let mut s = TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(20)))?;
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n")?;
-    let mut raw = String::new();
-    s.read_to_string(&mut raw)?;
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
-    let status = head
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    Ok((status, body.to_owned()))
+    mds_testkit::http(addr, "GET", path).map(|(status, _, body)| (status, body))
 }
 
 fn url_encode(s: &str) -> String {
@@ -143,6 +132,7 @@ async fn metrics_under_load_pass_promtool_and_are_histograms() {
         "mds_build_info{version=",
         "mds_inodes{kind=\"file\"}",
         "mds_last_commit_timestamp_seconds ",
+        "mds_recovery_duration_seconds 0",
         "process_start_time_seconds",
     ] {
         assert!(text.contains(needed), "no {needed} in /metrics");

@@ -55,6 +55,7 @@ pub const REPLAYED: &str = "mds_replayed_requests_total";
 pub const SKIPPED: &str = "mds_skipped_transnos_total";
 pub const RESENT_ANSWERED: &str = "mds_resent_answered_total";
 pub const SESSIONS_EXPIRED: &str = "mds_sessions_expired_total";
+pub const RECOVERY_DURATION: &str = "mds_recovery_duration_seconds";
 
 /// Installs the global recorder with its buckets and help texts, once per process, before any
 /// component registers its handles; later calls (a test running servers in-process) get the
@@ -189,6 +190,11 @@ fn describe() {
     describe_counter!(
         SESSIONS_EXPIRED,
         "Sessions forgotten, with their resend records, after their client stayed away longer than --session-expiry."
+    );
+    describe_gauge!(
+        RECOVERY_DURATION,
+        Unit::Seconds,
+        "How long the last recovery window stayed open, from its opening at start-up to its close (every known client replayed, or --recovery-window passed); 0 while none has closed."
     );
     describe_gauge!(
         COS_WAITING,

@@ -1,7 +1,7 @@
 //! The integration tests' harnesses: an in-process server (`serve` on a thread of the test,
 //! addresses known before it starts, stopped through [`Stop`]) for everything that needs no
 //! separate process, and `mds_testkit::Server` with this package's binary for what does
-//! (SIGKILL, SIGTERM, the process's exit status and logs).
+//! (SIGKILL, SIGTERM, the process's exit status and logs), and a scrape of `/metrics`.
 #![allow(dead_code)]
 
 use std::net::SocketAddr;
@@ -119,4 +119,17 @@ pub async fn names(client: &Client, ino: u64) -> Vec<String> {
         .into_iter()
         .map(|e| e.name)
         .collect()
+}
+
+/// `GET /metrics` from a server's metrics address: the text exposition (blocking; a few ms).
+pub fn scrape(metrics: SocketAddr) -> String {
+    let (status, head, body) =
+        mds_testkit::http(metrics, "GET", "/metrics").expect("reading /metrics");
+    assert_eq!(status, 200, "{head}");
+    body
+}
+
+/// The value of the series `name` without labels in `text` (a [`scrape`]), if it is there.
+pub fn sample(text: &str, name: &str) -> Option<f64> {
+    mds_testkit::metric_value(text, name)
 }
