@@ -1,7 +1,9 @@
 //! loadgen against a real server: every subcommand, the Rate line's format, the JSON against
 //! its schema, the ack log against the server's namespace, an open loop holding its rate with
 //! staggered sends, reconnecting through a server restart and giving up once per connection,
-//! progress lines without a terminal, JSON on stdout, and a warm-up left out of the figures.
+//! progress lines without a terminal, JSON on stdout, a warm-up left out of the figures, and
+//! exactly-once creates through five SIGKILLs and through connections cut before their
+//! replies.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -767,4 +769,179 @@ async fn with_early_replies_every_answered_create_survives_a_crash_through_repla
         server.log_text().contains("recovery done"),
         "every client came back"
     );
+}
+
+/// The names in the ack log: the creates loadgen counted.
+fn acked(path: &Path) -> BTreeSet<String> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Exactly once through crashes: the server is killed with SIGKILL and restarted five times
+/// under load. Creates answered before a crash survive it; creates whose replies a crash cut
+/// are resent, and answered from their journaled resend records rather than executed again.
+/// So loadgen finishes cleanly, and the namespace holds exactly what it counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_sigkills_under_load_lose_nothing_counted_and_add_nothing_uncounted() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let listen = format!("127.0.0.1:{port}");
+    let mut server = Server::start(&mds_bin(), &data, &["--listen", &listen]);
+    let (json, acks) = (dir.path().join("r.json"), dir.path().join("acks.txt"));
+    let child = spawn_loadgen(&[
+        "create",
+        "--server",
+        &listen,
+        "--quiet",
+        "--threads",
+        "4",
+        "--depth",
+        "4",
+        "--duration",
+        "8s",
+        "--dir",
+        "/k",
+        "--reconnect-timeout",
+        "30s",
+        "--json",
+        json.to_str().unwrap(),
+        "--ack-log",
+        acks.to_str().unwrap(),
+    ]);
+    for _ in 0..5 {
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        server.kill();
+        server = Server::start(&mds_bin(), &data, &["--listen", &listen]);
+    }
+    let (out, _, timed_out) =
+        tokio::task::spawn_blocking(move || wait_bounded(child, Duration::from_secs(120)))
+            .await
+            .unwrap();
+    assert!(!timed_out, "loadgen did not finish");
+    let text = check_ok(&out);
+    let report = read_json(&json);
+    check_schema(&report);
+    assert_eq!(report["errors"], serde_json::json!({}), "{text}");
+    assert!(report["reconnects"].as_u64().unwrap() >= 5, "{text}");
+    let logged = acked(&acks);
+    assert_eq!(logged.len() as u64, report["ops"].as_u64().unwrap());
+    let present = names_under(&server, "/k").await;
+    let lost: Vec<_> = logged.difference(&present).collect();
+    let uncounted: Vec<_> = present.difference(&logged).collect();
+    assert!(lost.is_empty(), "counted creates lost: {lost:?}");
+    assert!(
+        uncounted.is_empty(),
+        "creates nobody counted: {uncounted:?}"
+    );
+    assert!(server.stop().success());
+    let (code, out) = mds_testkit::fsck(&mds_bin(), &data);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// A loopback proxy that forwards requests and cuts the connection, both ways, instead of
+/// forwarding every `every`-th chunk of replies, `cuts` times in all: the requests were
+/// delivered and executed, their replies never arrive.
+async fn cutting_proxy(server: std::net::SocketAddr, every: u64, cuts: u64) -> String {
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let chunks = Arc::new(AtomicU64::new(0));
+    let cut = Arc::new(AtomicU64::new(0));
+    tokio::spawn(async move {
+        while let Ok((client, _)) = listener.accept().await {
+            let Ok(upstream) = tokio::net::TcpStream::connect(server).await else {
+                continue;
+            };
+            let (mut client_rd, mut client_wr) = client.into_split();
+            let (mut up_rd, mut up_wr) = upstream.into_split();
+            let requests = tokio::spawn(async move {
+                let _ = tokio::io::copy(&mut client_rd, &mut up_wr).await;
+            });
+            let (chunks, cut) = (chunks.clone(), cut.clone());
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 64 << 10];
+                loop {
+                    let n = match up_rd.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => n,
+                    };
+                    let nth = chunks.fetch_add(1, Ordering::Relaxed) + 1;
+                    if nth % every == 0 && cut.fetch_add(1, Ordering::Relaxed) < cuts {
+                        break; // dropped: these replies are lost with the connection
+                    }
+                    if client_wr.write_all(&buf[..n]).await.is_err() {
+                        break;
+                    }
+                }
+                requests.abort();
+            });
+        }
+    });
+    addr
+}
+
+/// Exactly once through cut connections: a proxy keeps cutting loadgen's connections after
+/// its requests reached the server and before their replies came back. Every resent create is
+/// answered from its record (none comes back EEXIST for loadgen's own name), and the
+/// namespace holds exactly what loadgen counted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_cut_before_their_replies_execute_every_create_exactly_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_bin(), &dir.path().join("data"), &[]);
+    let proxy = cutting_proxy(server.addr, 25, 20).await;
+    let acks = dir.path().join("acks.txt");
+    let json = dir.path().join("r.json");
+    let child = spawn_loadgen(&[
+        "create",
+        "--server",
+        &proxy,
+        "--quiet",
+        "--threads",
+        "2",
+        "--depth",
+        "4",
+        "--count",
+        "4000",
+        "--dir",
+        "/p",
+        "--reconnect-timeout",
+        "30s",
+        "--json",
+        json.to_str().unwrap(),
+        "--ack-log",
+        acks.to_str().unwrap(),
+    ]);
+    let (out, _, timed_out) =
+        tokio::task::spawn_blocking(move || wait_bounded(child, Duration::from_secs(120)))
+            .await
+            .unwrap();
+    assert!(!timed_out, "loadgen did not finish");
+    let text = check_ok(&out);
+    let report = read_json(&json);
+    assert_eq!(report["errors"], serde_json::json!({}), "{text}");
+    assert_eq!(report["ops"].as_u64(), Some(4000), "{text}");
+    assert!(report["reconnects"].as_u64().unwrap() >= 5, "{text}");
+    assert!(report["resent"].as_u64().unwrap() >= 5, "{text}");
+    let answered = tokio::task::spawn_blocking({
+        let metrics = server.metrics;
+        move || mds_testkit::scrape_metric(metrics, "mds_resent_answered_total")
+    })
+    .await
+    .unwrap();
+    assert!(
+        answered.unwrap_or(0.0) >= 1.0,
+        "no resend was answered from a record: {answered:?}"
+    );
+    let logged = acked(&acks);
+    assert_eq!(logged.len(), 4000);
+    assert_eq!(names_under(&server, "/p").await, logged);
 }
