@@ -45,19 +45,34 @@ run() {
     '{printf "%s %.2f\n", $2, t / hz * 1e6 / c}'
 }
 
-printf '%-7s %-22s %-22s %-8s %-14s %-14s %s\n' point "old creates/s" "new creates/s" new/old \
-  "old cpu us/c" "new cpu us/c" new/old
+# ROUNDS repeats the interleaved old, new, new, old block per point; more rounds narrow the
+# ratio's spread (it prints the mean ratio and the spread of per-round ratios).
+ROUNDS="${ROUNDS:-1}"
+printf '%-7s %-7s %-12s %-12s %-8s %-10s %-10s %s\n' point rounds "old c/s" "new c/s" new/old \
+  "old cpu/c" "new cpu/c" new/old
 for point in $POINTS; do
   threads=${point%x*}; depth=${point#*x}
-  o1=$(run "$OLD" "$threads" "$depth" "$OLD_ARGS"); n1=$(run "$NEW" "$threads" "$depth" "$NEW_ARGS")
-  n2=$(run "$NEW" "$threads" "$depth" "$NEW_ARGS"); o2=$(run "$OLD" "$threads" "$depth" "$OLD_ARGS")
-  python3 - "$point" $o1 $o2 $n1 $n2 <<'PY'
-import sys
-point = sys.argv[1]
-o1, oc1, o2, oc2, n1, nc1, n2, nc2 = map(float, sys.argv[2:])
-old, new = (o1 + o2) / 2, (n1 + n2) / 2
-oc, nc = (oc1 + oc2) / 2, (nc1 + nc2) / 2
-print(f"{point:<7} {o1:>9.0f} {o2:>9.0f}    {n1:>9.0f} {n2:>9.0f}    {new / old:<8.3f} "
-      f"{oc1:>6.2f} {oc2:>6.2f}  {nc1:>6.2f} {nc2:>6.2f}  {nc / oc:.3f}")
+  results=()
+  for _ in $(seq 1 "$ROUNDS"); do
+    o1=$(run "$OLD" "$threads" "$depth" "$OLD_ARGS"); n1=$(run "$NEW" "$threads" "$depth" "$NEW_ARGS")
+    n2=$(run "$NEW" "$threads" "$depth" "$NEW_ARGS"); o2=$(run "$OLD" "$threads" "$depth" "$OLD_ARGS")
+    results+=("$o1 $o2 $n1 $n2")
+  done
+  # One line per point: means over every run, then each round's rate ratio.
+  python3 - "$point" "${results[@]}" <<'PY'
+import statistics, sys
+point, rounds = sys.argv[1], [list(map(float, r.split())) for r in sys.argv[2:]]
+# each round: o1 oc1 o2 oc2 n1 nc1 n2 nc2
+old = [r[0] for r in rounds] + [r[2] for r in rounds]
+new = [r[4] for r in rounds] + [r[6] for r in rounds]
+oc = [r[1] for r in rounds] + [r[3] for r in rounds]
+nc = [r[5] for r in rounds] + [r[7] for r in rounds]
+mean = statistics.mean
+per_round = [(r[4] + r[6]) / (r[0] + r[2]) for r in rounds]
+print(f"{point:<7} {len(rounds):<7} {mean(old):>11.0f} {mean(new):>11.0f}  {mean(new) / mean(old):<8.3f} "
+      f"{mean(oc):>9.2f} {mean(nc):>9.2f}  {mean(nc) / mean(oc):.3f}")
+print("        rounds' rate ratios: " + " ".join(f"{x:.3f}" for x in per_round)
+      + (f"  (stdev {statistics.stdev(per_round):.3f})" if len(per_round) > 1 else ""))
+print("        runs old: " + " ".join(f"{x:.0f}" for x in old) + "  new: " + " ".join(f"{x:.0f}" for x in new))
 PY
 done

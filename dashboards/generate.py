@@ -181,7 +181,7 @@ ROWS = [
            [(f"sum by (instance, partition) (mds_connections{{{SEL}}})", "{{instance}} partition {{partition}}")],
            "Open client connections per partition.", 8),
         ts("Sessions", "short", [(f"sum by (instance) (mds_sessions{{{SEL}}})", "{{instance}}")],
-           "Client sessions the server knows: connected, or away with replies still pending.", 4),
+           "Client sessions the server knows: connected, or away with replies pending or resend records kept for their return (up to --session-expiry).", 4),
         ts("Session reconnects", "ops", [(f"sum by (instance) ({rate('mds_session_reconnects_total')})", "{{instance}}")],
            "CONNECTs with a client identity that already had a connection, which they replaced: "
            "clients coming back after a broken connection.", 4),
@@ -189,6 +189,11 @@ ROWS = [
            [(f"sum by (instance, kind) ({rate('mds_protocol_errors_total')})", "{{instance}} {{kind}}"),
             (f"sum by (instance) ({rate('mds_slow_client_disconnects_total')})", "{{instance}} slow clients")],
            "Connections closed for bad input or for not reading their replies.", 8),
+        ts("Resends answered from records, sessions expired", "ops",
+           [(f"sum by (instance) ({rate('mds_resent_answered_total')})", "{{instance}} resends answered"),
+            (f"sum by (instance) ({rate('mds_sessions_expired_total')})", "{{instance}} sessions expired")],
+           "Resent mutations answered from their resend record (the original ran, its reply was lost), "
+           "never executed twice; and sessions forgotten with their records after --session-expiry.", 24),
     ]),
     ("RocksDB", [
         ts("RocksDB stall time", "percentunit",

@@ -328,9 +328,9 @@ impl Journal {
         let mut batch = WriteBatch::default();
         let mut scratch = Vec::with_capacity(128);
         let mut slots = self.resend_slots.lock().expect("not poisoned");
-        // Resend records by client, written after the loop: one slot per client per commit.
-        let mut resend: Vec<(u64, u64, Vec<&ResendRecord>)> = Vec::new();
-        let mut resend_of: HashMap<u64, usize> = HashMap::new();
+        // Resend records with their client and its watermark, written after the loop, one
+        // slot per client per commit: sorted by client then, rather than hashed per record.
+        let mut resend: Vec<(u64, u64, &ResendRecord)> = Vec::new();
         for record in records {
             for op in &record.ops {
                 match op {
@@ -356,21 +356,13 @@ impl Journal {
                         acked_xid,
                         record,
                     } => {
-                        let i = *resend_of.entry(*client).or_insert_with(|| {
-                            resend.push((*client, 0, Vec::new()));
-                            resend.len() - 1
-                        });
-                        let (_, acked, group) = &mut resend[i];
-                        *acked = (*acked).max(*acked_xid);
-                        group.push(record);
+                        resend.push((*client, *acked_xid, record));
                     }
                     JournalOp::DropResend { client } => {
                         // Earlier records of the batch go with the rest (their client has
                         // their replies, or its session would not have ended); later ones are
                         // a new session's and are kept.
-                        if let Some(i) = resend_of.get(client) {
-                            resend[*i].2.clear();
-                        }
+                        resend.retain(|(c, _, _)| c != client);
                         self.drop_resend(&mut batch, &mut slots, *client);
                     }
                     JournalOp::KnowClient { client } => batch.put_cf(meta, client_key(*client), []),
@@ -380,19 +372,33 @@ impl Journal {
                 }
             }
         }
-        for (client, acked_xid, mut group) in resend {
+        // Stable: one client's records stay in the order they came.
+        resend.sort_by_key(|(client, _, _)| *client);
+        let mut group = Vec::new();
+        for run in resend.chunk_by(|a, b| a.0 == b.0) {
+            let client = run[0].0;
             let known = slots.entry(client).or_default();
-            known.ack(acked_xid);
-            group.retain(|r| r.xid > known.acked_xid);
+            known.ack(run.iter().map(|(_, acked, _)| *acked).max().unwrap_or(0));
+            group.clear();
+            group.extend(
+                run.iter()
+                    .map(|(_, _, r)| *r)
+                    .filter(|r| r.xid > known.acked_xid),
+            );
             let Some(highest) = group.iter().map(|r| r.xid).max() else {
                 continue; // every reply already at the client
             };
             let slot = known.take(highest);
             let value = ResendSlotRef {
                 acked_xid: known.acked_xid,
-                records: group,
+                records: std::mem::take(&mut group),
             };
-            batch.put_cf(clients, resend_key(client, slot), encode(&value));
+            scratch.clear();
+            let bytes = postcard::to_extend(&value, std::mem::take(&mut scratch))
+                .expect("encoding into a Vec cannot fail");
+            batch.put_cf(clients, resend_key(client, slot), &bytes);
+            scratch = bytes;
+            group = value.records;
         }
         drop(slots);
         batch.put_cf(meta, META_LAST_COMMITTED, last.transno.to_le_bytes());

@@ -245,7 +245,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
                     out,
                     "mds_sessions",
                     "gauge",
-                    "Client sessions the server knows: connected, or with replies pending.",
+                    "Client sessions the server knows: connected, or away with replies pending or resend records kept for their return (up to --session-expiry).",
                     &[("", sessions.len() as f64)],
                 );
                 crate::metrics::write_store(out, &journal.stats());

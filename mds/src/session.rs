@@ -14,7 +14,7 @@
 //! identities are random and a load run makes thousands of them. One that still holds records
 //! waits for its client to come back and resend, up to `--session-expiry`.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -59,12 +59,59 @@ struct State {
     /// The highest transno answered to it before its commit: once that is durable the
     /// client holds nothing a restart would need, and the journal may forget it.
     highest_unsafe: u64,
-    /// How executed mutations were answered, by xid, above the client's watermark.
-    answered: BTreeMap<u64, Answered>,
+    /// How executed mutations were answered, above the client's watermark.
+    answered: AnsweredLog,
     /// The journal holds resend records of this client: forgetting the session drops them.
     journaled: bool,
     /// When the client's last connection closed; `None` while it has one.
     away_since: Option<Instant>,
+}
+
+/// Answers by xid, oldest first. A client's mutations mostly execute in xid order, so an
+/// answer is appended and the watermark trims from the front: no allocation per request once
+/// the deque has grown to the client's window, unlike a tree map's nodes.
+#[derive(Debug, Default)]
+struct AnsweredLog(VecDeque<(u64, Answered)>);
+
+impl AnsweredLog {
+    fn insert(&mut self, xid: u64, answered: Answered) {
+        match self.0.back() {
+            Some(&(last, _)) if last >= xid => {
+                // Out of order (requests of one client on two connections): keep it sorted.
+                match self.0.binary_search_by_key(&xid, |(x, _)| *x) {
+                    Ok(at) => self.0[at].1 = answered,
+                    Err(at) => self.0.insert(at, (xid, answered)),
+                }
+            }
+            _ => self.0.push_back((xid, answered)),
+        }
+    }
+
+    fn get(&self, xid: u64) -> Option<&Answered> {
+        let at = self.0.binary_search_by_key(&xid, |(x, _)| *x).ok()?;
+        Some(&self.0[at].1)
+    }
+
+    fn remove(&mut self, xid: u64) {
+        if let Ok(at) = self.0.binary_search_by_key(&xid, |(x, _)| *x) {
+            self.0.remove(at);
+        }
+    }
+
+    /// Drops the answers at or below the client's watermark: it has those replies.
+    fn trim(&mut self, acked_xid: u64) {
+        while self.0.front().is_some_and(|(x, _)| *x <= acked_xid) {
+            self.0.pop_front();
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.0.len()
+    }
+
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
 }
 
 /// How a mutation was answered: what a resend of it is answered with.
@@ -241,7 +288,7 @@ impl Session {
                 pending: HashSet::new(),
                 known: false,
                 highest_unsafe: 0,
-                answered: BTreeMap::new(),
+                answered: AnsweredLog::default(),
                 journaled: false,
                 away_since: Some(Instant::now()),
             }),
@@ -261,15 +308,11 @@ impl Session {
     pub fn begin(&self, xid: u64) -> Begin {
         let acked = self.acked_xid();
         let mut state = self.state.lock();
-        while let Some(entry) = state.answered.first_entry()
-            && *entry.key() <= acked
-        {
-            entry.remove();
-        }
+        state.answered.trim(acked);
         if state.pending.contains(&xid) {
             return Begin::Joined;
         }
-        if let Some(answered) = state.answered.get(&xid) {
+        if let Some(answered) = state.answered.get(xid) {
             return Begin::Answered(answered.clone());
         }
         state.pending.insert(xid);
@@ -303,7 +346,7 @@ impl Session {
             let mut state = self.state.lock();
             state.pending.remove(&xid);
             if !durable {
-                state.answered.remove(&xid);
+                state.answered.remove(xid);
             }
             (state.conn.clone(), state.is_idle())
         };
@@ -460,6 +503,28 @@ mod tests {
             "forgotten; its journal records must be dropped"
         );
         assert!(sessions.is_empty());
+    }
+
+    #[test]
+    fn the_answer_log_stays_sorted_and_trims_from_the_front() {
+        let answer = |transno| Answered {
+            transno,
+            body: Body::Done,
+        };
+        let mut log = AnsweredLog::default();
+        for xid in [3, 5, 4, 9, 1] {
+            log.insert(xid, answer(xid * 10));
+        }
+        let xids: Vec<u64> = log.0.iter().map(|(x, _)| *x).collect();
+        assert_eq!(xids, [1, 3, 4, 5, 9]);
+        assert_eq!(log.get(4).map(|a| a.transno), Some(40));
+        assert!(log.get(2).is_none());
+        log.remove(5);
+        log.trim(3);
+        let xids: Vec<u64> = log.0.iter().map(|(x, _)| *x).collect();
+        assert_eq!(xids, [4, 9]);
+        log.trim(100);
+        assert!(log.is_empty());
     }
 
     #[test]

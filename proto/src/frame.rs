@@ -25,9 +25,15 @@ pub fn decode<'a, T: Deserialize<'a>>(payload: &'a [u8]) -> Result<T, DecodeErro
     }
 }
 
-/// Encodes `value` alone, without a frame: a reply body kept in a resend record.
+/// Encodes `value` alone, without a frame: a reply body kept in a resend record. Encoded on
+/// the stack first, so a small value costs one allocation of its exact size rather than the
+/// few a growing `Vec` makes.
 pub fn encode<T: Serialize>(value: &T) -> Vec<u8> {
-    postcard::to_stdvec(value).expect("encoding into memory cannot fail")
+    let mut scratch = [0u8; 256];
+    match postcard::to_slice(value, &mut scratch) {
+        Ok(bytes) => bytes.to_vec(),
+        Err(_) => postcard::to_stdvec(value).expect("encoding into memory cannot fail"),
+    }
 }
 
 /// Appends one length-prefixed frame holding `value` to `buf`.
@@ -68,4 +74,30 @@ pub fn peek_handshake(payload: &[u8]) -> Option<Handshake> {
         opcode,
         version,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{Body, DirEntry, Kind};
+
+    #[test]
+    fn encode_round_trips_small_and_large_values() {
+        let small = Body::Done;
+        assert_eq!(decode::<Body>(&encode(&small)).unwrap(), small);
+        let entries = (0..40)
+            .map(|i| DirEntry {
+                name: format!("entry-{i:04}"),
+                ino: i,
+                kind: Kind::File,
+            })
+            .collect();
+        let large = Body::Entries {
+            entries,
+            next: None,
+        };
+        let bytes = encode(&large);
+        assert!(bytes.len() > 256, "past the stack buffer: {}", bytes.len());
+        assert_eq!(decode::<Body>(&bytes).unwrap(), large);
+    }
 }

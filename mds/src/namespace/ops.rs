@@ -27,6 +27,17 @@ use super::table::Locked;
 use super::{Caller, Exec, Namespace, now_ns, to_attr, to_kind};
 use mds_proto::{Body, DirEntry, Errno, MAX_FRAME, MAX_READDIR, Op, SetAttr, check_name};
 
+/// Journal ops the partition adds to a mutation's record: its resend record. Reserved when
+/// the record is built, so adding it never reallocates the ops.
+const RESEND_OPS: usize = 1;
+
+/// A mutation's journal ops, with room for the resend record.
+fn journal_ops<const N: usize>(ops: [JournalOp; N]) -> Vec<JournalOp> {
+    let mut v = Vec::with_capacity(N + RESEND_OPS);
+    v.extend(ops);
+    v
+}
+
 /// READDIR stops adding entries past this many bytes, so a page always fits a frame.
 const READDIR_BUDGET: usize = MAX_FRAME / 2;
 
@@ -199,7 +210,7 @@ impl Namespace {
         } else {
             self.files.fetch_add(1, Ordering::Relaxed);
         }
-        let ops = vec![
+        let ops = journal_ops([
             JournalOp::PutInode(image),
             JournalOp::PutDentry {
                 parent,
@@ -207,7 +218,7 @@ impl Namespace {
                 entry: entry.record(),
             },
             JournalOp::PutInode(parent_image),
-        ];
+        ]);
         Ok(Exec::Mutation {
             transno,
             record: TxRecord { transno, ops },
@@ -284,7 +295,7 @@ impl Namespace {
             body,
             record: TxRecord {
                 transno,
-                ops: vec![JournalOp::PutInode(image)],
+                ops: journal_ops([JournalOp::PutInode(image)]),
             },
             built_on: 0,
         })
@@ -379,7 +390,8 @@ impl Namespace {
             }
             touch(&mut p.attr, now, transno);
             let parent_image = p.attr.image();
-            let mut ops = vec![JournalOp::DeleteDentry { parent, name }];
+            let mut ops = Vec::with_capacity(3 + RESEND_OPS);
+            ops.push(JournalOp::DeleteDentry { parent, name });
             ops.push(self.drop_link(cx, &mut l, child.ino, now, transno));
             ops.push(JournalOp::PutInode(parent_image));
             drop(l);
@@ -490,7 +502,7 @@ impl Namespace {
             }
             let transno = self.next_transno();
             let is_dir = src.kind == FileKind::Directory;
-            let mut ops = Vec::with_capacity(6);
+            let mut ops = Vec::with_capacity(6 + RESEND_OPS);
 
             // Source directory loses the name (and the moved directory's "..").
             let s = dir_mut(&mut l, sp)?;
