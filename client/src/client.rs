@@ -70,6 +70,18 @@ struct Inner {
     /// The CONNECT reply has been taken in by the session.
     handshaken: AtomicBool,
     closed: AtomicBool,
+    /// Why the server closed the connection, if it said (EBUSY: it is full).
+    refused: parking_lot::Mutex<Option<Errno>>,
+}
+
+impl Inner {
+    /// The error for a request the closed connection will never answer.
+    fn gone(&self) -> ClientError {
+        match *self.refused.lock() {
+            Some(errno) => ClientError::Errno(errno),
+            None => ClientError::Disconnected,
+        }
+    }
 }
 
 /// Aborts the connection's tasks when the last [`Client`] clone is dropped.
@@ -127,6 +139,7 @@ impl Client {
             last_committed: AtomicU64::new(0),
             handshaken: AtomicBool::new(false),
             closed: AtomicBool::new(false),
+            refused: parking_lot::Mutex::new(None),
         });
         let writer = {
             let inner = inner.clone();
@@ -164,7 +177,21 @@ impl Client {
                             }
                             continue;
                         }
-                        break; // a connection-level error (EPROTO); the server closes next
+                        // A connection-level error (EPROTO for bad input, EBUSY from a full
+                        // server); the server closes next. Every waiting request gets it, so
+                        // the caller learns why rather than just that the connection broke.
+                        if let Err(errno) = reply.result {
+                            *inner.refused.lock() = Some(errno);
+                            for (xid, slot) in inner.waiting.lock().drain() {
+                                let _ = slot.send(Reply {
+                                    xid,
+                                    transno: 0,
+                                    last_committed: reply.last_committed,
+                                    result: Err(errno),
+                                });
+                            }
+                        }
+                        break;
                     }
                     inner.session.finish(reply.xid);
                     if judged {
@@ -293,7 +320,7 @@ impl Client {
         self.inner.waiting.lock().insert(xid, tx);
         if self.inner.closed.load(Ordering::SeqCst) {
             self.inner.waiting.lock().remove(&xid);
-            return Err(ClientError::Disconnected);
+            return Err(self.inner.gone());
         }
         let request = Request {
             xid,
@@ -304,7 +331,7 @@ impl Client {
         };
         encode_frame(&request, &mut self.inner.outbox.lock());
         self.inner.wake.notify_one();
-        rx.await.map_err(|_| ClientError::Disconnected)
+        rx.await.map_err(|_| self.inner.gone())
     }
 
     /// Sends `op` and returns the reply's body, or its error as `ClientError::Errno`.

@@ -194,6 +194,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         limits: config.limits,
         shutdown: CancellationToken::new(),
         cut: CancellationToken::new(),
+        progress: Default::default(),
     });
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let mut threads = Vec::with_capacity(config.partitions);

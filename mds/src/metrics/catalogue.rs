@@ -55,6 +55,9 @@ pub const REPLAYED: &str = "mds_replayed_requests_total";
 pub const SKIPPED: &str = "mds_skipped_transnos_total";
 pub const RESENT_ANSWERED: &str = "mds_resent_answered_total";
 pub const SESSIONS_EXPIRED: &str = "mds_sessions_expired_total";
+pub const READS_PAUSED: &str = "mds_reads_paused_total";
+pub const CONNECTIONS_REFUSED: &str = "mds_connections_refused_total";
+pub const CONNECTIONS_TIMED_OUT: &str = "mds_connections_timed_out_total";
 pub const RECOVERY_DURATION: &str = "mds_recovery_duration_seconds";
 
 /// Installs the global recorder with its buckets and help texts, once per process, before any
@@ -186,6 +189,18 @@ fn describe() {
     describe_counter!(
         RESENT_ANSWERED,
         "Resent mutations answered from their resend record (the original executed, its reply was lost) instead of executed twice."
+    );
+    describe_counter!(
+        CONNECTIONS_REFUSED,
+        "Connections refused with EBUSY because their partition had its --max-connections open already."
+    );
+    describe_counter!(
+        CONNECTIONS_TIMED_OUT,
+        "Connections closed by the server for silence, by reason: connect (no CONNECT in time) or idle (nothing in flight, nothing sent)."
+    );
+    describe_counter!(
+        READS_PAUSED,
+        "Times a connection's requests stopped being executed until there was room, by reason: output (its client reads its replies slower than it sends requests) or uncommitted (the server's executed-but-not-durable mutations reached their cap)."
     );
     describe_counter!(
         SESSIONS_EXPIRED,

@@ -98,6 +98,10 @@ pub struct PartitionMetrics {
     pub replayed: Counter,
     /// Resent mutations answered from their resend record rather than executed again.
     pub resent_answered: Counter,
+    /// Times a reader stopped executing requests: its client's unwritten replies passed the
+    /// high-water mark, or the server's uncommitted work reached its cap.
+    pub paused_output: Counter,
+    pub paused_uncommitted: Counter,
 }
 
 impl PartitionMetrics {
@@ -127,6 +131,11 @@ impl PartitionMetrics {
         // already creates it; adding zero says so, and keeps it if registration ever becomes
         // lazy.
         sessions_replaced.increment(0);
+        let paused = |reason: &'static str| {
+            let c = metrics::counter!(READS_PAUSED, "reason" => reason);
+            c.increment(0);
+            c
+        };
         let resent_answered = metrics::counter!(RESENT_ANSWERED);
         resent_answered.increment(0);
         let cos_conflicts = Op::NAMES
@@ -154,6 +163,8 @@ impl PartitionMetrics {
             commit_notices: metrics::counter!(COMMIT_NOTICES),
             replayed: metrics::counter!(REPLAYED),
             resent_answered,
+            paused_output: paused("output"),
+            paused_uncommitted: paused("uncommitted"),
         }
     }
 

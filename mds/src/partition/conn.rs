@@ -37,6 +37,9 @@ pub struct ConnOutput {
     max_inflight: usize,
     /// Wakes the reader when in-flight mutations leave or the connection breaks.
     space: Notify,
+    /// Wakes a reader paused on unwritten output when the writer has handed a buffer to the
+    /// socket.
+    drained: Notify,
     /// The socket is broken or the connection is winding down: the writer stops once the
     /// buffer is empty.
     closed: AtomicBool,
@@ -55,6 +58,7 @@ impl ConnOutput {
             inflight: AtomicUsize::new(0),
             max_inflight,
             space: Notify::new(),
+            drained: Notify::new(),
             closed: AtomicBool::new(false),
             replaced: CancellationToken::new(),
             noticed: AtomicU64::new(0),
@@ -116,6 +120,13 @@ impl ConnOutput {
         }
     }
 
+    /// Waits until fewer than `limit` reply bytes are unwritten, or the connection closed.
+    pub async fn wait_for_output_below(&self, limit: usize) {
+        while self.buffered() >= limit && !self.is_closed() {
+            self.drained.notified().await;
+        }
+    }
+
     /// Waits until no mutation of this connection is in flight, or the connection closed.
     pub async fn wait_until_idle(&self) {
         while self.inflight() > 0 && !self.is_closed() {
@@ -132,6 +143,7 @@ impl ConnOutput {
         self.closed.store(true, Ordering::Release);
         self.ready.notify_one();
         self.space.notify_one();
+        self.drained.notify_one();
     }
 
     /// A newer connection of the same client took this one's place: its reader stops.
@@ -170,6 +182,7 @@ pub async fn write_loop(
                 return;
             }
             spare.clear();
+            conn.drained.notify_one();
             continue;
         }
         if conn.is_closed() {

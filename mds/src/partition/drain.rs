@@ -117,6 +117,7 @@ impl Partition {
             wake.notified().await;
             let released = drain_partition(&self.shared, self.id, &self.metrics, &mut touched);
             self.metrics.drain_wakes.increment(1);
+            self.shared.progress.notify_waiters();
             self.metrics.drain_replies.record(released as f64);
             // From the commit being durable to its replies being queued for their sockets.
             let durable = self
@@ -174,6 +175,7 @@ mod tests {
             limits: Limits::default(),
             shutdown: CancellationToken::new(),
             cut: CancellationToken::new(),
+            progress: Default::default(),
         });
 
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -86,19 +86,35 @@ pub struct Limits {
     /// Mutations of one connection waiting for their commit; past it the connection is not
     /// read until replies leave.
     pub max_inflight_per_conn: usize,
-    /// Unwritten reply bytes of one connection; past it the client is not reading its replies
-    /// and the connection is closed (its requests stay journaled; it may reconnect).
-    pub max_output_per_conn: usize,
+    /// Unwritten reply bytes of one connection past which its requests are no longer
+    /// executed, even within one read, until its writer has brought it below half of this.
+    pub output_high_water: usize,
+    /// How long a connection may stay above its high-water mark without its writer making
+    /// room: past it the client is not reading its replies and is cut (its requests stay
+    /// journaled; it may reconnect and resend).
+    pub output_stall: Duration,
     /// Open connections per partition; accepting waits for a free slot.
     pub max_connections: usize,
+    /// Mutations executed but not durable yet, server-wide, past which no partition executes
+    /// another request until commits catch up: memory stays bounded when the disk (or a
+    /// RocksDB write stall) is slower than the clients.
+    pub max_uncommitted: u64,
+    /// How long a new connection may take to send CONNECT.
+    pub connect_deadline: Duration,
+    /// How long a connection with nothing in flight may stay silent before it is closed.
+    pub idle_timeout: Duration,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_inflight_per_conn: 4096,
-            max_output_per_conn: 16 << 20,
+            output_high_water: 1 << 20,
+            output_stall: Duration::from_secs(30),
             max_connections: 8192,
+            max_uncommitted: 1 << 16,
+            connect_deadline: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(600),
         }
     }
 }
@@ -128,9 +144,22 @@ pub struct Shared {
     /// Cancelled when the shutdown grace period is over, or at a second signal: writers stop
     /// whether their clients read or not.
     pub cut: CancellationToken,
+    /// Notified after each drain: commits made progress (readers paused on
+    /// `max_uncommitted` look again).
+    pub progress: Notify,
 }
 
 impl Shared {
+    /// Whether executed-but-not-durable mutations have reached `max_uncommitted`.
+    pub fn over_uncommitted_cap(&self) -> bool {
+        self.namespace.last_transno()
+            - self
+                .engine
+                .last_committed()
+                .min(self.namespace.last_transno())
+            >= self.limits.max_uncommitted
+    }
+
     /// Forgets `client`'s session if it is idle, and then the journal's records of it.
     pub fn forget_if_idle(&self, client: u64) {
         if self.sessions.forget_if_idle(client) {
@@ -192,6 +221,24 @@ struct Partition {
     idle: Notify,
 }
 
+/// Tells a client the server is full (an EBUSY reply with xid 0, which every waiting request
+/// of the client library then gets) and closes.
+async fn refuse(mut stream: tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    let mut frame = bytes::BytesMut::new();
+    mds_proto::encode_frame(
+        &mds_proto::Reply {
+            xid: 0,
+            transno: 0,
+            last_committed: 0,
+            result: Err(mds_proto::Errno::EBUSY),
+        },
+        &mut frame,
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&frame)).await;
+    let _ = stream.shutdown().await;
+}
+
 impl Partition {
     async fn run(self: Rc<Self>, listener: std::net::TcpListener, wake: Arc<Notify>) {
         let listener = match tokio::net::TcpListener::from_std(listener) {
@@ -203,22 +250,29 @@ impl Partition {
         };
         let drain = tokio::task::spawn_local(self.clone().drain_loop(wake));
         let permits = Arc::new(Semaphore::new(self.shared.limits.max_connections));
+        let refused = metrics::counter!(crate::metrics::CONNECTIONS_REFUSED);
+        refused.increment(0);
         let mut backoff = Duration::from_millis(1);
         loop {
-            // Take a connection slot before accepting (mini-redis): at the bound, the kernel's
-            // backlog holds new clients instead of this partition drowning in them.
-            let permit = tokio::select! {
-                _ = self.shared.shutdown.cancelled() => break,
-                p = permits.clone().acquire_owned() => p.expect("semaphore is never closed"),
-            };
             let accepted = tokio::select! {
                 _ = self.shared.shutdown.cancelled() => break,
                 a = listener.accept() => a,
             };
             match accepted {
-                Ok((stream, _)) => {
+                Ok((stream, peer)) => {
                     backoff = Duration::from_millis(1);
-                    tokio::task::spawn_local(self.clone().serve(stream, permit));
+                    match permits.clone().try_acquire_owned() {
+                        Ok(permit) => {
+                            tokio::task::spawn_local(self.clone().serve(stream, permit));
+                        }
+                        Err(_) => {
+                            // Full: say so and close, rather than leave the client hanging in
+                            // the kernel's backlog with no idea why.
+                            warn!(partition = self.id, %peer, limit = self.shared.limits.max_connections, "refusing connection: connection limit reached");
+                            refused.increment(1);
+                            tokio::task::spawn_local(refuse(stream));
+                        }
+                    }
                 }
                 Err(e) => {
                     // Usually EMFILE: back off rather than spin.

@@ -5,6 +5,7 @@
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use bytes::BytesMut;
 use mds_proto::{
@@ -83,23 +84,92 @@ impl Partition {
         let mut input = BytesMut::with_capacity(64 << 10);
         let mut session: Option<Arc<Session>> = None;
         let mut answered: Vec<(u8, Result<(), Errno>)> = Vec::new();
+        // Frames already read but not executed: the output passed its high-water mark
+        // midway through a read.
+        let mut unexecuted = false;
+        let connect_deadline = std::time::Instant::now() + limits.connect_deadline;
         let ended = 'read: loop {
             conn.wait_for_space().await;
             if conn.is_closed() {
                 break Ended::Normally;
             }
-            let read = tokio::select! {
-                biased;
-                _ = self.shared.shutdown.cancelled() => break Ended::Normally,
-                _ = conn.replaced().cancelled() => break Ended::Replaced,
-                r = rd.read_buf(&mut input) => r,
-            };
-            match read {
-                Ok(0) | Err(_) => break Ended::Normally,
-                Ok(_) => {}
+            if self.shared.over_uncommitted_cap() {
+                // The disk is behind the clients: wait for commits before executing more.
+                self.metrics.paused_uncommitted.increment(1);
+                let progress = self.shared.progress.notified();
+                if self.shared.over_uncommitted_cap() {
+                    tokio::select! {
+                        biased;
+                        _ = self.shared.cut.cancelled() => break Ended::Normally,
+                        _ = progress => {}
+                        // A drain notifies; this only bounds a missed wake.
+                        _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                    }
+                }
+                continue;
             }
+            if conn.buffered() >= limits.output_high_water {
+                self.metrics.paused_output.increment(1);
+                // The client reads slower than it asks: execute nothing more for it until
+                // its writer has made room, and cut it if the writer makes none for long.
+                conn.wake_writer();
+                let room = limits.output_high_water / 2;
+                tokio::select! {
+                    biased;
+                    _ = self.shared.shutdown.cancelled() => break Ended::Normally,
+                    _ = conn.replaced().cancelled() => break Ended::Replaced,
+                    r = tokio::time::timeout(limits.output_stall, conn.wait_for_output_below(room)) => {
+                        if r.is_err() {
+                            warn!(
+                                partition = self.id,
+                                conn = conn.id(),
+                                buffered = conn.buffered(),
+                                stall = ?limits.output_stall,
+                                "closing connection: client is not reading its replies"
+                            );
+                            self.metrics.slow_clients.increment(1);
+                            break Ended::SlowClient;
+                        }
+                    }
+                }
+                continue;
+            }
+            if !unexecuted {
+                // Silence is bounded: CONNECT must come soon, and a connection with nothing
+                // in flight may not hold its slot forever.
+                let (silence, why) = match &session {
+                    None => (
+                        connect_deadline.saturating_duration_since(std::time::Instant::now()),
+                        "connect",
+                    ),
+                    Some(_) => (limits.idle_timeout, "idle"),
+                };
+                let read = tokio::select! {
+                    biased;
+                    _ = self.shared.shutdown.cancelled() => break Ended::Normally,
+                    _ = conn.replaced().cancelled() => break Ended::Replaced,
+                    r = rd.read_buf(&mut input) => r,
+                    _ = tokio::time::sleep(silence), if session.is_none() || conn.inflight() == 0 => {
+                        warn!(partition = self.id, conn = conn.id(), after = ?silence, "closing connection: {}", if why == "connect" { "no CONNECT in time" } else { "idle" });
+                        metrics::counter!(crate::metrics::CONNECTIONS_TIMED_OUT, "reason" => why).increment(1);
+                        break Ended::Normally;
+                    }
+                };
+                match read {
+                    Ok(0) | Err(_) => break Ended::Normally,
+                    Ok(_) => {}
+                }
+            }
+            unexecuted = false;
             let received = quanta::Instant::now();
             loop {
+                if conn.buffered() >= limits.output_high_water || self.shared.over_uncommitted_cap()
+                {
+                    // Checked per request, not per read: one read of small requests with
+                    // large replies (READDIR pages) would otherwise buffer them all.
+                    unexecuted = true;
+                    break;
+                }
                 match codec.decode(&mut input) {
                     Ok(Some(frame)) => {
                         if let Some(current) = &session
@@ -136,19 +206,8 @@ impl Partition {
                 self.metrics
                     .request(op as usize, result, replied - received);
             }
-            let buffered = conn.buffered();
-            if buffered > 0 {
+            if conn.buffered() > 0 {
                 conn.wake_writer();
-            }
-            if buffered > limits.max_output_per_conn {
-                warn!(
-                    partition = self.id,
-                    conn = conn.id(),
-                    buffered,
-                    "closing connection: client is not reading its replies"
-                );
-                self.metrics.slow_clients.increment(1);
-                break Ended::SlowClient;
             }
         };
         match ended {
