@@ -41,8 +41,59 @@ pub enum Error {
     #[error("journal stopped after an earlier write failure")]
     Failed,
     /// A failure injected for tests (`JournalOptions::fail_after_commits`).
-    #[error("injected journal failure")]
-    Injected,
+    #[error("injected journal failure: {0}")]
+    Injected(Fault),
+}
+
+/// A storage fault a test can inject into a commit (`JournalOptions`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Fault {
+    /// The write fails: nothing of the batch reaches the disk.
+    #[default]
+    Write,
+    /// The write succeeds but the sync fails: the batch is in the operating system's hands,
+    /// and whether it is durable is unknown (here it survives a process crash, not a power
+    /// loss) — the case that makes EIO mean "outcome unknown".
+    Sync,
+    /// The disk is full: nothing of the batch reaches the disk.
+    NoSpace,
+}
+
+impl std::fmt::Display for Fault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Fault::Write => "write error",
+            Fault::Sync => "sync error",
+            Fault::NoSpace => "no space left on device",
+        })
+    }
+}
+
+impl std::str::FromStr for Fault {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Fault, String> {
+        match s {
+            "write" => Ok(Fault::Write),
+            "sync" => Ok(Fault::Sync),
+            "nospace" => Ok(Fault::NoSpace),
+            other => Err(format!("expected write, sync or nospace, got {other:?}")),
+        }
+    }
+}
+
+impl Error {
+    /// Whether the failure was a full disk (injected or RocksDB's own `NoSpace` I/O error):
+    /// clients are told ENOSPC rather than EIO.
+    pub fn is_no_space(&self) -> bool {
+        match self {
+            Error::Injected(Fault::NoSpace) => true,
+            Error::Rocks(e) => {
+                let text = e.to_string();
+                text.contains("No space left") || text.contains("NoSpace")
+            }
+            _ => false,
+        }
+    }
 }
 
 /// Shorthand for journal results.

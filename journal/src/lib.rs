@@ -12,7 +12,7 @@ mod resend;
 mod schema;
 mod store;
 
-pub use error::{Error, Result};
+pub use error::{Error, Fault, Result};
 pub use resend::ClientResend;
 pub use schema::{
     Dentry, FileKind, Inode, JournalOp, ROOT_INO, ResendRecord, ResendSlot, SCHEMA_VERSION,

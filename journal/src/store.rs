@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use rocksdb::{ColumnFamily, DB, Direction, IteratorMode, ReadOptions, WriteBatch, WriteOptions};
 
-use crate::error::{Error, Result};
+use crate::error::{Error, Fault, Result};
 use crate::options::{block_cache, cf_descriptors, db_options};
 use crate::resend::{ClientResend, ClientSlots};
 use crate::schema::*;
@@ -17,9 +17,11 @@ use crate::schema::*;
 /// How the journal is opened.
 #[derive(Clone, Debug, Default)]
 pub struct JournalOptions {
-    /// Test hook: the commit after this many successful ones fails as a write error would,
-    /// and the journal stops. `None` in production.
+    /// Test hook: the commit after this many successful ones fails with `fault`, and the
+    /// journal stops. `None` in production.
     pub fail_after_commits: Option<u64>,
+    /// What that failure is.
+    pub fault: Fault,
 }
 
 /// What recovery found at open.
@@ -410,7 +412,13 @@ impl Journal {
             && self.commits.load(Ordering::Relaxed) >= limit
         {
             self.failed.store(true, Ordering::Release);
-            return Err(Error::Injected);
+            if self.options.fault == Fault::Sync {
+                // Written, never synced: in the page cache, as after a failed fsync.
+                let mut unsynced = WriteOptions::default();
+                unsynced.set_sync(false);
+                let _ = self.db.write_opt(batch, &unsynced);
+            }
+            return Err(Error::Injected(self.options.fault));
         }
         let write_started = Instant::now();
         if let Err(e) = self.db.write_opt(batch, &synced()) {

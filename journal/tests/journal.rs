@@ -1,9 +1,10 @@
 //! The journal's contract, on a real RocksDB in a temp dir: recovery at open, contiguous group
-//! commit, transno order for same-key updates, resend records, and fail-stop on a write failure.
+//! commit, transno order for same-key updates, resend records, and fail-stop on each injected
+//! storage fault (write error, sync error, full disk).
 
 use journal::{
-    Dentry, Error, FileKind, Inode, Journal, JournalOp, JournalOptions, ROOT_INO, ResendRecord,
-    TxRecord,
+    Dentry, Error, Fault, FileKind, Inode, Journal, JournalOp, JournalOptions, ROOT_INO,
+    ResendRecord, TxRecord,
 };
 
 fn file(ino: u64, transno: u64) -> Inode {
@@ -189,30 +190,47 @@ fn one_commit_writes_one_resend_slot_per_client_and_a_reopen_finds_them() {
     assert_eq!(recovered.resend[0].records[1].reply, vec![3]);
 }
 
+/// Each injected fault stops the journal, and a reopen finds what each leaves on disk: a
+/// write error and a full disk leave nothing of the failed batch; a sync error leaves a
+/// batch whose fate is unknown — here it reached the operating system and survives.
 #[test]
-fn a_failed_commit_stops_the_journal_and_loses_nothing_earlier() {
-    let dir = tempfile::tempdir().unwrap();
-    {
-        let opts = JournalOptions {
-            fail_after_commits: Some(1),
-        };
-        let (j, _) = Journal::open(dir.path(), opts).unwrap();
-        j.commit(&[create(1, 5, "kept")]).unwrap();
-        assert!(matches!(
-            j.commit(&[create(2, 6, "lost")]),
-            Err(Error::Injected)
-        ));
-        assert!(j.is_failed());
-        assert!(matches!(
-            j.commit(&[create(2, 6, "lost")]),
-            Err(Error::Failed)
-        ));
-        assert_eq!(j.last_committed(), 1);
+fn a_failed_commit_stops_the_journal_and_a_reopen_finds_what_the_fault_left() {
+    for (fault, survives) in [
+        (Fault::Write, false),
+        (Fault::NoSpace, false),
+        (Fault::Sync, true),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let opts = JournalOptions {
+                fail_after_commits: Some(1),
+                fault,
+            };
+            let (j, _) = Journal::open(dir.path(), opts).unwrap();
+            j.commit(&[create(1, 5, "kept")]).unwrap();
+            let err = j.commit(&[create(2, 6, "unknown")]).unwrap_err();
+            assert!(matches!(err, Error::Injected(f) if f == fault), "{err}");
+            assert_eq!(err.is_no_space(), fault == Fault::NoSpace, "{err}");
+            assert!(j.is_failed());
+            assert!(matches!(
+                j.commit(&[create(2, 6, "unknown")]),
+                Err(Error::Failed)
+            ));
+            assert_eq!(
+                j.last_committed(),
+                1,
+                "{fault}: nothing past the failure is published"
+            );
+        }
+        let (j, rec) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        assert!(j.dentry(ROOT_INO, "kept").unwrap().is_some());
+        assert_eq!(
+            j.dentry(ROOT_INO, "unknown").unwrap().is_some(),
+            survives,
+            "{fault}"
+        );
+        assert_eq!(rec.last_committed, if survives { 2 } else { 1 }, "{fault}");
     }
-    let (j, rec) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
-    assert_eq!(rec.last_committed, 1);
-    assert!(j.dentry(ROOT_INO, "kept").unwrap().is_some());
-    assert!(j.dentry(ROOT_INO, "lost").unwrap().is_none());
 }
 
 #[test]

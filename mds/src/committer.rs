@@ -242,7 +242,7 @@ impl Worker {
                     error!(cause = %e, last_committed, "journal commit failed; refusing mutations from now on");
                     self.metrics.errors.increment(1);
                     self.stats.failed.store(true, Ordering::SeqCst);
-                    self.namespace.set_read_only();
+                    self.namespace.set_read_only(e.is_no_space());
                     self.listener.failed();
                     self.discard_until_shutdown();
                     return;

@@ -71,6 +71,9 @@ pub struct ServeArgs {
     /// Test hook: the commit after this many fails as a disk error would.
     #[arg(long, hide = true)]
     pub inject_journal_failure_after: Option<u64>,
+    /// Test hook: which disk error (`write`, `sync`, `nospace`). Default: write.
+    #[arg(long, hide = true)]
+    pub inject_journal_failure: Option<journal::Fault>,
 }
 
 /// The keys a config file may hold.
@@ -114,6 +117,7 @@ pub struct ServerConfig {
     pub checkpoint_dir: Option<PathBuf>,
     pub limits: Limits,
     pub inject_journal_failure_after: Option<u64>,
+    pub inject_journal_failure: journal::Fault,
 }
 
 impl ServeArgs {
@@ -194,6 +198,7 @@ impl ServeArgs {
             checkpoint_dir: self.checkpoint_dir.or(file.checkpoint_dir),
             limits: Limits::default(),
             inject_journal_failure_after: self.inject_journal_failure_after,
+            inject_journal_failure: self.inject_journal_failure.unwrap_or_default(),
         })
     }
 }

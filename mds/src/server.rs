@@ -122,6 +122,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         .with_context(|| format!("creating data directory {}", config.data.display()))?;
     let options = JournalOptions {
         fail_after_commits: config.inject_journal_failure_after,
+        fault: config.inject_journal_failure,
     };
     let (journal, mut recovered) = Journal::open(&config.data, options)
         .with_context(|| format!("opening the journal in {}", config.data.display()))?;

@@ -77,3 +77,53 @@ fn http(addr: SocketAddr, method: &str, path: &str) -> (u16, String) {
     assert!(head.contains("Content-Length: "), "{head}");
     (status, body)
 }
+
+/// A full disk: the client whose commit failed and every later mutation get ENOSPC, not EIO;
+/// the server is read-only and says so; a restart finds exactly what was acknowledged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_disk_answers_enospc_and_turns_the_server_read_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(
+        dir.path(),
+        &[
+            "--inject-journal-failure-after",
+            "3",
+            "--inject-journal-failure",
+            "nospace",
+        ],
+    );
+    let c = server.client().await;
+    let mut acked = Vec::new();
+    let failed = loop {
+        let name = format!("f{}", acked.len());
+        match c.create(ROOT, &name, 0o644).await {
+            Ok(_) => acked.push(name),
+            Err(e) => break e.errno(),
+        }
+    };
+    assert_eq!(acked.len(), 3);
+    assert_eq!(failed, Some(Errno::ENOSPC));
+    assert_eq!(
+        c.mkdir(ROOT, "later", 0o755).await.unwrap_err().errno(),
+        Some(Errno::ENOSPC)
+    );
+    assert!(c.statfs().await.unwrap().read_only);
+    let (_, metrics) = http(server.metrics, "GET", "/metrics");
+    assert!(metrics.contains("\nmds_read_only 1\n"), "{metrics}");
+    let log = server.log.clone();
+    let status = tokio::task::spawn_blocking(move || server.stop())
+        .await
+        .unwrap();
+    assert!(!status.success());
+    assert!(
+        log.lock()
+            .unwrap()
+            .iter()
+            .any(|l| l.contains("journal commit failed") && l.contains("no space left")),
+        "{:?}",
+        log.lock().unwrap()
+    );
+    let server = common::start(dir.path(), &[]);
+    let c = server.client().await;
+    assert_eq!(common::names(&c, ROOT).await, acked);
+}

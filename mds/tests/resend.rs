@@ -2,6 +2,8 @@
 //! answered from its resend record — on a new connection, after SIGKILL and a restart, with
 //! early replies too — never executed twice; the record goes once the client's watermark says
 //! it has the reply, and with its session when the client stays away past `--session-expiry`.
+//! And EIO means "outcome unknown": after a failed sync, the resend after a restart says what
+//! became of the request.
 //! The requests are written by hand on raw sockets, so the test decides exactly which replies
 //! "were lost" and which watermark each request carries.
 
@@ -236,4 +238,44 @@ async fn a_session_away_past_its_expiry_is_forgotten_with_its_records() {
         slots.iter().all(|&(client, _)| client != ID),
         "slots of the expired client left: {slots:?}"
     );
+}
+
+/// A sync that fails leaves the commit's fate unknown: the client is told EIO. After the
+/// restart the resend of that request resolves it — here the batch had reached the disk, so
+/// the resend is answered from the record written with it, not executed again.
+#[test]
+fn after_a_failed_sync_the_resend_tells_the_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--inject-journal-failure-after",
+        "1",
+        "--inject-journal-failure",
+        "sync",
+    ];
+    let server = common::start(dir.path(), &flags);
+    const ID: u64 = 0x5e5e_0004;
+    let mut raw = Raw::connect(server.addr, ID);
+    assert!(raw.call(2, 0, create("durable")).result.is_ok());
+    let unknown = raw.call(3, 2, create("unknown"));
+    assert_eq!(unknown.result, Err(Errno::EIO), "{unknown:?}");
+    drop(raw);
+    assert!(!server.stop().success(), "a failed journal exits non-zero");
+
+    let server = common::start(dir.path(), &[]);
+    let mut raw = Raw::connect(server.addr, ID);
+    let resolved = raw.call(3, 2, create("unknown"));
+    assert!(
+        matches!(resolved.result, Ok(Body::Attr(_))),
+        "answered from its record: {resolved:?}"
+    );
+    assert!(resolved.transno > 0 && resolved.transno <= resolved.last_committed);
+    assert_eq!(
+        statfs(&mut raw, 4, 3).last_transno,
+        resolved.transno,
+        "not run again"
+    );
+    drop(raw);
+    assert!(server.stop().success());
+    let (code, out) = common::fsck(dir.path());
+    assert_eq!(code, 0, "{out}");
 }

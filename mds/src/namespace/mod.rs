@@ -77,6 +77,8 @@ pub struct Namespace {
     files: AtomicU64,
     /// Set when the journal fails: every mutation is refused with EIO from then on.
     read_only: AtomicBool,
+    /// The journal failure that made it read-only was a full disk.
+    no_space: AtomicBool,
 }
 
 impl std::fmt::Debug for Namespace {
@@ -101,6 +103,7 @@ impl Namespace {
             directories: AtomicU64::new(0),
             files: AtomicU64::new(0),
             read_only: AtomicBool::new(false),
+            no_space: AtomicBool::new(false),
         };
         let mut dirs: BTreeMap<u64, BTreeMap<String, Entry>> = BTreeMap::new();
         journal.scan_dentries(|parent, name, entry| {
@@ -176,8 +179,21 @@ impl Namespace {
     }
 
     /// Refuses all mutations from now on (the journal failed).
-    pub fn set_read_only(&self) {
+    /// The journal failed: refuse mutations from now on, with ENOSPC if the disk is full and
+    /// EIO otherwise.
+    pub fn set_read_only(&self, no_space: bool) {
+        self.no_space.store(no_space, Ordering::SeqCst);
         self.read_only.store(true, Ordering::SeqCst);
+    }
+
+    /// What a mutation is refused with once read-only, and what a reply that waited for a
+    /// commit that failed gets: the outcome of its change is unknown.
+    pub fn refusal(&self) -> Errno {
+        if self.no_space.load(Ordering::SeqCst) {
+            Errno::ENOSPC
+        } else {
+            Errno::EIO
+        }
     }
 
     pub fn is_read_only(&self) -> bool {

@@ -135,7 +135,7 @@ impl Namespace {
 
     fn writable(&self) -> Result<(), Errno> {
         if self.is_read_only() {
-            Err(Errno::EIO)
+            Err(self.refusal())
         } else {
             Ok(())
         }

@@ -21,6 +21,7 @@ fn empty() -> Namespace {
         directories: AtomicU64::new(1),
         files: AtomicU64::new(0),
         read_only: AtomicBool::new(false),
+        no_space: AtomicBool::new(false),
     };
     ns.table.insert_unlocked(Node::new(
         InodeAttr::from_record(Inode::root(0)),
@@ -249,7 +250,7 @@ fn failed_operations_take_no_transno_and_read_only_refuses_mutations() {
     );
     assert_eq!(err, Err(Errno::EEXIST));
     assert_eq!(ns.last_transno(), 1);
-    ns.set_read_only();
+    ns.set_read_only(false);
     let err = run(
         &ns,
         Op::Mkdir {
