@@ -7,6 +7,7 @@
 #   python3               dashboards/generate.py --check (and bench/chart.py)
 #   rustfmt, clippy       rustup components
 #   cargo-deb             from crates.io (cargo install), to check the Debian package
+#   cargo-fuzz            from crates.io, only where a nightly toolchain is installed
 # Extra Debian packages may be named as arguments. Packages are installed with
 # --no-install-recommends. Also checks that rustc is at least the workspace's rust-version.
 # Safe to run again: installs only what is missing.
@@ -83,4 +84,13 @@ fi
 if [ "${MDS_TEST_DEPS:-0}" = 1 ] && ! cargo deb --version >/dev/null 2>&1; then
   echo "installing cargo-deb (cargo install, a few minutes the first time)"
   CARGO_TARGET_DIR="${TMPDIR:-/tmp}/cargo-deb-build" cargo install cargo-deb --locked
+fi
+
+# cargo-fuzz runs the decode fuzzer for a bounded time in scripts/test.sh, where a nightly
+# toolchain is installed (libFuzzer's instrumentation needs nightly); without nightly that
+# step is skipped and nothing is installed here.
+if [ "${MDS_TEST_DEPS:-0}" = 1 ] && rustup toolchain list 2>/dev/null | grep -q '^nightly' \
+  && ! cargo fuzz --version >/dev/null 2>&1; then
+  echo "installing cargo-fuzz (cargo install, a few minutes the first time)"
+  CARGO_TARGET_DIR="${TMPDIR:-/tmp}/cargo-fuzz-build" cargo install cargo-fuzz --locked
 fi

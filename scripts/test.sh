@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Every check a contributor must pass, from a fresh machine: installs dependencies (with the
 # test-only ones), then formatting, clippy, all tests (release profile: RocksDB is compiled
-# once, shared with the binaries), the loom model checks of the reply hand-over, and the
-# packaged files in dist/.
+# once, shared with the binaries), the packaged files in dist/, a bounded run of the decode
+# fuzzer where nightly is installed, and the loom model checks of the reply hand-over.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -80,6 +80,25 @@ if readelf -S "$TMP/pkg/usr/bin/mds" | grep -q '\.debug_info'; then
   exit 1
 fi
 echo "package: $(dpkg-deb -f "$TMP/mds.deb" Package Version | tr '\n' ' ')built and checked"
+
+# The decode fuzzer for a bounded time, where nightly is installed (libFuzzer needs it): its
+# own workspace and target dir, so it never rebuilds RocksDB. Its corpus persists there, so
+# each run starts where the last one stopped. FUZZ_SECONDS=0 skips it.
+FUZZ_SECONDS="${FUZZ_SECONDS:-60}"
+if [ "$FUZZ_SECONDS" -gt 0 ] && rustup toolchain list 2>/dev/null | grep -q '^nightly' \
+  && cargo fuzz --version >/dev/null 2>&1; then
+  corpus="${CARGO_TARGET_DIR}-fuzz/corpus/decode_frames"
+  mkdir -p "$corpus"
+  (cd fuzz && CARGO_TARGET_DIR="${CARGO_TARGET_DIR}-fuzz" cargo +nightly fuzz run decode_frames \
+    "$corpus" -- -max_total_time="$FUZZ_SECONDS" -rss_limit_mb=2048 2>"$TMP/fuzz.log") || {
+    tail -n 40 "$TMP/fuzz.log" >&2
+    echo "fuzz: decode_frames found a failure (artifact under fuzz/artifacts/)" >&2
+    exit 1
+  }
+  echo "fuzz: decode_frames $(grep -o 'Done [0-9]* runs in [0-9]* second(s)' "$TMP/fuzz.log" | tail -n1)"
+else
+  echo "fuzz: skipped (no nightly toolchain or cargo-fuzz, or FUZZ_SECONDS=0)"
+fi
 
 # loom needs its own cfg, hence its own target dir (only the reply crate is rebuilt there).
 RUSTFLAGS="--cfg loom" CARGO_TARGET_DIR="${CARGO_TARGET_DIR}-loom" \

@@ -143,6 +143,20 @@ async fn uncommitted_work_is_capped_without_deadlock() {
     server.stop().unwrap();
 }
 
+/// Connects, retrying (bounded) while the server answers EBUSY.
+async fn connect_when_free(addr: std::net::SocketAddr) -> Client {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        match Client::connect(addr).await {
+            Ok(c) => return c,
+            Err(ClientError::Errno(Errno::EBUSY)) if Instant::now() < deadline => {
+                tokio::time::sleep(Duration::from_millis(20)).await
+            }
+            Err(e) => panic!("{e}"),
+        }
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_server_refuses_with_ebusy_and_a_silent_connection_is_closed() {
     let dir = tempfile::tempdir().unwrap();
@@ -151,28 +165,8 @@ async fn a_full_server_refuses_with_ebusy_and_a_silent_connection_is_closed() {
     config.limits.max_connections = 2;
     config.limits.connect_deadline = Duration::from_millis(300);
     let server = InProcess::start(config);
-    let first = server.client().await;
-    let second = server.client().await;
-    match Client::connect(server.addr).await {
-        Err(e) => assert_eq!(e.errno(), Some(Errno::EBUSY), "{e}"),
-        Ok(_) => panic!("a third connection was let in past the limit of two"),
-    }
-    // A slot frees when a client leaves.
-    drop(second);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let third = loop {
-        match Client::connect(server.addr).await {
-            Ok(c) => break c,
-            Err(ClientError::Errno(Errno::EBUSY)) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(20)).await
-            }
-            Err(e) => panic!("{e}"),
-        }
-    };
-    third.ping().await.unwrap();
-    drop((first, third));
-
-    // A connection that never says CONNECT is closed after the deadline.
+    // A connection that never says CONNECT is closed after the deadline (first, while the
+    // partition has free slots: past its limit it would be refused instead).
     let addr = server.addr;
     let closed = tokio::task::spawn_blocking(move || {
         use std::io::Read;
@@ -184,6 +178,19 @@ async fn a_full_server_refuses_with_ebusy_and_a_silent_connection_is_closed() {
     .await
     .unwrap();
     assert!(closed, "a silent connection was kept");
+    // Slots free when a connection's task ends, a moment after the client sees it close.
+    let first = connect_when_free(server.addr).await;
+    let second = connect_when_free(server.addr).await;
+    match Client::connect(server.addr).await {
+        Err(e) => assert_eq!(e.errno(), Some(Errno::EBUSY), "{e}"),
+        Ok(_) => panic!("a third connection was let in past the limit of two"),
+    }
+    // A slot frees when a client leaves.
+    drop(second);
+    let third = connect_when_free(server.addr).await;
+    third.ping().await.unwrap();
+    drop((first, third));
+
     let metrics = server.metrics;
     let (refused, timed_out) = tokio::task::spawn_blocking(move || {
         let (_, _, text) = mds_testkit::http(metrics, "GET", "/metrics").unwrap();
