@@ -242,4 +242,6 @@ fn now_ns() -> i64 {
 }
 
 #[cfg(test)]
+mod model_tests;
+#[cfg(test)]
 mod tests;

@@ -12,7 +12,7 @@ use journal::{Dentry, Inode, JournalOp, JournalOptions, ROOT_INO, TxRecord};
 use super::*;
 use mds_proto::{Cred, Errno, Op};
 
-fn empty() -> Namespace {
+pub(super) fn empty() -> Namespace {
     let ns = Namespace {
         table: Table::new(),
         next_ino: AtomicU64::new(ROOT_INO + 1),
@@ -30,11 +30,11 @@ fn empty() -> Namespace {
     ns
 }
 
-type Inodes = BTreeMap<u64, Inode>;
-type Entries = BTreeMap<(u64, String), Dentry>;
+pub(super) type Inodes = BTreeMap<u64, Inode>;
+pub(super) type Entries = BTreeMap<(u64, String), Dentry>;
 
 /// The live namespace as the journal would store it: every inode's image, every entry's record.
-fn snapshot(ns: &Namespace) -> (Inodes, Entries) {
+pub(super) fn snapshot(ns: &Namespace) -> (Inodes, Entries) {
     let (mut inodes, mut entries) = (BTreeMap::new(), BTreeMap::new());
     ns.table.for_each(|node| {
         inodes.insert(node.attr.ino, node.attr.image());
@@ -59,7 +59,7 @@ fn memory(ns: &Namespace) -> (BTreeMap<u64, InodeAttr>, Entries) {
     (inodes, entries)
 }
 
-fn replay(initial: (Inodes, Entries), mut records: Vec<TxRecord>) -> (Inodes, Entries) {
+pub(super) fn replay(initial: (Inodes, Entries), mut records: Vec<TxRecord>) -> (Inodes, Entries) {
     records.sort_by_key(|r| r.transno);
     let (mut inodes, mut entries) = initial;
     for r in records {

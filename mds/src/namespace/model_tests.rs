@@ -1,0 +1,1282 @@
+//! Model-based property tests of the namespace: random sequences of operations run through
+//! [`Namespace::execute`] and through a reference written here (a map of inodes, each
+//! directory a map of names), every answer compared with the reference's — the errno, or the
+//! reply's kind, mode, owner, link count, size and entries. Three names, a few directories,
+//! and now and then a file, a removed inode or a bad name where a directory or name belongs,
+//! so that EEXIST, ENOENT, ENOTEMPTY, ENOTDIR, EISDIR, ESTALE and EINVAL (a directory renamed
+//! into itself) come often. After every step the whole tree is read back and checked against
+//! the reference and against what holds without it (a directory's nlink is 2 + its
+//! subdirectories, its size its number of entries, `counts()` what the root reaches); at the
+//! end the journal records, replayed in transno order, must rebuild the live namespace.
+//!
+//! A second property runs two clients with commit-on-share on and a `last_committed` that
+//! moves at random: every answer must wait for (a mutation: be built on) exactly the newest
+//! not-yet-durable change by the *other* client among the objects the operation looks at
+//! (DESIGN.md §3's table, as `ops.rs` reads it), and answer what the first property's
+//! reference answers. The ignored tests at the end are the cases where the server does not
+//! yet do what that table says.
+//!
+//! `PROPTEST_CASES=10000` runs longer.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use journal::{ROOT_INO, TxRecord};
+use proptest::prelude::*;
+use proptest::{option, sample};
+
+use super::tests::{Entries, Inodes, empty, replay, snapshot};
+use super::{Caller, Exec, Namespace};
+use mds_proto::{Attr, Body, Cred, DirEntry, Errno, Kind, MAX_READDIR, Op, SetAttr};
+
+// ---------------------------------------------------------------------------------------------
+// The steps, as generated.
+
+/// Which inode a step names. Resolved against the reference when the step runs, so a step
+/// still names something after shrinking has removed the ones before it.
+#[derive(Clone, Copy, Debug)]
+enum Pick {
+    /// The i-th live directory (modulo their number), in creation order: `Dir(0)` is the root.
+    Dir(usize),
+    /// The i-th live inode, file or directory.
+    Live(usize),
+    /// The i-th inode ever created, live or removed.
+    Any(usize),
+}
+
+#[derive(Clone, Debug)]
+enum Step {
+    Mkdir {
+        parent: Pick,
+        name: String,
+        mode: u32,
+    },
+    Create {
+        parent: Pick,
+        name: String,
+        mode: u32,
+    },
+    Lookup {
+        parent: Pick,
+        name: String,
+    },
+    Getattr {
+        ino: Pick,
+    },
+    Setattr {
+        ino: Pick,
+        attr: SetAttr,
+    },
+    Readdir {
+        dir: Pick,
+        cursor: Option<String>,
+        limit: u32,
+    },
+    Unlink {
+        parent: Pick,
+        name: String,
+    },
+    Rmdir {
+        parent: Pick,
+        name: String,
+    },
+    Rename {
+        src_parent: Pick,
+        src_name: String,
+        dst_parent: Pick,
+        dst_name: String,
+    },
+}
+
+/// Mostly three names, so operations collide; sometimes one the name rules refuse.
+fn name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        40 => sample::select(vec!["a", "b", "c"]).prop_map(String::from),
+        1 => sample::select(vec!["", ".", "..", "a/b", "a\0"]).prop_map(String::from),
+        1 => Just("n".repeat(256)),
+    ]
+}
+
+/// Where a directory is expected: mostly one, sometimes a file (ENOTDIR) or a removed inode
+/// (ESTALE).
+fn parent() -> impl Strategy<Value = Pick> {
+    prop_oneof![
+        16 => (0..6usize).prop_map(Pick::Dir),
+        2 => (0..12usize).prop_map(Pick::Live),
+        2 => (0..12usize).prop_map(Pick::Any),
+    ]
+}
+
+/// Where any inode is expected.
+fn inode() -> impl Strategy<Value = Pick> {
+    prop_oneof![
+        6 => (0..12usize).prop_map(Pick::Live),
+        2 => (0..6usize).prop_map(Pick::Dir),
+        2 => (0..12usize).prop_map(Pick::Any),
+    ]
+}
+
+/// Permission bits, and type bits the server must mask off.
+fn mode() -> impl Strategy<Value = u32> {
+    sample::select(vec![0o644, 0o755, 0o4711, 0o100_600])
+}
+
+fn set_attr() -> impl Strategy<Value = SetAttr> {
+    (
+        option::of(mode()),
+        option::of(0..3u32),
+        option::of(0..3u32),
+        option::weighted(0.25, sample::select(vec![0u64, 1, 1 << 40])),
+        option::of(sample::select(vec![0i64, 1, -1, i64::MAX])),
+    )
+        .prop_map(|(mode, uid, gid, size, mtime_ns)| SetAttr {
+            mode,
+            uid,
+            gid,
+            size,
+            mtime_ns,
+        })
+}
+
+fn step() -> impl Strategy<Value = Step> {
+    prop_oneof![
+        4 => (parent(), name(), mode())
+            .prop_map(|(parent, name, mode)| Step::Create { parent, name, mode }),
+        4 => (parent(), name(), mode())
+            .prop_map(|(parent, name, mode)| Step::Mkdir { parent, name, mode }),
+        2 => (parent(), name()).prop_map(|(parent, name)| Step::Lookup { parent, name }),
+        1 => inode().prop_map(|ino| Step::Getattr { ino }),
+        2 => (inode(), set_attr()).prop_map(|(ino, attr)| Step::Setattr { ino, attr }),
+        2 => (
+            parent(),
+            option::of(name()),
+            prop_oneof![4 => 0..4u32, 1 => Just(u32::MAX)],
+        )
+            .prop_map(|(dir, cursor, limit)| Step::Readdir { dir, cursor, limit }),
+        3 => (parent(), name()).prop_map(|(parent, name)| Step::Unlink { parent, name }),
+        3 => (parent(), name()).prop_map(|(parent, name)| Step::Rmdir { parent, name }),
+        6 => (parent(), name(), parent(), name()).prop_map(
+            |(src_parent, src_name, dst_parent, dst_name)| Step::Rename {
+                src_parent,
+                src_name,
+                dst_parent,
+                dst_name,
+            }
+        ),
+    ]
+}
+
+/// The two-client property's steps.
+#[derive(Clone, Debug)]
+enum Action {
+    /// Client 0 or 1 runs a step.
+    Run { client: usize, step: Step },
+    /// The committer makes every transno durable but the newest `keep`.
+    Commit { keep: u64 },
+}
+
+fn action() -> impl Strategy<Value = Action> {
+    prop_oneof![
+        6 => (0..2usize, step()).prop_map(|(client, step)| Action::Run { client, step }),
+        1 => (0..4u64).prop_map(|keep| Action::Commit { keep }),
+    ]
+}
+
+// ---------------------------------------------------------------------------------------------
+// The reference.
+
+/// The reference's view of one inode.
+#[derive(Clone, Debug)]
+struct ModelInode {
+    kind: Kind,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    /// Files: the size SETATTR set.
+    size: u64,
+    /// The transno that created it.
+    generation: u64,
+    /// Directories: the directory holding it (the root is its own).
+    parent: u64,
+    /// Directories: name → inode.
+    entries: BTreeMap<String, u64>,
+    /// The mtime as last told (the create's reply, or SETATTR), until the server's clock
+    /// moves it (a directory's entries changed): then only the clock knows it.
+    mtime: Option<i64>,
+}
+
+/// What commit-on-share locks: a directory entry by (parent, name), across its removals and
+/// re-creations; an inode itself (created, SETATTR, moved, removed); a directory's set of
+/// entries (and with it its size, nlink and mtime).
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Obj {
+    Entry(u64, String),
+    Inode(u64),
+    Content(u64),
+}
+
+/// What one operation looked at and, if it was a mutation, changed and in which transno.
+#[derive(Debug, Default)]
+struct Footprint {
+    reads: Vec<Obj>,
+    writes: Vec<Obj>,
+    transno: Option<u64>,
+}
+
+/// The reference namespace: POSIX as DESIGN.md §3 words it, with no locks, stamps or stripes.
+#[derive(Debug)]
+struct Model {
+    live: BTreeMap<u64, ModelInode>,
+    /// Every inode number handed out, root first, in creation order: what a [`Pick`] indexes.
+    created: Vec<u64>,
+    last_transno: u64,
+}
+
+/// DESIGN.md §3's name rules, written out again rather than calling `check_name`, so that a
+/// slip in either shows.
+fn name_rule(name: &str) -> Result<(), Errno> {
+    if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
+        Err(Errno::EINVAL)
+    } else if name.len() > 255 {
+        Err(Errno::ENAMETOOLONG)
+    } else {
+        Ok(())
+    }
+}
+
+/// The server's answer without its commit-on-share part: the transno if it was a mutation,
+/// and the result.
+fn answer(exec: &Exec) -> (Option<u64>, Result<&Body, Errno>) {
+    match exec {
+        Exec::Now { result, .. } => (None, result.as_ref().map_err(|e| *e)),
+        Exec::Mutation { transno, body, .. } => (Some(*transno), Ok(body)),
+    }
+}
+
+/// What another client's change held this answer back by: `wait` or `built_on`.
+fn held_by(exec: &Exec) -> u64 {
+    match exec {
+        Exec::Now { wait, .. } => *wait,
+        Exec::Mutation { built_on, .. } => *built_on,
+    }
+}
+
+/// One line of a failure's history.
+fn summary(exec: &Exec) -> String {
+    match exec {
+        Exec::Now { result, wait } => format!("{result:?} wait={wait}"),
+        Exec::Mutation {
+            transno,
+            body,
+            built_on,
+            ..
+        } => format!("t{transno} {body:?} built_on={built_on}"),
+    }
+}
+
+/// The answer must be this error, and not a mutation.
+fn refused(exec: &Exec, errno: Errno, fp: Footprint) -> Result<Footprint, String> {
+    if answer(exec) == (None, Err(errno)) {
+        Ok(fp)
+    } else {
+        Err(format!("want {errno}, got {}", summary(exec)))
+    }
+}
+
+/// The answer must be a read (no transno) that succeeded.
+fn read_body(exec: &Exec) -> Result<&Body, String> {
+    match answer(exec) {
+        (None, Ok(body)) => Ok(body),
+        _ => Err(format!("want a successful read, got {}", summary(exec))),
+    }
+}
+
+impl Model {
+    fn new() -> Model {
+        // As `journal::Inode::root(0)`, which `tests::empty` starts from.
+        let root = ModelInode {
+            kind: Kind::Directory,
+            mode: 0o755,
+            uid: 0,
+            gid: 0,
+            size: 0,
+            generation: 0,
+            parent: ROOT_INO,
+            entries: BTreeMap::new(),
+            mtime: Some(0),
+        };
+        Model {
+            live: BTreeMap::from([(ROOT_INO, root)]),
+            created: vec![ROOT_INO],
+            last_transno: 0,
+        }
+    }
+
+    fn resolve(&self, pick: Pick) -> u64 {
+        let (inos, i): (Vec<u64>, usize) = match pick {
+            Pick::Dir(i) => (
+                self.created
+                    .iter()
+                    .copied()
+                    .filter(|ino| self.is_dir(*ino))
+                    .collect(),
+                i,
+            ),
+            Pick::Live(i) => (
+                self.created
+                    .iter()
+                    .copied()
+                    .filter(|ino| self.live.contains_key(ino))
+                    .collect(),
+                i,
+            ),
+            Pick::Any(i) => (self.created.clone(), i),
+        };
+        inos[i % inos.len()]
+    }
+
+    /// The operation a step means in the namespace as it is now.
+    fn op(&self, step: &Step) -> Op {
+        match step.clone() {
+            Step::Mkdir { parent, name, mode } => Op::Mkdir {
+                parent: self.resolve(parent),
+                name,
+                mode,
+            },
+            Step::Create { parent, name, mode } => Op::Create {
+                parent: self.resolve(parent),
+                name,
+                mode,
+            },
+            Step::Lookup { parent, name } => Op::Lookup {
+                parent: self.resolve(parent),
+                name,
+            },
+            Step::Getattr { ino } => Op::Getattr {
+                ino: self.resolve(ino),
+            },
+            Step::Setattr { ino, attr } => Op::Setattr {
+                ino: self.resolve(ino),
+                attr,
+            },
+            Step::Readdir { dir, cursor, limit } => Op::Readdir {
+                ino: self.resolve(dir),
+                cursor,
+                limit,
+            },
+            Step::Unlink { parent, name } => Op::Unlink {
+                parent: self.resolve(parent),
+                name,
+            },
+            Step::Rmdir { parent, name } => Op::Rmdir {
+                parent: self.resolve(parent),
+                name,
+            },
+            Step::Rename {
+                src_parent,
+                src_name,
+                dst_parent,
+                dst_name,
+            } => Op::Rename {
+                src_parent: self.resolve(src_parent),
+                src_name,
+                dst_parent: self.resolve(dst_parent),
+                dst_name,
+            },
+        }
+    }
+
+    fn is_dir(&self, ino: u64) -> bool {
+        self.live
+            .get(&ino)
+            .is_some_and(|n| n.kind == Kind::Directory)
+    }
+
+    fn entries(&self, dir: u64) -> &BTreeMap<String, u64> {
+        &self.live[&dir].entries
+    }
+
+    /// Directories: 2 + subdirectories. Files: 1 (there is no LINK).
+    fn nlink(&self, ino: u64) -> u32 {
+        match self.live[&ino].kind {
+            Kind::Directory => {
+                2 + self
+                    .entries(ino)
+                    .values()
+                    .filter(|c| self.is_dir(**c))
+                    .count() as u32
+            }
+            Kind::File => 1,
+        }
+    }
+
+    /// (directories, files), the root included.
+    fn counts(&self) -> (u64, u64) {
+        let dirs = self.live.values().filter(|n| n.kind == Kind::Directory);
+        let dirs = dirs.count() as u64;
+        (dirs, self.live.len() as u64 - dirs)
+    }
+
+    /// Whether directory `ancestor` is `dir` or above it.
+    fn is_ancestor(&self, ancestor: u64, mut dir: u64) -> bool {
+        loop {
+            if dir == ancestor {
+                return true;
+            }
+            if dir == ROOT_INO {
+                return false;
+            }
+            dir = self.live[&dir].parent;
+        }
+    }
+
+    /// A directory operation's parent: ESTALE if it is gone, ENOTDIR if it is a file.
+    fn parent_dir(&self, ino: u64) -> Result<(), Errno> {
+        match self.live.get(&ino) {
+            None => Err(Errno::ESTALE),
+            Some(n) if n.kind == Kind::File => Err(Errno::ENOTDIR),
+            Some(_) => Ok(()),
+        }
+    }
+
+    /// What reading an inode looks at: the inode, and a directory's entries too (its size,
+    /// nlink and mtime move with them).
+    fn inode_objs(&self, ino: u64) -> Vec<Obj> {
+        let mut objs = vec![Obj::Inode(ino)];
+        if self.is_dir(ino) {
+            objs.push(Obj::Content(ino));
+        }
+        objs
+    }
+
+    /// Whether `got` is what the reference says of `ino`. ctime, and mtime while only the
+    /// clock knows it, are taken from `got`.
+    fn check_attr(&self, ino: u64, got: &Attr) -> Result<(), String> {
+        let n = self
+            .live
+            .get(&ino)
+            .ok_or_else(|| format!("inode {ino} should be gone, got {got:?}"))?;
+        let want = Attr {
+            ino,
+            kind: n.kind,
+            mode: n.mode,
+            uid: n.uid,
+            gid: n.gid,
+            nlink: self.nlink(ino),
+            size: match n.kind {
+                Kind::Directory => n.entries.len() as u64,
+                Kind::File => n.size,
+            },
+            ctime_ns: got.ctime_ns,
+            mtime_ns: n.mtime.unwrap_or(got.mtime_ns),
+            generation: n.generation,
+        };
+        if *got == want {
+            Ok(())
+        } else {
+            Err(format!("inode {ino}: got {got:?}, want {want:?}"))
+        }
+    }
+
+    /// The answer must be a mutation taking the next transno, its record that transno.
+    fn mutation<'e>(&mut self, exec: &'e Exec, fp: &mut Footprint) -> Result<&'e Body, String> {
+        let Exec::Mutation {
+            transno,
+            record,
+            body,
+            ..
+        } = exec
+        else {
+            return Err(format!("want a mutation, got {}", summary(exec)));
+        };
+        if *transno != self.last_transno + 1 || record.transno != *transno {
+            return Err(format!(
+                "want transno {}, got {transno} (record {})",
+                self.last_transno + 1,
+                record.transno
+            ));
+        }
+        self.last_transno = *transno;
+        fp.transno = Some(*transno);
+        Ok(body)
+    }
+
+    /// Checks the server's answer to `op` (asked with `cred`) against the reference, and
+    /// applies it to the reference. Returns what the operation looked at and changed, in the
+    /// order the server checks: an answer refused early looks at less. Where DESIGN.md's
+    /// table says an answer rests on something the server does not look at, the reference
+    /// follows the server and says so; the ignored tests at the end hold those cases.
+    fn apply(&mut self, op: &Op, cred: &Cred, exec: &Exec) -> Result<Footprint, String> {
+        let mut fp = Footprint::default();
+        match op {
+            Op::Mkdir { parent, name, mode } | Op::Create { parent, name, mode } => {
+                let (p, kind) = match op {
+                    Op::Mkdir { .. } => (*parent, Kind::Directory),
+                    _ => (*parent, Kind::File),
+                };
+                if let Err(e) = name_rule(name) {
+                    return refused(exec, e, fp);
+                }
+                if let Err(e) = self.parent_dir(p) {
+                    // Looks at nothing, though the table says CREATE looks at the parent
+                    // itself: `cos_a_removed_inode_holds_other_clients_until_the_removal_is_durable`,
+                    // `cos_a_file_another_client_created_holds_its_use_as_a_directory`.
+                    return refused(exec, e, fp);
+                }
+                fp.reads.push(Obj::Inode(p));
+                fp.reads.push(Obj::Entry(p, name.clone()));
+                if self.entries(p).contains_key(name) {
+                    return refused(exec, Errno::EEXIST, fp);
+                }
+                let body = self.mutation(exec, &mut fp)?;
+                let Body::Attr(attr) = body else {
+                    return Err(format!("want an Attr, got {body:?}"));
+                };
+                let ino = attr.ino;
+                if self.created.iter().any(|old| *old >= ino) {
+                    return Err(format!(
+                        "inode {ino} handed out again, or below an older one"
+                    ));
+                }
+                self.created.push(ino);
+                self.live.insert(
+                    ino,
+                    ModelInode {
+                        kind,
+                        mode: mode & 0o7777,
+                        uid: cred.uid,
+                        gid: cred.gid,
+                        size: 0,
+                        generation: self.last_transno,
+                        parent: p,
+                        entries: BTreeMap::new(),
+                        mtime: Some(attr.mtime_ns),
+                    },
+                );
+                let dir = self.live.get_mut(&p).expect("checked");
+                dir.entries.insert(name.clone(), ino);
+                dir.mtime = None;
+                self.check_attr(ino, attr)?;
+                fp.writes = vec![
+                    Obj::Entry(p, name.clone()),
+                    Obj::Content(p),
+                    Obj::Inode(ino),
+                ];
+            }
+            Op::Lookup { parent, name } => {
+                if let Err(e) = name_rule(name) {
+                    return refused(exec, e, fp);
+                }
+                if let Err(e) = self.parent_dir(*parent) {
+                    return refused(exec, e, fp);
+                }
+                fp.reads.push(Obj::Entry(*parent, name.clone()));
+                let Some(&child) = self.entries(*parent).get(name) else {
+                    return refused(exec, Errno::ENOENT, fp);
+                };
+                fp.reads.extend(self.inode_objs(child));
+                match read_body(exec)? {
+                    Body::Attr(attr) => self.check_attr(child, attr)?,
+                    other => return Err(format!("want an Attr, got {other:?}")),
+                }
+            }
+            Op::Getattr { ino } => {
+                if !self.live.contains_key(ino) {
+                    // Looks at nothing, though the inode's removal is a change to it:
+                    // `cos_a_removed_inode_holds_other_clients_until_the_removal_is_durable`.
+                    return refused(exec, Errno::ESTALE, fp);
+                }
+                fp.reads.extend(self.inode_objs(*ino));
+                match read_body(exec)? {
+                    Body::Attr(attr) => self.check_attr(*ino, attr)?,
+                    other => return Err(format!("want an Attr, got {other:?}")),
+                }
+            }
+            Op::Setattr { ino, attr: set } => {
+                let Some(node) = self.live.get(ino) else {
+                    return refused(exec, Errno::ESTALE, fp);
+                };
+                fp.reads.extend(self.inode_objs(*ino));
+                if set.size.is_some() && node.kind == Kind::Directory {
+                    return refused(exec, Errno::EISDIR, fp);
+                }
+                let body = self.mutation(exec, &mut fp)?;
+                let node = self.live.get_mut(ino).expect("checked");
+                let SetAttr {
+                    mode,
+                    uid,
+                    gid,
+                    size,
+                    mtime_ns,
+                } = set.clone();
+                if let Some(mode) = mode {
+                    node.mode = mode & 0o7777;
+                }
+                node.uid = uid.unwrap_or(node.uid);
+                node.gid = gid.unwrap_or(node.gid);
+                node.size = size.unwrap_or(node.size);
+                if mtime_ns.is_some() {
+                    node.mtime = mtime_ns;
+                }
+                match body {
+                    Body::Attr(attr) => self.check_attr(*ino, attr)?,
+                    other => return Err(format!("want an Attr, got {other:?}")),
+                }
+                fp.writes = vec![Obj::Inode(*ino)];
+            }
+            Op::Readdir { ino, cursor, limit } => {
+                if let Err(e) = self.parent_dir(*ino) {
+                    // Looks at nothing, though the table says READDIR looks at the directory
+                    // itself: `cos_a_file_another_client_created_holds_its_use_as_a_directory`.
+                    return refused(exec, e, fp);
+                }
+                fp.reads.extend(self.inode_objs(*ino));
+                // A limit of 0 still returns one entry; past MAX_READDIR, MAX_READDIR.
+                let limit = (*limit).clamp(1, MAX_READDIR) as usize;
+                let mut after: Vec<DirEntry> = self
+                    .entries(*ino)
+                    .iter()
+                    .filter(|(name, _)| cursor.as_ref().is_none_or(|c| name.as_str() > c.as_str()))
+                    .map(|(name, child)| DirEntry {
+                        name: name.clone(),
+                        ino: *child,
+                        kind: self.live[child].kind,
+                    })
+                    .collect();
+                let more = after.len() > limit;
+                after.truncate(limit);
+                let want = Body::Entries {
+                    next: more.then(|| after.last().expect("limit >= 1").name.clone()),
+                    entries: after,
+                };
+                let got = read_body(exec)?;
+                if *got != want {
+                    return Err(format!("want {want:?}, got {got:?}"));
+                }
+            }
+            Op::Unlink { parent, name } | Op::Rmdir { parent, name } => {
+                let rmdir = matches!(op, Op::Rmdir { .. });
+                if let Err(e) = name_rule(name) {
+                    return refused(exec, e, fp);
+                }
+                if let Err(e) = self.parent_dir(*parent) {
+                    return refused(exec, e, fp);
+                }
+                fp.reads.push(Obj::Entry(*parent, name.clone()));
+                let Some(&child) = self.entries(*parent).get(name) else {
+                    return refused(exec, Errno::ENOENT, fp);
+                };
+                match (rmdir, self.is_dir(child)) {
+                    (false, true) => return refused(exec, Errno::EISDIR, fp),
+                    (true, false) => return refused(exec, Errno::ENOTDIR, fp),
+                    _ => {}
+                }
+                fp.reads.extend(self.inode_objs(child));
+                if rmdir && !self.entries(child).is_empty() {
+                    return refused(exec, Errno::ENOTEMPTY, fp);
+                }
+                let body = self.mutation(exec, &mut fp)?;
+                if *body != Body::Done {
+                    return Err(format!("want Done, got {body:?}"));
+                }
+                self.live.remove(&child);
+                let dir = self.live.get_mut(parent).expect("checked");
+                dir.entries.remove(name);
+                dir.mtime = None;
+                fp.writes = vec![
+                    Obj::Content(*parent),
+                    Obj::Entry(*parent, name.clone()),
+                    Obj::Inode(child),
+                ];
+            }
+            Op::Rename {
+                src_parent: sp,
+                src_name: sn,
+                dst_parent: dp,
+                dst_name: dn,
+            } => {
+                let (sp, dp) = (*sp, *dp);
+                if let Err(e) = name_rule(sn).and(name_rule(dn)) {
+                    return refused(exec, e, fp);
+                }
+                if let Err(e) = self.parent_dir(sp).and(self.parent_dir(dp)) {
+                    // Looks at nothing, though the table lists both parents' existence:
+                    // `cos_a_removed_inode_holds_other_clients_until_the_removal_is_durable`.
+                    return refused(exec, e, fp);
+                }
+                fp.reads.push(Obj::Inode(sp));
+                fp.reads.push(Obj::Inode(dp));
+                fp.reads.push(Obj::Entry(sp, sn.clone()));
+                let Some(&src) = self.entries(sp).get(sn) else {
+                    return refused(exec, Errno::ENOENT, fp);
+                };
+                fp.reads.push(Obj::Entry(dp, dn.clone()));
+                if sp == dp && sn == dn {
+                    // POSIX: renaming a name onto itself does nothing, successfully.
+                    let body = read_body(exec)?;
+                    return if *body == Body::Done {
+                        Ok(fp)
+                    } else {
+                        Err(format!("want Done, got {body:?}"))
+                    };
+                }
+                let dst = self.entries(dp).get(dn).copied();
+                let src_is_dir = self.is_dir(src);
+                if let Some(dst) = dst {
+                    match (src_is_dir, self.is_dir(dst)) {
+                        (true, false) => return refused(exec, Errno::ENOTDIR, fp),
+                        (false, true) => return refused(exec, Errno::EISDIR, fp),
+                        _ => {}
+                    }
+                }
+                // The server checks the kinds before the subtree, so renaming a directory onto
+                // a file inside itself is ENOTDIR where Linux says EINVAL; POSIX leaves the
+                // order of the checks open, and the model follows the server.
+                if src_is_dir && sp != dp && self.is_ancestor(src, dp) {
+                    // The answer rests on where every directory above `dp` is, which the
+                    // table does not list and nothing looks at:
+                    // `cos_an_uncommitted_move_of_an_ancestor_holds_a_refused_rename`.
+                    return refused(exec, Errno::EINVAL, fp);
+                }
+                fp.reads.extend(self.inode_objs(src));
+                if let Some(dst) = dst {
+                    fp.reads.extend(self.inode_objs(dst));
+                    if self.is_dir(dst) && !self.entries(dst).is_empty() {
+                        return refused(exec, Errno::ENOTEMPTY, fp);
+                    }
+                }
+                let body = self.mutation(exec, &mut fp)?;
+                if *body != Body::Done {
+                    return Err(format!("want Done, got {body:?}"));
+                }
+                let s = self.live.get_mut(&sp).expect("checked");
+                s.entries.remove(sn);
+                s.mtime = None;
+                if let Some(dst) = dst {
+                    self.live.remove(&dst);
+                }
+                let d = self.live.get_mut(&dp).expect("checked");
+                d.entries.insert(dn.clone(), src);
+                d.mtime = None;
+                if src_is_dir {
+                    self.live.get_mut(&src).expect("checked").parent = dp;
+                }
+                fp.writes = vec![
+                    Obj::Content(sp),
+                    Obj::Entry(sp, sn.clone()),
+                    Obj::Content(dp),
+                    Obj::Entry(dp, dn.clone()),
+                    Obj::Inode(src),
+                ];
+                fp.writes.extend(dst.map(Obj::Inode));
+            }
+            Op::Connect { .. } | Op::Ping | Op::Statfs | Op::Sync => {
+                return refused(exec, Errno::EPROTO, fp);
+            }
+        }
+        Ok(fp)
+    }
+}
+
+/// Commit-on-share as DESIGN.md words it: every change to every object by (client, transno),
+/// so an answer's wait is the newest change by another client, among what it looked at, that
+/// is not durable yet.
+#[derive(Debug, Default)]
+struct Changes(BTreeMap<Obj, Vec<(u64, u64)>>);
+
+impl Changes {
+    fn holding(&self, reads: &[Obj], client: u64, last_committed: u64) -> u64 {
+        reads
+            .iter()
+            .filter_map(|obj| self.0.get(obj))
+            .flatten()
+            .filter(|(by, transno)| *by != client && *transno > last_committed)
+            .map(|(_, transno)| *transno)
+            .max()
+            .unwrap_or(0)
+    }
+
+    fn record(&mut self, writes: &[Obj], client: u64, transno: u64) {
+        for obj in writes {
+            self.0
+                .entry(obj.clone())
+                .or_default()
+                .push((client, transno));
+        }
+    }
+
+    /// Forgets durable changes: they hold nobody.
+    fn commit(&mut self, last_committed: u64) {
+        self.0.retain(|_, changes| {
+            changes.retain(|(_, transno)| *transno > last_committed);
+            !changes.is_empty()
+        });
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Driving the server and the reference side by side.
+
+/// Client identities; the reader reads the tree back between steps with commit-on-share off.
+const CLIENTS: [u64; 2] = [1, 2];
+const READER: u64 = 99;
+/// The `last_committed` that turns commit-on-share off.
+const COS_OFF: u64 = u64::MAX;
+
+/// A namespace, the reference beside it, and the history so far for a failure's message.
+struct Harness {
+    ns: Namespace,
+    model: Model,
+    creds: [Cred; 2],
+    initial: (Inodes, Entries),
+    records: Vec<TxRecord>,
+    log: Vec<String>,
+}
+
+impl Harness {
+    fn new() -> Harness {
+        let ns = empty();
+        let initial = snapshot(&ns);
+        Harness {
+            ns,
+            model: Model::new(),
+            creds: [
+                Cred {
+                    uid: 1000,
+                    gid: 100,
+                    groups: Vec::new(),
+                },
+                Cred {
+                    uid: 2000,
+                    gid: 200,
+                    groups: Vec::new(),
+                },
+            ],
+            initial,
+            records: Vec::new(),
+            log: Vec::new(),
+        }
+    }
+
+    /// Runs `op` for client `client` judged against `last_committed`, checks the answer
+    /// against the reference, and returns the footprint with what the server said held it.
+    fn run(
+        &mut self,
+        client: usize,
+        op: Op,
+        last_committed: u64,
+    ) -> Result<(Footprint, u64), String> {
+        let caller = Caller {
+            client: CLIENTS[client],
+            cred: &self.creds[client],
+            last_committed,
+            reuse_ino: None,
+        };
+        let exec = self.ns.execute(op.clone(), &caller);
+        self.log
+            .push(format!("client {client}: {op:?} -> {}", summary(&exec)));
+        let fp = self.model.apply(&op, &self.creds[client], &exec)?;
+        let held = held_by(&exec);
+        if let Exec::Mutation { record, .. } = exec {
+            self.records.push(record);
+        }
+        Ok((fp, held))
+    }
+
+    /// A read by a client that never waits.
+    fn read(&self, op: Op) -> Result<Result<Body, Errno>, String> {
+        let caller = Caller {
+            client: READER,
+            cred: &self.creds[0],
+            last_committed: COS_OFF,
+            reuse_ino: None,
+        };
+        match self.ns.execute(op.clone(), &caller) {
+            Exec::Now { result, wait: 0 } => Ok(result),
+            other => Err(format!("{op:?} is a read, got {}", summary(&other))),
+        }
+    }
+
+    fn getattr(&self, ino: u64) -> Result<Result<Attr, Errno>, String> {
+        Ok(match self.read(Op::Getattr { ino })? {
+            Ok(Body::Attr(attr)) => Ok(attr),
+            Ok(other) => return Err(format!("GETATTR {ino}: {other:?}")),
+            Err(e) => Err(e),
+        })
+    }
+
+    /// A directory's whole listing, two entries a page, so the cursor is used.
+    fn list(&self, dir: u64) -> Result<Vec<DirEntry>, String> {
+        let mut all: Vec<DirEntry> = Vec::new();
+        let mut cursor = None;
+        loop {
+            let op = Op::Readdir {
+                ino: dir,
+                cursor: cursor.clone(),
+                limit: 2,
+            };
+            let Ok(Body::Entries { entries, next }) = self.read(op)? else {
+                return Err(format!("READDIR {dir} failed"));
+            };
+            if entries.is_empty() && next.is_some() || entries.len() > 2 {
+                return Err(format!("READDIR {dir}: page {entries:?} next {next:?}"));
+            }
+            if next.is_some() && next.as_ref() != entries.last().map(|e| &e.name) {
+                return Err(format!("READDIR {dir}: next {next:?} is not the last name"));
+            }
+            all.extend(entries);
+            match next {
+                Some(next) => cursor = Some(next),
+                None => break,
+            }
+        }
+        if !all.windows(2).all(|w| w[0].name < w[1].name) {
+            return Err(format!("READDIR {dir}: names not in order: {all:?}"));
+        }
+        Ok(all)
+    }
+
+    /// Reads every inode the reference knows and every directory's listing back, and checks
+    /// them against the reference.
+    fn check_against_model(&self) -> Result<(), String> {
+        for &ino in &self.model.created {
+            match self.getattr(ino)? {
+                Ok(attr) => self.model.check_attr(ino, &attr)?,
+                Err(Errno::ESTALE) if !self.model.live.contains_key(&ino) => {}
+                Err(e) => return Err(format!("GETATTR {ino}: {e}")),
+            }
+        }
+        for (&dir, node) in &self.model.live {
+            if node.kind != Kind::Directory {
+                continue;
+            }
+            let want: Vec<DirEntry> = node
+                .entries
+                .iter()
+                .map(|(name, ino)| DirEntry {
+                    name: name.clone(),
+                    ino: *ino,
+                    kind: self.model.live[ino].kind,
+                })
+                .collect();
+            let got = self.list(dir)?;
+            if got != want {
+                return Err(format!("listing of {dir}: got {got:?}, want {want:?}"));
+            }
+        }
+        if self.ns.counts() != self.model.counts() {
+            return Err(format!(
+                "counts: got {:?}, want {:?}",
+                self.ns.counts(),
+                self.model.counts()
+            ));
+        }
+        if self.ns.last_transno() != self.model.last_transno {
+            return Err(format!(
+                "last transno: got {}, want {}",
+                self.ns.last_transno(),
+                self.model.last_transno
+            ));
+        }
+        Ok(())
+    }
+
+    /// Walks the server's tree from the root and checks what holds without any reference:
+    /// a tree (every directory reached once), each directory's nlink 2 + its subdirectories,
+    /// its size its number of entries, its parent the directory it was reached from, each
+    /// entry's kind its inode's, each file's nlink 1, and `counts()` what was reached.
+    fn check_invariants(&self) -> Result<(), String> {
+        let (mut dirs, mut files) = (0u64, 0u64);
+        let mut seen = BTreeSet::new();
+        let mut todo = vec![(ROOT_INO, ROOT_INO)];
+        while let Some((dir, parent)) = todo.pop() {
+            if !seen.insert(dir) {
+                return Err(format!("directory {dir} reached twice"));
+            }
+            dirs += 1;
+            let attr = self
+                .getattr(dir)?
+                .map_err(|e| format!("GETATTR {dir}: {e}"))?;
+            let entries = self.list(dir)?;
+            let subdirs = entries.iter().filter(|e| e.kind == Kind::Directory).count();
+            if attr.kind != Kind::Directory
+                || attr.nlink as usize != 2 + subdirs
+                || attr.size as usize != entries.len()
+            {
+                return Err(format!("directory {dir}: {attr:?} holding {entries:?}"));
+            }
+            let recorded_parent = {
+                let l = self.ns.table.lock(&[dir]);
+                l.get(dir).map(|n| n.attr.parent)
+            };
+            if recorded_parent != Some(parent) {
+                return Err(format!(
+                    "directory {dir} reached from {parent} says its parent is {recorded_parent:?}"
+                ));
+            }
+            for entry in entries {
+                let child = self
+                    .getattr(entry.ino)?
+                    .map_err(|e| format!("entry {dir}/{} names {}: {e}", entry.name, entry.ino))?;
+                if child.kind != entry.kind {
+                    return Err(format!("entry {entry:?} in {dir} names {child:?}"));
+                }
+                match entry.kind {
+                    Kind::Directory => todo.push((entry.ino, dir)),
+                    Kind::File if child.nlink != 1 => {
+                        return Err(format!("file {child:?} has one name"));
+                    }
+                    Kind::File => files += 1,
+                }
+            }
+        }
+        if self.ns.counts() != (dirs, files) {
+            return Err(format!(
+                "counts() {:?}, but the root reaches {dirs} directories and {files} files",
+                self.ns.counts()
+            ));
+        }
+        Ok(())
+    }
+
+    /// The records, replayed in transno order over the start, rebuild the live namespace.
+    fn check_replay(&self) -> Result<(), String> {
+        let replayed = replay(self.initial.clone(), self.records.clone());
+        if replayed != snapshot(&self.ns) {
+            return Err("replaying the records does not rebuild the live namespace".into());
+        }
+        Ok(())
+    }
+
+    fn failure(&self, step: usize, what: String) -> String {
+        format!("step {step}: {what}\nhistory:\n  {}", self.log.join("\n  "))
+    }
+}
+
+/// One client, commit-on-share off: every answer as the reference's, nothing waits.
+fn one_client(steps: &[Step]) -> Result<(), String> {
+    let mut h = Harness::new();
+    for (i, step) in steps.iter().enumerate() {
+        let op = h.model.op(step);
+        let checked = h.run(0, op, COS_OFF).and_then(|(_, held)| {
+            if held != 0 {
+                return Err(format!("commit-on-share is off, yet held by {held}"));
+            }
+            h.check_against_model()?;
+            h.check_invariants()
+        });
+        checked.map_err(|e| h.failure(i, e))?;
+    }
+    h.check_replay().map_err(|e| h.failure(steps.len(), e))
+}
+
+/// Two clients, commit-on-share on: every answer as the reference's, and held by exactly
+/// the newest uncommitted change of the other client among what it looked at.
+fn two_clients(actions: &[Action]) -> Result<(), String> {
+    let mut h = Harness::new();
+    let mut changes = Changes::default();
+    let mut last_committed = 0;
+    for (i, action) in actions.iter().enumerate() {
+        let (client, step) = match action {
+            Action::Commit { keep } => {
+                last_committed = last_committed.max(h.model.last_transno.saturating_sub(*keep));
+                changes.commit(last_committed);
+                h.log
+                    .push(format!("commit: last_committed = {last_committed}"));
+                continue;
+            }
+            Action::Run { client, step } => (*client, step),
+        };
+        let op = h.model.op(step);
+        let checked = h.run(client, op, last_committed).and_then(|(fp, held)| {
+            let want = changes.holding(&fp.reads, CLIENTS[client], last_committed);
+            if held != want {
+                return Err(format!(
+                    "held by {held}, want {want}: looked at {:?}, changes {:?}",
+                    fp.reads, changes.0
+                ));
+            }
+            if let Some(transno) = fp.transno {
+                changes.record(&fp.writes, CLIENTS[client], transno);
+            }
+            h.check_against_model()
+        });
+        checked.map_err(|e| h.failure(i, e))?;
+    }
+    h.check_invariants()
+        .and_then(|()| h.check_replay())
+        .map_err(|e| h.failure(actions.len(), e))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+
+    #[test]
+    fn one_client_answers_as_the_reference(steps in prop::collection::vec(step(), 1..60)) {
+        one_client(&steps).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn two_clients_wait_for_exactly_the_other_clients_uncommitted_changes(
+        actions in prop::collection::vec(action(), 1..60)
+    ) {
+        two_clients(&actions).map_err(TestCaseError::fail)?;
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Where the server does not do what DESIGN.md's commit-on-share table says. Each case is an
+// answer client B gets at once, built on client A's change that is not durable: were the
+// server to crash and A not come back, that change would be gone and B's answer false —
+// which is what commit-on-share exists to prevent ("no other client depended on them").
+// Ignored until the namespace is fixed; each asserts what the design says.
+
+fn as_client(ns: &Namespace, client: u64, last_committed: u64, op: Op) -> Exec {
+    let cred = Cred::default();
+    let caller = Caller {
+        client,
+        cred: &cred,
+        last_committed,
+        reuse_ino: None,
+    };
+    ns.execute(op, &caller)
+}
+
+fn mkdir(parent: u64, name: &str) -> Op {
+    Op::Mkdir {
+        parent,
+        name: name.into(),
+        mode: 0o755,
+    }
+}
+
+fn rename(src_parent: u64, src_name: &str, dst_parent: u64, dst_name: &str) -> Op {
+    Op::Rename {
+        src_parent,
+        src_name: src_name.into(),
+        dst_parent,
+        dst_name: dst_name.into(),
+    }
+}
+
+/// The inode a successful CREATE or MKDIR made.
+fn made(exec: Exec) -> u64 {
+    match exec {
+        Exec::Mutation {
+            body: Body::Attr(attr),
+            ..
+        } => attr.ino,
+        other => panic!("want a create, got {}", summary(&other)),
+    }
+}
+
+/// (the answer, what held it) in one comparable value.
+fn answered(exec: &Exec) -> (Result<&Body, Errno>, u64) {
+    (answer(exec).1, held_by(exec))
+}
+
+/// A removes directory d (t2, not durable); B, who knew d, asks about it and is told ESTALE
+/// at once. The server drops the inode with its stamp and keeps no trace of the removal, so
+/// nothing holds B back: GETATTR (the table: "the inode") and RENAME into d (the table: "both
+/// parents' existence") answer with wait 0. The same holds for SETATTR, READDIR and CREATE in
+/// d. Fix: remember a removed inode's stamp until its removal is durable, as directories
+/// already remember removed names (`Node::removed`).
+#[test]
+#[ignore = "commit-on-share: an answer of ESTALE does not wait for another client's removal"]
+fn cos_a_removed_inode_holds_other_clients_until_the_removal_is_durable() {
+    let (a, b) = (CLIENTS[0], CLIENTS[1]);
+    let ns = empty();
+    let d = made(as_client(&ns, a, 0, mkdir(ROOT_INO, "d"))); // t1, made durable below
+    let f = Op::Create {
+        parent: ROOT_INO,
+        name: "f".into(),
+        mode: 0o644,
+    };
+    made(as_client(&ns, b, 0, f)); // t2
+    let rmdir = Op::Rmdir {
+        parent: ROOT_INO,
+        name: "d".into(),
+    };
+    let Exec::Mutation { transno: t3, .. } = as_client(&ns, a, 2, rmdir) else {
+        panic!("rmdir failed");
+    };
+    let getattr = as_client(&ns, b, 2, Op::Getattr { ino: d });
+    assert_eq!(answered(&getattr), (Err(Errno::ESTALE), t3), "GETATTR");
+    let into_d = as_client(&ns, b, 2, rename(ROOT_INO, "f", d, "f"));
+    assert_eq!(answered(&into_d), (Err(Errno::ESTALE), t3), "RENAME into d");
+}
+
+/// A creates file f (t1, not durable); B names f where a directory belongs and is told
+/// ENOTDIR at once: the server checks the kind before it looks at the stamp. The table says
+/// CREATE looks at "parent itself if it was created uncommitted", READDIR at "dir itself".
+/// (B has to guess f's number — they are handed out in order.) Fix: look at the inode's
+/// stamp before refusing it for its kind.
+#[test]
+#[ignore = "commit-on-share: an answer of ENOTDIR does not wait for another client's create"]
+fn cos_a_file_another_client_created_holds_its_use_as_a_directory() {
+    let (a, b) = (CLIENTS[0], CLIENTS[1]);
+    let ns = empty();
+    let create = Op::Create {
+        parent: ROOT_INO,
+        name: "f".into(),
+        mode: 0o644,
+    };
+    let f = made(as_client(&ns, a, 0, create)); // t1
+    let create_in_f = as_client(&ns, b, 0, mkdir(f, "x"));
+    assert_eq!(
+        answered(&create_in_f),
+        (Err(Errno::ENOTDIR), 1),
+        "MKDIR in f"
+    );
+    let readdir = Op::Readdir {
+        ino: f,
+        cursor: None,
+        limit: 10,
+    };
+    let readdir = as_client(&ns, b, 0, readdir);
+    assert_eq!(answered(&readdir), (Err(Errno::ENOTDIR), 1), "READDIR f");
+}
+
+/// A moves directory y under x (t4, not durable); B renames x into w, which is inside y, and
+/// is refused EINVAL at once. Whether w lies inside x depends on A's move, but no object B's
+/// rename looks at records it: the subtree check walks w's ancestors without looking at
+/// their stamps, and the table lists "both entries, both parents' existence, the moved inode,
+/// the replaced inode", not the ancestors. Fix: have the walk look at the stamp of every
+/// directory it passes (a move stamps the moved directory).
+#[test]
+#[ignore = "commit-on-share: RENAME's subtree check does not wait for another client's move"]
+fn cos_an_uncommitted_move_of_an_ancestor_holds_a_refused_rename() {
+    let (a, b) = (CLIENTS[0], CLIENTS[1]);
+    let ns = empty();
+    let x = made(as_client(&ns, a, 0, mkdir(ROOT_INO, "x"))); // t1
+    let y = made(as_client(&ns, a, 0, mkdir(ROOT_INO, "y"))); // t2
+    let w = made(as_client(&ns, a, 0, mkdir(y, "w"))); // t3, all durable below
+    let Exec::Mutation { transno: t4, .. } = as_client(&ns, a, 3, rename(ROOT_INO, "y", x, "y"))
+    else {
+        panic!("rename failed");
+    };
+    let refused = as_client(&ns, b, 3, rename(ROOT_INO, "x", w, "x"));
+    assert_eq!(answered(&refused), (Err(Errno::EINVAL), t4));
+}
+
+/// The same gap the other way round: A moves y out of x/m (t5, not durable); B renames x into
+/// w, inside y, and it succeeds with `built_on` 0, though before A's move it was EINVAL. With
+/// `--ack early`, were the server to crash and A not come back, B's replay would be refused.
+#[test]
+#[ignore = "commit-on-share: RENAME's subtree check does not wait for another client's move"]
+fn cos_an_uncommitted_move_of_an_ancestor_holds_an_allowed_rename() {
+    let (a, b) = (CLIENTS[0], CLIENTS[1]);
+    let ns = empty();
+    let x = made(as_client(&ns, a, 0, mkdir(ROOT_INO, "x"))); // t1
+    let m = made(as_client(&ns, a, 0, mkdir(x, "m"))); // t2
+    let y = made(as_client(&ns, a, 0, mkdir(m, "y"))); // t3
+    let w = made(as_client(&ns, a, 0, mkdir(y, "w"))); // t4, all durable below
+    let Exec::Mutation { transno: t5, .. } = as_client(&ns, a, 4, rename(m, "y", ROOT_INO, "y"))
+    else {
+        panic!("rename failed");
+    };
+    let moved = as_client(&ns, b, 4, rename(ROOT_INO, "x", w, "x"));
+    let Exec::Mutation { built_on, .. } = moved else {
+        panic!("want the rename done, got {}", summary(&moved));
+    };
+    assert_eq!(built_on, t5);
+}
