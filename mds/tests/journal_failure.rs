@@ -37,7 +37,16 @@ async fn a_failed_commit_answers_eio_and_turns_the_server_read_only() {
         Some(Errno::EIO)
     );
     assert!(c.statfs().await.unwrap().read_only);
-    c.getattr(ROOT).await.unwrap();
+    // Reads go on, but none shows what was answered EIO: not the failed create's entry, not
+    // the root's attributes it changed. What was acknowledged reads as before.
+    let first = c.lookup(ROOT, &acked[0]).await.unwrap();
+    c.getattr(first.ino).await.unwrap();
+    let failed_name = format!("f{}", acked.len());
+    assert_eq!(
+        c.lookup(ROOT, &failed_name).await.unwrap_err().errno(),
+        Some(Errno::EIO)
+    );
+    assert_eq!(c.getattr(ROOT).await.unwrap_err().errno(), Some(Errno::EIO));
     let (status, body) = http(server.metrics, "GET", "/health");
     assert_eq!(status, 503, "{body}");
     assert!(body.contains("read-only"), "{body}");

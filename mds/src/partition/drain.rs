@@ -10,7 +10,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
-use mds_proto::{Body, Reply};
+use mds_proto::{Body, Errno, Reply};
 use reply::Outcome;
 use tokio::sync::Notify;
 
@@ -69,7 +69,12 @@ pub fn drain_partition(
             Outcome::Committed { last_committed } => (p.result, last_committed),
             // What it waited for is lost: a mutation is not durable, and a read built on a
             // change that will not survive must not be answered from it either.
-            Outcome::Failed => (Err(shared.namespace.refusal()), engine.last_committed()),
+            // A mutation is told why (ENOSPC for a full disk); a read, that what it would have
+            // shown is gone (EIO).
+            Outcome::Failed if p.transno > 0 => {
+                (Err(shared.namespace.refusal()), engine.last_committed())
+            }
+            Outcome::Failed => (Err(Errno::EIO), engine.last_committed()),
         };
         if p.cos {
             metrics.cos_waiting.decrement(1.0);

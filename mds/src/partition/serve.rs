@@ -357,11 +357,16 @@ impl Partition {
                         }
                     }
                 }
+                // After a journal failure nothing above `last_committed` will ever be durable,
+                // and its clients were answered EIO: no read may show it, not even to the
+                // client that made it (no client has identity 0), COS on or off. Such a read
+                // waits for a commit that fails at once, and is answered the same way.
+                let failed = self.shared.namespace.is_read_only();
                 let caller = Caller {
-                    client: current.client(),
+                    client: if failed { 0 } else { current.client() },
                     cred: &cred,
                     // Without commit-on-share nothing counts as uncommitted.
-                    last_committed: if self.shared.cos {
+                    last_committed: if self.shared.cos || failed {
                         engine.last_committed()
                     } else {
                         u64::MAX
