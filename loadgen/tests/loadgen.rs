@@ -3,7 +3,7 @@
 //! staggered sends, reconnecting through a server restart and giving up once per connection,
 //! progress lines without a terminal, JSON on stdout, a warm-up left out of the figures, and
 //! exactly-once creates through five SIGKILLs and through connections cut before their
-//! replies.
+//! replies, and a clean SIGTERM under load.
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -944,4 +944,52 @@ async fn connections_cut_before_their_replies_execute_every_create_exactly_once(
     let logged = acked(&acks);
     assert_eq!(logged.len(), 4000);
     assert_eq!(names_under(&server, "/p").await, logged);
+}
+
+/// SIGTERM under load: the server answers what it executed, exits 0, and everything loadgen
+/// counted is in a store fsck finds clean. (loadgen then gives up reconnecting: exit 1.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_under_load_exits_zero_with_every_counted_create_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let server = Server::start(&mds_bin(), &data, &[]);
+    let listen = server.addr.to_string();
+    let acks = dir.path().join("acks.txt");
+    let child = spawn_loadgen(&[
+        "create",
+        "--server",
+        &listen,
+        "--quiet",
+        "--threads",
+        "4",
+        "--depth",
+        "8",
+        "--duration",
+        "30s",
+        "--dir",
+        "/t",
+        "--reconnect-timeout",
+        "1s",
+        "--ack-log",
+        acks.to_str().unwrap(),
+    ]);
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let status = tokio::task::spawn_blocking(move || server.stop())
+        .await
+        .unwrap();
+    assert!(status.success(), "exit status at SIGTERM: {status:?}");
+    let (out, _, timed_out) =
+        tokio::task::spawn_blocking(move || wait_bounded(child, Duration::from_secs(60)))
+            .await
+            .unwrap();
+    assert!(!timed_out, "loadgen did not give up");
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    let (code, report) = mds_testkit::fsck(&mds_bin(), &data);
+    assert_eq!(code, 0, "{report}");
+    let logged = acked(&acks);
+    assert!(!logged.is_empty());
+    let server = Server::start(&mds_bin(), &data, &[]);
+    let present = names_under(&server, "/t").await;
+    let lost: Vec<_> = logged.difference(&present).collect();
+    assert!(lost.is_empty(), "counted creates lost at SIGTERM: {lost:?}");
 }
