@@ -13,8 +13,8 @@
 //! moves at random: every answer must wait for (a mutation: be built on) exactly the newest
 //! not-yet-durable change by the *other* client among the objects the operation looks at
 //! (DESIGN.md §3's table, as `ops.rs` reads it), and answer what the first property's
-//! reference answers. The ignored tests at the end are the cases where the server does not
-//! yet do what that table says.
+//! reference answers. The tests at the end are the cases it once found where the server did
+//! not do what that table says.
 //!
 //! `PROPTEST_CASES=10000` runs longer.
 
@@ -416,12 +416,14 @@ impl Model {
         (dirs, self.live.len() as u64 - dirs)
     }
 
-    /// Whether directory `ancestor` is `dir` or above it.
-    fn is_ancestor(&self, ancestor: u64, mut dir: u64) -> bool {
+    /// Whether directory `ancestor` is `dir` or above it. The answer rests on where every
+    /// directory passed on the way up is (all but `ancestor`): they go to `passed`.
+    fn is_ancestor(&self, ancestor: u64, mut dir: u64, passed: &mut Vec<Obj>) -> bool {
         loop {
             if dir == ancestor {
                 return true;
             }
+            passed.push(Obj::Inode(dir));
             if dir == ROOT_INO {
                 return false;
             }
@@ -508,9 +510,7 @@ impl Model {
 
     /// Checks the server's answer to `op` (asked with `cred`) against the reference, and
     /// applies it to the reference. Returns what the operation looked at and changed, in the
-    /// order the server checks: an answer refused early looks at less. Where DESIGN.md's
-    /// table says an answer rests on something the server does not look at, the reference
-    /// follows the server and says so; the ignored tests at the end hold those cases.
+    /// order the server checks: an answer refused early looks at less.
     fn apply(&mut self, op: &Op, cred: &Cred, exec: &Exec) -> Result<Footprint, String> {
         let mut fp = Footprint::default();
         match op {
@@ -735,10 +735,7 @@ impl Model {
                 // The server checks the kinds before the subtree, so renaming a directory onto
                 // a file inside itself is ENOTDIR where Linux says EINVAL; POSIX leaves the
                 // order of the checks open, and the model follows the server.
-                if src_is_dir && sp != dp && self.is_ancestor(src, dp) {
-                    // The answer rests on where every directory above `dp` is, which the
-                    // table does not list and nothing looks at:
-                    // `cos_an_uncommitted_move_of_an_ancestor_holds_a_refused_rename`.
+                if src_is_dir && sp != dp && self.is_ancestor(src, dp, &mut fp.reads) {
                     return refused(exec, Errno::EINVAL, fp);
                 }
                 fp.reads.extend(self.inode_objs(src));
@@ -1128,11 +1125,11 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Where the server does not do what DESIGN.md's commit-on-share table says. Each case is an
-// answer client B gets at once, built on client A's change that is not durable: were the
-// server to crash and A not come back, that change would be gone and B's answer false —
-// which is what commit-on-share exists to prevent ("no other client depended on them").
-// Ignored until the namespace is fixed; each asserts what the design says.
+// Cases the two-client property found where the server did not do what DESIGN.md's
+// commit-on-share table says. Each is an answer client B got at once, built on client A's
+// change that was not durable: were the server to crash and A not come back, that change
+// would be gone and B's answer false — which is what commit-on-share exists to prevent ("no
+// other client depended on them"). Each asserts what the design says.
 
 fn as_client(ns: &Namespace, client: u64, last_committed: u64, op: Op) -> Exec {
     let cred = Cred::default();
@@ -1297,13 +1294,12 @@ fn cos_a_file_another_client_created_holds_its_use_as_a_directory() {
 }
 
 /// A moves directory y under x (t4, not durable); B renames x into w, which is inside y, and
-/// is refused EINVAL at once. Whether w lies inside x depends on A's move, but no object B's
-/// rename looks at records it: the subtree check walks w's ancestors without looking at
-/// their stamps, and the table lists "both entries, both parents' existence, the moved inode,
-/// the replaced inode", not the ancestors. Fix: have the walk look at the stamp of every
-/// directory it passes (a move stamps the moved directory).
+/// is refused EINVAL. Whether w lies inside x depends on A's move, which none of the objects
+/// the table lists for RENAME ("both entries, both parents' existence, the moved inode, the
+/// replaced inode") records. The subtree check once walked w's ancestors without looking at
+/// their stamps and answered with wait 0; now it looks at the stamp of every directory it
+/// passes (a move stamps the moved directory).
 #[test]
-#[ignore = "commit-on-share: RENAME's subtree check does not wait for another client's move"]
 fn cos_an_uncommitted_move_of_an_ancestor_holds_a_refused_rename() {
     let (a, b) = (CLIENTS[0], CLIENTS[1]);
     let ns = empty();
@@ -1318,11 +1314,11 @@ fn cos_an_uncommitted_move_of_an_ancestor_holds_a_refused_rename() {
     assert_eq!(answered(&refused), (Err(Errno::EINVAL), t4));
 }
 
-/// The same gap the other way round: A moves y out of x/m (t5, not durable); B renames x into
-/// w, inside y, and it succeeds with `built_on` 0, though before A's move it was EINVAL. With
-/// `--ack early`, were the server to crash and A not come back, B's replay would be refused.
+/// The same case the other way round: A moves y out of x/m (t5, not durable); B renames x
+/// into w, inside y, and it succeeds, though before A's move it was EINVAL. With `--ack
+/// early`, were the server to crash and A not come back, B's replay would be refused: so B's
+/// rename is built on A's move (it once said `built_on` 0).
 #[test]
-#[ignore = "commit-on-share: RENAME's subtree check does not wait for another client's move"]
 fn cos_an_uncommitted_move_of_an_ancestor_holds_an_allowed_rename() {
     let (a, b) = (CLIENTS[0], CLIENTS[1]);
     let ns = empty();

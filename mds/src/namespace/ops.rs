@@ -14,8 +14,10 @@
 //! and the inode; GETATTR, SETATTR and READDIR the inode and, for a directory, its content;
 //! CREATE the entry or the name's removal and the parent itself; UNLINK and RMDIR the entry,
 //! the inode, and for RMDIR the directory's content; RENAME both entries, both parents and
-//! the inodes moved and replaced. Creates and removals of *different* names in one directory
-//! only write its content stamp, which they do not look at: they do not conflict.
+//! the inodes moved and replaced, and for a directory moved to another parent every directory
+//! its "not into its own subtree" check passes on the way up. Creates and removals of
+//! *different* names in one directory only write its content stamp, which they do not look
+//! at: they do not conflict.
 //!
 //! An answer that refuses an inode — ESTALE because it is gone, ENOTDIR because it is a file
 //! — builds on the change that made it so, and looks at the inode's stamp before refusing:
@@ -501,7 +503,7 @@ impl Namespace {
                     _ => {}
                 }
             }
-            if src.kind == FileKind::Directory && sp != dp && self.is_ancestor(src.ino, dp) {
+            if src.kind == FileKind::Directory && sp != dp && self.is_ancestor(cx, src.ino, dp) {
                 return Err(Errno::EINVAL);
             }
             let now = now_ns();
@@ -616,17 +618,27 @@ impl Namespace {
     }
 
     /// Whether directory `ancestor` is `dir` or one of its ancestors. Called under the
-    /// rename lock, so no directory changes parent meanwhile.
-    fn is_ancestor(&self, ancestor: u64, mut dir: u64) -> bool {
+    /// rename lock, so no directory changes parent meanwhile. The answer rests on where each
+    /// directory passed on the way up is, which another client's uncommitted move may have
+    /// decided: `cx` is shown the stamp of each (a move stamps the moved directory).
+    fn is_ancestor(&self, cx: &mut Cx<'_>, ancestor: u64, mut dir: u64) -> bool {
         loop {
             if dir == ancestor {
                 return true;
             }
             let parent = {
                 let l = self.table.lock(&[dir]);
-                match l.get(dir) {
-                    Some(node) => node.attr.parent,
-                    None => return false,
+                match l.get_or_removed(dir) {
+                    Ok(node) => {
+                        cx.see(&node.stamp);
+                        node.attr.parent
+                    }
+                    Err(removal) => {
+                        // Only `dir` itself can be gone (a directory above it is not
+                        // empty): the rename then finds it so and answers ESTALE.
+                        cx.see(&removal);
+                        return false;
+                    }
                 }
             };
             if parent == dir {
