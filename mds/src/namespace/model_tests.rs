@@ -13,8 +13,8 @@
 //! moves at random: every answer must wait for (a mutation: be built on) exactly the newest
 //! not-yet-durable change by the *other* client among the objects the operation looks at
 //! (DESIGN.md §3's table, as `ops.rs` reads it), and answer what the first property's
-//! reference answers. The ignored tests at the end are the cases where the server does not
-//! yet do what that table says.
+//! reference answers. The tests at the end are the cases it once found where the server did
+//! not do what that table says.
 //!
 //! `PROPTEST_CASES=10000` runs longer.
 
@@ -416,12 +416,14 @@ impl Model {
         (dirs, self.live.len() as u64 - dirs)
     }
 
-    /// Whether directory `ancestor` is `dir` or above it.
-    fn is_ancestor(&self, ancestor: u64, mut dir: u64) -> bool {
+    /// Whether directory `ancestor` is `dir` or above it. The answer rests on where every
+    /// directory passed on the way up is (all but `ancestor`): they go to `passed`.
+    fn is_ancestor(&self, ancestor: u64, mut dir: u64, passed: &mut Vec<Obj>) -> bool {
         loop {
             if dir == ancestor {
                 return true;
             }
+            passed.push(Obj::Inode(dir));
             if dir == ROOT_INO {
                 return false;
             }
@@ -429,13 +431,19 @@ impl Model {
         }
     }
 
-    /// A directory operation's parent: ESTALE if it is gone, ENOTDIR if it is a file.
-    fn parent_dir(&self, ino: u64) -> Result<(), Errno> {
-        match self.live.get(&ino) {
+    /// A directory operation's parent: ESTALE if it is gone, ENOTDIR if it is a file. A
+    /// refusal builds on the change that made the inode so (its removal, or its creation as
+    /// a file): then the inode goes to `fp`'s reads.
+    fn parent_dir(&self, ino: u64, fp: &mut Footprint) -> Result<(), Errno> {
+        let checked = match self.live.get(&ino) {
             None => Err(Errno::ESTALE),
             Some(n) if n.kind == Kind::File => Err(Errno::ENOTDIR),
             Some(_) => Ok(()),
+        };
+        if checked.is_err() {
+            fp.reads.push(Obj::Inode(ino));
         }
+        checked
     }
 
     /// What reading an inode looks at: the inode, and a directory's entries too (its size,
@@ -502,9 +510,7 @@ impl Model {
 
     /// Checks the server's answer to `op` (asked with `cred`) against the reference, and
     /// applies it to the reference. Returns what the operation looked at and changed, in the
-    /// order the server checks: an answer refused early looks at less. Where DESIGN.md's
-    /// table says an answer rests on something the server does not look at, the reference
-    /// follows the server and says so; the ignored tests at the end hold those cases.
+    /// order the server checks: an answer refused early looks at less.
     fn apply(&mut self, op: &Op, cred: &Cred, exec: &Exec) -> Result<Footprint, String> {
         let mut fp = Footprint::default();
         match op {
@@ -516,10 +522,7 @@ impl Model {
                 if let Err(e) = name_rule(name) {
                     return refused(exec, e, fp);
                 }
-                if let Err(e) = self.parent_dir(p) {
-                    // Looks at nothing, though the table says CREATE looks at the parent
-                    // itself: `cos_a_removed_inode_holds_other_clients_until_the_removal_is_durable`,
-                    // `cos_a_file_another_client_created_holds_its_use_as_a_directory`.
+                if let Err(e) = self.parent_dir(p, &mut fp) {
                     return refused(exec, e, fp);
                 }
                 fp.reads.push(Obj::Inode(p));
@@ -566,7 +569,7 @@ impl Model {
                 if let Err(e) = name_rule(name) {
                     return refused(exec, e, fp);
                 }
-                if let Err(e) = self.parent_dir(*parent) {
+                if let Err(e) = self.parent_dir(*parent, &mut fp) {
                     return refused(exec, e, fp);
                 }
                 fp.reads.push(Obj::Entry(*parent, name.clone()));
@@ -581,8 +584,8 @@ impl Model {
             }
             Op::Getattr { ino } => {
                 if !self.live.contains_key(ino) {
-                    // Looks at nothing, though the inode's removal is a change to it:
-                    // `cos_a_removed_inode_holds_other_clients_until_the_removal_is_durable`.
+                    // Built on the inode's removal.
+                    fp.reads.push(Obj::Inode(*ino));
                     return refused(exec, Errno::ESTALE, fp);
                 }
                 fp.reads.extend(self.inode_objs(*ino));
@@ -593,6 +596,8 @@ impl Model {
             }
             Op::Setattr { ino, attr: set } => {
                 let Some(node) = self.live.get(ino) else {
+                    // Built on the inode's removal.
+                    fp.reads.push(Obj::Inode(*ino));
                     return refused(exec, Errno::ESTALE, fp);
                 };
                 fp.reads.extend(self.inode_objs(*ino));
@@ -624,9 +629,7 @@ impl Model {
                 fp.writes = vec![Obj::Inode(*ino)];
             }
             Op::Readdir { ino, cursor, limit } => {
-                if let Err(e) = self.parent_dir(*ino) {
-                    // Looks at nothing, though the table says READDIR looks at the directory
-                    // itself: `cos_a_file_another_client_created_holds_its_use_as_a_directory`.
+                if let Err(e) = self.parent_dir(*ino, &mut fp) {
                     return refused(exec, e, fp);
                 }
                 fp.reads.extend(self.inode_objs(*ino));
@@ -658,7 +661,7 @@ impl Model {
                 if let Err(e) = name_rule(name) {
                     return refused(exec, e, fp);
                 }
-                if let Err(e) = self.parent_dir(*parent) {
+                if let Err(e) = self.parent_dir(*parent, &mut fp) {
                     return refused(exec, e, fp);
                 }
                 fp.reads.push(Obj::Entry(*parent, name.clone()));
@@ -698,12 +701,13 @@ impl Model {
                 if let Err(e) = name_rule(sn).and(name_rule(dn)) {
                     return refused(exec, e, fp);
                 }
-                if let Err(e) = self.parent_dir(sp).and(self.parent_dir(dp)) {
-                    // Looks at nothing, though the table lists both parents' existence:
-                    // `cos_a_removed_inode_holds_other_clients_until_the_removal_is_durable`.
+                if let Err(e) = self.parent_dir(sp, &mut fp) {
                     return refused(exec, e, fp);
                 }
                 fp.reads.push(Obj::Inode(sp));
+                if let Err(e) = self.parent_dir(dp, &mut fp) {
+                    return refused(exec, e, fp);
+                }
                 fp.reads.push(Obj::Inode(dp));
                 fp.reads.push(Obj::Entry(sp, sn.clone()));
                 let Some(&src) = self.entries(sp).get(sn) else {
@@ -731,10 +735,7 @@ impl Model {
                 // The server checks the kinds before the subtree, so renaming a directory onto
                 // a file inside itself is ENOTDIR where Linux says EINVAL; POSIX leaves the
                 // order of the checks open, and the model follows the server.
-                if src_is_dir && sp != dp && self.is_ancestor(src, dp) {
-                    // The answer rests on where every directory above `dp` is, which the
-                    // table does not list and nothing looks at:
-                    // `cos_an_uncommitted_move_of_an_ancestor_holds_a_refused_rename`.
+                if src_is_dir && sp != dp && self.is_ancestor(src, dp, &mut fp.reads) {
                     return refused(exec, Errno::EINVAL, fp);
                 }
                 fp.reads.extend(self.inode_objs(src));
@@ -1124,11 +1125,11 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Where the server does not do what DESIGN.md's commit-on-share table says. Each case is an
-// answer client B gets at once, built on client A's change that is not durable: were the
-// server to crash and A not come back, that change would be gone and B's answer false —
-// which is what commit-on-share exists to prevent ("no other client depended on them").
-// Ignored until the namespace is fixed; each asserts what the design says.
+// Cases the two-client property found where the server did not do what DESIGN.md's
+// commit-on-share table says. Each is an answer client B got at once, built on client A's
+// change that was not durable: were the server to crash and A not come back, that change
+// would be gone and B's answer false — which is what commit-on-share exists to prevent ("no
+// other client depended on them"). Each asserts what the design says.
 
 fn as_client(ns: &Namespace, client: u64, last_committed: u64, op: Op) -> Exec {
     let cred = Cred::default();
@@ -1174,14 +1175,59 @@ fn answered(exec: &Exec) -> (Result<&Body, Errno>, u64) {
     (answer(exec).1, held_by(exec))
 }
 
-/// A removes directory d (t2, not durable); B, who knew d, asks about it and is told ESTALE
-/// at once. The server drops the inode with its stamp and keeps no trace of the removal, so
-/// nothing holds B back: GETATTR (the table: "the inode") and RENAME into d (the table: "both
-/// parents' existence") answer with wait 0. The same holds for SETATTR, READDIR and CREATE in
-/// d. Fix: remember a removed inode's stamp until its removal is durable, as directories
-/// already remember removed names (`Node::removed`).
+/// Every operation that names `dir` as a directory, by name. `f` is a file in the root.
+fn uses_as_directory(dir: u64) -> Vec<(&'static str, Op)> {
+    let name = || String::from("x");
+    vec![
+        (
+            "CREATE in it",
+            Op::Create {
+                parent: dir,
+                name: name(),
+                mode: 0o644,
+            },
+        ),
+        ("MKDIR in it", mkdir(dir, "x")),
+        (
+            "LOOKUP in it",
+            Op::Lookup {
+                parent: dir,
+                name: name(),
+            },
+        ),
+        (
+            "READDIR",
+            Op::Readdir {
+                ino: dir,
+                cursor: None,
+                limit: 10,
+            },
+        ),
+        (
+            "UNLINK in it",
+            Op::Unlink {
+                parent: dir,
+                name: name(),
+            },
+        ),
+        (
+            "RMDIR in it",
+            Op::Rmdir {
+                parent: dir,
+                name: name(),
+            },
+        ),
+        ("RENAME out of it", rename(dir, "x", ROOT_INO, "y")),
+        ("RENAME into it", rename(ROOT_INO, "f", dir, "f")),
+    ]
+}
+
+/// A removes directory d (t3, not durable); B, who knew d, asks about it and is told ESTALE.
+/// That answer builds on the removal: GETATTR (the table: "the inode") and RENAME into d (the
+/// table: "both parents' existence") must wait for it. The server once dropped the inode with
+/// its stamp and answered with wait 0; now the stripe keeps the removal's stamp until it is
+/// durable (`Locked::note_removed`), as directories keep removed names' (`Node::removed`).
 #[test]
-#[ignore = "commit-on-share: an answer of ESTALE does not wait for another client's removal"]
 fn cos_a_removed_inode_holds_other_clients_until_the_removal_is_durable() {
     let (a, b) = (CLIENTS[0], CLIENTS[1]);
     let ns = empty();
@@ -1199,19 +1245,33 @@ fn cos_a_removed_inode_holds_other_clients_until_the_removal_is_durable() {
     let Exec::Mutation { transno: t3, .. } = as_client(&ns, a, 2, rmdir) else {
         panic!("rmdir failed");
     };
-    let getattr = as_client(&ns, b, 2, Op::Getattr { ino: d });
-    assert_eq!(answered(&getattr), (Err(Errno::ESTALE), t3), "GETATTR");
-    let into_d = as_client(&ns, b, 2, rename(ROOT_INO, "f", d, "f"));
-    assert_eq!(answered(&into_d), (Err(Errno::ESTALE), t3), "RENAME into d");
+    let mut ops = uses_as_directory(d);
+    ops.push(("GETATTR", Op::Getattr { ino: d }));
+    let setattr = Op::Setattr {
+        ino: d,
+        attr: SetAttr::default(),
+    };
+    ops.push(("SETATTR", setattr));
+    for (what, op) in ops {
+        let stale = as_client(&ns, b, 2, op.clone());
+        assert_eq!(answered(&stale), (Err(Errno::ESTALE), t3), "{what}");
+        let own = as_client(&ns, a, 2, op.clone());
+        assert_eq!(answered(&own), (Err(Errno::ESTALE), 0), "{what}: A's own");
+        let durable = as_client(&ns, b, t3, op);
+        assert_eq!(
+            answered(&durable),
+            (Err(Errno::ESTALE), 0),
+            "{what}: durable"
+        );
+    }
 }
 
 /// A creates file f (t1, not durable); B names f where a directory belongs and is told
-/// ENOTDIR at once: the server checks the kind before it looks at the stamp. The table says
-/// CREATE looks at "parent itself if it was created uncommitted", READDIR at "dir itself".
-/// (B has to guess f's number — they are handed out in order.) Fix: look at the inode's
-/// stamp before refusing it for its kind.
+/// ENOTDIR. The table says CREATE looks at "parent itself if it was created uncommitted",
+/// READDIR at "dir itself". (B has to guess f's number — they are handed out in order.) The
+/// server once checked the kind before the stamp and answered with wait 0; now it looks at
+/// the inode's stamp before refusing it for its kind.
 #[test]
-#[ignore = "commit-on-share: an answer of ENOTDIR does not wait for another client's create"]
 fn cos_a_file_another_client_created_holds_its_use_as_a_directory() {
     let (a, b) = (CLIENTS[0], CLIENTS[1]);
     let ns = empty();
@@ -1221,29 +1281,25 @@ fn cos_a_file_another_client_created_holds_its_use_as_a_directory() {
         mode: 0o644,
     };
     let f = made(as_client(&ns, a, 0, create)); // t1
-    let create_in_f = as_client(&ns, b, 0, mkdir(f, "x"));
-    assert_eq!(
-        answered(&create_in_f),
-        (Err(Errno::ENOTDIR), 1),
-        "MKDIR in f"
-    );
-    let readdir = Op::Readdir {
-        ino: f,
-        cursor: None,
-        limit: 10,
-    };
-    let readdir = as_client(&ns, b, 0, readdir);
-    assert_eq!(answered(&readdir), (Err(Errno::ENOTDIR), 1), "READDIR f");
+    for (what, op) in uses_as_directory(f) {
+        let refused = as_client(&ns, b, 0, op.clone());
+        assert_eq!(answered(&refused), (Err(Errno::ENOTDIR), 1), "{what}");
+        let durable = as_client(&ns, b, 1, op);
+        assert_eq!(
+            answered(&durable),
+            (Err(Errno::ENOTDIR), 0),
+            "{what}: durable"
+        );
+    }
 }
 
 /// A moves directory y under x (t4, not durable); B renames x into w, which is inside y, and
-/// is refused EINVAL at once. Whether w lies inside x depends on A's move, but no object B's
-/// rename looks at records it: the subtree check walks w's ancestors without looking at
-/// their stamps, and the table lists "both entries, both parents' existence, the moved inode,
-/// the replaced inode", not the ancestors. Fix: have the walk look at the stamp of every
-/// directory it passes (a move stamps the moved directory).
+/// is refused EINVAL. Whether w lies inside x depends on A's move, which none of the objects
+/// the table lists for RENAME ("both entries, both parents' existence, the moved inode, the
+/// replaced inode") records. The subtree check once walked w's ancestors without looking at
+/// their stamps and answered with wait 0; now it looks at the stamp of every directory it
+/// passes (a move stamps the moved directory).
 #[test]
-#[ignore = "commit-on-share: RENAME's subtree check does not wait for another client's move"]
 fn cos_an_uncommitted_move_of_an_ancestor_holds_a_refused_rename() {
     let (a, b) = (CLIENTS[0], CLIENTS[1]);
     let ns = empty();
@@ -1258,11 +1314,11 @@ fn cos_an_uncommitted_move_of_an_ancestor_holds_a_refused_rename() {
     assert_eq!(answered(&refused), (Err(Errno::EINVAL), t4));
 }
 
-/// The same gap the other way round: A moves y out of x/m (t5, not durable); B renames x into
-/// w, inside y, and it succeeds with `built_on` 0, though before A's move it was EINVAL. With
-/// `--ack early`, were the server to crash and A not come back, B's replay would be refused.
+/// The same case the other way round: A moves y out of x/m (t5, not durable); B renames x
+/// into w, inside y, and it succeeds, though before A's move it was EINVAL. With `--ack
+/// early`, were the server to crash and A not come back, B's replay would be refused: so B's
+/// rename is built on A's move (it once said `built_on` 0).
 #[test]
-#[ignore = "commit-on-share: RENAME's subtree check does not wait for another client's move"]
 fn cos_an_uncommitted_move_of_an_ancestor_holds_an_allowed_rename() {
     let (a, b) = (CLIENTS[0], CLIENTS[1]);
     let ns = empty();

@@ -169,6 +169,12 @@ impl Stamp {
         last.max(other)
     }
 
+    /// Whether a change it records may not be durable yet, given `last_committed`: while it
+    /// is, the stamp may hold some client back and must be kept.
+    pub(crate) fn uncommitted(&self, last_committed: u64) -> bool {
+        self.transno > last_committed || self.other > last_committed
+    }
+
     /// `client` changed the object in `transno`.
     pub(crate) fn write(&mut self, client: u64, transno: u64) {
         if self.client != client {
@@ -271,7 +277,7 @@ impl Node {
     pub(crate) fn note_removed(&mut self, name: String, stamp: Stamp, last_committed: u64) {
         let removed = self.removed.get_or_insert_with(Default::default);
         if removed.len() >= 64 {
-            removed.retain(|_, s| s.transno > last_committed || s.other > last_committed);
+            removed.retain(|_, s| s.uncommitted(last_committed));
         }
         removed.insert(name, stamp);
     }

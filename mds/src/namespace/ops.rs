@@ -14,8 +14,15 @@
 //! and the inode; GETATTR, SETATTR and READDIR the inode and, for a directory, its content;
 //! CREATE the entry or the name's removal and the parent itself; UNLINK and RMDIR the entry,
 //! the inode, and for RMDIR the directory's content; RENAME both entries, both parents and
-//! the inodes moved and replaced. Creates and removals of *different* names in one directory
-//! only write its content stamp, which they do not look at: they do not conflict.
+//! the inodes moved and replaced, and for a directory moved to another parent every directory
+//! its "not into its own subtree" check passes on the way up. Creates and removals of
+//! *different* names in one directory only write its content stamp, which they do not look
+//! at: they do not conflict.
+//!
+//! An answer that refuses an inode — ESTALE because it is gone, ENOTDIR because it is a file
+//! — builds on the change that made it so, and looks at the inode's stamp before refusing:
+//! for a removed inode, the stamp its removal left in the table (`Locked::note_removed`),
+//! kept until that removal is durable.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -69,17 +76,42 @@ impl Cx<'_> {
     }
 }
 
-fn dir<'a>(l: &'a Locked<'_>, ino: u64) -> Result<&'a Node, Errno> {
-    let node = l.get(ino).ok_or(Errno::ESTALE)?;
+/// The inode `ino`, or ESTALE. That answer builds on the inode's removal as any other answer
+/// builds on its last change, so `cx` is shown the stamp the removal left.
+#[inline]
+fn inode<'a>(cx: &mut Cx<'_>, l: &'a Locked<'_>, ino: u64) -> Result<&'a Node, Errno> {
+    l.get_or_removed(ino).map_err(|removal| {
+        cx.see(&removal);
+        Errno::ESTALE
+    })
+}
+
+#[inline]
+fn inode_mut<'a>(cx: &mut Cx<'_>, l: &'a mut Locked<'_>, ino: u64) -> Result<&'a mut Node, Errno> {
+    l.get_mut_or_removed(ino).map_err(|removal| {
+        cx.see(&removal);
+        Errno::ESTALE
+    })
+}
+
+/// The directory `ino`, or ESTALE, or ENOTDIR. A refusal builds on what the inode is (or
+/// was), so `cx` is shown its stamp before it is refused; a directory that passes is looked
+/// at only where the operation's own rule says so (LOOKUP does not look at the parent itself).
+#[inline]
+fn dir<'a>(cx: &mut Cx<'_>, l: &'a Locked<'_>, ino: u64) -> Result<&'a Node, Errno> {
+    let node = inode(cx, l, ino)?;
     if node.entries.is_none() {
+        cx.see(&node.stamp);
         return Err(Errno::ENOTDIR);
     }
     Ok(node)
 }
 
-fn dir_mut<'a>(l: &'a mut Locked<'_>, ino: u64) -> Result<&'a mut Node, Errno> {
-    let node = l.get_mut(ino).ok_or(Errno::ESTALE)?;
+#[inline]
+fn dir_mut<'a>(cx: &mut Cx<'_>, l: &'a mut Locked<'_>, ino: u64) -> Result<&'a mut Node, Errno> {
+    let node = inode_mut(cx, l, ino)?;
     if node.entries.is_none() {
+        cx.see(&node.stamp);
         return Err(Errno::ENOTDIR);
     }
     Ok(node)
@@ -163,7 +195,7 @@ impl Namespace {
         let now = now_ns();
         let is_dir = kind == FileKind::Directory;
         let mut l = self.table.lock(&[parent, ino]);
-        let p = dir_mut(&mut l, parent)?;
+        let p = dir_mut(cx, &mut l, parent)?;
         cx.see(&p.stamp);
         if let Some(existing) = entries_mut(p).get(&name) {
             cx.see(&existing.stamp);
@@ -231,7 +263,7 @@ impl Namespace {
         check_name(name)?;
         let child = {
             let l = self.table.lock(&[parent]);
-            let p = dir(&l, parent)?;
+            let p = dir(cx, &l, parent)?;
             match p.entries.as_ref().and_then(|e| e.get(name)) {
                 Some(entry) => {
                     cx.see(&entry.stamp);
@@ -244,16 +276,20 @@ impl Namespace {
             }
         };
         // The parent's lock is released before the child's is taken (lock order); a child
-        // removed in between was removed after this lookup, which then answers ENOENT.
+        // removed in between was removed after this lookup, which then answers ENOENT, built
+        // on that removal.
         let l = self.table.lock(&[child]);
-        let node = l.get(child).ok_or(Errno::ENOENT)?;
+        let node = l.get_or_removed(child).map_err(|removal| {
+            cx.see(&removal);
+            Errno::ENOENT
+        })?;
         see_inode(cx, node);
         Ok(now(Body::Attr(to_attr(&node.attr))))
     }
 
     fn getattr(&self, cx: &mut Cx<'_>, ino: u64) -> OpResult {
         let l = self.table.lock(&[ino]);
-        let node = l.get(ino).ok_or(Errno::ESTALE)?;
+        let node = inode(cx, &l, ino)?;
         see_inode(cx, node);
         Ok(now(Body::Attr(to_attr(&node.attr))))
     }
@@ -262,7 +298,7 @@ impl Namespace {
         self.writable()?;
         let now = now_ns();
         let mut l = self.table.lock(&[ino]);
-        let node = l.get_mut(ino).ok_or(Errno::ESTALE)?;
+        let node = inode_mut(cx, &mut l, ino)?;
         see_inode(cx, node);
         if set.size.is_some() && node.attr.kind == FileKind::Directory {
             return Err(Errno::EISDIR);
@@ -304,7 +340,7 @@ impl Namespace {
     fn readdir(&self, cx: &mut Cx<'_>, ino: u64, cursor: Option<&str>, limit: u32) -> OpResult {
         let limit = limit.clamp(1, MAX_READDIR) as usize;
         let l = self.table.lock(&[ino]);
-        let d = dir(&l, ino)?;
+        let d = dir(cx, &l, ino)?;
         see_inode(cx, d);
         let entries = d.entries.as_ref().expect("a directory");
         let range = match cursor {
@@ -346,7 +382,7 @@ impl Namespace {
         loop {
             let child = {
                 let l = self.table.lock(&[parent]);
-                let p = dir(&l, parent)?;
+                let p = dir(cx, &l, parent)?;
                 match p.entries.as_ref().and_then(|e| e.get(&name)) {
                     Some(entry) => *entry,
                     None => {
@@ -363,7 +399,7 @@ impl Namespace {
             }
             let now = now_ns();
             let mut l = self.table.lock(&[parent, child.ino]);
-            let p = dir_mut(&mut l, parent)?;
+            let p = dir_mut(cx, &mut l, parent)?;
             let Some(current) = entries_mut(p).get(&name).copied() else {
                 continue; // changed between the two lock rounds: look again
             };
@@ -377,7 +413,7 @@ impl Namespace {
                 return Err(Errno::ENOTEMPTY);
             }
             let transno = self.next_transno();
-            let p = dir_mut(&mut l, parent)?;
+            let p = dir_mut(cx, &mut l, parent)?;
             p.content = cx.stamp(p.content, transno);
             entries_mut(p).remove(&name);
             if cx.keeps_removals() {
@@ -422,6 +458,10 @@ impl Namespace {
             return JournalOp::PutInode(node.attr.image());
         }
         let removed = l.remove(ino).expect("just found");
+        if cx.keeps_removals() {
+            let stamp = cx.stamp(removed.stamp, transno);
+            l.note_removed(ino, stamp, cx.caller.last_committed);
+        }
         match removed.attr.kind {
             FileKind::Directory => self.directories.fetch_sub(1, Ordering::Relaxed),
             FileKind::File => self.files.fetch_sub(1, Ordering::Relaxed),
@@ -437,9 +477,9 @@ impl Namespace {
         loop {
             let (src, dst) = {
                 let l = self.table.lock(&[sp, dp]);
-                let s = dir(&l, sp)?;
-                let d = dir(&l, dp)?;
+                let s = dir(cx, &l, sp)?;
                 cx.see(&s.stamp);
+                let d = dir(cx, &l, dp)?;
                 cx.see(&d.stamp);
                 let Some(src) = s.entries.as_ref().and_then(|e| e.get(&sn)).copied() else {
                     cx.see(&s.removed_stamp(&sn));
@@ -463,19 +503,19 @@ impl Namespace {
                     _ => {}
                 }
             }
-            if src.kind == FileKind::Directory && sp != dp && self.is_ancestor(src.ino, dp) {
+            if src.kind == FileKind::Directory && sp != dp && self.is_ancestor(cx, src.ino, dp) {
                 return Err(Errno::EINVAL);
             }
             let now = now_ns();
             let mut inos = vec![sp, dp, src.ino];
             inos.extend(dst.map(|d| d.ino));
             let mut l = self.table.lock(&inos);
-            let still_src = dir(&l, sp)?
+            let still_src = dir(cx, &l, sp)?
                 .entries
                 .as_ref()
                 .and_then(|e| e.get(&sn))
                 .copied();
-            let still_dst = dir(&l, dp)?
+            let still_dst = dir(cx, &l, dp)?
                 .entries
                 .as_ref()
                 .and_then(|e| e.get(&dn))
@@ -505,7 +545,7 @@ impl Namespace {
             let mut ops = Vec::with_capacity(6 + RESEND_OPS);
 
             // Source directory loses the name (and the moved directory's "..").
-            let s = dir_mut(&mut l, sp)?;
+            let s = dir_mut(cx, &mut l, sp)?;
             s.content = cx.stamp(s.content, transno);
             entries_mut(s).remove(&sn);
             if cx.keeps_removals() {
@@ -525,7 +565,7 @@ impl Namespace {
             // A replaced target loses its name, and its inode if that was the last one.
             if let Some(dst) = still_dst {
                 ops.push(self.drop_link(cx, &mut l, dst.ino, now, transno));
-                let d = dir_mut(&mut l, dp)?;
+                let d = dir_mut(cx, &mut l, dp)?;
                 d.attr.entries -= 1;
                 if dst.kind == FileKind::Directory {
                     d.attr.nlink -= 1;
@@ -533,7 +573,7 @@ impl Namespace {
             }
 
             // Destination directory gains the name; the name's history goes on in its stamp.
-            let d = dir_mut(&mut l, dp)?;
+            let d = dir_mut(cx, &mut l, dp)?;
             d.content = cx.stamp(d.content, transno);
             let before = match still_dst {
                 Some(dst) => dst.stamp,
@@ -578,17 +618,27 @@ impl Namespace {
     }
 
     /// Whether directory `ancestor` is `dir` or one of its ancestors. Called under the
-    /// rename lock, so no directory changes parent meanwhile.
-    fn is_ancestor(&self, ancestor: u64, mut dir: u64) -> bool {
+    /// rename lock, so no directory changes parent meanwhile. The answer rests on where each
+    /// directory passed on the way up is, which another client's uncommitted move may have
+    /// decided: `cx` is shown the stamp of each (a move stamps the moved directory).
+    fn is_ancestor(&self, cx: &mut Cx<'_>, ancestor: u64, mut dir: u64) -> bool {
         loop {
             if dir == ancestor {
                 return true;
             }
             let parent = {
                 let l = self.table.lock(&[dir]);
-                match l.get(dir) {
-                    Some(node) => node.attr.parent,
-                    None => return false,
+                match l.get_or_removed(dir) {
+                    Ok(node) => {
+                        cx.see(&node.stamp);
+                        node.attr.parent
+                    }
+                    Err(removal) => {
+                        // Only `dir` itself can be gone (a directory above it is not
+                        // empty): the rename then finds it so and answers ESTALE.
+                        cx.see(&removal);
+                        return false;
+                    }
                 }
             };
             if parent == dir {

@@ -4,18 +4,54 @@
 //! can never wait on each other in a cycle), does its checks and changes, takes its transno,
 //! and unlocks. There is no service-wide lock: independent operations on different
 //! directories only meet when their inodes hash to one stripe.
+//!
+//! A stripe also remembers, for commit-on-share, the stamps of the inodes removed from it
+//! whose removal may not be durable yet: an answer that an inode is gone (ESTALE) builds on
+//! its removal as much as an answer about a live inode builds on its last change. Only
+//! removals write there, so creates and reads of live inodes never touch it.
 
 use std::collections::HashMap;
 
 use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, MutexGuard};
 
-use super::node::Node;
+use super::node::{Node, Stamp};
 
 /// Number of stripes; a power of two.
 const STRIPES: usize = 1024;
 
-type Stripe = HashMap<u64, Node>;
+/// How many removed inodes a stripe remembers before it first drops the durable ones.
+const REMOVED_PURGE_AT: usize = 64;
+
+/// The inodes of one stripe, and the recent removals among them.
+struct Stripe {
+    nodes: HashMap<u64, Node>,
+    /// Commit-on-share: inodes removed by changes that may not be durable yet, with the stamp
+    /// their removal left. Empty (no allocation) until the first removal in the stripe.
+    removed: HashMap<u64, Stamp>,
+    /// Size of `removed` at which it is next purged of durable removals: twice what the last
+    /// purge kept (at least `REMOVED_PURGE_AT`), so a stripe whose removals all stay held
+    /// for a while is not scanned again on every removal.
+    purge_removed_at: usize,
+}
+
+impl Stripe {
+    fn new() -> Stripe {
+        Stripe {
+            nodes: HashMap::new(),
+            removed: HashMap::new(),
+            purge_removed_at: REMOVED_PURGE_AT,
+        }
+    }
+}
+
+/// The stamp the removal of `ino` left in `removed`, if it is still remembered. Only answers
+/// that an inode is gone come here: kept out of the callers' hot paths.
+#[cold]
+#[inline(never)]
+fn removal_stamp(removed: &HashMap<u64, Stamp>, ino: u64) -> Stamp {
+    removed.get(&ino).copied().unwrap_or_default()
+}
 
 pub(crate) struct Table {
     stripes: Box<[CachePadded<Mutex<Stripe>>]>,
@@ -30,7 +66,7 @@ impl Table {
     pub fn new() -> Self {
         Table {
             stripes: (0..STRIPES)
-                .map(|_| CachePadded::new(Mutex::new(HashMap::new())))
+                .map(|_| CachePadded::new(Mutex::new(Stripe::new())))
                 .collect(),
         }
     }
@@ -52,6 +88,7 @@ impl Table {
     pub fn insert_unlocked(&self, node: Node) {
         self.stripes[stripe_of(node.attr.ino)]
             .lock()
+            .nodes
             .insert(node.attr.ino, node);
     }
 
@@ -59,7 +96,7 @@ impl Table {
     #[cfg(test)]
     pub fn for_each(&self, mut f: impl FnMut(&mut Node)) {
         for stripe in self.stripes.iter() {
-            for node in stripe.lock().values_mut() {
+            for node in stripe.lock().nodes.values_mut() {
                 f(node);
             }
         }
@@ -93,20 +130,55 @@ impl Locked<'_> {
     }
 
     pub fn get(&self, ino: u64) -> Option<&Node> {
-        self.stripe(ino).get(&ino)
+        self.stripe(ino).nodes.get(&ino)
     }
 
     pub fn get_mut(&mut self, ino: u64) -> Option<&mut Node> {
-        self.stripe_mut(ino).get_mut(&ino)
+        self.stripe_mut(ino).nodes.get_mut(&ino)
+    }
+
+    /// The inode `ino`, or if there is none, the stamp its removal left: the empty stamp if
+    /// it never existed or its removal is durable and purged (either way it holds nobody).
+    /// Inlined, with the removal's lookup out of line: every operation's path to a live inode
+    /// goes through here, and should cost what `get` does.
+    #[inline]
+    pub fn get_or_removed(&self, ino: u64) -> Result<&Node, Stamp> {
+        let stripe = self.stripe(ino);
+        match stripe.nodes.get(&ino) {
+            Some(node) => Ok(node),
+            None => Err(removal_stamp(&stripe.removed, ino)),
+        }
+    }
+
+    /// As [`Locked::get_or_removed`], to change the inode.
+    #[inline]
+    pub fn get_mut_or_removed(&mut self, ino: u64) -> Result<&mut Node, Stamp> {
+        let stripe = self.stripe_mut(ino);
+        match stripe.nodes.get_mut(&ino) {
+            Some(node) => Ok(node),
+            None => Err(removal_stamp(&stripe.removed, ino)),
+        }
     }
 
     pub fn insert(&mut self, node: Node) {
         let ino = node.attr.ino;
-        self.stripe_mut(ino).insert(ino, node);
+        self.stripe_mut(ino).nodes.insert(ino, node);
     }
 
     pub fn remove(&mut self, ino: u64) -> Option<Node> {
-        self.stripe_mut(ino).remove(&ino)
+        self.stripe_mut(ino).nodes.remove(&ino)
+    }
+
+    /// Remembers that inode `ino` was removed with `stamp`, dropping removals that are
+    /// durable by `last_committed` once the stripe has gathered many (they can hold nobody
+    /// back any more). Inode numbers are never reused, so nothing ever takes the stamp back.
+    pub fn note_removed(&mut self, ino: u64, stamp: Stamp, last_committed: u64) {
+        let stripe = self.stripe_mut(ino);
+        if stripe.removed.len() >= stripe.purge_removed_at {
+            stripe.removed.retain(|_, s| s.uncommitted(last_committed));
+            stripe.purge_removed_at = (2 * stripe.removed.len()).max(REMOVED_PURGE_AT);
+        }
+        stripe.removed.insert(ino, stamp);
     }
 }
 
@@ -121,6 +193,57 @@ mod tests {
             used.len() > STRIPES * 9 / 10,
             "only {} stripes used",
             used.len()
+        );
+    }
+
+    #[test]
+    fn a_stripe_forgets_removals_once_durable_and_purges_less_often_while_they_are_held() {
+        let t = Table::new();
+        let first = 1u64;
+        let same_stripe: Vec<u64> = (1..)
+            .filter(|&i| stripe_of(i) == stripe_of(first))
+            .take(3 * REMOVED_PURGE_AT)
+            .collect();
+        let removal = |transno: u64| {
+            let mut s = Stamp::default();
+            s.write(7, transno);
+            s
+        };
+        let mut l = t.lock(&[first]);
+        let removed = |l: &Locked<'_>| l.stripe(first).removed.len();
+        // All held (nothing durable): the first purge keeps them all, the next waits for twice
+        // as many.
+        for (i, &ino) in same_stripe[..=REMOVED_PURGE_AT].iter().enumerate() {
+            l.note_removed(ino, removal(i as u64 + 1), 0);
+        }
+        assert_eq!(removed(&l), REMOVED_PURGE_AT + 1);
+        assert_eq!(l.stripe(first).purge_removed_at, 2 * REMOVED_PURGE_AT);
+        assert_eq!(
+            l.get_or_removed(same_stripe[0]).map(|_| ()),
+            Err(removal(1))
+        );
+        // Everything durable but the newest: the next purge drops the rest.
+        let last_committed = (2 * REMOVED_PURGE_AT - 1) as u64;
+        for (i, &ino) in same_stripe[REMOVED_PURGE_AT + 1..=2 * REMOVED_PURGE_AT]
+            .iter()
+            .enumerate()
+        {
+            l.note_removed(
+                ino,
+                removal((REMOVED_PURGE_AT + 2 + i) as u64),
+                last_committed,
+            );
+        }
+        assert_eq!(
+            removed(&l),
+            2,
+            "the newest held one, and the one just removed"
+        );
+        assert_eq!(l.stripe(first).purge_removed_at, REMOVED_PURGE_AT);
+        assert_eq!(
+            l.get_or_removed(same_stripe[0]).map(|_| ()),
+            Err(Stamp::default()),
+            "durable and purged: holds nobody"
         );
     }
 
