@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rocksdb::{ColumnFamily, DB, Direction, IteratorMode, ReadOptions, WriteBatch, WriteOptions};
 
 use crate::error::{Error, Result};
-use crate::options::{block_cache, cf_descriptors, db_options};
+use crate::options::{Tuning, block_cache, cf_descriptors, db_options};
 use crate::resend::{ClientResend, ClientSlots};
 use crate::schema::*;
 
@@ -92,9 +92,18 @@ impl Journal {
     /// `last_committed` and the next inode number. A new store gets its root directory in its
     /// first, synced, batch.
     pub fn open(path: &Path, options: JournalOptions) -> Result<(Journal, Recovered)> {
-        let opts = db_options();
+        Self::open_tuned(path, options, &Tuning::default())
+    }
+
+    /// [`Journal::open`] with other RocksDB sizes (tests shrink them).
+    pub(crate) fn open_tuned(
+        path: &Path,
+        options: JournalOptions,
+        tuning: &Tuning,
+    ) -> Result<(Journal, Recovered)> {
+        let opts = db_options(tuning);
         let cache = block_cache();
-        let db = DB::open_cf_descriptors(&opts, path, cf_descriptors(&cache))
+        let db = DB::open_cf_descriptors(&opts, path, cf_descriptors(&cache, tuning))
             .map_err(|e| explain_open_failure(&opts, path, e))?;
         Self::finish_open(db, opts, path, options, true)
     }
@@ -106,10 +115,12 @@ impl Journal {
                 path: path.display().to_string(),
             });
         }
-        let mut opts = db_options();
+        let tuning = Tuning::default();
+        let mut opts = db_options(&tuning);
         opts.create_if_missing(false);
         let cache = block_cache();
-        let db = DB::open_cf_descriptors_read_only(&opts, path, cf_descriptors(&cache), false)?;
+        let db =
+            DB::open_cf_descriptors_read_only(&opts, path, cf_descriptors(&cache, &tuning), false)?;
         Self::finish_open(db, opts, path, JournalOptions::default(), false)
     }
 
@@ -892,5 +903,162 @@ mod tests {
         assert!(err.to_string().contains("docs/schema.md"), "{err}");
         // Read-only opens may leave a family out: fsck still gets to the store's contents.
         assert!(Journal::open_read_only(dir.path()).is_ok());
+    }
+
+    /// One commit of `creates` creates in the root, each with its resend record, as the server
+    /// journals them: like every commit, it writes `meta` and `clients` too. Returns the
+    /// bytes written.
+    fn commit_creates(j: &Journal, creates: u64) -> usize {
+        let first = j.last_committed() + 1;
+        let records: Vec<TxRecord> = (first..first + creates)
+            .map(|transno| {
+                let ino = transno + 1;
+                TxRecord {
+                    transno,
+                    ops: vec![
+                        JournalOp::PutInode(Inode {
+                            ino,
+                            kind: FileKind::File,
+                            mode: 0o644,
+                            uid: 1000,
+                            gid: 1000,
+                            nlink: 1,
+                            size: 0,
+                            ctime_ns: 1,
+                            mtime_ns: 1,
+                            generation: transno,
+                            parent: 0,
+                            entries: 0,
+                            transno,
+                        }),
+                        JournalOp::PutDentry {
+                            parent: ROOT_INO,
+                            name: format!("f.{ino:016}"),
+                            entry: Dentry {
+                                ino,
+                                kind: FileKind::File,
+                            },
+                        },
+                        JournalOp::PutResend {
+                            client: 7,
+                            acked_xid: first - 1,
+                            record: ResendRecord {
+                                xid: transno,
+                                transno,
+                                reply: vec![0x5a; 35],
+                            },
+                        },
+                    ],
+                }
+            })
+            .collect();
+        j.commit(&records).unwrap().bytes
+    }
+
+    /// Waits until RocksDB has no flush queued or running: they run on its background thread,
+    /// so wait for them to be done rather than for some time.
+    fn wait_for_flushes(j: &Journal) {
+        let int = |value: std::result::Result<Option<u64>, rocksdb::Error>| value.unwrap();
+        for _ in 0..6000 {
+            let pending = ALL_CFS.iter().any(|name| {
+                int(j
+                    .db
+                    .property_int_value_cf(j.cf(name), "rocksdb.mem-table-flush-pending"))
+                    != Some(0)
+            });
+            let running = int(j.db.property_int_value("rocksdb.num-running-flushes")) != Some(0);
+            if !pending && !running {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("RocksDB's flushes were still not done after a minute");
+    }
+
+    /// Bytes of write-ahead log a crash now would leave to replay: the `*.log` files RocksDB
+    /// still needs (numbered from `rocksdb.min-log-number-to-keep` on), once the flushes
+    /// asked for are done. Files it no longer needs but has not deleted yet do not count.
+    fn live_wal_bytes(j: &Journal) -> u64 {
+        wait_for_flushes(j);
+        let oldest_needed =
+            j.db.property_int_value("rocksdb.min-log-number-to-keep")
+                .unwrap()
+                .unwrap();
+        std::fs::read_dir(j.path())
+            .unwrap()
+            .map(|entry| entry.unwrap())
+            .filter_map(|entry| {
+                let name = entry.file_name().into_string().ok()?;
+                let number: u64 = name.strip_suffix(".log")?.parse().ok()?;
+                (number >= oldest_needed).then(|| entry.metadata().unwrap().len())
+            })
+            .sum()
+    }
+
+    /// `meta` and `clients` have data in every WAL file, since every commit writes them; with
+    /// no limit they keep every WAL file alive (here, everything written), and with one, what
+    /// a crash would replay stays near the limit however much is committed. Flushes forced
+    /// by the limit lose nothing.
+    #[test]
+    fn the_wal_a_crash_would_replay_stays_near_its_limit() {
+        let limit: u64 = 1 << 20;
+        // Write buffers far larger than what the test writes: only the limit forces flushes.
+        let limited = Tuning {
+            max_total_wal_size: limit,
+            namespace_write_buffer: 32 << 20,
+            per_commit_write_buffer: 16 << 20,
+        };
+        // 0 is RocksDB's default: four times the write buffers of all families, here 1 GiB.
+        let unlimited = Tuning {
+            max_total_wal_size: 0,
+            ..limited
+        };
+        let (commits, creates) = (400, 200);
+        let mut most_live = Vec::new();
+        for tuning in [limited, unlimited] {
+            let dir = tempfile::tempdir().unwrap();
+            let (j, _) =
+                Journal::open_tuned(dir.path(), JournalOptions::default(), &tuning).unwrap();
+            let mut written = 0;
+            let mut most = 0;
+            for i in 0..commits {
+                written += commit_creates(&j, creates);
+                if i % 20 == 19 {
+                    most = most.max(live_wal_bytes(&j));
+                }
+            }
+            assert!(
+                written as u64 >= 8 * limit,
+                "the test writes {written} bytes"
+            );
+            most_live.push(most);
+            drop(j);
+            let (j, recovered) =
+                Journal::open_tuned(dir.path(), JournalOptions::default(), &tuning).unwrap();
+            assert_eq!(recovered.last_committed, commits * creates);
+            let mut inodes = 0;
+            j.scan_inodes(|_| {
+                inodes += 1;
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(
+                inodes,
+                1 + commits * creates,
+                "every committed inode is back"
+            );
+        }
+        let [with_limit, without] = most_live[..] else {
+            unreachable!()
+        };
+        assert!(
+            with_limit <= 2 * limit,
+            "live WAL reached {with_limit} bytes with a limit of {limit}"
+        );
+        assert!(
+            without >= 4 * with_limit,
+            "without the limit the live WAL reached only {without} bytes: the test no longer \
+             shows the per-commit families pinning it"
+        );
     }
 }
