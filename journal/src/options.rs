@@ -1,8 +1,10 @@
 //! Every RocksDB option the journal sets, in one place, so that tuning is one diff: the
-//! database's and each column family's options, and the block cache.
+//! database's and each column family's options, the block cache, and the read options of the
+//! full scans done at start-up and by fsck.
 
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, MemtableFactory, Options,
+    ReadOptions,
 };
 
 use crate::schema::{ALL_CFS, CF_CLIENTS, CF_META};
@@ -45,6 +47,10 @@ pub(crate) const PER_COMMIT_WRITE_BUFFER: usize = 4 << 20;
 /// (which may be busy with a 64 MiB `inodes` memtable): with RocksDB's default of two, a small
 /// buffer filled again before its flush would stall the committer's write.
 const PER_COMMIT_WRITE_BUFFERS: i32 = 4;
+
+/// Readahead of the full scans: start-up and fsck read each family from start to end, so read
+/// table files in large sequential pieces rather than block by block.
+const SCAN_READAHEAD: usize = 2 << 20;
 
 /// The sizes above, in one value so that tests can shrink them; `Tuning::default()` is what
 /// the journal runs with.
@@ -114,6 +120,16 @@ pub(crate) fn cf_descriptors(cache: &Cache, tuning: &Tuning) -> Vec<ColumnFamily
 /// The block cache shared by all column families.
 pub(crate) fn block_cache() -> Cache {
     Cache::new_lru_cache(256 << 20)
+}
+
+/// Read options of a scan of a whole family (start-up, fsck): every block is read once, so
+/// caching them would only push out what point reads cached, and leave the process holding up
+/// to the whole cache in blocks nobody reads again (the namespace is in memory by then).
+pub(crate) fn full_scan() -> ReadOptions {
+    let mut read = ReadOptions::default();
+    read.fill_cache(false);
+    read.set_readahead_size(SCAN_READAHEAD);
+    read
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use rocksdb::{ColumnFamily, DB, Direction, IteratorMode, ReadOptions, WriteBatch, WriteOptions};
 
 use crate::error::{Error, Result};
-use crate::options::{Tuning, block_cache, cf_descriptors, db_options};
+use crate::options::{Tuning, block_cache, cf_descriptors, db_options, full_scan};
 use crate::resend::{ClientResend, ClientSlots};
 use crate::schema::*;
 
@@ -476,7 +476,7 @@ impl Journal {
 
     /// Calls `f` on every committed inode in inode-number order.
     pub fn scan_inodes(&self, mut f: impl FnMut(Inode) -> Result<()>) -> Result<()> {
-        for item in self.db.iterator_cf(self.cf(CF_INODES), IteratorMode::Start) {
+        for item in self.scan(CF_INODES) {
             let (key, value) = item?;
             let inode: Inode = decode("inode", &value)?;
             let ino = decode_u64_key("inode key", &key)?;
@@ -497,10 +497,7 @@ impl Journal {
         &self,
         mut f: impl FnMut(u64, String, Dentry) -> Result<()>,
     ) -> Result<()> {
-        for item in self
-            .db
-            .iterator_cf(self.cf(CF_DENTRIES), IteratorMode::Start)
-        {
+        for item in self.scan(CF_DENTRIES) {
             let (key, value) = item?;
             let (parent, name) = decode_dentry_key(&key)?;
             f(parent, name, decode("dentry", &value)?)?;
@@ -510,15 +507,19 @@ impl Journal {
 
     /// Calls `f(client, slot, value)` on every resend slot, in client then slot order.
     pub fn scan_resend(&self, mut f: impl FnMut(u64, u32, ResendSlot) -> Result<()>) -> Result<()> {
-        for item in self
-            .db
-            .iterator_cf(self.cf(CF_CLIENTS), IteratorMode::Start)
-        {
+        for item in self.scan(CF_CLIENTS) {
             let (key, value) = item?;
             let (client, slot) = decode_resend_key(&key)?;
             f(client, slot, decode("resend slot", &value)?)?;
         }
         Ok(())
+    }
+
+    /// An iterator over a whole family, from its first key, that leaves the block cache alone
+    /// (`options::full_scan`).
+    fn scan(&self, family: &str) -> rocksdb::DBIteratorWithThreadMode<'_, DB> {
+        self.db
+            .iterator_cf_opt(self.cf(family), full_scan(), IteratorMode::Start)
     }
 
     /// Lists committed entries of one directory after `cursor` (exclusive), at most `limit`.
@@ -1060,5 +1061,54 @@ mod tests {
             "without the limit the live WAL reached only {without} bytes: the test no longer \
              shows the per-commit families pinning it"
         );
+    }
+
+    /// Start-up and fsck read every block once: they must not fill the block cache (a
+    /// point read does, which shows the property would have seen it).
+    #[test]
+    fn full_scans_leave_the_block_cache_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+            for _ in 0..10 {
+                commit_creates(&j, 100);
+            }
+            for name in ALL_CFS {
+                j.db.flush_cf(j.cf(name)).unwrap();
+            }
+        }
+        // Everything is in table files now, which only the cache would keep in memory.
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        // Asked of a family of ours: the cache is theirs (`default` has RocksDB's own).
+        let cached = || {
+            j.db.property_int_value_cf(j.cf(CF_INODES), "rocksdb.block-cache-usage")
+                .unwrap()
+                .unwrap()
+        };
+        let before = cached();
+        let mut found = 0;
+        j.scan_inodes(|_| {
+            found += 1;
+            Ok(())
+        })
+        .unwrap();
+        j.scan_dentries(|_, _, _| {
+            found += 1;
+            Ok(())
+        })
+        .unwrap();
+        j.scan_resend(|_, _, _| {
+            found += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            found,
+            1001 + 1000 + 1,
+            "root, 1000 files and their entries, one slot"
+        );
+        assert_eq!(cached(), before, "a full scan filled the block cache");
+        j.inode(500).unwrap().unwrap();
+        assert!(cached() > before, "a point read caches its block");
     }
 }
