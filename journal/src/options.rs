@@ -1,13 +1,78 @@
-//! Every RocksDB option the journal sets, in one place, so that tuning is one diff.
+//! Every RocksDB option the journal sets, in one place, so that tuning is one diff: the
+//! database's and each column family's options, the block cache, and the read options of the
+//! full scans done at start-up and by fsck.
 
 use rocksdb::{
     BlockBasedOptions, Cache, ColumnFamilyDescriptor, DBCompressionType, MemtableFactory, Options,
+    ReadOptions,
 };
 
-use crate::schema::{ALL_CFS, CF_CLIENTS};
+use crate::schema::{ALL_CFS, CF_CLIENTS, CF_META};
+
+/// How much write-ahead log may be live before RocksDB forces flushes: about the most a
+/// restart after a crash replays.
+///
+/// A WAL file can be deleted only once every column family with data in it has flushed that
+/// data. `meta` (`last_committed`, `next_ino`) and `clients` (resend slots) are written by
+/// every commit, so they have data in every WAL file, while their memtables fill slowly (the
+/// same few keys overwritten; under load one commit carries hundreds of creates). Left alone
+/// they would keep every WAL file alive up to RocksDB's default limit, four times the sum of
+/// all write buffers: 2.5 GiB with 64 MiB buffers in every family, which a restart then
+/// replayed. Past this limit RocksDB flushes every family with data in the oldest live WAL
+/// file, and that file goes.
+///
+/// The value follows from how the namespace families flush (measured, docs/BENCHMARKS.md): a
+/// create writes ~180 bytes of WAL and two ~68-byte entries into the `inodes` memtable (the
+/// file and its parent's new image), so `inodes` fills its 64 MiB write buffer by itself about
+/// every 490k creates, ~85 MiB of WAL. A limit just above that leaves `inodes` flushing full
+/// buffers on its own, and forces out `meta`, `clients` and `dentries` (whose entries fill
+/// 64 MiB only after ~180 MiB of WAL, so it flushes buffers about two thirds full; more
+/// compaction work than full ones, still large sorted runs). 128 MiB is ~7 s of creates at the
+/// server's peak rate here (~100k creates/s) and replays in a few seconds; a lower limit
+/// would cut `inodes` flushes short too, a higher one replays more for no gain.
+pub(crate) const MAX_TOTAL_WAL_SIZE: u64 = 128 << 20;
+
+/// Write buffer (memtable) of `inodes` and `dentries`, the bulk of the data: large, so that
+/// they flush large sorted runs and compaction stays cheap.
+pub(crate) const NAMESPACE_WRITE_BUFFER: usize = 64 << 20;
+
+/// Write buffer of `meta` and `clients`, the families every commit writes: small, so that
+/// they flush often and pin little WAL. `clients` (each record holds a reply) fills 4 MiB
+/// every few seconds under load and flushes by itself; `meta` grows ~100 bytes per commit, and
+/// under load the WAL limit flushes it first. Either way a flush writes a tiny table (three
+/// keys in `meta`, a few slots per client in `clients`): the memtable held overwritten copies.
+pub(crate) const PER_COMMIT_WRITE_BUFFER: usize = 4 << 20;
+
+/// Memtables `meta` and `clients` may hold while earlier ones wait for the one flush thread
+/// (which may be busy with a 64 MiB `inodes` memtable): with RocksDB's default of two, a small
+/// buffer filled again before its flush would stall the committer's write.
+const PER_COMMIT_WRITE_BUFFERS: i32 = 4;
+
+/// Readahead of the full scans: start-up and fsck read each family from start to end, so read
+/// table files in large sequential pieces rather than block by block.
+const SCAN_READAHEAD: usize = 2 << 20;
+
+/// The sizes above, in one value so that tests can shrink them; `Tuning::default()` is what
+/// the journal runs with.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Tuning {
+    pub max_total_wal_size: u64,
+    pub namespace_write_buffer: usize,
+    pub per_commit_write_buffer: usize,
+}
+
+impl Default for Tuning {
+    fn default() -> Tuning {
+        Tuning {
+            max_total_wal_size: MAX_TOTAL_WAL_SIZE,
+            namespace_write_buffer: NAMESPACE_WRITE_BUFFER,
+            per_commit_write_buffer: PER_COMMIT_WRITE_BUFFER,
+        }
+    }
+}
 
 /// Options for the database as a whole.
-pub(crate) fn db_options() -> Options {
+pub(crate) fn db_options(tuning: &Tuning) -> Options {
     let mut opts = Options::default();
     opts.create_if_missing(true);
     opts.create_missing_column_families(true);
@@ -18,13 +83,14 @@ pub(crate) fn db_options() -> Options {
     opts.set_allow_concurrent_memtable_write(false);
     opts.set_bytes_per_sync(1 << 20);
     opts.set_keep_log_file_num(4);
+    opts.set_max_total_wal_size(tuning.max_total_wal_size);
     opts.enable_statistics();
     opts
 }
 
 /// Options for each column family. Metadata records are small and compress well; the block
 /// cache is shared so that hot directories stay in memory whichever family they live in.
-pub(crate) fn cf_descriptors(cache: &Cache) -> Vec<ColumnFamilyDescriptor> {
+pub(crate) fn cf_descriptors(cache: &Cache, tuning: &Tuning) -> Vec<ColumnFamilyDescriptor> {
     ALL_CFS
         .iter()
         .map(|name| {
@@ -34,7 +100,12 @@ pub(crate) fn cf_descriptors(cache: &Cache) -> Vec<ColumnFamilyDescriptor> {
             let mut cf = Options::default();
             cf.set_block_based_table_factory(&block);
             cf.set_compression_type(DBCompressionType::Lz4);
-            cf.set_write_buffer_size(64 << 20);
+            if *name == CF_META || *name == CF_CLIENTS {
+                cf.set_write_buffer_size(tuning.per_commit_write_buffer);
+                cf.set_max_write_buffer_number(PER_COMMIT_WRITE_BUFFERS);
+            } else {
+                cf.set_write_buffer_size(tuning.namespace_write_buffer);
+            }
             if *name == CF_CLIENTS {
                 // Resend slots are written on every commit and read only at open: a vector
                 // memtable appends (it sorts once, at flush or at the open's scan) where the
@@ -49,4 +120,103 @@ pub(crate) fn cf_descriptors(cache: &Cache) -> Vec<ColumnFamilyDescriptor> {
 /// The block cache shared by all column families.
 pub(crate) fn block_cache() -> Cache {
     Cache::new_lru_cache(256 << 20)
+}
+
+/// Read options of a scan of a whole family (start-up, fsck): every block is read once, so
+/// caching them would only push out what point reads cached, and leave the process holding up
+/// to the whole cache in blocks nobody reads again (the namespace is in memory by then).
+pub(crate) fn full_scan() -> ReadOptions {
+    let mut read = ReadOptions::default();
+    read.fill_cache(false);
+    read.set_readahead_size(SCAN_READAHEAD);
+    read
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::path::Path;
+
+    use super::*;
+    use crate::store::{Journal, JournalOptions};
+
+    /// The newest OPTIONS file RocksDB wrote in `dir`, as section → key → value.
+    fn options_file(dir: &Path) -> HashMap<String, HashMap<String, String>> {
+        let newest = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .filter_map(|name| Some((name.strip_prefix("OPTIONS-")?.parse::<u64>().ok()?, name)))
+            .max()
+            .expect("RocksDB writes an OPTIONS file at open")
+            .1;
+        let text = std::fs::read_to_string(dir.join(newest)).unwrap();
+        let mut sections: HashMap<String, HashMap<String, String>> = HashMap::new();
+        let mut section = String::new();
+        for line in text.lines().map(str::trim) {
+            if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+                section = name.to_owned();
+            } else if let Some((key, value)) = line.split_once('=') {
+                sections
+                    .entry(section.clone())
+                    .or_default()
+                    .insert(key.to_owned(), value.to_owned());
+            }
+        }
+        sections
+    }
+
+    /// What RocksDB itself recorded for a store the journal opened: the options are the ones
+    /// this file says, not only the ones it passes.
+    #[test]
+    fn the_store_runs_with_the_options_this_file_sets() {
+        let dir = tempfile::tempdir().unwrap();
+        let _journal = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        let written = options_file(dir.path());
+        let get = |section: &str, key: &str| -> &str {
+            written
+                .get(section)
+                .and_then(|s| s.get(key))
+                .unwrap_or_else(|| panic!("no {key} in [{section}]"))
+        };
+        assert_eq!(
+            get("DBOptions", "max_total_wal_size"),
+            MAX_TOTAL_WAL_SIZE.to_string()
+        );
+        for (family, buffer, buffers, memtable) in [
+            ("inodes", NAMESPACE_WRITE_BUFFER, 2, "SkipListFactory"),
+            ("dentries", NAMESPACE_WRITE_BUFFER, 2, "SkipListFactory"),
+            (
+                "meta",
+                PER_COMMIT_WRITE_BUFFER,
+                PER_COMMIT_WRITE_BUFFERS,
+                "SkipListFactory",
+            ),
+            (
+                "clients",
+                PER_COMMIT_WRITE_BUFFER,
+                PER_COMMIT_WRITE_BUFFERS,
+                "VectorRepFactory",
+            ),
+        ] {
+            let section = format!("CFOptions \"{family}\"");
+            assert_eq!(
+                get(&section, "write_buffer_size"),
+                buffer.to_string(),
+                "{family}"
+            );
+            assert_eq!(
+                get(&section, "max_write_buffer_number"),
+                buffers.to_string(),
+                "{family}"
+            );
+            assert!(
+                get(&section, "memtable_factory").contains(memtable),
+                "{family}: {}",
+                get(&section, "memtable_factory")
+            );
+            assert_eq!(get(&section, "compression"), "kLZ4Compression", "{family}");
+        }
+        // The per-commit families are the small ones: that is the point of the split.
+        const { assert!(PER_COMMIT_WRITE_BUFFER * 8 <= NAMESPACE_WRITE_BUFFER) };
+    }
 }

@@ -7,10 +7,12 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rocksdb::{ColumnFamily, DB, Direction, IteratorMode, ReadOptions, WriteBatch, WriteOptions};
+use rocksdb::{
+    ColumnFamily, DB, Direction, FlushOptions, IteratorMode, ReadOptions, WriteBatch, WriteOptions,
+};
 
 use crate::error::{Error, Fault, Result};
-use crate::options::{block_cache, cf_descriptors, db_options};
+use crate::options::{Tuning, block_cache, cf_descriptors, db_options, full_scan};
 use crate::resend::{ClientResend, ClientSlots};
 use crate::schema::*;
 
@@ -94,9 +96,18 @@ impl Journal {
     /// `last_committed` and the next inode number. A new store gets its root directory in its
     /// first, synced, batch.
     pub fn open(path: &Path, options: JournalOptions) -> Result<(Journal, Recovered)> {
-        let opts = db_options();
+        Self::open_tuned(path, options, &Tuning::default())
+    }
+
+    /// [`Journal::open`] with other RocksDB sizes (tests shrink them).
+    pub(crate) fn open_tuned(
+        path: &Path,
+        options: JournalOptions,
+        tuning: &Tuning,
+    ) -> Result<(Journal, Recovered)> {
+        let opts = db_options(tuning);
         let cache = block_cache();
-        let db = DB::open_cf_descriptors(&opts, path, cf_descriptors(&cache))
+        let db = DB::open_cf_descriptors(&opts, path, cf_descriptors(&cache, tuning))
             .map_err(|e| explain_open_failure(&opts, path, e))?;
         Self::finish_open(db, opts, path, options, true)
     }
@@ -108,10 +119,12 @@ impl Journal {
                 path: path.display().to_string(),
             });
         }
-        let mut opts = db_options();
+        let tuning = Tuning::default();
+        let mut opts = db_options(&tuning);
         opts.create_if_missing(false);
         let cache = block_cache();
-        let db = DB::open_cf_descriptors_read_only(&opts, path, cf_descriptors(&cache), false)?;
+        let db =
+            DB::open_cf_descriptors_read_only(&opts, path, cf_descriptors(&cache, &tuning), false)?;
         Self::finish_open(db, opts, path, JournalOptions::default(), false)
     }
 
@@ -273,6 +286,22 @@ impl Journal {
             self.failed.store(true, Ordering::Release);
             return Err(e.into());
         }
+        Ok(())
+    }
+
+    /// Writes every memtable to table files and waits for it, so that the next open has no
+    /// write-ahead log to replay: for a clean stop, after the last commit. Without it a
+    /// restart replays up to `max_total_wal_size` of WAL (RocksDB's close does not flush
+    /// while the WAL holds the data) and writes those tables then, at start-up. Refused once
+    /// the journal has failed: the next open recovers from the WAL as after a crash.
+    pub fn flush(&self) -> Result<()> {
+        if self.is_failed() {
+            return Err(Error::Failed);
+        }
+        let families: Vec<&ColumnFamily> = ALL_CFS.iter().map(|name| self.cf(name)).collect();
+        let mut wait = FlushOptions::default();
+        wait.set_wait(true);
+        self.db.flush_cfs_opt(&families, &wait)?;
         Ok(())
     }
 
@@ -473,7 +502,7 @@ impl Journal {
 
     /// Calls `f` on every committed inode in inode-number order.
     pub fn scan_inodes(&self, mut f: impl FnMut(Inode) -> Result<()>) -> Result<()> {
-        for item in self.db.iterator_cf(self.cf(CF_INODES), IteratorMode::Start) {
+        for item in self.scan(CF_INODES) {
             let (key, value) = item?;
             let inode: Inode = decode("inode", &value)?;
             let ino = decode_u64_key("inode key", &key)?;
@@ -494,10 +523,7 @@ impl Journal {
         &self,
         mut f: impl FnMut(u64, String, Dentry) -> Result<()>,
     ) -> Result<()> {
-        for item in self
-            .db
-            .iterator_cf(self.cf(CF_DENTRIES), IteratorMode::Start)
-        {
+        for item in self.scan(CF_DENTRIES) {
             let (key, value) = item?;
             let (parent, name) = decode_dentry_key(&key)?;
             f(parent, name, decode("dentry", &value)?)?;
@@ -507,15 +533,19 @@ impl Journal {
 
     /// Calls `f(client, slot, value)` on every resend slot, in client then slot order.
     pub fn scan_resend(&self, mut f: impl FnMut(u64, u32, ResendSlot) -> Result<()>) -> Result<()> {
-        for item in self
-            .db
-            .iterator_cf(self.cf(CF_CLIENTS), IteratorMode::Start)
-        {
+        for item in self.scan(CF_CLIENTS) {
             let (key, value) = item?;
             let (client, slot) = decode_resend_key(&key)?;
             f(client, slot, decode("resend slot", &value)?)?;
         }
         Ok(())
+    }
+
+    /// An iterator over a whole family, from its first key, that leaves the block cache alone
+    /// (`options::full_scan`).
+    fn scan(&self, family: &str) -> rocksdb::DBIteratorWithThreadMode<'_, DB> {
+        self.db
+            .iterator_cf_opt(self.cf(family), full_scan(), IteratorMode::Start)
     }
 
     /// Lists committed entries of one directory after `cursor` (exclusive), at most `limit`.
@@ -900,5 +930,230 @@ mod tests {
         assert!(err.to_string().contains("docs/schema.md"), "{err}");
         // Read-only opens may leave a family out: fsck still gets to the store's contents.
         assert!(Journal::open_read_only(dir.path()).is_ok());
+    }
+
+    /// One commit of `creates` creates in the root, each with its resend record, as the server
+    /// journals them: like every commit, it writes `meta` and `clients` too. Returns the
+    /// bytes written.
+    fn commit_creates(j: &Journal, creates: u64) -> usize {
+        let first = j.last_committed() + 1;
+        let records: Vec<TxRecord> = (first..first + creates)
+            .map(|transno| {
+                let ino = transno + 1;
+                TxRecord {
+                    transno,
+                    ops: vec![
+                        JournalOp::PutInode(Inode {
+                            ino,
+                            kind: FileKind::File,
+                            mode: 0o644,
+                            uid: 1000,
+                            gid: 1000,
+                            nlink: 1,
+                            size: 0,
+                            ctime_ns: 1,
+                            mtime_ns: 1,
+                            generation: transno,
+                            parent: 0,
+                            entries: 0,
+                            transno,
+                        }),
+                        JournalOp::PutDentry {
+                            parent: ROOT_INO,
+                            name: format!("f.{ino:016}"),
+                            entry: Dentry {
+                                ino,
+                                kind: FileKind::File,
+                            },
+                        },
+                        JournalOp::PutResend {
+                            client: 7,
+                            acked_xid: first - 1,
+                            record: ResendRecord {
+                                xid: transno,
+                                transno,
+                                reply: vec![0x5a; 35],
+                            },
+                        },
+                    ],
+                }
+            })
+            .collect();
+        j.commit(&records).unwrap().bytes
+    }
+
+    /// Waits until RocksDB has no flush queued or running: they run on its background thread,
+    /// so wait for them to be done rather than for some time.
+    fn wait_for_flushes(j: &Journal) {
+        let int = |value: std::result::Result<Option<u64>, rocksdb::Error>| value.unwrap();
+        for _ in 0..6000 {
+            let pending = ALL_CFS.iter().any(|name| {
+                int(j
+                    .db
+                    .property_int_value_cf(j.cf(name), "rocksdb.mem-table-flush-pending"))
+                    != Some(0)
+            });
+            let running = int(j.db.property_int_value("rocksdb.num-running-flushes")) != Some(0);
+            if !pending && !running {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        panic!("RocksDB's flushes were still not done after a minute");
+    }
+
+    /// Bytes of write-ahead log a crash now would leave to replay: the `*.log` files RocksDB
+    /// still needs (numbered from `rocksdb.min-log-number-to-keep` on), once the flushes
+    /// asked for are done. Files it no longer needs but has not deleted yet do not count.
+    fn live_wal_bytes(j: &Journal) -> u64 {
+        wait_for_flushes(j);
+        let oldest_needed =
+            j.db.property_int_value("rocksdb.min-log-number-to-keep")
+                .unwrap()
+                .unwrap();
+        std::fs::read_dir(j.path())
+            .unwrap()
+            .map(|entry| entry.unwrap())
+            .filter_map(|entry| {
+                let name = entry.file_name().into_string().ok()?;
+                let number: u64 = name.strip_suffix(".log")?.parse().ok()?;
+                (number >= oldest_needed).then(|| entry.metadata().unwrap().len())
+            })
+            .sum()
+    }
+
+    /// `meta` and `clients` have data in every WAL file, since every commit writes them; with
+    /// no limit they keep every WAL file alive (here, everything written), and with one, what
+    /// a crash would replay stays near the limit however much is committed. Flushes forced
+    /// by the limit lose nothing.
+    #[test]
+    fn the_wal_a_crash_would_replay_stays_near_its_limit() {
+        let limit: u64 = 1 << 20;
+        // Write buffers far larger than what the test writes: only the limit forces flushes.
+        let limited = Tuning {
+            max_total_wal_size: limit,
+            namespace_write_buffer: 32 << 20,
+            per_commit_write_buffer: 16 << 20,
+        };
+        // 0 is RocksDB's default: four times the write buffers of all families, here 1 GiB.
+        let unlimited = Tuning {
+            max_total_wal_size: 0,
+            ..limited
+        };
+        let (commits, creates) = (400, 200);
+        let mut most_live = Vec::new();
+        for tuning in [limited, unlimited] {
+            let dir = tempfile::tempdir().unwrap();
+            let (j, _) =
+                Journal::open_tuned(dir.path(), JournalOptions::default(), &tuning).unwrap();
+            let mut written = 0;
+            let mut most = 0;
+            for i in 0..commits {
+                written += commit_creates(&j, creates);
+                if i % 20 == 19 {
+                    most = most.max(live_wal_bytes(&j));
+                }
+            }
+            assert!(
+                written as u64 >= 8 * limit,
+                "the test writes {written} bytes"
+            );
+            most_live.push(most);
+            drop(j);
+            let (j, recovered) =
+                Journal::open_tuned(dir.path(), JournalOptions::default(), &tuning).unwrap();
+            assert_eq!(recovered.last_committed, commits * creates);
+            let mut inodes = 0;
+            j.scan_inodes(|_| {
+                inodes += 1;
+                Ok(())
+            })
+            .unwrap();
+            assert_eq!(
+                inodes,
+                1 + commits * creates,
+                "every committed inode is back"
+            );
+        }
+        let [with_limit, without] = most_live[..] else {
+            unreachable!()
+        };
+        assert!(
+            with_limit <= 2 * limit,
+            "live WAL reached {with_limit} bytes with a limit of {limit}"
+        );
+        assert!(
+            without >= 4 * with_limit,
+            "without the limit the live WAL reached only {without} bytes: the test no longer \
+             shows the per-commit families pinning it"
+        );
+    }
+
+    /// What a clean stop does before closing: afterwards a crash, or the next open, has no
+    /// WAL to replay, and nothing committed is lost.
+    #[test]
+    fn a_flushed_journal_leaves_no_wal_to_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+            for _ in 0..10 {
+                commit_creates(&j, 100);
+            }
+            assert!(live_wal_bytes(&j) > 0);
+            j.flush().unwrap();
+            assert_eq!(live_wal_bytes(&j), 0);
+        }
+        let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        assert_eq!(recovered.last_committed, 1000);
+        assert!(j.inode(1001).unwrap().is_some());
+    }
+
+    /// Start-up and fsck read every block once: they must not fill the block cache (a
+    /// point read does, which shows the property would have seen it).
+    #[test]
+    fn full_scans_leave_the_block_cache_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+            for _ in 0..10 {
+                commit_creates(&j, 100);
+            }
+            for name in ALL_CFS {
+                j.db.flush_cf(j.cf(name)).unwrap();
+            }
+        }
+        // Everything is in table files now, which only the cache would keep in memory.
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        // Asked of a family of ours: the cache is theirs (`default` has RocksDB's own).
+        let cached = || {
+            j.db.property_int_value_cf(j.cf(CF_INODES), "rocksdb.block-cache-usage")
+                .unwrap()
+                .unwrap()
+        };
+        let before = cached();
+        let mut found = 0;
+        j.scan_inodes(|_| {
+            found += 1;
+            Ok(())
+        })
+        .unwrap();
+        j.scan_dentries(|_, _, _| {
+            found += 1;
+            Ok(())
+        })
+        .unwrap();
+        j.scan_resend(|_, _, _| {
+            found += 1;
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(
+            found,
+            1001 + 1000 + 1,
+            "root, 1000 files and their entries, one slot"
+        );
+        assert_eq!(cached(), before, "a full scan filled the block cache");
+        j.inode(500).unwrap().unwrap();
+        assert!(cached() > before, "a point read caches its block");
     }
 }

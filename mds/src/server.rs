@@ -384,6 +384,14 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         let _ = t.join();
     }
     committer.shutdown();
+    if !journal.is_failed() {
+        // The next start then opens the store without replaying its write-ahead log.
+        let flushing = std::time::Instant::now();
+        match journal.flush() {
+            Ok(()) => info!(elapsed = ?flushing.elapsed(), "memtables flushed"),
+            Err(e) => warn!("flushing memtables failed: {e}; the next start replays the WAL"),
+        }
+    }
     info!(last_committed = journal.last_committed(), "stopped");
     if journal.is_failed() {
         bail!("the journal failed while serving; the last mutations were refused with EIO");

@@ -1,7 +1,7 @@
 //! Crash and restart: a server killed with SIGKILL while clients create loses no acknowledged
 //! create, restarts on the same data, and leaves a store `mds fsck` finds clean; a SIGTERM
-//! stops it cleanly after answering what was pending; transnos keep increasing across
-//! restarts.
+//! stops it cleanly after answering what was pending, leaving no write-ahead log to replay;
+//! transnos keep increasing across restarts.
 
 mod common;
 
@@ -152,6 +152,22 @@ async fn sigterm_answers_pending_requests_and_exits_zero() {
             .unwrap()
             .expect("a pending create is answered at shutdown");
     }
+    // The stop flushed the memtables: the next start has no write-ahead log to replay.
+    let wal: Vec<(String, u64)> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.path().extension().is_some_and(|x| x == "log"))
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                e.metadata().unwrap().len(),
+            )
+        })
+        .collect();
+    assert!(
+        wal.iter().all(|(_, len)| *len == 0),
+        "WAL after a clean stop: {wal:?}"
+    );
     let server = common::start(dir.path(), &[]);
     let c = server.client().await;
     assert_eq!(c.readdir_all(ROOT).await.unwrap().len(), 20);
