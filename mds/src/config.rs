@@ -71,6 +71,10 @@ pub struct ServeArgs {
     /// Test hook: the commit after this many fails as a disk error would.
     #[arg(long, hide = true)]
     pub inject_journal_failure_after: Option<u64>,
+    /// Test hook: unwritten reply bytes per connection past which its requests wait
+    /// (default 1 MiB); tests raise it to make a writer block on a client that does not read.
+    #[arg(long, hide = true, value_parser = parse_count)]
+    pub output_high_water: Option<usize>,
     /// Test hook: which disk error (`write`, `sync`, `nospace`). Default: write.
     #[arg(long, hide = true)]
     pub inject_journal_failure: Option<journal::Fault>,
@@ -196,7 +200,12 @@ impl ServeArgs {
             recovery_window,
             session_expiry,
             checkpoint_dir: self.checkpoint_dir.or(file.checkpoint_dir),
-            limits: Limits::default(),
+            limits: Limits {
+                output_high_water: self
+                    .output_high_water
+                    .unwrap_or(Limits::default().output_high_water),
+                ..Limits::default()
+            },
             inject_journal_failure_after: self.inject_journal_failure_after,
             inject_journal_failure: self.inject_journal_failure.unwrap_or_default(),
         })

@@ -23,8 +23,13 @@ fn request(xid: u64, op: Op) -> Request {
     }
 }
 
+/// Lets a connection buffer 16 MiB of unwritten replies before its requests wait (the default
+/// is 1 MiB, which the kernel's send buffer swallows whole): only then does a client that does
+/// not read leave a writer blocked for shutdown to deal with.
+const STALL: &str = "--output-high-water=16777216";
+
 /// Fills a directory with 4,000 long names, then opens a connection that asks for ~15 MB of
-/// READDIR pages (under the 16 MB output bound, far over what a 64 KiB receive buffer and the
+/// READDIR pages (under the 16 MiB high-water mark of `STALL`, far over what a 64 KiB receive buffer and the
 /// server's send buffer hold) and never reads. Returns that connection, to keep it open.
 fn stalled_reader(server: &common::Server) -> TcpStream {
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -76,7 +81,7 @@ fn stalled_reader(server: &common::Server) -> TcpStream {
 #[test]
 fn sigterm_ends_within_the_grace_period_while_a_client_does_not_read() {
     let dir = tempfile::tempdir().unwrap();
-    let server = common::start(dir.path(), &["--shutdown-grace", "1s"]);
+    let server = common::start(dir.path(), &["--shutdown-grace", "1s", STALL]);
     let _stalled = stalled_reader(&server);
     let status = server.stop();
     assert!(status.success(), "{status:?}");
@@ -88,7 +93,7 @@ fn sigterm_ends_within_the_grace_period_while_a_client_does_not_read() {
 fn a_second_sigterm_does_not_wait_for_the_grace_period() {
     let dir = tempfile::tempdir().unwrap();
     // A grace period far longer than the test may take: only the second signal can end it.
-    let server = common::start(dir.path(), &["--shutdown-grace", "1h"]);
+    let server = common::start(dir.path(), &["--shutdown-grace", "1h", STALL]);
     let _stalled = stalled_reader(&server);
     server.signal(libc::SIGTERM);
     // Signals of one kind do not queue: send the second once the first has been taken.
