@@ -6,10 +6,15 @@
 //! reply, and never a service-wide lock. A partition's drain takes everything at or below
 //! `last_committed` out of its queue in one step. The crate knows nothing about sockets or the
 //! namespace: a reply's payload is whatever the server puts in it, and a wake is a callback.
+//!
+//! [`GlobalReplies`] is the design this replaces, kept as a baseline to measure against: one
+//! service-wide locked list and a pool of service threads woken together at each commit.
 
 mod engine;
+mod global;
 mod pending;
 mod sync;
 
 pub use engine::{Outcome, ReplyEngine, Waker};
+pub use global::{GlobalReplies, LockWait};
 pub use pending::PendingReply;
