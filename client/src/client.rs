@@ -193,11 +193,19 @@ impl Client {
                         }
                         break;
                     }
-                    inner.session.finish(reply.xid);
-                    if judged {
-                        inner.session.answered(&reply);
-                    }
-                    if let Some(slot) = inner.waiting.lock().remove(&reply.xid) {
+                    // Only a reply someone takes counts as received. The server sends a reply
+                    // to the client's newest connection, which may be this one before the
+                    // request's resend is registered here (its caller saw the old connection
+                    // break): dropped, it must stay outstanding, so the watermark does not
+                    // pass it and the server keeps the record that answers the resend. Marked
+                    // answered here, the resend would tell the server to forget that record
+                    // and the request would run twice.
+                    let slot = inner.waiting.lock().remove(&reply.xid);
+                    if let Some(slot) = slot {
+                        inner.session.finish(reply.xid);
+                        if judged {
+                            inner.session.answered(&reply);
+                        }
                         let _ = slot.send(reply);
                     }
                 }

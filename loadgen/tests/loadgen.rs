@@ -846,9 +846,9 @@ async fn five_sigkills_under_load_lose_nothing_counted_and_add_nothing_uncounted
 }
 
 /// A loopback proxy that forwards requests and cuts the connection, both ways, instead of
-/// forwarding every `every`-th chunk of replies, `cuts` times in all: the requests were
-/// delivered and executed, their replies never arrive.
-async fn cutting_proxy(server: std::net::SocketAddr, every: u64, cuts: u64) -> String {
+/// forwarding every `every`-th chunk of replies after the first `spared` (loadgen's setup),
+/// `cuts` times in all: the requests were delivered and executed, their replies never arrive.
+async fn cutting_proxy(server: std::net::SocketAddr, spared: u64, every: u64, cuts: u64) -> String {
     use std::sync::Arc;
     use std::sync::atomic::{AtomicU64, Ordering};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -875,7 +875,10 @@ async fn cutting_proxy(server: std::net::SocketAddr, every: u64, cuts: u64) -> S
                         Ok(n) => n,
                     };
                     let nth = chunks.fetch_add(1, Ordering::Relaxed) + 1;
-                    if nth % every == 0 && cut.fetch_add(1, Ordering::Relaxed) < cuts {
+                    if nth > spared
+                        && nth % every == 0
+                        && cut.fetch_add(1, Ordering::Relaxed) < cuts
+                    {
                         break; // dropped: these replies are lost with the connection
                     }
                     if client_wr.write_all(&buf[..n]).await.is_err() {
@@ -897,7 +900,7 @@ async fn cutting_proxy(server: std::net::SocketAddr, every: u64, cuts: u64) -> S
 async fn connections_cut_before_their_replies_execute_every_create_exactly_once() {
     let dir = tempfile::tempdir().unwrap();
     let server = Server::start(&mds_bin(), &dir.path().join("data"), &[]);
-    let proxy = cutting_proxy(server.addr, 25, 20).await;
+    let proxy = cutting_proxy(server.addr, 40, 10, 60).await;
     let acks = dir.path().join("acks.txt");
     let json = dir.path().join("r.json");
     let child = spawn_loadgen(&[
