@@ -531,10 +531,25 @@ pub fn abort_on_panic() {
 /// take half the connections, so the address is first probed with a plain bind, which fails
 /// if anyone holds it (with or without SO_REUSEPORT).
 fn bind_listeners(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<std::net::TcpListener>> {
-    let probe = std::net::TcpListener::bind(addr)
-        .with_context(|| format!("--listen {addr}: address in use or not available"))?;
-    let mut bound = probe.local_addr()?;
-    drop(probe);
+    // With port 0 the probe picks a free port, and between its close and our binds any
+    // outgoing connection may be given that port: then pick another (a few times).
+    let attempts = if addr.port() == 0 { 8 } else { 1 };
+    let mut last = None;
+    for _ in 0..attempts {
+        let probe = std::net::TcpListener::bind(addr)
+            .with_context(|| format!("--listen {addr}: address in use or not available"))?;
+        let bound = probe.local_addr()?;
+        drop(probe);
+        match bind_shared(bound, n) {
+            Ok(listeners) => return Ok(listeners),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.expect("at least one attempt"))
+}
+
+/// `n` listeners sharing `bound` through SO_REUSEPORT.
+fn bind_shared(bound: SocketAddr, n: usize) -> anyhow::Result<Vec<std::net::TcpListener>> {
     let mut listeners = Vec::with_capacity(n);
     for _ in 0..n {
         let socket = Socket::new(
@@ -549,10 +564,7 @@ fn bind_listeners(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<std::net::Tc
             .with_context(|| format!("binding {bound}"))?;
         socket.listen(1024)?;
         socket.set_nonblocking(true)?;
-        let listener: std::net::TcpListener = socket.into();
-        // With port 0, the probe picked the port and every listener shares it.
-        bound = listener.local_addr()?;
-        listeners.push(listener);
+        listeners.push(socket.into());
     }
     Ok(listeners)
 }
