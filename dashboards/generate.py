@@ -129,6 +129,10 @@ ROWS = [
         ts("Commit write+sync p99 by instance", "s",
            quantiles("mds_commit_write_sync_duration_seconds", BY_INSTANCE, (0.99,)),
            "p99 synced write per server: the alert MdsCommitLatencyHigh fires above 50 ms."),
+        ts("Commit gap wait", "s",
+           quantiles("mds_commit_gap_wait_seconds", "", (0.5, 0.99, 0.999)),
+           "Time the committer waited with records in hand for an earlier transno whose partition had taken it "
+           "and not yet sent its record: one partition holding every commit.", 24),
         ts("Forced commits", "ops", [(f"sum by (instance) ({rate('mds_forced_commits_total')})", "{{instance}}")],
            "Commits asked to start at once, by a SYNC or a commit-on-share conflict, rather than at the commit interval or a full batch."),
         ts("Commit-on-share conflicts by operation", "ops",
@@ -174,7 +178,18 @@ ROWS = [
         ts("Queue depth by partition", "short",
            [(f"max by (instance, partition) (mds_partition_queue_depth{{{SEL}}})",
              "{{instance}} partition {{partition}}")],
-           "Replies waiting in each partition's queue, at its last drain.", 24),
+           "Replies waiting in each partition's queue, at its last drain.", 8),
+        ts("Partner drains", "ops",
+           [(f"sum by (instance, partition) ({rate('mds_partner_drains_total')})",
+             "{{instance}} for partition {{partition}}")],
+           "Per-CPU path: drains of a partition's queue run by its partner because its own drain had not "
+           "begun within --partner-drain-after of the commit waking it (its core busy elsewhere).", 8),
+        ts("Service lock wait (global reply path)", "s",
+           quantiles("mds_service_lock_wait_seconds", "", (0.5, 0.99, 0.999))
+           + [(f"sum by (instance) ({rate('mds_service_lock_wait_seconds_sum')})", "seconds waited per second {{instance}}")],
+           "--reply-path global only: time to take the one service-wide reply lock, per acquisition, and the "
+           "total waited per second across service threads and partitions. Empty on the per-CPU path, "
+           "which has no such lock.", 8),
     ]),
     ("Clients", [
         ts("Connections", "short",

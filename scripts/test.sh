@@ -15,6 +15,9 @@ cargo fmt --all -- --check
 python3 dashboards/generate.py --check
 cargo clippy --release --workspace --all-targets -- -D warnings
 cargo test --release --workspace
+# Every server test again on the global reply path: the baseline must answer exactly as the
+# per-CPU path does (the test harnesses read MDS_TEST_REPLY_PATH).
+MDS_TEST_REPLY_PATH=global cargo test --release -p mds -p mds-client --tests
 
 # dist/: `mds serve` accepts the packaged mds.toml, every key uncommented (flags override the
 # addresses and the data directory so it runs anywhere), starts, and exits 0 at SIGTERM; and,

@@ -190,6 +190,10 @@ impl Worker {
         let mut last_committed = self.journal.last_committed();
         loop {
             // Block until the next record in transno order is here (or we are told to stop).
+            // Records already here mean a gap: a partition took an earlier transno and has not
+            // sent its record yet, and every commit waits for it.
+            let gap_since =
+                (!self.held.is_empty() && !self.ready(last_committed)).then(Instant::now);
             while !self.ready(last_committed) && !self.shutdown {
                 self.write_idle_client_changes(last_committed);
                 self.write_checkpoints(last_committed);
@@ -197,6 +201,9 @@ impl Worker {
                     Ok(msg) => self.take(msg),
                     Err(_) => self.shutdown = true,
                 }
+            }
+            if let Some(since) = gap_since {
+                self.metrics.gap_wait.record(since.elapsed().as_secs_f64());
             }
             self.gather(last_committed);
             if self.shutdown && !self.ready(last_committed) {

@@ -10,7 +10,7 @@ use serde::Deserialize;
 
 use mds_client::units::{parse_count, parse_duration};
 
-use crate::partition::Limits;
+use crate::partition::{Limits, ReplyPath};
 
 /// `mds serve` flags.
 #[derive(Debug, Default, clap::Args)]
@@ -65,6 +65,20 @@ pub struct ServeArgs {
     /// logged and ignored).
     #[arg(long)]
     pub checkpoint_dir: Option<PathBuf>,
+    /// Where replies wait for their commit: `per-cpu` (default), a queue per partition drained
+    /// by its own thread, or by a partner when it is late; `global`, one service-wide locked
+    /// list drained by `--service-threads` threads that every commit wakes together — the
+    /// design per-CPU queues replace, kept to measure them against.
+    #[arg(long, value_enum)]
+    pub reply_path: Option<ReplyPath>,
+    /// Service threads of `--reply-path global`. Default: 16.
+    #[arg(long)]
+    pub service_threads: Option<usize>,
+    /// Per-CPU path: how long a partition woken by a commit may take to begin draining
+    /// before the next partition drains its queue for it (e.g. 2ms; 0 turns partner draining
+    /// off). Default: 2ms.
+    #[arg(long, value_parser = parse_duration)]
+    pub partner_drain_after: Option<Duration>,
     /// TOML file with any of the keys above (kebab-case); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -78,6 +92,10 @@ pub struct ServeArgs {
     /// Test hook: which disk error (`write`, `sync`, `nospace`). Default: write.
     #[arg(long, hide = true)]
     pub inject_journal_failure: Option<journal::Fault>,
+    /// Test hook: partition 0's drain waits this long after each commit wakes it before it
+    /// begins, as if its core were busy elsewhere (its partner drains for it).
+    #[arg(long, hide = true, value_parser = parse_duration)]
+    pub inject_drain_stall: Option<Duration>,
 }
 
 /// The keys a config file may hold.
@@ -96,6 +114,9 @@ struct FileConfig {
     recovery_window: Option<String>,
     session_expiry: Option<String>,
     checkpoint_dir: Option<PathBuf>,
+    reply_path: Option<String>,
+    service_threads: Option<usize>,
+    partner_drain_after: Option<String>,
 }
 
 /// A validated server configuration.
@@ -119,6 +140,13 @@ pub struct ServerConfig {
     pub session_expiry: Duration,
     /// Where SIGUSR1 writes checkpoints.
     pub checkpoint_dir: Option<PathBuf>,
+    /// Where replies wait for their commit.
+    pub reply_path: ReplyPath,
+    /// Service threads of the global reply path.
+    pub service_threads: usize,
+    /// How late a partition's drain may begin before its partner drains for it; zero: never.
+    pub partner_drain_after: Duration,
+    pub inject_drain_stall: Option<Duration>,
     pub limits: Limits,
     pub inject_journal_failure_after: Option<u64>,
     pub inject_journal_failure: journal::Fault,
@@ -171,6 +199,21 @@ impl ServeArgs {
         if partitions == 0 || partitions > 1024 {
             bail!("--partitions must be between 1 and 1024, got {partitions}");
         }
+        let reply_path = match (self.reply_path, file.reply_path) {
+            (Some(p), _) => p,
+            (None, Some(s)) => <ReplyPath as clap::ValueEnum>::from_str(&s, false)
+                .map_err(|e| anyhow::anyhow!("reply-path: {e}"))?,
+            (None, None) => ReplyPath::PerCpu,
+        };
+        let service_threads = self.service_threads.or(file.service_threads).unwrap_or(16);
+        if service_threads == 0 || service_threads > 1024 {
+            bail!("--service-threads must be between 1 and 1024, got {service_threads}");
+        }
+        let partner_drain_after = match (self.partner_drain_after, file.partner_drain_after) {
+            (Some(d), _) => d,
+            (None, Some(s)) => parse_duration(&s).map_err(anyhow::Error::msg)?,
+            (None, None) => Duration::from_millis(2),
+        };
         let max_batch = self.max_batch.or(file.max_batch).unwrap_or(8192);
         if max_batch == 0 {
             bail!("--max-batch must be at least 1");
@@ -200,6 +243,10 @@ impl ServeArgs {
             recovery_window,
             session_expiry,
             checkpoint_dir: self.checkpoint_dir.or(file.checkpoint_dir),
+            reply_path,
+            service_threads,
+            partner_drain_after,
+            inject_drain_stall: self.inject_drain_stall,
             limits: Limits {
                 output_high_water: self
                     .output_high_water
@@ -303,5 +350,44 @@ mod tests {
         .resolve()
         .unwrap_err();
         assert!(err.to_string().contains("--listen"));
+        let err = ServeArgs {
+            service_threads: Some(0),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap_err();
+        assert!(err.to_string().contains("--service-threads"));
+    }
+
+    #[test]
+    fn the_reply_path_and_its_knobs_come_from_the_file_or_flags() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mds.toml");
+        std::fs::write(
+            &path,
+            "reply-path = \"global\"\nservice-threads = 4\npartner-drain-after = \"0\"\n",
+        )
+        .unwrap();
+        let cfg = ServeArgs {
+            config: Some(path.clone()),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap();
+        assert_eq!(cfg.reply_path, ReplyPath::Global);
+        assert_eq!(cfg.service_threads, 4);
+        assert_eq!(cfg.partner_drain_after, Duration::ZERO);
+        let defaults = ServeArgs::default().resolve().unwrap();
+        assert_eq!(defaults.reply_path, ReplyPath::PerCpu);
+        assert_eq!(defaults.service_threads, 16);
+        assert_eq!(defaults.partner_drain_after, Duration::from_millis(2));
+        std::fs::write(&path, "reply-path = \"sideways\"\n").unwrap();
+        let err = ServeArgs {
+            config: Some(path),
+            ..Default::default()
+        }
+        .resolve()
+        .unwrap_err();
+        assert!(format!("{err:#}").contains("reply-path"), "{err:#}");
     }
 }

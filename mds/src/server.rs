@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use journal::{Journal, JournalOptions};
-use reply::{ReplyEngine, Waker};
+use reply::GlobalReplies;
 use socket2::{Domain, Protocol, Socket, Type};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -18,7 +18,7 @@ use tracing::{debug, info, warn};
 use crate::committer::{CommitMsg, CommitPolicy, Committer};
 use crate::config::ServerConfig;
 use crate::namespace::Namespace;
-use crate::partition::{self, Shared};
+use crate::partition::{self, DrainWakes, Replies, ReplyPath, Shared};
 use crate::recovery::Recovery;
 use crate::session::Sessions;
 
@@ -139,17 +139,30 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
     info!(directories = dirs, files, "namespace loaded");
 
     let addr = listeners.client_addr();
-    let wakes: Vec<Arc<Notify>> = (0..config.partitions)
-        .map(|_| Arc::new(Notify::new()))
-        .collect();
-    let wakers = wakes
-        .iter()
-        .map(|n| {
-            let n = n.clone();
-            Box::new(move || n.notify_one()) as Waker
-        })
-        .collect();
-    let engine = Arc::new(ReplyEngine::new(wakers, recovered.last_committed));
+    let wakes = DrainWakes::new(
+        config.partitions,
+        config.partner_drain_after,
+        config.inject_drain_stall,
+    );
+    let progress = Arc::new(Notify::new());
+    // Each path's own series exist on both, at zero where they cannot move, so one dashboard
+    // serves either.
+    for p in 0..config.partitions {
+        metrics::counter!(crate::metrics::PARTNER_DRAINS, "partition" => p.to_string())
+            .increment(0);
+    }
+    let lock_wait = metrics::histogram!(crate::metrics::SERVICE_LOCK_WAIT);
+    let engine = Arc::new(match config.reply_path {
+        ReplyPath::PerCpu => Replies::per_cpu(
+            (0..config.partitions).map(|p| wakes.waker(p)).collect(),
+            recovered.last_committed,
+        ),
+        ReplyPath::Global => {
+            let list = GlobalReplies::new(recovered.last_committed)
+                .observe_lock_wait(move |waited| lock_wait.record(waited.as_secs_f64()));
+            Replies::global(list, progress.clone(), config.partitions)
+        }
+    });
     let committer = Committer::start(
         journal.clone(),
         namespace.clone(),
@@ -183,6 +196,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
     let shared = Arc::new(Shared {
         namespace: namespace.clone(),
         engine: engine.clone(),
+        wakes,
         commit_tx: committer.sender(),
         commit_stats: committer.stats(),
         sessions: sessions.clone(),
@@ -195,7 +209,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         limits: config.limits,
         shutdown: CancellationToken::new(),
         cut: CancellationToken::new(),
-        progress: Default::default(),
+        progress,
     });
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let mut threads = Vec::with_capacity(config.partitions);
@@ -207,11 +221,22 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
             core,
             listener,
             shared.clone(),
-            wakes[id].clone(),
             done_tx.clone(),
         )?);
     }
     drop(done_tx);
+    // The global baseline's service threads, woken together by every commit.
+    let service_threads: Vec<_> = match config.reply_path {
+        ReplyPath::PerCpu => Vec::new(),
+        ReplyPath::Global => (0..config.service_threads)
+            .map(|i| {
+                let shared = shared.clone();
+                std::thread::Builder::new()
+                    .name(format!("mds-service-{i}"))
+                    .spawn(move || partition::serve_global(&shared))
+            })
+            .collect::<Result<_, _>>()?,
+    };
 
     rt.block_on(async {
         let metrics_listener = tokio::net::TcpListener::from_std(listeners.metrics)?;
@@ -285,6 +310,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
             ack = if config.ack_early { "early" } else { "commit" },
             recovery_window = ?config.recovery_window,
             shutdown_grace = ?config.shutdown_grace,
+            reply_path = ?config.reply_path,
             "mds serving"
         );
         info!("listening on {addr}");
@@ -381,6 +407,13 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         anyhow::Ok(())
     })?;
     for t in threads {
+        let _ = t.join();
+    }
+    // Partitions end once their replies have left: the service threads have nothing more.
+    if let Some(list) = engine.global_list() {
+        list.stop();
+    }
+    for t in service_threads {
         let _ = t.join();
     }
     committer.shutdown();

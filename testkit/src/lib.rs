@@ -1,6 +1,7 @@
 //! Test support shared by the integration tests of every crate (a dev-dependency only): starts the real `mds` binary
 //! on 127.0.0.1 with OS-picked ports (or a given one), reads the addresses it logs, and stops
 //! or kills it; the process is killed when the handle drops. Not used by the server itself.
+//! `MDS_TEST_REPLY_PATH` (e.g. `global`) starts every server on that reply path.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -32,6 +33,14 @@ impl Server {
         cmd.args(["--metrics-listen", "127.0.0.1:0"]);
         if !extra.contains(&"--partitions") {
             cmd.args(["--partitions", "2"]);
+        }
+        // The reply tests run once per reply path: scripts/test.sh runs them again with
+        // MDS_TEST_REPLY_PATH=global.
+        if let Ok(path) = std::env::var("MDS_TEST_REPLY_PATH")
+            && !path.is_empty()
+            && !extra.contains(&"--reply-path")
+        {
+            cmd.args(["--reply-path", &path]);
         }
         cmd.args(extra)
             .env("MDS_LOG", "info")

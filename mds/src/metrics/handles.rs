@@ -33,6 +33,8 @@ pub struct CommitMetrics {
     bytes: Counter,
     last_committed: Gauge,
     last_transno: Gauge,
+    /// Time the committer waited, records in hand, for an earlier transno's record.
+    pub gap_wait: Histogram,
 }
 
 impl CommitMetrics {
@@ -48,6 +50,7 @@ impl CommitMetrics {
             bytes: metrics::counter!(COMMIT_BYTES),
             last_committed: metrics::gauge!(LAST_COMMITTED),
             last_transno: metrics::gauge!(LAST_TRANSNO),
+            gap_wait: metrics::histogram!(COMMIT_GAP_WAIT),
         }
     }
 

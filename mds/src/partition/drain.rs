@@ -8,10 +8,12 @@
 
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
 
+use crossbeam_utils::CachePadded;
 use mds_proto::{Body, Errno, Reply};
-use reply::Outcome;
+use reply::{Outcome, Waker};
 use tokio::sync::Notify;
 
 use super::conn::ConnOutput;
@@ -21,7 +23,7 @@ use crate::metrics::PartitionMetrics;
 
 /// Releases everything of `partition` that can leave now, encoding each reply into its
 /// client's connection and waking each touched writer once. `touched` is scratch space the
-/// caller keeps between drains. Returns how many replies were released.
+/// caller keeps between drains. Returns how many replies were released. Per-CPU path only.
 pub fn drain_partition(
     shared: &Shared,
     partition: usize,
@@ -29,82 +31,11 @@ pub fn drain_partition(
     touched: &mut Vec<Arc<ConnOutput>>,
 ) -> usize {
     let started = quanta::Instant::now();
-    let engine = &shared.engine;
+    let Some(engine) = shared.engine.engine() else {
+        return 0;
+    };
     let released = engine.drain(partition, |payload, outcome| {
-        let Payload { session, what } = payload;
-        let p = match what {
-            Waiting::Reply(held) => held,
-            Waiting::Notice(transno) => {
-                metrics.unsafe_replies.decrement(1.0);
-                if matches!(outcome, Outcome::Committed { .. }) && session.settle(transno) {
-                    // Gone, and nothing it was told early is pending any more: the journal may
-                    // forget it (if it comes back, its next early reply makes it known first).
-                    shared.to_committer(CommitMsg::ForgetClient {
-                        client: session.client(),
-                        after: transno,
-                    });
-                    shared.forget_if_idle(session.client());
-                }
-                // Early replies: tell the client what is durable now, once per connection
-                // per `last_committed`. After a journal failure there is nothing to announce.
-                if let (Outcome::Committed { last_committed }, Some(conn)) =
-                    (outcome, session.connection())
-                    && conn.owes_notice(last_committed)
-                {
-                    metrics.commit_notices.increment(1);
-                    let notice = Reply {
-                        xid: 0,
-                        transno: 0,
-                        last_committed,
-                        result: Ok(Body::Notice),
-                    };
-                    if conn.append(&notice) {
-                        touched.push(conn);
-                    }
-                }
-                return;
-            }
-        };
-        let (result, last_committed) = match outcome {
-            Outcome::Committed { last_committed } => (p.result, last_committed),
-            // What it waited for is lost: a mutation is not durable, and a read built on a
-            // change that will not survive must not be answered from it either.
-            // A mutation is told why (ENOSPC for a full disk); a read, that what it would have
-            // shown is gone (EIO).
-            Outcome::Failed if p.transno > 0 => {
-                (Err(shared.namespace.refusal()), engine.last_committed())
-            }
-            Outcome::Failed => (Err(Errno::EIO), engine.last_committed()),
-        };
-        if p.cos {
-            metrics.cos_waiting.decrement(1.0);
-            metrics
-                .cos_wait
-                .record((started - p.received).as_secs_f64());
-        }
-        metrics.request(
-            p.op as usize,
-            result.as_ref().map(|_| ()).map_err(|e| *e),
-            started - p.received,
-        );
-        p.origin.request_done();
-        let durable = matches!(outcome, Outcome::Committed { .. });
-        let (to, idle) = session.release(p.xid, durable);
-        if idle {
-            shared.forget_if_idle(session.client());
-        }
-        let Some(conn) = to else {
-            return; // the client is away; it will resend, or has given up
-        };
-        let reply = Reply {
-            xid: p.xid,
-            transno: if result.is_ok() { p.transno } else { 0 },
-            last_committed,
-            result,
-        };
-        if conn.append(&reply) {
-            touched.push(conn);
-        }
+        release(shared, metrics, started, payload, outcome, touched);
     });
     for conn in touched.drain(..) {
         conn.wake_writer();
@@ -112,30 +43,273 @@ pub fn drain_partition(
     released
 }
 
+/// A global-path service thread's life (`--reply-path global`): take one reply at a time
+/// under the service lock, release it outside, wake its writer; until the list is stopped.
+/// Metrics are the reply's own partition's.
+pub fn serve_global(shared: &Shared) -> u64 {
+    let (Some(list), Some(partitions)) = (shared.engine.global_list(), shared.engine.partitions())
+    else {
+        return 0;
+    };
+    let metrics: Vec<PartitionMetrics> = (0..partitions).map(PartitionMetrics::register).collect();
+    let mut touched = Vec::with_capacity(1);
+    list.serve(|(partition, payload), outcome| {
+        let started = quanta::Instant::now();
+        let metrics = &metrics[partition];
+        release(shared, metrics, started, payload, outcome, &mut touched);
+        for conn in touched.drain(..) {
+            conn.wake_writer();
+        }
+        // This path's drain duration: from the commit being durable to this reply being
+        // queued for its socket (per reply; the per-CPU path records it per drain, that is,
+        // for the last reply of each drain).
+        let durable = shared.commit_stats.durable_at_ns.load(Ordering::Acquire);
+        let spent = crate::metrics::monotonic_ns().saturating_sub(durable);
+        metrics.drain_duration.record(spent as f64 / 1e9);
+    })
+}
+
+/// Releases one reply (or commit notice) whose wait ended with `outcome`: counts it, settles
+/// its session, and appends it to its client's connection of now, pushing that connection on
+/// `touched` when it owes its writer a wake.
+fn release(
+    shared: &Shared,
+    metrics: &PartitionMetrics,
+    started: quanta::Instant,
+    payload: Payload,
+    outcome: Outcome,
+    touched: &mut Vec<Arc<ConnOutput>>,
+) {
+    let Payload { session, what } = payload;
+    let p = match what {
+        Waiting::Reply(held) => held,
+        Waiting::Notice(transno) => {
+            metrics.unsafe_replies.decrement(1.0);
+            if matches!(outcome, Outcome::Committed { .. }) && session.settle(transno) {
+                // Gone, and nothing it was told early is pending any more: the journal may
+                // forget it (if it comes back, its next early reply makes it known first).
+                shared.to_committer(CommitMsg::ForgetClient {
+                    client: session.client(),
+                    after: transno,
+                });
+                shared.forget_if_idle(session.client());
+            }
+            // Early replies: tell the client what is durable now, once per connection
+            // per `last_committed`. After a journal failure there is nothing to announce.
+            if let (Outcome::Committed { last_committed }, Some(conn)) =
+                (outcome, session.connection())
+                && conn.owes_notice(last_committed)
+            {
+                metrics.commit_notices.increment(1);
+                let notice = Reply {
+                    xid: 0,
+                    transno: 0,
+                    last_committed,
+                    result: Ok(Body::Notice),
+                };
+                if conn.append(&notice) {
+                    touched.push(conn);
+                }
+            }
+            return;
+        }
+    };
+    let (result, last_committed) = match outcome {
+        Outcome::Committed { last_committed } => (p.result, last_committed),
+        // What it waited for is lost: a mutation is not durable, and a read built on a
+        // change that will not survive must not be answered from it either.
+        // A mutation is told why (ENOSPC for a full disk); a read, that what it would have
+        // shown is gone (EIO).
+        Outcome::Failed if p.transno > 0 => (
+            Err(shared.namespace.refusal()),
+            shared.engine.last_committed(),
+        ),
+        Outcome::Failed => (Err(Errno::EIO), shared.engine.last_committed()),
+    };
+    if p.cos {
+        metrics.cos_waiting.decrement(1.0);
+        metrics
+            .cos_wait
+            .record((started - p.received).as_secs_f64());
+    }
+    metrics.request(
+        p.op as usize,
+        result.as_ref().map(|_| ()).map_err(|e| *e),
+        started - p.received,
+    );
+    p.origin.request_done();
+    let durable = matches!(outcome, Outcome::Committed { .. });
+    let (to, idle) = session.release(p.xid, durable);
+    if idle {
+        shared.forget_if_idle(session.client());
+    }
+    let Some(conn) = to else {
+        return; // the client is away; it will resend, or has given up
+    };
+    let reply = Reply {
+        xid: p.xid,
+        transno: if result.is_ok() { p.transno } else { 0 },
+        last_committed,
+        result,
+    };
+    if conn.append(&reply) {
+        touched.push(conn);
+    }
+}
+
+/// The per-CPU path's wakes. Each partition has its own (the committer's, through the reply
+/// engine's waker) and the moment the first wake its drain has not begun on came; a partner —
+/// the next partition — watches that moment and drains the queue itself once it is older than
+/// `--partner-drain-after` (the ptlrpcd lesson: a partition whose core is busy elsewhere must
+/// not hold its clients' replies). The replies still leave through the owner's connections.
+pub struct DrainWakes {
+    own: Box<[Arc<Notify>]>,
+    /// Tells a partition that the partition it watches was woken.
+    watch: Box<[Notify]>,
+    /// `metrics::monotonic_ns` of the first wake not yet acted on; 0 when none.
+    woken_at: Box<[CachePadded<AtomicU64>]>,
+    /// How long a woken partition may take to begin draining; `None`: partners never drain.
+    partner_after: Option<Duration>,
+    /// Fault injection for tests: partition 0's drain waits this long after each wake before
+    /// it begins, as if its core were busy elsewhere.
+    stall: Option<Duration>,
+}
+
+impl DrainWakes {
+    pub fn new(
+        partitions: usize,
+        partner_after: Duration,
+        stall: Option<Duration>,
+    ) -> Arc<DrainWakes> {
+        Arc::new(DrainWakes {
+            own: (0..partitions).map(|_| Arc::new(Notify::new())).collect(),
+            watch: (0..partitions).map(|_| Notify::new()).collect(),
+            woken_at: (0..partitions)
+                .map(|_| CachePadded::new(AtomicU64::new(0)))
+                .collect(),
+            partner_after: (partitions > 1 && !partner_after.is_zero()).then_some(partner_after),
+            stall,
+        })
+    }
+
+    /// The reply engine's waker for `partition`: one clock read and at most two coalescing
+    /// notifications per partition per commit.
+    pub fn waker(self: &Arc<Self>, partition: usize) -> Waker {
+        let wakes = self.clone();
+        Box::new(move || {
+            if let Some(partner) = wakes.partner_of(partition) {
+                let _ = wakes.woken_at[partition].compare_exchange(
+                    0,
+                    crate::metrics::monotonic_ns(),
+                    Ordering::AcqRel,
+                    Ordering::Relaxed,
+                );
+                wakes.watch[partner].notify_one();
+            }
+            wakes.own[partition].notify_one();
+        })
+    }
+
+    /// The partition that drains for `partition` when it is late, if partners drain at all.
+    fn partner_of(&self, partition: usize) -> Option<usize> {
+        self.partner_after.map(|_| (partition + 1) % self.own.len())
+    }
+
+    /// The partition `partner` drains for.
+    fn watched_by(&self, partner: usize) -> usize {
+        (partner + self.own.len() - 1) % self.own.len()
+    }
+
+    /// `partition`'s drain begins: it acts on every wake so far.
+    fn begin(&self, partition: usize) {
+        self.woken_at[partition].store(0, Ordering::Release);
+    }
+
+    /// Whether `partition` has been woken and has not begun draining for `after` or more:
+    /// `Ok(())` claims the drain for the caller (the owner will find nothing); `Err(Some(t))`:
+    /// look again at `t` (monotonic ns); `Err(None)`: nothing is owed.
+    fn claim_overdue(&self, partition: usize, after: Duration) -> Result<(), Option<u64>> {
+        let woken = self.woken_at[partition].load(Ordering::Acquire);
+        if woken == 0 {
+            return Err(None);
+        }
+        let due = woken + after.as_nanos() as u64;
+        if crate::metrics::monotonic_ns() < due {
+            return Err(Some(due));
+        }
+        self.woken_at[partition]
+            .compare_exchange(woken, 0, Ordering::AcqRel, Ordering::Relaxed)
+            .map(|_| ())
+            .map_err(|_| None)
+    }
+}
+
 impl Partition {
     /// Waits for the committer's wakes and releases this partition's committed replies: one
     /// queue-lock acquisition per drain, each reply encoded into its connection's buffer, one
-    /// write per connection per drain.
-    pub(super) async fn drain_loop(self: Rc<Self>, wake: Arc<Notify>) {
+    /// write per connection per drain. Between its own drains it watches the partition before
+    /// it and drains that one's queue when its drain is overdue.
+    pub(super) async fn drain_loop(self: Rc<Self>) {
+        let wakes = self.shared.wakes.clone();
+        let own = wakes.own[self.id].clone();
+        let watched = wakes.watched_by(self.id);
+        let watched_metrics = PartitionMetrics::register(watched);
+        let partner_drains =
+            metrics::counter!(crate::metrics::PARTNER_DRAINS, "partition" => watched.to_string());
+        partner_drains.increment(0);
+        let stall = wakes.stall.filter(|_| self.id == 0);
         let mut touched = Vec::new();
+        // When to look at the watched partition again.
+        let mut look_at: Option<u64> = None;
         loop {
-            wake.notified().await;
-            let released = drain_partition(&self.shared, self.id, &self.metrics, &mut touched);
-            self.metrics.drain_wakes.increment(1);
-            self.shared.progress.notify_waiters();
-            self.metrics.drain_replies.record(released as f64);
-            // From the commit being durable to its replies being queued for their sockets.
-            let durable = self
-                .shared
-                .commit_stats
-                .durable_at_ns
-                .load(Ordering::Acquire);
-            let spent = crate::metrics::monotonic_ns().saturating_sub(durable);
-            self.metrics.drain_duration.record(spent as f64 / 1e9);
-            self.metrics
-                .queue_depth
-                .set(self.shared.engine.depth(self.id) as f64);
+            let sleep_for = look_at
+                .map(|at| Duration::from_nanos(at.saturating_sub(crate::metrics::monotonic_ns())));
+            tokio::select! {
+                biased;
+                _ = own.notified() => {
+                    if let Some(stall) = stall {
+                        tokio::time::sleep(stall).await;
+                    }
+                    wakes.begin(self.id);
+                    self.drain_own(&mut touched);
+                }
+                _ = wakes.watch[self.id].notified(), if wakes.partner_after.is_some() => {
+                    look_at.get_or_insert(0);
+                }
+                _ = tokio::time::sleep(sleep_for.unwrap_or_default()), if sleep_for.is_some() => {
+                    let after = wakes.partner_after.expect("watching only with partners");
+                    look_at = match wakes.claim_overdue(watched, after) {
+                        Ok(()) => {
+                            partner_drains.increment(1);
+                            let released = drain_partition(&self.shared, watched, &watched_metrics, &mut touched);
+                            watched_metrics.drain_replies.record(released as f64);
+                            self.shared.progress.notify_waiters();
+                            None
+                        }
+                        Err(again) => again,
+                    };
+                }
+            }
         }
+    }
+
+    /// One drain of this partition's own queue.
+    fn drain_own(&self, touched: &mut Vec<Arc<ConnOutput>>) {
+        let released = drain_partition(&self.shared, self.id, &self.metrics, touched);
+        self.metrics.drain_wakes.increment(1);
+        self.shared.progress.notify_waiters();
+        self.metrics.drain_replies.record(released as f64);
+        // From the commit being durable to its replies being queued for their sockets.
+        let durable = self
+            .shared
+            .commit_stats
+            .durable_at_ns
+            .load(Ordering::Acquire);
+        let spent = crate::metrics::monotonic_ns().saturating_sub(durable);
+        self.metrics.drain_duration.record(spent as f64 / 1e9);
+        self.metrics
+            .queue_depth
+            .set(self.shared.engine.depth(self.id) as f64);
     }
 }
 
@@ -147,12 +321,12 @@ mod tests {
 
     use journal::{Journal, JournalOptions};
     use mds_proto::Body;
-    use reply::{ReplyEngine, Waker};
+    use reply::Waker;
     use tokio_util::sync::CancellationToken;
 
     use crate::committer::CommitStats;
     use crate::namespace::Namespace;
-    use crate::partition::{HeldReply, Limits, Payload, Waiting, conn::write_loop};
+    use crate::partition::{HeldReply, Limits, Payload, Replies, Waiting, conn::write_loop};
     use crate::session::Sessions;
 
     /// The owner's drain and a partner's drain race over one partition's queue while the
@@ -164,10 +338,12 @@ mod tests {
         let (journal, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
         let namespace = Arc::new(Namespace::load(&journal, &recovered).unwrap());
         let wakers = (0..2).map(|_| Box::new(|| {}) as Waker).collect();
+        let wakes = DrainWakes::new(2, Duration::ZERO, None);
         let (commit_tx, _commit_rx) = crossbeam_channel::unbounded();
         let shared = Arc::new(Shared {
             namespace,
-            engine: Arc::new(ReplyEngine::new(wakers, 0)),
+            engine: Arc::new(Replies::per_cpu(wakers, 0)),
+            wakes,
             commit_tx,
             commit_stats: Arc::new(CommitStats::default()),
             sessions: Arc::new(Sessions::new()),
@@ -239,7 +415,7 @@ mod tests {
             })
             .collect();
         for lc in (0..=N).step_by(997).chain([N]) {
-            shared.engine.publish(lc);
+            shared.engine.engine().unwrap().publish(lc);
         }
         for d in drainers {
             d.join().unwrap();

@@ -10,6 +10,7 @@
 
 mod conn;
 mod drain;
+mod replies;
 mod serve;
 
 use std::cell::Cell;
@@ -20,7 +21,6 @@ use std::time::Duration;
 
 use crossbeam_channel::Sender;
 use mds_proto::{Body, Errno};
-use reply::ReplyEngine;
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
@@ -32,7 +32,8 @@ use crate::recovery::Recovery;
 use crate::session::{Session, Sessions};
 
 pub use conn::ConnOutput;
-pub use drain::drain_partition;
+pub use drain::{DrainWakes, drain_partition, serve_global};
+pub use replies::{Replies, ReplyPath};
 
 /// What waits in the reply engine for a commit. Everything needed to deliver it is here and
 /// `Send`, so any thread may release it: the owner's drain, or a partner's.
@@ -122,7 +123,10 @@ impl Default for Limits {
 /// What all partitions share.
 pub struct Shared {
     pub namespace: Arc<Namespace>,
-    pub engine: Arc<ReplyEngine<Payload>>,
+    /// Pending replies: the per-CPU engine or the global baseline (`--reply-path`).
+    pub engine: Arc<Replies>,
+    /// The per-CPU path's drain wakes, and the partner draining they drive.
+    pub wakes: Arc<DrainWakes>,
     pub commit_tx: Sender<CommitMsg>,
     pub commit_stats: Arc<CommitStats>,
     pub sessions: Arc<Sessions>,
@@ -144,9 +148,9 @@ pub struct Shared {
     /// Cancelled when the shutdown grace period is over, or at a second signal: writers stop
     /// whether their clients read or not.
     pub cut: CancellationToken,
-    /// Notified after each drain: commits made progress (readers paused on
-    /// `max_uncommitted` look again).
-    pub progress: Notify,
+    /// Notified after each drain (per-CPU) or commit (global): commits made progress
+    /// (readers paused on `max_uncommitted` look again).
+    pub progress: Arc<Notify>,
 }
 
 impl Shared {
@@ -185,7 +189,6 @@ pub fn spawn(
     core: Option<core_affinity::CoreId>,
     listener: std::net::TcpListener,
     shared: Arc<Shared>,
-    wake: Arc<Notify>,
     done: tokio::sync::mpsc::Sender<()>,
 ) -> std::io::Result<std::thread::JoinHandle<()>> {
     std::thread::Builder::new()
@@ -206,7 +209,7 @@ pub fn spawn(
                 active: Cell::new(0),
                 idle: Notify::new(),
             });
-            local.block_on(&rt, partition.run(listener, wake));
+            local.block_on(&rt, partition.run(listener));
             drop(done);
         })
 }
@@ -239,7 +242,7 @@ async fn refuse(mut stream: tokio::net::TcpStream) {
 }
 
 impl Partition {
-    async fn run(self: Rc<Self>, listener: std::net::TcpListener, wake: Arc<Notify>) {
+    async fn run(self: Rc<Self>, listener: std::net::TcpListener) {
         let listener = match tokio::net::TcpListener::from_std(listener) {
             Ok(l) => l,
             Err(e) => {
@@ -247,7 +250,12 @@ impl Partition {
                 return;
             }
         };
-        let drain = tokio::task::spawn_local(self.clone().drain_loop(wake));
+        // On the global path the service threads release replies; partitions only push.
+        let drain = self
+            .shared
+            .engine
+            .engine()
+            .map(|_| tokio::task::spawn_local(self.clone().drain_loop()));
         let permits = Arc::new(Semaphore::new(self.shared.limits.max_connections));
         let refused = metrics::counter!(crate::metrics::CONNECTIONS_REFUSED);
         refused.increment(0);
@@ -285,6 +293,8 @@ impl Partition {
         while self.active.get() > 0 {
             self.idle.notified().await;
         }
-        drain.abort();
+        if let Some(drain) = drain {
+            drain.abort();
+        }
     }
 }

@@ -9,6 +9,7 @@ use std::path::Path;
 use std::thread::JoinHandle;
 
 use mds::config::{ServeArgs, ServerConfig};
+use mds::partition::ReplyPath;
 use mds::server::{Listeners, Stop};
 use mds_client::Client;
 pub use mds_testkit::Server;
@@ -25,13 +26,23 @@ pub fn fsck(data: &Path) -> (i32, String) {
     mds_testkit::fsck(Path::new(MDS), data)
 }
 
-/// The configuration in-process servers start from: `data`, 2 partitions, OS-picked ports.
+/// The configuration in-process servers start from: `data`, 2 partitions, OS-picked ports,
+/// and the reply path `MDS_TEST_REPLY_PATH` names (per-CPU by default), as the binary gets it
+/// from `mds_testkit::Server`.
 pub fn config(data: &Path) -> ServerConfig {
+    let reply_path = std::env::var("MDS_TEST_REPLY_PATH")
+        .ok()
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            <ReplyPath as clap::ValueEnum>::from_str(&p, false)
+                .unwrap_or_else(|e| panic!("MDS_TEST_REPLY_PATH: {e}"))
+        });
     ServeArgs {
         data: Some(data.to_owned()),
         listen: Some("127.0.0.1:0".into()),
         metrics_listen: Some("127.0.0.1:0".into()),
         partitions: Some(2),
+        reply_path,
         ..Default::default()
     }
     .resolve()
