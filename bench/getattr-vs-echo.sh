@@ -37,7 +37,7 @@ LOG="$DATA.log"
 "$BIN/mds" serve --data "$DATA" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 2>"$LOG" &
 PID=$!
 trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$DATA" "$LOG"' EXIT
-for _ in $(seq 1 300); do grep -q "listening on" "$LOG" && break; sleep 0.1; done
+for _ in $(seq 1 300); do grep -qs "listening on" "$LOG" && break; sleep 0.1; done
 ADDR=$(grep -o 'listening on [0-9.:]*' "$LOG" | awk '{print $3}')
 [[ -n "$ADDR" ]] || { echo "mds did not start:" >&2; cat "$LOG" >&2; exit 1; }
 
