@@ -123,7 +123,8 @@ def vs_ceiling(rows):
     series = [("mds creates/s", "#258", [num(r, "mds_per_sec") for r in rows]),
               ("journal ceiling: RocksDB synced batches of N creates", "#aaa",
                [num(r, "ceiling_per_sec") for r in rows])]
-    notes = [f"{r['threads']} x {r['depth']}: mds/ceiling {float(r['ratio']):.2f}" for r in rows]
+    notes = [f"{r['threads']} x {r['depth']}: mds/ceiling {float(r['ratio']):.2f}, "
+             f"{float(r['ops_per_commit']):.0f} per commit" for r in rows]
     marks = [([0.6 * c if c else None for c in series[1][2]], "60%")]
     return bars("mds creates/s against its journal ceiling", "ceiling at N outstanding: "
                 "RocksDB's synced write rate when each commit carries N create records (criterion)",
