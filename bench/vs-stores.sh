@@ -53,7 +53,7 @@ has() { [[ " $SYSTEMS " == *" $1 "* ]]; }
 # --- what each system needs, installed once -------------------------------------------------
 apt_install() {
   if [[ -z "${APT_UPDATED:-}" ]]; then apt-get update -q >/dev/null; APT_UPDATED=1; fi
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -q "$@" >/dev/null
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "$@" >/dev/null
 }
 if has redis && ! { command -v redis-server && command -v redis-benchmark && command -v redis-cli; } >/dev/null; then
   echo "installing redis-server redis-tools" >&2

@@ -4,7 +4,7 @@
 #   curl                  the demo reads /metrics with it
 # With MDS_TEST_DEPS=1 (scripts/test.sh sets it), also what the test suite needs:
 #   prometheus            promtool and a real Prometheus, for the metrics and dashboard tests
-#   python3               dashboards/generate.py --check (and bench/chart.py)
+#   python3               dashboards/generate.py --check (and bench/chart.py, chart_compare.py)
 #   rustfmt, clippy       rustup components
 #   cargo-deb             from crates.io (cargo install), to check the Debian package
 #   cargo-fuzz            from crates.io, only where a nightly toolchain is installed
