@@ -8,7 +8,8 @@
 #   - Redis (`redis-server`, appendonly yes, appendfsync always: one fsync of the AOF per
 #     event-loop pass, before the replies of that pass), a fresh server and AOF directory per
 #     run, driven by `redis-benchmark -t set -r 100000000` (random keys, so most SETs add a
-#     key) at -c 2, -c 64 and -c 64 -P 16; redis-benchmark counts requests, not time, so a
+#     key; its default 3-byte values and one client thread) at -c 2, -c 64 and -c 64 -P 16;
+#     redis-benchmark counts requests, not time, so a
 #     short run first measures the rate and the timed run gets rate x DURATION requests (it
 #     prints how long that took);
 #   - PostgreSQL (fsync on, synchronous_commit on, otherwise its defaults), one cluster of its
@@ -27,9 +28,11 @@
 #     its connection time, so the 1024 run gets -T DURATION + PG_CONNECT_SECS, and the rate is
 #     its tps without the connection time (the window it measured over is printed).
 # Prints per run and a table: outstanding, mds/s, redis/s, pg/s, mds/redis, mds/pg (means over
-# rounds); writes bench/results/vs-stores.csv (with the Redis and PostgreSQL versions) and draws
-# docs/vs-stores.svg (bench/chart_compare.py). Installs Redis and PostgreSQL from Debian's
-# packages if they are missing (apt-get; needs root, as everything here runs).
+# rounds); writes bench/results/vs-stores.csv (with the Redis and PostgreSQL versions; every run
+# in vs-stores-runs.csv) and draws docs/vs-stores.svg (bench/chart_compare.py). Installs Redis
+# and PostgreSQL from Debian's packages if they are missing (apt-get; needs root, as
+# everything here runs; where systemd runs, Debian also starts its own default instances on
+# ports 6379 and 5432, idle beside these).
 #   DURATION=10s ./bench/vs-stores.sh
 #   DURATION=3s POINTS="2 64" SYSTEMS="mds redis" ./bench/vs-stores.sh   # a quick look
 # BIN=<release dir> skips the build and uses the mds and loadgen there.
