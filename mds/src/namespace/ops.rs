@@ -27,7 +27,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
-use journal::{JournalOp, TxRecord};
+use journal::{JournalOp, ResendRecord, TxRecord};
 
 use super::node::{Entry, FileKind, InodeAttr, Node, Stamp};
 use super::table::Locked;
@@ -160,7 +160,35 @@ impl Namespace {
         });
         match &mut exec {
             Exec::Now { wait, .. } => *wait = cx.wait,
-            Exec::Mutation { built_on, .. } => *built_on = cx.wait,
+            Exec::Mutation {
+                built_on,
+                transno,
+                record,
+                body,
+            } => {
+                *built_on = cx.wait;
+                if let Some(journal) = &caller.journal {
+                    // How it was answered goes with the change itself, so that a resend is
+                    // answered the same way even after a restart.
+                    let mut record = std::mem::replace(
+                        record,
+                        TxRecord {
+                            transno: *transno,
+                            ops: Vec::new(),
+                        },
+                    );
+                    record.ops.push(JournalOp::PutResend {
+                        client: journal.client,
+                        acked_xid: journal.acked_xid,
+                        record: ResendRecord {
+                            xid: journal.xid,
+                            transno: *transno,
+                            reply: mds_proto::encode(body),
+                        },
+                    });
+                    (journal.send)(record);
+                }
+            }
         }
         exec
     }

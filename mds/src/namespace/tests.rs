@@ -94,6 +94,7 @@ fn run(ns: &Namespace, op: Op, records: &mut Vec<TxRecord>) -> Result<Body, Errn
         cred: &Cred::default(),
         last_committed: 0,
         reuse_ino: None,
+        journal: None,
     };
     match ns.execute(op, &caller) {
         Exec::Now { result, .. } => result,

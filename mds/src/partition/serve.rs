@@ -19,9 +19,8 @@ use tracing::{debug, warn};
 use super::conn::{ConnOutput, write_loop};
 use super::{HeldReply, Partition, Payload, Waiting};
 use crate::committer::CommitMsg;
-use crate::namespace::{Caller, Exec};
+use crate::namespace::{Caller, Exec, Journaling};
 use crate::session::{Answered, Begin, Session};
-use journal::{JournalOp, ResendRecord};
 
 /// Why the read loop ended.
 enum Ended {
@@ -362,6 +361,16 @@ impl Partition {
                 // client that made it (no client has identity 0), COS on or off. Such a read
                 // waits for a commit that fails at once, and is answered the same way.
                 let failed = self.shared.namespace.is_read_only();
+                // Early replies: the journal must know a client before it holds an unsafe
+                // reply, or a crash would leave the server unaware of what it must wait for.
+                // Sent before the record (messages from one partition keep their order), so
+                // the commit that carries the client's first mutation knows it.
+                let know_first = self.shared.ack_early && mutation && !current.is_known();
+                if know_first {
+                    self.shared
+                        .to_committer(CommitMsg::KnowClient(current.client()));
+                }
+                let send = |record| self.shared.to_committer(CommitMsg::Record(record));
                 let caller = Caller {
                     client: if failed { 0 } else { current.client() },
                     cred: &cred,
@@ -372,8 +381,21 @@ impl Partition {
                         u64::MAX
                     },
                     reuse_ino: replay.map(|r| r.ino).filter(|&ino| ino != 0),
+                    journal: Some(Journaling {
+                        send: &send,
+                        client: current.client(),
+                        xid,
+                        acked_xid: current.acked_xid(),
+                    }),
                 };
                 let exec = self.shared.namespace.execute(op, &caller);
+                if know_first && !matches!(exec, Exec::Mutation { .. }) {
+                    // Nothing was told early after all: the journal forgets it again.
+                    self.shared.to_committer(CommitMsg::ForgetClient {
+                        client: current.client(),
+                        after: 0,
+                    });
+                }
                 if let (Some(r), Exec::Now { .. }) = (replay, &exec) {
                     // A replay that no longer applies (what it built on was lost with a
                     // client that did not come back): its transno is skipped by an empty
@@ -406,22 +428,12 @@ impl Partition {
                     }
                     Exec::Mutation {
                         transno,
-                        mut record,
                         body,
                         built_on,
+                        ..
                     } => {
-                        // How it was answered, kept in memory and journaled with the change
-                        // itself, so that a resend is answered the same way even after a
-                        // restart.
-                        record.ops.push(JournalOp::PutResend {
-                            client: current.client(),
-                            acked_xid: current.acked_xid(),
-                            record: ResendRecord {
-                                xid,
-                                transno,
-                                reply: protocol::encode(&body),
-                            },
-                        });
+                        // Its record (with the resend record) is with the committer already;
+                        // the session keeps how it was answered for resends.
                         current.remember(xid, transno, body.clone());
                         if let Some(r) = replay {
                             debug_assert_eq!(r.transno, transno, "a replay takes its own transno");
@@ -431,22 +443,23 @@ impl Partition {
                         if !self.shared.ack_early {
                             let pending = Pending::reply(xid, opcode, transno, Ok(body));
                             self.defer(conn, current, transno, received, pending);
-                            self.shared.to_committer(CommitMsg::Record(record));
                             if built_on > 0 {
                                 // Its own commit covers what it built on; start it now.
                                 self.cos_conflict(opcode, transno);
                             }
                             return Ok(());
                         }
-                        // Early. The journal must know a client before it holds an unsafe
-                        // reply, or a crash would leave the server unaware of what it must wait
-                        // for: the client's first mutation is answered after its commit, which
-                        // carries the client's record (messages from one partition keep their
-                        // order), and that commit starts now.
+                        // Early. The client's first mutation is answered after its commit,
+                        // which carries the client's record (sent before the mutation's), and
+                        // that commit starts now.
                         if current.know(transno) {
-                            self.shared
-                                .to_committer(CommitMsg::KnowClient(current.client()));
-                            self.shared.to_committer(CommitMsg::Record(record));
+                            if !know_first {
+                                // Known and forgotten meanwhile (its old connection's last
+                                // notice settled it): the journal learns it again with the
+                                // next commit, before anything later is answered early.
+                                self.shared
+                                    .to_committer(CommitMsg::KnowClient(current.client()));
+                            }
                             let pending = Pending::reply(xid, opcode, transno, Ok(body));
                             self.defer(conn, current, transno.max(built_on), received, pending);
                             self.shared
@@ -459,7 +472,6 @@ impl Partition {
                             self.defer_notice(current, transno);
                             return Ok(());
                         }
-                        self.shared.to_committer(CommitMsg::Record(record));
                         if built_on > 0 {
                             // Early, but not before what it built on is durable.
                             self.cos_conflict(opcode, built_on);
