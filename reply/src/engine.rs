@@ -61,6 +61,9 @@ struct Queue<T> {
     head: AtomicU64,
     /// Replies in the queue, readable without the lock (metrics).
     depth: AtomicUsize,
+    /// The buffer the last drain released from, emptied, with its capacity: the next drain
+    /// takes its replies into it, so a drain allocates nothing in the steady state.
+    spare: Mutex<VecDeque<Arc<PendingReply<T>>>>,
     wake: Waker,
 }
 
@@ -91,6 +94,7 @@ impl<T> ReplyEngine<T> {
                     pending: Mutex::new(VecDeque::new()),
                     head: AtomicU64::new(EMPTY),
                     depth: AtomicUsize::new(0),
+                    spare: Mutex::new(VecDeque::new()),
                     wake,
                 })
             })
@@ -182,7 +186,9 @@ impl<T> ReplyEngine<T> {
         // Failure first: once it is seen, `last_committed` is final.
         let failed = self.failed.load(Ordering::SeqCst);
         let last_committed = self.last_committed.load(Ordering::SeqCst);
-        let taken: Vec<Arc<PendingReply<T>>> = {
+        // A partner racing the owner finds the spare taken and starts from an empty buffer.
+        let mut taken = std::mem::take(&mut *queue.spare.lock());
+        {
             let mut pending = queue.pending.lock();
             let n = if failed {
                 pending.len()
@@ -190,17 +196,23 @@ impl<T> ReplyEngine<T> {
                 pending.partition_point(|r| r.transno() <= last_committed)
             };
             if n == 0 {
+                drop(pending);
+                *queue.spare.lock() = taken;
                 return 0;
             }
-            let taken = pending.drain(..n).collect();
+            if n == pending.len() {
+                // The usual case, a commit covering the whole queue: swap buffers, copy none.
+                std::mem::swap(&mut *pending, &mut taken);
+            } else {
+                taken.extend(pending.drain(..n));
+            }
             let head = pending.front().map_or(EMPTY, |r| r.transno());
             queue.head.store(head, Ordering::SeqCst);
             queue.depth.fetch_sub(n, Ordering::Relaxed);
-            taken
-        };
+        }
         let committed = Outcome::Committed { last_committed };
         let mut released = 0;
-        for reply in taken {
+        for reply in taken.drain(..) {
             // Only the failure read above may fail a reply. Without it the drain took only the
             // sorted prefix `last_committed` covers, and all of that is committed.
             debug_assert!(failed || reply.transno() <= last_committed);
@@ -214,6 +226,7 @@ impl<T> ReplyEngine<T> {
                 released += 1;
             }
         }
+        *queue.spare.lock() = taken;
         released
     }
 
