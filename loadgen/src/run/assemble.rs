@@ -41,10 +41,12 @@ impl Totals {
 
     /// Adds one lane's results.
     pub(super) fn add(&mut self, r: LaneResult) -> anyhow::Result<()> {
-        self.latency
-            .add(&r.latency)
-            .context("merging latency histograms")?;
         for (k, c) in r.per_op {
+            // Every counted request is in exactly one kind's histogram: their sum is the
+            // total (a lane keeps no second copy, see `LaneResult`).
+            self.latency
+                .add(&c.latency)
+                .context("merging latency histograms")?;
             let e = self.per_op.entry(k.name()).or_default();
             e.ok += c.ok;
             e.errors += c.errors;
