@@ -10,7 +10,9 @@
 //! its removal as much as an answer about a live inode builds on its last change. Only
 //! removals write there, so creates and reads of live inodes never touch it.
 
-use std::collections::HashMap;
+// foldhash, not std's SipHash: the keys are inode numbers the server hands out, not input an
+// attacker picks, and SipHash was most of the table's share of a create (see BENCHMARKS.md).
+use foldhash::HashMap;
 
 use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, MutexGuard};
@@ -38,8 +40,8 @@ struct Stripe {
 impl Stripe {
     fn new() -> Stripe {
         Stripe {
-            nodes: HashMap::new(),
-            removed: HashMap::new(),
+            nodes: HashMap::default(),
+            removed: HashMap::default(),
             purge_removed_at: REMOVED_PURGE_AT,
         }
     }
