@@ -13,6 +13,7 @@
 
 mod node;
 mod ops;
+mod perm;
 mod table;
 
 use std::collections::BTreeMap;
@@ -26,12 +27,15 @@ use mds_proto::{Attr, Body, Cred, Errno, Kind};
 use node::{Entry, FileKind, InodeAttr, Node};
 use table::Table;
 
+pub use perm::{NOBODY, squash_root};
+
 /// Who asks for an operation, as commit-on-share sees it.
 #[derive(Debug)]
 pub struct Caller<'a> {
     /// The client's identity: its own uncommitted changes never hold it back.
     pub client: u64,
-    /// Its credentials; new inodes belong to them.
+    /// Its credentials: what it may do (POSIX permissions, `perm.rs`), and who new inodes
+    /// belong to. Root squash, if on, has already been applied.
     pub cred: &'a Cred,
     /// The `last_committed` the answer is judged against. `u64::MAX` turns commit-on-share
     /// off (`--cos off`): nothing counts as uncommitted.
@@ -243,5 +247,7 @@ fn now_ns() -> i64 {
 
 #[cfg(test)]
 mod model_tests;
+#[cfg(test)]
+mod perm_cos_tests;
 #[cfg(test)]
 mod tests;
