@@ -295,7 +295,7 @@ impl Model {
         // As `journal::Inode::root(0)`, which `tests::empty` starts from.
         let root = ModelInode {
             kind: Kind::Directory,
-            mode: 0o755,
+            mode: 0o1777,
             uid: 0,
             gid: 0,
             size: 0,
