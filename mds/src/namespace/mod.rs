@@ -25,9 +25,8 @@ use parking_lot::Mutex;
 
 use mds_proto::{Attr, Body, Cred, Errno, Kind};
 use node::{Entry, FileKind, InodeAttr, Node};
+use perm::squash_root;
 use table::Table;
-
-pub use perm::{NOBODY, squash_root};
 
 /// Who asks for an operation, as commit-on-share sees it.
 #[derive(Debug)]
@@ -83,6 +82,9 @@ pub struct Namespace {
     read_only: AtomicBool,
     /// The journal failure that made it read-only was a full disk.
     no_space: AtomicBool,
+    /// Root squash (`--root-squash`): requests from uid 0 run as nobody. Applied by
+    /// [`Namespace::effective_cred`] to each request's credentials as they are decoded.
+    root_squash: bool,
 }
 
 impl std::fmt::Debug for Namespace {
@@ -108,6 +110,7 @@ impl Namespace {
             files: AtomicU64::new(0),
             read_only: AtomicBool::new(false),
             no_space: AtomicBool::new(false),
+            root_squash: false,
         };
         let mut dirs: BTreeMap<u64, BTreeMap<String, Entry>> = BTreeMap::new();
         journal.scan_dentries(|parent, name, entry| {
@@ -164,6 +167,23 @@ impl Namespace {
             *dir = entries;
         }
         Ok(ns)
+    }
+
+    /// The same namespace, root-squashing (`--root-squash`) or not.
+    pub fn squashing_root(self, on: bool) -> Namespace {
+        Namespace {
+            root_squash: on,
+            ..self
+        }
+    }
+
+    /// Turns the credentials a request carries into those it executes with: root-squashed
+    /// (`perm::squash_root`) if the server was started so. In place: no allocation.
+    #[inline]
+    pub fn effective_cred(&self, cred: &mut Cred) {
+        if self.root_squash {
+            squash_root(cred);
+        }
     }
 
     /// The last transno handed out.

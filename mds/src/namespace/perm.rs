@@ -26,7 +26,7 @@ const S_IXGRP: u32 = 0o0010;
 
 /// The uid and gid root squash maps root to: `nobody`/`nogroup` on Linux, as NFS's
 /// `anonuid`/`anongid` default.
-pub const NOBODY: u32 = 65534;
+pub(crate) const NOBODY: u32 = 65534;
 
 /// Whether the caller is the superuser. Root passes every read and write check and every
 /// search check on a directory (Linux's CAP_DAC_OVERRIDE), and every owner-only rule (CAP_FOWNER,
@@ -177,7 +177,7 @@ pub(crate) fn new_inode_owner(
 /// Root squash (`--root-squash`), as Linux's NFS server does it: uid 0 becomes [`NOBODY`],
 /// and so does group 0 wherever it appears, primary or supplementary, whoever carries it. In
 /// place, so a request's credentials cost no allocation.
-pub fn squash_root(cred: &mut Cred) {
+pub(crate) fn squash_root(cred: &mut Cred) {
     if cred.uid == 0 {
         cred.uid = NOBODY;
     }
