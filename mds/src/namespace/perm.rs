@@ -154,8 +154,10 @@ pub(crate) fn mode_after_setattr(cred: &Cred, inode: &InodeAttr, set: &SetAttr) 
 /// The owner group and mode a new inode takes in directory `parent`, asked for with `mode` by
 /// `cred`: in a set-group-ID directory it takes the directory's group rather than the caller's
 /// (BSD semantics, which System V file systems give such directories), and a new directory
-/// there inherits the set-group-ID bit; a new file asking for S_ISGID in such a directory
-/// keeps it only if the caller is a member of that group or root.
+/// there inherits the set-group-ID bit; a new file asking there to run as that group
+/// (S_ISGID with group execute) keeps S_ISGID only if the caller is a member of the group or
+/// root. S_ISGID without group execute does not mean "run as" (it marks mandatory locking),
+/// and Linux keeps it.
 pub(crate) fn new_inode_owner(
     cred: &Cred,
     parent: &InodeAttr,
@@ -168,7 +170,12 @@ pub(crate) fn new_inode_owner(
     }
     let mode = match kind {
         FileKind::Directory => mode | S_ISGID,
-        FileKind::File if !(is_root(cred) || in_group(cred, parent.gid)) => mode & !S_ISGID,
+        FileKind::File
+            if mode & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP
+                && !(is_root(cred) || in_group(cred, parent.gid)) =>
+        {
+            mode & !S_ISGID
+        }
         FileKind::File => mode,
     };
     (parent.gid, mode)
@@ -444,9 +451,14 @@ mod tests {
             (STAFF, 0o2755)
         );
         assert_eq!(
-            new_inode_owner(&alice, &shared, FileKind::File, 0o2644),
-            (STAFF, 0o644),
+            new_inode_owner(&alice, &shared, FileKind::File, 0o2755),
+            (STAFF, 0o755),
             "not a member of the group it would run as"
+        );
+        assert_eq!(
+            new_inode_owner(&alice, &shared, FileKind::File, 0o2644),
+            (STAFF, 0o2644),
+            "without group execute it would not run as the group"
         );
         let member = cred(ALICE, USERS, &[STAFF]);
         assert_eq!(
