@@ -147,7 +147,7 @@ struct Case {
     then: Option<(&'static str, Owner)>,
 }
 
-fn case(what: &'static str, tree: &[Node], who: User, act: Act, want: Result<(), Errno>) -> Case {
+fn case(what: &'static str, who: User, act: Act, want: Result<(), Errno>, tree: &[Node]) -> Case {
     Case {
         what,
         tree: tree.to_vec(),
@@ -171,107 +171,176 @@ use Errno::*;
 const A: u32 = 1000;
 const B: u32 = 2000;
 
-#[rustfmt::skip] // A table: one case a line.
+#[rustfmt::skip] // A table: each case on two lines, what and who, then the tree.
 fn cases() -> Vec<Case> {
     let ok = Ok(());
     vec![
         // LOOKUP: search permission on the parent, and only the class the caller is in.
-        case("lookup with search", &[dir("d", 0o755, A, USERS), file("d/f", 0o600, A, USERS)], BOB, Lookup("d/f"), ok),
-        case("lookup without search", &[dir("d", 0o644, A, USERS), file("d/f", 0o644, A, USERS)], BOB, Lookup("d/f"), Err(EACCES)),
-        case("lookup of a missing name without search: EACCES first", &[dir("d", 0o700, A, USERS)], BOB, Lookup("d/nothing"), Err(EACCES)),
-        case("lookup through the group's bits", &[dir("d", 0o070, 0, USERS), file("d/f", 0o600, 0, 0)], ALICE, Lookup("d/f"), ok),
-        case("lookup through a supplementary group", &[dir("d", 0o010, 0, STAFF), file("d/f", 0o600, 0, 0)], ALICE, Lookup("d/f"), ok),
-        case("the owner's bits decide for the owner", &[dir("d", 0o077, A, USERS), file("d/f", 0o600, A, USERS)], ALICE, Lookup("d/f"), Err(EACCES)),
-        case("root searches a mode-0 directory", &[dir("d", 0o000, A, USERS), file("d/f", 0o600, A, USERS)], ROOT_USER, Lookup("d/f"), ok),
+        case("lookup with search", BOB, Lookup("d/f"), ok,
+             &[dir("d", 0o755, A, USERS), file("d/f", 0o600, A, USERS)]),
+        case("lookup without search", BOB, Lookup("d/f"), Err(EACCES),
+             &[dir("d", 0o644, A, USERS), file("d/f", 0o644, A, USERS)]),
+        case("lookup of a missing name without search: EACCES first", BOB, Lookup("d/nothing"), Err(EACCES),
+             &[dir("d", 0o700, A, USERS)]),
+        case("lookup through the group's bits", ALICE, Lookup("d/f"), ok,
+             &[dir("d", 0o070, 0, USERS), file("d/f", 0o600, 0, 0)]),
+        case("lookup through a supplementary group", ALICE, Lookup("d/f"), ok,
+             &[dir("d", 0o010, 0, STAFF), file("d/f", 0o600, 0, 0)]),
+        case("the owner's bits decide for the owner", ALICE, Lookup("d/f"), Err(EACCES),
+             &[dir("d", 0o077, A, USERS), file("d/f", 0o600, A, USERS)]),
+        case("root searches a mode-0 directory", ROOT_USER, Lookup("d/f"), ok,
+             &[dir("d", 0o000, A, USERS), file("d/f", 0o600, A, USERS)]),
         // READDIR: read permission; search is not needed to list names.
-        case("readdir with read and no search", &[dir("d", 0o444, A, USERS), file("d/f", 0o600, A, USERS)], BOB, Readdir("d"), ok),
-        case("readdir with search and no read", &[dir("d", 0o311, A, USERS)], BOB, Readdir("d"), Err(EACCES)),
-        case("root lists a mode-0 directory", &[dir("d", 0o000, A, USERS)], ROOT_USER, Readdir("d"), ok),
+        case("readdir with read and no search", BOB, Readdir("d"), ok,
+             &[dir("d", 0o444, A, USERS), file("d/f", 0o600, A, USERS)]),
+        case("readdir with search and no read", BOB, Readdir("d"), Err(EACCES),
+             &[dir("d", 0o311, A, USERS)]),
+        case("root lists a mode-0 directory", ROOT_USER, Readdir("d"), ok,
+             &[dir("d", 0o000, A, USERS)]),
         // CREATE and MKDIR: write and search on the parent; EEXIST before the write check.
-        case("create without write", &[dir("d", 0o755, A, USERS)], BOB, Create("d/new", 0o644), Err(EACCES)),
-        case("create with write", &[dir("d", 0o777, A, USERS)], BOB, Create("d/new", 0o644), ok)
+        case("create without write", BOB, Create("d/new", 0o644), Err(EACCES),
+             &[dir("d", 0o755, A, USERS)]),
+        case("create with write", BOB, Create("d/new", 0o644), ok,
+             &[dir("d", 0o777, A, USERS)])
             .then("d/new", 0o644, B, BOBS),
-        case("create with write and search, no read", &[dir("d", 0o733, A, USERS)], BOB, Create("d/new", 0o640), ok)
+        case("create with write and search, no read", BOB, Create("d/new", 0o640), ok,
+             &[dir("d", 0o733, A, USERS)])
             .then("d/new", 0o640, B, BOBS),
-        case("create with write, no search", &[dir("d", 0o666, A, USERS)], BOB, Create("d/new", 0o644), Err(EACCES)),
-        case("create of an existing name without write: EEXIST", &[dir("d", 0o555, A, USERS), file("d/f", 0o644, A, USERS)], BOB, Create("d/f", 0o644), Err(EEXIST)),
-        case("create g+s in a set-group-ID directory, outside its group", &[dir("d", 0o2777, 0, STAFF)], BOB, Create("d/new", 0o2755), ok)
+        case("create with write, no search", BOB, Create("d/new", 0o644), Err(EACCES),
+             &[dir("d", 0o666, A, USERS)]),
+        case("create of an existing name without write: EEXIST", BOB, Create("d/f", 0o644), Err(EEXIST),
+             &[dir("d", 0o555, A, USERS), file("d/f", 0o644, A, USERS)]),
+        case("create g+s in a set-group-ID directory, outside its group", BOB, Create("d/new", 0o2755), ok,
+             &[dir("d", 0o2777, 0, STAFF)])
             .then("d/new", 0o755, B, STAFF),
-        case("create g+s without group execute, outside its group", &[dir("d", 0o2777, 0, STAFF)], BOB, Create("d/new", 0o2644), ok)
+        case("create g+s without group execute, outside its group", BOB, Create("d/new", 0o2644), ok,
+             &[dir("d", 0o2777, 0, STAFF)])
             .then("d/new", 0o2644, B, STAFF),
-        case("create g+s in a set-group-ID directory, a member of its group", &[dir("d", 0o2777, 0, STAFF)], ALICE, Create("d/new", 0o2755), ok)
+        case("create g+s in a set-group-ID directory, a member of its group", ALICE, Create("d/new", 0o2755), ok,
+             &[dir("d", 0o2777, 0, STAFF)])
             .then("d/new", 0o2755, A, STAFF),
-        case("mkdir without write", &[dir("d", 0o755, 0, 0)], ALICE, Mkdir("d/new", 0o755), Err(EACCES)),
-        case("mkdir in a set-group-ID directory inherits it", &[dir("d", 0o2777, 0, STAFF)], BOB, Mkdir("d/new", 0o755), ok)
+        case("mkdir without write", ALICE, Mkdir("d/new", 0o755), Err(EACCES),
+             &[dir("d", 0o755, 0, 0)]),
+        case("mkdir in a set-group-ID directory inherits it", BOB, Mkdir("d/new", 0o755), ok,
+             &[dir("d", 0o2777, 0, STAFF)])
             .then("d/new", 0o2755, B, STAFF),
-        case("mkdir of an existing name without write: EEXIST", &[dir("d", 0o555, A, USERS), dir("d/e", 0o755, A, USERS)], BOB, Mkdir("d/e", 0o755), Err(EEXIST)),
+        case("mkdir of an existing name without write: EEXIST", BOB, Mkdir("d/e", 0o755), Err(EEXIST),
+             &[dir("d", 0o555, A, USERS), dir("d/e", 0o755, A, USERS)]),
         // UNLINK and RMDIR: write and search on the parent; the file's own mode does not matter.
-        case("unlink of one's own file from a directory one cannot write", &[dir("d", 0o755, A, USERS), file("d/f", 0o644, B, BOBS)], BOB, Unlink("d/f"), Err(EACCES)),
-        case("unlink of another's read-only file from a writable directory", &[dir("d", 0o777, A, USERS), file("d/f", 0o444, A, USERS)], BOB, Unlink("d/f"), ok),
-        case("unlink of a missing name without write: ENOENT", &[dir("d", 0o555, A, USERS)], BOB, Unlink("d/nothing"), Err(ENOENT)),
-        case("unlink of a directory", &[dir("d", 0o777, A, USERS), dir("d/e", 0o777, A, USERS)], BOB, Unlink("d/e"), Err(EISDIR)),
-        case("rmdir without write", &[dir("d", 0o555, A, USERS), dir("d/e", 0o777, B, BOBS)], BOB, Rmdir("d/e"), Err(EACCES)),
-        case("rmdir of a full directory", &[dir("d", 0o777, A, USERS), dir("d/e", 0o777, A, USERS), file("d/e/f", 0o644, A, USERS)], BOB, Rmdir("d/e"), Err(ENOTEMPTY)),
-        case("rmdir of a file", &[dir("d", 0o777, A, USERS), file("d/f", 0o644, A, USERS)], BOB, Rmdir("d/f"), Err(ENOTDIR)),
+        case("unlink of one's own file from a directory one cannot write", BOB, Unlink("d/f"), Err(EACCES),
+             &[dir("d", 0o755, A, USERS), file("d/f", 0o644, B, BOBS)]),
+        case("unlink of another's read-only file from a writable directory", BOB, Unlink("d/f"), ok,
+             &[dir("d", 0o777, A, USERS), file("d/f", 0o444, A, USERS)]),
+        case("unlink of a missing name without write: ENOENT", BOB, Unlink("d/nothing"), Err(ENOENT),
+             &[dir("d", 0o555, A, USERS)]),
+        case("unlink of a directory", BOB, Unlink("d/e"), Err(EISDIR),
+             &[dir("d", 0o777, A, USERS), dir("d/e", 0o777, A, USERS)]),
+        case("rmdir without write", BOB, Rmdir("d/e"), Err(EACCES),
+             &[dir("d", 0o555, A, USERS), dir("d/e", 0o777, B, BOBS)]),
+        case("rmdir of a full directory", BOB, Rmdir("d/e"), Err(ENOTEMPTY),
+             &[dir("d", 0o777, A, USERS), dir("d/e", 0o777, A, USERS), file("d/e/f", 0o644, A, USERS)]),
+        case("rmdir of a file", BOB, Rmdir("d/f"), Err(ENOTDIR),
+             &[dir("d", 0o777, A, USERS), file("d/f", 0o644, A, USERS)]),
         // The sticky bit: only the entry's owner, the directory's owner, or root.
-        case("sticky: another's file", &[dir("t", 0o1777, 0, 0), file("t/f", 0o666, A, USERS)], BOB, Unlink("t/f"), Err(EPERM)),
-        case("sticky: one's own file", &[dir("t", 0o1777, 0, 0), file("t/f", 0o644, B, BOBS)], BOB, Unlink("t/f"), ok),
-        case("sticky: the directory's owner", &[dir("t", 0o1777, B, BOBS), file("t/f", 0o644, A, USERS)], BOB, Unlink("t/f"), ok),
-        case("sticky: root", &[dir("t", 0o1777, 0, 0), file("t/f", 0o644, A, USERS)], ROOT_USER, Unlink("t/f"), ok),
-        case("sticky: unlink of another's directory, EPERM before EISDIR", &[dir("t", 0o1777, 0, 0), dir("t/e", 0o777, A, USERS)], BOB, Unlink("t/e"), Err(EPERM)),
-        case("sticky: rmdir of another's directory", &[dir("t", 0o1777, 0, 0), dir("t/e", 0o777, A, USERS)], BOB, Rmdir("t/e"), Err(EPERM)),
-        case("sticky: rename another's file", &[dir("t", 0o1777, 0, 0), file("t/f", 0o666, A, USERS)], BOB, Rename("t/f", "t/g"), Err(EPERM)),
-        case("sticky: rename over another's file", &[dir("d", 0o777, 0, 0), file("d/f", 0o644, B, BOBS), dir("t", 0o1777, 0, 0), file("t/g", 0o666, A, USERS)], BOB, Rename("d/f", "t/g"), Err(EPERM)),
+        case("sticky: another's file", BOB, Unlink("t/f"), Err(EPERM),
+             &[dir("t", 0o1777, 0, 0), file("t/f", 0o666, A, USERS)]),
+        case("sticky: one's own file", BOB, Unlink("t/f"), ok,
+             &[dir("t", 0o1777, 0, 0), file("t/f", 0o644, B, BOBS)]),
+        case("sticky: the directory's owner", BOB, Unlink("t/f"), ok,
+             &[dir("t", 0o1777, B, BOBS), file("t/f", 0o644, A, USERS)]),
+        case("sticky: root", ROOT_USER, Unlink("t/f"), ok,
+             &[dir("t", 0o1777, 0, 0), file("t/f", 0o644, A, USERS)]),
+        case("sticky: unlink of another's directory, EPERM before EISDIR", BOB, Unlink("t/e"), Err(EPERM),
+             &[dir("t", 0o1777, 0, 0), dir("t/e", 0o777, A, USERS)]),
+        case("sticky: rmdir of another's directory", BOB, Rmdir("t/e"), Err(EPERM),
+             &[dir("t", 0o1777, 0, 0), dir("t/e", 0o777, A, USERS)]),
+        case("sticky: rename another's file", BOB, Rename("t/f", "t/g"), Err(EPERM),
+             &[dir("t", 0o1777, 0, 0), file("t/f", 0o666, A, USERS)]),
+        case("sticky: rename over another's file", BOB, Rename("d/f", "t/g"), Err(EPERM),
+             &[dir("d", 0o777, 0, 0), file("d/f", 0o644, B, BOBS), dir("t", 0o1777, 0, 0), file("t/g", 0o666, A, USERS)]),
         // RENAME: write and search on both parents; a directory moving to another parent needs
         // write on itself.
-        case("rename into a directory one cannot write", &[dir("d", 0o777, A, USERS), file("d/f", 0o644, B, BOBS), dir("e", 0o755, A, USERS)], BOB, Rename("d/f", "e/f"), Err(EACCES)),
-        case("rename across writable directories", &[dir("d", 0o777, A, USERS), file("d/f", 0o644, A, USERS), dir("e", 0o777, A, USERS)], BOB, Rename("d/f", "e/g"), ok),
-        case("move another's directory to another parent", &[dir("d", 0o777, A, USERS), dir("d/s", 0o755, A, USERS), dir("e", 0o777, A, USERS)], BOB, Rename("d/s", "e/s"), Err(EACCES)),
-        case("rename another's directory within its parent", &[dir("d", 0o777, A, USERS), dir("d/s", 0o755, A, USERS)], BOB, Rename("d/s", "d/t"), ok),
-        case("rename onto itself without write", &[dir("d", 0o555, A, USERS), file("d/f", 0o644, A, USERS)], BOB, Rename("d/f", "d/f"), ok),
-        case("rename into its own subtree without write: EINVAL first", &[dir("d", 0o555, A, USERS), dir("d/s", 0o777, A, USERS)], BOB, Rename("d/s", "d/s/x"), Err(EINVAL)),
-        case("rename a file onto a directory without write: EACCES first", &[dir("d", 0o555, A, USERS), file("d/f", 0o644, A, USERS), dir("d/e", 0o777, A, USERS)], BOB, Rename("d/f", "d/e"), Err(EACCES)),
-        case("rename a file onto a directory", &[dir("d", 0o777, A, USERS), file("d/f", 0o644, A, USERS), dir("d/e", 0o777, A, USERS)], BOB, Rename("d/f", "d/e"), Err(EISDIR)),
+        case("rename into a directory one cannot write", BOB, Rename("d/f", "e/f"), Err(EACCES),
+             &[dir("d", 0o777, A, USERS), file("d/f", 0o644, B, BOBS), dir("e", 0o755, A, USERS)]),
+        case("rename across writable directories", BOB, Rename("d/f", "e/g"), ok,
+             &[dir("d", 0o777, A, USERS), file("d/f", 0o644, A, USERS), dir("e", 0o777, A, USERS)]),
+        case("move another's directory to another parent", BOB, Rename("d/s", "e/s"), Err(EACCES),
+             &[dir("d", 0o777, A, USERS), dir("d/s", 0o755, A, USERS), dir("e", 0o777, A, USERS)]),
+        case("rename another's directory within its parent", BOB, Rename("d/s", "d/t"), ok,
+             &[dir("d", 0o777, A, USERS), dir("d/s", 0o755, A, USERS)]),
+        case("rename onto itself without write", BOB, Rename("d/f", "d/f"), ok,
+             &[dir("d", 0o555, A, USERS), file("d/f", 0o644, A, USERS)]),
+        case("rename into its own subtree without write: EINVAL first", BOB, Rename("d/s", "d/s/x"), Err(EINVAL),
+             &[dir("d", 0o555, A, USERS), dir("d/s", 0o777, A, USERS)]),
+        case("rename a file onto a directory without write: EACCES first", BOB, Rename("d/f", "d/e"), Err(EACCES),
+             &[dir("d", 0o555, A, USERS), file("d/f", 0o644, A, USERS), dir("d/e", 0o777, A, USERS)]),
+        case("rename a file onto a directory", BOB, Rename("d/f", "d/e"), Err(EISDIR),
+             &[dir("d", 0o777, A, USERS), file("d/f", 0o644, A, USERS), dir("d/e", 0o777, A, USERS)]),
         // SETATTR: chmod and explicit times are the owner's, chown root's, chgrp the owner's to
         // a group it is in; truncate needs write. Set-ID bits go as Linux drops them.
-        case("chmod of another's file", &[dir("d", 0o755, 0, 0), file("d/f", 0o666, A, USERS)], BOB, Chmod("d/f", 0o600), Err(EPERM)),
-        case("chmod of one's own file", &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS)], ALICE, Chmod("d/f", 0o600), ok)
+        case("chmod of another's file", BOB, Chmod("d/f", 0o600), Err(EPERM),
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o666, A, USERS)]),
+        case("chmod of one's own file", ALICE, Chmod("d/f", 0o600), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS)])
             .then("d/f", 0o600, A, USERS),
-        case("chmod g+s outside the file's group drops it", &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, BOBS)], ALICE, Chmod("d/f", 0o2755), ok)
+        case("chmod g+s outside the file's group drops it", ALICE, Chmod("d/f", 0o2755), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, BOBS)])
             .then("d/f", 0o755, A, BOBS),
-        case("chmod g+s in a supplementary group keeps it", &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, STAFF)], ALICE, Chmod("d/f", 0o2755), ok)
+        case("chmod g+s in a supplementary group keeps it", ALICE, Chmod("d/f", 0o2755), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, STAFF)])
             .then("d/f", 0o2755, A, STAFF),
-        case("chmod by root", &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, BOBS)], ROOT_USER, Chmod("d/f", 0o2700), ok)
+        case("chmod by root", ROOT_USER, Chmod("d/f", 0o2700), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, BOBS)])
             .then("d/f", 0o2700, A, BOBS),
-        case("chown to another by the owner", &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS)], ALICE, Chown("d/f", B), Err(EPERM)),
-        case("chown to oneself by the owner", &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS)], ALICE, Chown("d/f", A), ok)
+        case("chown to another by the owner", ALICE, Chown("d/f", B), Err(EPERM),
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS)]),
+        case("chown to oneself by the owner", ALICE, Chown("d/f", A), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS)])
             .then("d/f", 0o644, A, USERS),
-        case("chown by root drops set-user-ID", &[dir("d", 0o755, 0, 0), file("d/f", 0o4755, A, USERS)], ROOT_USER, Chown("d/f", B), ok)
+        case("chown by root drops set-user-ID", ROOT_USER, Chown("d/f", B), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o4755, A, USERS)])
             .then("d/f", 0o755, B, USERS),
-        case("chown by root keeps set-group-ID without group execute", &[dir("d", 0o755, 0, 0), file("d/f", 0o2745, A, USERS)], ROOT_USER, Chown("d/f", B), ok)
+        case("chown by root keeps set-group-ID without group execute", ROOT_USER, Chown("d/f", B), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o2745, A, USERS)])
             .then("d/f", 0o2745, B, USERS),
-        case("chgrp by the owner to a group it is in", &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS)], ALICE, Chgrp("d/f", STAFF), ok)
+        case("chgrp by the owner to a group it is in", ALICE, Chgrp("d/f", STAFF), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS)])
             .then("d/f", 0o644, A, STAFF),
-        case("chgrp by the owner to a group it is not in", &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS)], ALICE, Chgrp("d/f", BOBS), Err(EPERM)),
-        case("chgrp of another's file", &[dir("d", 0o755, 0, 0), file("d/f", 0o666, A, USERS)], BOB, Chgrp("d/f", BOBS), Err(EPERM)),
-        case("explicit times on another's writable file", &[dir("d", 0o755, 0, 0), file("d/f", 0o666, A, USERS)], BOB, Utimes("d/f", 1_000_000), Err(EPERM)),
-        case("explicit times on one's own read-only file", &[dir("d", 0o755, 0, 0), file("d/f", 0o444, A, USERS)], ALICE, Utimes("d/f", 1_000_000), ok),
-        case("truncate without write", &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS)], BOB, Truncate("d/f", 0), Err(EACCES)),
-        case("truncate another's writable file", &[dir("d", 0o755, 0, 0), file("d/f", 0o666, A, USERS)], BOB, Truncate("d/f", 0), ok)
+        case("chgrp by the owner to a group it is not in", ALICE, Chgrp("d/f", BOBS), Err(EPERM),
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS)]),
+        case("chgrp of another's file", BOB, Chgrp("d/f", BOBS), Err(EPERM),
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o666, A, USERS)]),
+        case("explicit times on another's writable file", BOB, Utimes("d/f", 1_000_000), Err(EPERM),
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o666, A, USERS)]),
+        case("explicit times on one's own read-only file", ALICE, Utimes("d/f", 1_000_000), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o444, A, USERS)]),
+        case("truncate without write", BOB, Truncate("d/f", 0), Err(EACCES),
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS)]),
+        case("truncate another's writable file", BOB, Truncate("d/f", 0), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o666, A, USERS)])
             .then("d/f", 0o666, A, USERS),
-        case("truncate by a user drops set-ID bits", &[dir("d", 0o755, 0, 0), file("d/f", 0o6777, A, USERS)], BOB, Truncate("d/f", 0), ok)
+        case("truncate by a user drops set-ID bits", BOB, Truncate("d/f", 0), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o6777, A, USERS)])
             .then("d/f", 0o777, A, USERS),
-        case("truncate by root keeps them", &[dir("d", 0o755, 0, 0), file("d/f", 0o6755, A, USERS)], ROOT_USER, Truncate("d/f", 0), ok)
+        case("truncate by root keeps them", ROOT_USER, Truncate("d/f", 0), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o6755, A, USERS)])
             .then("d/f", 0o6755, A, USERS),
-        case("truncate of a directory", &[dir("d", 0o777, 0, 0)], ROOT_USER, Truncate("d", 0), Err(EISDIR)),
+        case("truncate of a directory", ROOT_USER, Truncate("d", 0), Err(EISDIR),
+             &[dir("d", 0o777, 0, 0)]),
         // Root squash: root on a client is nobody.
-        case("squashed root cannot write root's directory", &[dir("d", 0o755, 0, 0)], SQUASHED, Create("d/new", 0o644), Err(EACCES)),
-        case("squashed root creates as nobody", &[dir("d", 0o777, 0, 0)], SQUASHED, Create("d/new", 0o644), ok)
+        case("squashed root cannot write root's directory", SQUASHED, Create("d/new", 0o644), Err(EACCES),
+             &[dir("d", 0o755, 0, 0)]),
+        case("squashed root creates as nobody", SQUASHED, Create("d/new", 0o644), ok,
+             &[dir("d", 0o777, 0, 0)])
             .then("d/new", 0o644, NOBODY, NOBODY),
-        case("squashed root cannot chown", &[dir("d", 0o755, 0, 0), file("d/f", 0o644, 0, 0)], SQUASHED, Chown("d/f", A), Err(EPERM)),
-        case("squashed root cannot search root's private directory", &[dir("d", 0o700, 0, 0), file("d/f", 0o644, 0, 0)], SQUASHED, Lookup("d/f"), Err(EACCES)),
-        case("squashed group 0 is nobody's group", &[dir("d", 0o070, 0, NOBODY), file("d/f", 0o644, 0, 0)], SQUASHED, Lookup("d/f"), ok),
-        case("squashed root and the sticky bit", &[dir("t", 0o1777, 0, 0), file("t/f", 0o666, 0, 0)], SQUASHED, Unlink("t/f"), Err(EPERM)),
+        case("squashed root cannot chown", SQUASHED, Chown("d/f", A), Err(EPERM),
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o644, 0, 0)]),
+        case("squashed root cannot search root's private directory", SQUASHED, Lookup("d/f"), Err(EACCES),
+             &[dir("d", 0o700, 0, 0), file("d/f", 0o644, 0, 0)]),
+        case("squashed group 0 is nobody's group", SQUASHED, Lookup("d/f"), ok,
+             &[dir("d", 0o070, 0, NOBODY), file("d/f", 0o644, 0, 0)]),
+        case("squashed root and the sticky bit", SQUASHED, Unlink("t/f"), Err(EPERM),
+             &[dir("t", 0o1777, 0, 0), file("t/f", 0o666, 0, 0)]),
     ]
 }
 
