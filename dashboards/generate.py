@@ -112,6 +112,11 @@ ROWS = [
         ts("Errors by instance", "reqps",
            [(f"sum by (instance) ({rate('mds_requests_total', NOT_OK)})", "{{instance}}")],
            "Requests answered with a POSIX error, per server."),
+        ts("Permission denials by operation", "reqps",
+           [(f"sum by (op) ({rate('mds_permission_denied_total')})", "{{op}}")],
+           "Requests refused for permission (EACCES: a missing read, write or search bit; EPERM: "
+           "only the owner or root may, or the sticky bit), by operation. A steady rate is a "
+           "client running as the wrong user, or a directory with the wrong mode.", 24),
     ]),
     ("Group commit", [
         ts("Commits per second by instance", "ops",

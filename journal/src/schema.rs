@@ -87,12 +87,16 @@ pub fn now_ns() -> i64 {
 }
 
 impl Inode {
-    /// The root directory of a new store, created at `now_ns`.
+    /// The root directory of a new store, created at `now_ns`: owned by root, mode 01777 —
+    /// like `/tmp`, every user may create in it and only remove what is theirs. A fresh
+    /// store must be usable by clients that are not root (mdsctl, loadgen, applications run
+    /// by users), and until an administrator shapes the tree the root is all there is; 0755
+    /// would refuse them all, 0777 would let each remove the others' entries.
     pub fn root(now_ns: i64) -> Inode {
         Inode {
             ino: ROOT_INO,
             kind: FileKind::Directory,
-            mode: 0o755,
+            mode: 0o1777,
             uid: 0,
             gid: 0,
             nlink: 2,
@@ -314,7 +318,7 @@ mod tests {
         pinned(
             "root inode",
             &Inode::root(1),
-            "0100ed0300000200020200010000",
+            "0100ff0700000200020200010000",
         );
         let dentry = Dentry {
             ino: 300,

@@ -79,6 +79,12 @@ pub struct ServeArgs {
     /// off). Default: 2ms.
     #[arg(long, value_parser = parse_duration)]
     pub partner_drain_after: Option<Duration>,
+    /// Root squash, as NFS's `root_squash`: requests that say uid 0 run as uid 65534
+    /// (nobody), and group 0, primary or supplementary, as group 65534, so root on a client
+    /// has no power over the namespace. `--root-squash` alone means on; `--root-squash off`
+    /// overrides a config file that says on. Default: off.
+    #[arg(long, value_parser = parse_on_off, num_args = 0..=1, default_missing_value = "on")]
+    pub root_squash: Option<bool>,
     /// TOML file with any of the keys above (kebab-case); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -117,6 +123,7 @@ struct FileConfig {
     reply_path: Option<String>,
     service_threads: Option<usize>,
     partner_drain_after: Option<String>,
+    root_squash: Option<String>,
 }
 
 /// A validated server configuration.
@@ -147,6 +154,8 @@ pub struct ServerConfig {
     /// How late a partition's drain may begin before its partner drains for it; zero: never.
     pub partner_drain_after: Duration,
     pub inject_drain_stall: Option<Duration>,
+    /// Requests from uid 0 (and group 0) run as nobody.
+    pub root_squash: bool,
     pub limits: Limits,
     pub inject_journal_failure_after: Option<u64>,
     pub inject_journal_failure: journal::Fault,
@@ -188,6 +197,11 @@ impl ServeArgs {
             (Some(d), _) => d,
             (None, Some(s)) => parse_duration(&s).map_err(anyhow::Error::msg)?,
             (None, None) => Duration::from_secs(300),
+        };
+        let root_squash = match (self.root_squash, file.root_squash) {
+            (Some(on), _) => on,
+            (None, Some(s)) => parse_on_off(&s).map_err(|e| anyhow::anyhow!("root-squash: {e}"))?,
+            (None, None) => false,
         };
         if session_expiry.is_zero() {
             bail!("--session-expiry must be above zero: a client needs time to reconnect");
@@ -247,6 +261,7 @@ impl ServeArgs {
             service_threads,
             partner_drain_after,
             inject_drain_stall: self.inject_drain_stall,
+            root_squash,
             limits: Limits {
                 output_high_water: self
                     .output_high_water
@@ -332,6 +347,39 @@ mod tests {
         .resolve()
         .unwrap_err();
         assert!(format!("{err:#}").contains("no-such-key"), "{err:#}");
+    }
+
+    #[test]
+    fn root_squash_is_a_bare_flag_that_a_value_can_turn_off_over_the_file() {
+        use clap::Parser;
+        #[derive(Parser)]
+        struct Cli {
+            #[command(flatten)]
+            serve: ServeArgs,
+        }
+        let parse = |args: &[&str]| {
+            Cli::try_parse_from(std::iter::once("mds").chain(args.iter().copied()))
+                .map(|cli| cli.serve)
+        };
+        assert_eq!(parse(&[]).unwrap().root_squash, None);
+        assert_eq!(parse(&["--root-squash"]).unwrap().root_squash, Some(true));
+        assert_eq!(
+            parse(&["--root-squash", "off"]).unwrap().root_squash,
+            Some(false)
+        );
+        assert!(parse(&["--root-squash", "maybe"]).is_err());
+
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("mds.toml");
+        std::fs::write(&path, "root-squash = \"on\"\n").unwrap();
+        let from_file = |args: &[&str]| {
+            let mut serve = parse(args).unwrap();
+            serve.config = Some(path.clone());
+            serve.resolve().unwrap().root_squash
+        };
+        assert!(from_file(&[]));
+        assert!(!from_file(&["--root-squash", "off"]));
+        assert!(!ServeArgs::default().resolve().unwrap().root_squash);
     }
 
     #[test]

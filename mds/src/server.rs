@@ -134,7 +134,8 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         "journal open"
     );
     let journal = Arc::new(journal);
-    let namespace = Arc::new(Namespace::load(&journal, &recovered)?);
+    let namespace =
+        Arc::new(Namespace::load(&journal, &recovered)?.squashing_root(config.root_squash));
     let (dirs, files) = namespace.counts();
     info!(directories = dirs, files, "namespace loaded");
 
@@ -308,6 +309,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
             max_batch = config.max_batch,
             cos = if config.cos { "on" } else { "off" },
             ack = if config.ack_early { "early" } else { "commit" },
+            root_squash = if config.root_squash { "on" } else { "off" },
             recovery_window = ?config.recovery_window,
             shutdown_grace = ?config.shutdown_grace,
             reply_path = ?config.reply_path,

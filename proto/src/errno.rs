@@ -41,6 +41,14 @@ errnos! {
     ENOSPC,
     ESTALE,
     EBUSY,
+    /// A permission bit the caller needs is missing: search (x) on a directory it looks a
+    /// name up in, write+search on a directory it changes, read on a directory it lists,
+    /// write on a file it truncates.
+    EACCES,
+    /// Only the owner (or root) may: change the mode or times, change the group (to one
+    /// the owner is a member of), remove or rename an entry of a sticky directory; only
+    /// root may give an inode to another user.
+    EPERM,
 }
 
 impl std::fmt::Display for Errno {

@@ -139,7 +139,9 @@ mod tests {
                 "EIO",
                 "ENOSPC",
                 "ESTALE",
-                "EBUSY"
+                "EBUSY",
+                "EACCES",
+                "EPERM"
             ]
         );
         for (code, errno) in Errno::ALL.iter().enumerate() {

@@ -48,6 +48,7 @@ pub const PROTOCOL_ERRORS: &str = "mds_protocol_errors_total";
 pub const SLOW_CLIENTS: &str = "mds_slow_client_disconnects_total";
 pub const SESSION_RECONNECTS: &str = "mds_session_reconnects_total";
 pub const COS_CONFLICTS: &str = "mds_cos_conflicts_total";
+pub const PERMISSION_DENIED: &str = "mds_permission_denied_total";
 pub const COS_WAITING: &str = "mds_cos_waiting_replies";
 pub const COS_WAIT: &str = "mds_cos_wait_seconds";
 pub const UNSAFE_REPLIES: &str = "mds_unsafe_replies";
@@ -181,6 +182,10 @@ fn describe() {
     describe_counter!(
         COS_CONFLICTS,
         "Requests that built on another client's uncommitted change, by operation: each asked for an immediate commit, and its reply waited for it (commit-on-share)."
+    );
+    describe_counter!(
+        PERMISSION_DENIED,
+        "Requests refused for permission, by operation: EACCES (a missing read, write or search bit) or EPERM (only the owner or root may; the sticky bit)."
     );
     describe_histogram!(
         COS_WAIT,

@@ -70,6 +70,12 @@ impl CommitMetrics {
 /// `1 + i` in [`Errno::ALL`] order.
 const RESULTS: usize = 1 + Errno::ALL.len();
 
+/// The operations a permission check can refuse (`namespace/ops.rs`): the series of
+/// [`PERMISSION_DENIED`] exist for these, from start-up, and for no other.
+const PERMISSION_CHECKED: [&str; 8] = [
+    "mkdir", "create", "lookup", "setattr", "readdir", "unlink", "rmdir", "rename",
+];
+
 /// One partition's handles.
 pub struct PartitionMetrics {
     /// `[op][result]`.
@@ -89,6 +95,9 @@ pub struct PartitionMetrics {
     pub sessions_replaced: Counter,
     /// Commit-on-share conflicts, by opcode.
     cos_conflicts: Vec<Counter>,
+    /// Requests refused with EACCES or EPERM, by opcode; `None` for operations no permission
+    /// check can refuse.
+    permission_denied: Vec<Option<Counter>>,
     /// Replies of reads and errors waiting for another client's commit.
     pub cos_waiting: Gauge,
     /// How long those waited.
@@ -145,6 +154,16 @@ impl PartitionMetrics {
             .iter()
             .map(|op| metrics::counter!(COS_CONFLICTS, "op" => *op))
             .collect();
+        let permission_denied = Op::NAMES
+            .iter()
+            .map(|op| {
+                PERMISSION_CHECKED.contains(op).then(|| {
+                    let c = metrics::counter!(PERMISSION_DENIED, "op" => *op);
+                    c.increment(0);
+                    c
+                })
+            })
+            .collect();
         PartitionMetrics {
             requests,
             latency,
@@ -160,6 +179,7 @@ impl PartitionMetrics {
             slow_clients: metrics::counter!(SLOW_CLIENTS),
             sessions_replaced,
             cos_conflicts,
+            permission_denied,
             cos_waiting: metrics::gauge!(COS_WAITING),
             cos_wait: metrics::histogram!(COS_WAIT),
             unsafe_replies: metrics::gauge!(UNSAFE_REPLIES),
@@ -176,11 +196,19 @@ impl PartitionMetrics {
         self.cos_conflicts[op as usize].increment(1);
     }
 
-    /// Counts one answered request and records its latency.
+    /// Counts one answered request and records its latency. A refusal for permission is
+    /// also counted as such, here where every answer passes (at once or after a wait).
     pub fn request(&self, op: usize, result: Result<(), Errno>, latency: Duration) {
         let r = match result {
             Ok(()) => 0,
-            Err(e) => 1 + Errno::ALL.iter().position(|x| *x == e).unwrap_or(0),
+            Err(e) => {
+                if matches!(e, Errno::EACCES | Errno::EPERM)
+                    && let Some(denied) = &self.permission_denied[op]
+                {
+                    denied.increment(1);
+                }
+                1 + Errno::ALL.iter().position(|x| *x == e).unwrap_or(0)
+            }
         };
         self.requests[op][r].increment(1);
         self.latency[op].record(latency.as_secs_f64());

@@ -13,6 +13,7 @@
 
 mod node;
 mod ops;
+mod perm;
 mod table;
 
 use std::collections::BTreeMap;
@@ -24,6 +25,7 @@ use parking_lot::Mutex;
 
 use mds_proto::{Attr, Body, Cred, Errno, Kind};
 use node::{Entry, FileKind, InodeAttr, Node};
+use perm::squash_root;
 use table::Table;
 
 /// Who asks for an operation, as commit-on-share sees it.
@@ -31,7 +33,8 @@ use table::Table;
 pub struct Caller<'a> {
     /// The client's identity: its own uncommitted changes never hold it back.
     pub client: u64,
-    /// Its credentials; new inodes belong to them.
+    /// Its credentials: what it may do (POSIX permissions, `perm.rs`), and who new inodes
+    /// belong to. Root squash, if on, has already been applied.
     pub cred: &'a Cred,
     /// The `last_committed` the answer is judged against. `u64::MAX` turns commit-on-share
     /// off (`--cos off`): nothing counts as uncommitted.
@@ -106,6 +109,9 @@ pub struct Namespace {
     read_only: AtomicBool,
     /// The journal failure that made it read-only was a full disk.
     no_space: AtomicBool,
+    /// Root squash (`--root-squash`): requests from uid 0 run as nobody. Applied by
+    /// [`Namespace::effective_cred`] to each request's credentials as they are decoded.
+    root_squash: bool,
 }
 
 impl std::fmt::Debug for Namespace {
@@ -131,6 +137,7 @@ impl Namespace {
             files: AtomicU64::new(0),
             read_only: AtomicBool::new(false),
             no_space: AtomicBool::new(false),
+            root_squash: false,
         };
         let mut dirs: BTreeMap<u64, BTreeMap<String, Entry>> = BTreeMap::new();
         journal.scan_dentries(|parent, name, entry| {
@@ -187,6 +194,23 @@ impl Namespace {
             *dir = entries;
         }
         Ok(ns)
+    }
+
+    /// The same namespace, root-squashing (`--root-squash`) or not.
+    pub fn squashing_root(self, on: bool) -> Namespace {
+        Namespace {
+            root_squash: on,
+            ..self
+        }
+    }
+
+    /// Turns the credentials a request carries into those it executes with: root-squashed
+    /// (`perm::squash_root`) if the server was started so. In place: no allocation.
+    #[inline]
+    pub fn effective_cred(&self, cred: &mut Cred) {
+        if self.root_squash {
+            squash_root(cred);
+        }
     }
 
     /// The last transno handed out.
@@ -270,5 +294,7 @@ fn now_ns() -> i64 {
 
 #[cfg(test)]
 mod model_tests;
+#[cfg(test)]
+mod perm_cos_tests;
 #[cfg(test)]
 mod tests;

@@ -295,7 +295,7 @@ impl Model {
         // As `journal::Inode::root(0)`, which `tests::empty` starts from.
         let root = ModelInode {
             kind: Kind::Directory,
-            mode: 0o755,
+            mode: 0o1777,
             uid: 0,
             gid: 0,
             size: 0,
@@ -615,6 +615,13 @@ impl Model {
                 } = set.clone();
                 if let Some(mode) = mode {
                     node.mode = mode & 0o7777;
+                } else if node.kind == Kind::File && (uid.is_some() || gid.is_some()) {
+                    // A new owner or group takes set-user-ID away from a file, and set-group-ID
+                    // where group execute makes it "run as the group" — for root too.
+                    node.mode &= !0o4000;
+                    if node.mode & 0o2010 == 0o2010 {
+                        node.mode &= !0o2000;
+                    }
                 }
                 node.uid = uid.unwrap_or(node.uid);
                 node.gid = gid.unwrap_or(node.gid);
@@ -725,18 +732,17 @@ impl Model {
                 }
                 let dst = self.entries(dp).get(dn).copied();
                 let src_is_dir = self.is_dir(src);
+                // Linux's order: a directory moved into its own subtree is refused before the
+                // kinds are compared, so renaming one onto a file inside itself is EINVAL.
+                if src_is_dir && sp != dp && self.is_ancestor(src, dp, &mut fp.reads) {
+                    return refused(exec, Errno::EINVAL, fp);
+                }
                 if let Some(dst) = dst {
                     match (src_is_dir, self.is_dir(dst)) {
                         (true, false) => return refused(exec, Errno::ENOTDIR, fp),
                         (false, true) => return refused(exec, Errno::EISDIR, fp),
                         _ => {}
                     }
-                }
-                // The server checks the kinds before the subtree, so renaming a directory onto
-                // a file inside itself is ENOTDIR where Linux says EINVAL; POSIX leaves the
-                // order of the checks open, and the model follows the server.
-                if src_is_dir && sp != dp && self.is_ancestor(src, dp, &mut fp.reads) {
-                    return refused(exec, Errno::EINVAL, fp);
                 }
                 fp.reads.extend(self.inode_objs(src));
                 if let Some(dst) = dst {
@@ -840,14 +846,20 @@ impl Harness {
         Harness {
             ns,
             model: Model::new(),
+            // Both root, whom permissions never refuse and whose answers they never make
+            // depend on another client's change: this property is about commit-on-share and
+            // the namespace's own rules. Different groups, so the owner of what each creates
+            // still shows whose it is. Permissions have their own tests (`perm.rs`,
+            // `tests/permissions.rs`) and the commit-on-share of their checks its own cases
+            // below.
             creds: [
                 Cred {
-                    uid: 1000,
+                    uid: 0,
                     gid: 100,
                     groups: Vec::new(),
                 },
                 Cred {
-                    uid: 2000,
+                    uid: 0,
                     gid: 200,
                     groups: Vec::new(),
                 },

@@ -23,6 +23,25 @@
 //! — builds on the change that made it so, and looks at the inode's stamp before refusing:
 //! for a removed inode, the stamp its removal left in the table (`Locked::note_removed`),
 //! kept until that removal is durable.
+//!
+//! Permissions (`perm.rs`) are checked where Linux checks them, so the same request gets the
+//! same errno: search on the parent before anything about the name (EACCES before ENOENT or
+//! EEXIST), write+search on the parent once the name is known to exist (CREATE: EEXIST before
+//! EACCES) or not, then the sticky bit (EPERM), then the kinds (EISDIR, ENOTDIR), then
+//! emptiness (ENOTEMPTY); RENAME refuses a directory moved into itself (EINVAL) before any of
+//! its write checks. A mutation checks under the locks it takes its transno under, so no
+//! concurrent chmod can slip between its check and its change.
+//!
+//! A permission check reads the inode's mode, owner and group: its answer, granted or
+//! refused, builds on whoever last changed them (SETATTR, the inode's creation, a move — the
+//! changes that write the inode's own stamp). So a check shows `cx` that stamp, and a sticky
+//! check the stamp of the entry's inode, whose owner it reads. Without that, a client could be
+//! allowed to unlink under another client's chmod that a crash then takes back — with early
+//! replies, its replay would then be refused, and a client that did come back would lose an
+//! operation because of one that did not. Most operations look at that stamp already (CREATE,
+//! READDIR, SETATTR, RENAME); LOOKUP, UNLINK and RMDIR look at it only through their
+//! permission checks. Root's checks pass whatever the attributes say, so for root they look
+//! at nothing: what root sees of commit-on-share is exactly what it saw before permissions.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -30,6 +49,7 @@ use std::sync::atomic::Ordering;
 use journal::{JournalOp, ResendRecord, TxRecord};
 
 use super::node::{Entry, FileKind, InodeAttr, Node, Stamp};
+use super::perm::{self, READ, SEARCH, WRITE};
 use super::table::Locked;
 use super::{Caller, Exec, Namespace, now_ns, to_attr, to_kind};
 use mds_proto::{Body, DirEntry, Errno, MAX_FRAME, MAX_READDIR, Op, SetAttr, check_name};
@@ -115,6 +135,32 @@ fn dir_mut<'a>(cx: &mut Cx<'_>, l: &'a mut Locked<'_>, ino: u64) -> Result<&'a m
         return Err(Errno::ENOTDIR);
     }
     Ok(node)
+}
+
+/// Permission `want` (a mask of `READ`, `WRITE`, `SEARCH`) on `node`, or EACCES. Shows `cx`
+/// the node's stamp unless the caller is root, whose answer does not depend on it.
+#[inline]
+fn may(cx: &mut Cx<'_>, node: &Node, want: u32) -> Result<(), Errno> {
+    let cred = cx.caller.cred;
+    if perm::is_root(cred) {
+        return Ok(());
+    }
+    cx.see(&node.stamp);
+    perm::check(cred, &node.attr, want)
+}
+
+/// The sticky bit: whether the caller may remove the entry of `dir` naming `victim` (UNLINK,
+/// RMDIR, RENAME's source and replaced target), or EPERM. Reads the victim's owner only where
+/// the sticky rule can refuse, and shows `cx` its stamp then.
+#[inline]
+fn may_remove(cx: &mut Cx<'_>, dir: &Node, victim: &Node) -> Result<(), Errno> {
+    let cred = cx.caller.cred;
+    if !perm::sticky_applies(cred, &dir.attr) {
+        return Ok(());
+    }
+    cx.see(&dir.stamp);
+    cx.see(&victim.stamp);
+    perm::sticky(cred, &dir.attr, victim.attr.uid)
 }
 
 fn entries_mut(node: &mut Node) -> &mut BTreeMap<String, Entry> {
@@ -225,11 +271,14 @@ impl Namespace {
         let mut l = self.table.lock(&[parent, ino]);
         let p = dir_mut(cx, &mut l, parent)?;
         cx.see(&p.stamp);
+        may(cx, p, SEARCH)?;
         if let Some(existing) = entries_mut(p).get(&name) {
             cx.see(&existing.stamp);
             return Err(Errno::EEXIST);
         }
         cx.see(&p.removed_stamp(&name));
+        may(cx, p, WRITE | SEARCH)?;
+        let (gid, mode) = perm::new_inode_owner(cred, &p.attr, kind, mode);
         let transno = self.next_transno();
         let entry = Entry {
             ino,
@@ -247,9 +296,9 @@ impl Namespace {
         let attr = InodeAttr {
             ino,
             kind,
-            mode: mode & 0o7777,
+            mode,
             uid: cred.uid,
-            gid: cred.gid,
+            gid,
             nlink: if is_dir { 2 } else { 1 },
             size: 0,
             ctime_ns: now,
@@ -292,6 +341,7 @@ impl Namespace {
         let child = {
             let l = self.table.lock(&[parent]);
             let p = dir(cx, &l, parent)?;
+            may(cx, p, SEARCH)?;
             match p.entries.as_ref().and_then(|e| e.get(name)) {
                 Some(entry) => {
                     cx.see(&entry.stamp);
@@ -331,12 +381,13 @@ impl Namespace {
         if set.size.is_some() && node.attr.kind == FileKind::Directory {
             return Err(Errno::EISDIR);
         }
+        let cred = cx.caller.cred;
+        perm::may_setattr(cred, &node.attr, &set)?;
+        let mode = perm::mode_after_setattr(cred, &node.attr, &set);
         let transno = self.next_transno();
         node.stamp = cx.stamp(node.stamp, transno);
         let attr = &mut node.attr;
-        if let Some(mode) = set.mode {
-            attr.mode = mode & 0o7777;
-        }
+        attr.mode = mode;
         if let Some(uid) = set.uid {
             attr.uid = uid;
         }
@@ -370,6 +421,9 @@ impl Namespace {
         let l = self.table.lock(&[ino]);
         let d = dir(cx, &l, ino)?;
         see_inode(cx, d);
+        // Read alone: Linux lists a directory with `r` and no `x` (names and kinds; it is
+        // the attributes of the entries that need search).
+        may(cx, d, READ)?;
         let entries = d.entries.as_ref().expect("a directory");
         let range = match cursor {
             Some(c) => {
@@ -411,6 +465,7 @@ impl Namespace {
             let child = {
                 let l = self.table.lock(&[parent]);
                 let p = dir(cx, &l, parent)?;
+                may(cx, p, SEARCH)?;
                 match p.entries.as_ref().and_then(|e| e.get(&name)) {
                     Some(entry) => *entry,
                     None => {
@@ -420,22 +475,25 @@ impl Namespace {
                 }
             };
             cx.see(&child.stamp);
-            match (want, child.kind) {
-                (FileKind::File, FileKind::Directory) => return Err(Errno::EISDIR),
-                (FileKind::Directory, FileKind::File) => return Err(Errno::ENOTDIR),
-                _ => {}
-            }
             let now = now_ns();
             let mut l = self.table.lock(&[parent, child.ino]);
-            let p = dir_mut(cx, &mut l, parent)?;
-            let Some(current) = entries_mut(p).get(&name).copied() else {
+            let p = dir(cx, &l, parent)?;
+            let Some(current) = p.entries.as_ref().and_then(|e| e.get(&name)).copied() else {
                 continue; // changed between the two lock rounds: look again
             };
             if !current.same_child(&child) {
                 continue;
             }
             cx.see(&current.stamp);
+            // Checked again under the locks the transno is taken under (search included).
+            may(cx, p, WRITE | SEARCH)?;
             let c = l.get(child.ino).expect("an entry names a live inode");
+            may_remove(cx, p, c)?;
+            match (want, child.kind) {
+                (FileKind::File, FileKind::Directory) => return Err(Errno::EISDIR),
+                (FileKind::Directory, FileKind::File) => return Err(Errno::ENOTDIR),
+                _ => {}
+            }
             see_inode(cx, c);
             if want == FileKind::Directory && c.entries.as_ref().is_some_and(|e| !e.is_empty()) {
                 return Err(Errno::ENOTEMPTY);
@@ -507,8 +565,10 @@ impl Namespace {
                 let l = self.table.lock(&[sp, dp]);
                 let s = dir(cx, &l, sp)?;
                 cx.see(&s.stamp);
+                may(cx, s, SEARCH)?;
                 let d = dir(cx, &l, dp)?;
                 cx.see(&d.stamp);
+                may(cx, d, SEARCH)?;
                 let Some(src) = s.entries.as_ref().and_then(|e| e.get(&sn)).copied() else {
                     cx.see(&s.removed_stamp(&sn));
                     return Err(Errno::ENOENT);
@@ -523,13 +583,6 @@ impl Namespace {
             };
             if sp == dp && sn == dn {
                 return Ok(now(Body::Done));
-            }
-            if let Some(dst) = dst {
-                match (src.kind, dst.kind) {
-                    (FileKind::Directory, FileKind::File) => return Err(Errno::ENOTDIR),
-                    (FileKind::File, FileKind::Directory) => return Err(Errno::EISDIR),
-                    _ => {}
-                }
             }
             if src.kind == FileKind::Directory && sp != dp && self.is_ancestor(cx, src.ino, dp) {
                 return Err(Errno::EINVAL);
@@ -559,7 +612,26 @@ impl Namespace {
             // The stamps as they are now, under the locks.
             let src = still_src.expect("checked");
             cx.see(&src.stamp);
-            see_inode(cx, l.get(src.ino).expect("an entry names a live inode"));
+            let (s, d) = (dir(cx, &l, sp)?, dir(cx, &l, dp)?);
+            let moved = l.get(src.ino).expect("an entry names a live inode");
+            may(cx, s, WRITE | SEARCH)?;
+            may_remove(cx, s, moved)?;
+            may(cx, d, WRITE | SEARCH)?;
+            if let Some(dst) = still_dst {
+                let replaced = l.get(dst.ino).expect("an entry names a live inode");
+                may_remove(cx, d, replaced)?;
+                match (src.kind, dst.kind) {
+                    (FileKind::Directory, FileKind::File) => return Err(Errno::ENOTDIR),
+                    (FileKind::File, FileKind::Directory) => return Err(Errno::EISDIR),
+                    _ => {}
+                }
+            }
+            if src.kind == FileKind::Directory && sp != dp {
+                // Its ".." changes: a directory moves to another parent only with write
+                // permission on itself.
+                may(cx, moved, WRITE)?;
+            }
+            see_inode(cx, moved);
             if let Some(dst) = still_dst {
                 cx.see(&dst.stamp);
                 let replaced = l.get(dst.ino).expect("an entry names a live inode");

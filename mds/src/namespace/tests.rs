@@ -22,6 +22,7 @@ pub(super) fn empty() -> Namespace {
         files: AtomicU64::new(0),
         read_only: AtomicBool::new(false),
         no_space: AtomicBool::new(false),
+        root_squash: false,
     };
     ns.table.insert_unlocked(Node::new(
         InodeAttr::from_record(Inode::root(0)),

@@ -277,9 +277,10 @@ impl Partition {
             xid,
             op,
             acked_xid,
-            cred,
+            mut cred,
             replay,
         } = request;
+        self.shared.namespace.effective_cred(&mut cred);
         let opcode = op.opcode();
         let immediate = |result: Result<Body, Errno>,
                          answered: &mut Vec<(u8, Result<(), Errno>)>| {

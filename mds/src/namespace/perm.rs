@@ -1,0 +1,469 @@
+//! POSIX permissions: who may do what to an inode, from the credentials a request carries
+//! (uid, primary gid, supplementary groups) and the inode's mode, owner and group — the rules
+//! of Linux's `generic_permission`, `may_delete`, `setattr_prepare` and `notify_change`, which
+//! `mds/tests/permissions.rs` checks against the running kernel. Also root squash, which
+//! rewrites the credentials before any of this sees them.
+//!
+//! Pure functions of their arguments: no locks, no allocation (group membership is a scan of
+//! at most `MAX_GROUPS` words). The operations in `ops.rs` decide where each check goes in
+//! their order of checks and what it shows commit-on-share.
+
+use mds_proto::{Cred, Errno, SetAttr};
+
+use super::node::{FileKind, InodeAttr};
+
+/// Read permission, as a mask of one class's `rwx` bits.
+pub(crate) const READ: u32 = 0o4;
+/// Write permission.
+pub(crate) const WRITE: u32 = 0o2;
+/// Search permission on a directory (execute on a file, which nothing here asks for).
+pub(crate) const SEARCH: u32 = 0o1;
+
+const S_ISUID: u32 = 0o4000;
+const S_ISGID: u32 = 0o2000;
+const S_ISVTX: u32 = 0o1000;
+const S_IXGRP: u32 = 0o0010;
+
+/// The uid and gid root squash maps root to: `nobody`/`nogroup` on Linux, as NFS's
+/// `anonuid`/`anongid` default.
+pub(crate) const NOBODY: u32 = 65534;
+
+/// Whether the caller is the superuser. Root passes every read and write check and every
+/// search check on a directory (Linux's CAP_DAC_OVERRIDE), and every owner-only rule (CAP_FOWNER,
+/// CAP_CHOWN, CAP_FSETID). Execute permission on a regular file, which root has only if some
+/// `x` bit is set, is never asked for here.
+#[inline]
+pub(crate) fn is_root(cred: &Cred) -> bool {
+    cred.uid == 0
+}
+
+/// Whether `gid` is the caller's primary group or one of its supplementary groups.
+#[inline]
+pub(crate) fn in_group(cred: &Cred, gid: u32) -> bool {
+    cred.gid == gid || cred.groups.contains(&gid)
+}
+
+/// Whether the caller may `want` (a mask of [`READ`], [`WRITE`], [`SEARCH`]) on `inode`:
+/// EACCES if not. One class decides, as POSIX says: the owner's bits if the caller owns it,
+/// else the group's if it is in the inode's group, else the others' — so an owner whose own
+/// bits lack something is refused even when the group or others have it.
+#[inline]
+pub(crate) fn check(cred: &Cred, inode: &InodeAttr, want: u32) -> Result<(), Errno> {
+    if is_root(cred) {
+        return Ok(());
+    }
+    let class = if cred.uid == inode.uid {
+        inode.mode >> 6
+    } else if in_group(cred, inode.gid) {
+        inode.mode >> 3
+    } else {
+        inode.mode
+    };
+    if want & !class & 0o7 == 0 {
+        Ok(())
+    } else {
+        Err(Errno::EACCES)
+    }
+}
+
+/// The sticky bit: in a directory with S_ISVTX set, an entry may be removed or renamed away
+/// (or replaced by a rename) only by the entry's owner, the directory's owner, or root.
+/// EPERM otherwise, as Linux's `may_delete` answers.
+#[inline]
+pub(crate) fn sticky(cred: &Cred, dir: &InodeAttr, victim_uid: u32) -> Result<(), Errno> {
+    if dir.mode & S_ISVTX == 0 || is_root(cred) || cred.uid == victim_uid || cred.uid == dir.uid {
+        Ok(())
+    } else {
+        Err(Errno::EPERM)
+    }
+}
+
+/// Whether the sticky rule could refuse `cred` anything in `dir`, whoever owns the entry:
+/// only then does the answer depend on the entry's owner.
+#[inline]
+pub(crate) fn sticky_applies(cred: &Cred, dir: &InodeAttr) -> bool {
+    dir.mode & S_ISVTX != 0 && !is_root(cred) && cred.uid != dir.uid
+}
+
+/// Whether the caller may make every change `set` asks for on `inode`, checked in the order
+/// Linux's `truncate` and `setattr_prepare` do: a new size needs write permission (EACCES);
+/// a new owner is root's alone, though the owner may "change" it to itself; a new group is
+/// the owner's to give, to its current group or one it is a member of, or root's; a new mode
+/// and an explicit mtime are the owner's or root's (EPERM for these three). SETATTR has no
+/// "mtime = now", the one time change Linux also allows to anyone with write permission.
+pub(crate) fn may_setattr(cred: &Cred, inode: &InodeAttr, set: &SetAttr) -> Result<(), Errno> {
+    if set.size.is_some() {
+        check(cred, inode, WRITE)?;
+    }
+    if is_root(cred) {
+        return Ok(());
+    }
+    let owner = cred.uid == inode.uid;
+    if set.uid.is_some_and(|uid| !owner || uid != inode.uid) {
+        return Err(Errno::EPERM);
+    }
+    if set
+        .gid
+        .is_some_and(|gid| !owner || (gid != inode.gid && !in_group(cred, gid)))
+    {
+        return Err(Errno::EPERM);
+    }
+    if (set.mode.is_some() || set.mtime_ns.is_some()) && !owner {
+        return Err(Errno::EPERM);
+    }
+    Ok(())
+}
+
+/// The mode an inode has after an allowed SETATTR `set`, with the set-id bits Linux takes
+/// away on the way:
+/// - a new mode, from a caller that is not root and not a member of the inode's group (its
+///   new group if `set` changes that too), loses S_ISGID: otherwise anyone could make a file
+///   that runs with a group they do not have;
+/// - a regular file whose owner or group changes loses S_ISUID, even when root changes it,
+///   and S_ISGID where it means "run as the group" (group execute set) or the caller is not
+///   root and not in the file's group;
+/// - a regular file truncated by anyone but root loses them the same way (the kernel removes
+///   them on any write; SETATTR's size is the only write the server sees).
+///
+/// An explicit new mode is taken as it is asked (apart from the first rule): it replaces the
+/// bits the last two rules would take away. Directories keep their S_ISGID, which means
+/// "new entries take my group" there, not "run as".
+pub(crate) fn mode_after_setattr(cred: &Cred, inode: &InodeAttr, set: &SetAttr) -> u32 {
+    let root = is_root(cred);
+    if let Some(mode) = set.mode {
+        let mode = mode & 0o7777;
+        let group = set.gid.unwrap_or(inode.gid);
+        return if root || in_group(cred, group) {
+            mode
+        } else {
+            mode & !S_ISGID
+        };
+    }
+    let mode = inode.mode;
+    let chown = set.uid.is_some() || set.gid.is_some();
+    let truncate = set.size.is_some() && !root;
+    if inode.kind != FileKind::File || !(chown || truncate) {
+        return mode;
+    }
+    let drop_sgid =
+        mode & S_ISGID != 0 && (mode & S_IXGRP != 0 || !(root || in_group(cred, inode.gid)));
+    let mode = mode & !S_ISUID;
+    if drop_sgid { mode & !S_ISGID } else { mode }
+}
+
+/// The owner group and mode a new inode takes in directory `parent`, asked for with `mode` by
+/// `cred`: in a set-group-ID directory it takes the directory's group rather than the caller's
+/// (BSD semantics, which System V file systems give such directories), and a new directory
+/// there inherits the set-group-ID bit; a new file asking there to run as that group
+/// (S_ISGID with group execute) keeps S_ISGID only if the caller is a member of the group or
+/// root. S_ISGID without group execute does not mean "run as" (it marks mandatory locking),
+/// and Linux keeps it.
+pub(crate) fn new_inode_owner(
+    cred: &Cred,
+    parent: &InodeAttr,
+    kind: FileKind,
+    mode: u32,
+) -> (u32, u32) {
+    let mode = mode & 0o7777;
+    if parent.mode & S_ISGID == 0 {
+        return (cred.gid, mode);
+    }
+    let mode = match kind {
+        FileKind::Directory => mode | S_ISGID,
+        FileKind::File
+            if mode & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP
+                && !(is_root(cred) || in_group(cred, parent.gid)) =>
+        {
+            mode & !S_ISGID
+        }
+        FileKind::File => mode,
+    };
+    (parent.gid, mode)
+}
+
+/// Root squash (`--root-squash`), as Linux's NFS server does it: uid 0 becomes [`NOBODY`],
+/// and so does group 0 wherever it appears, primary or supplementary, whoever carries it. In
+/// place, so a request's credentials cost no allocation.
+pub(crate) fn squash_root(cred: &mut Cred) {
+    if cred.uid == 0 {
+        cred.uid = NOBODY;
+    }
+    if cred.gid == 0 {
+        cred.gid = NOBODY;
+    }
+    for gid in &mut cred.groups {
+        if *gid == 0 {
+            *gid = NOBODY;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cred(uid: u32, gid: u32, groups: &[u32]) -> Cred {
+        Cred {
+            uid,
+            gid,
+            groups: groups.to_vec(),
+        }
+    }
+
+    fn inode(kind: FileKind, mode: u32, uid: u32, gid: u32) -> InodeAttr {
+        InodeAttr {
+            ino: 7,
+            kind,
+            mode,
+            uid,
+            gid,
+            nlink: 1,
+            size: 0,
+            ctime_ns: 0,
+            mtime_ns: 0,
+            generation: 1,
+            parent: 0,
+            entries: 0,
+            transno: 1,
+        }
+    }
+
+    fn dir(mode: u32, uid: u32, gid: u32) -> InodeAttr {
+        inode(FileKind::Directory, mode, uid, gid)
+    }
+
+    fn file(mode: u32, uid: u32, gid: u32) -> InodeAttr {
+        inode(FileKind::File, mode, uid, gid)
+    }
+
+    const ALICE: u32 = 1000;
+    const BOB: u32 = 2000;
+    const STAFF: u32 = 50;
+    const USERS: u32 = 100;
+
+    #[test]
+    fn one_class_decides_owner_then_group_then_others() {
+        let alice = cred(ALICE, USERS, &[]);
+        // Alice owns it: only her bits count, even where group and others have more.
+        assert_eq!(
+            check(&alice, &dir(0o077, ALICE, USERS), SEARCH),
+            Err(Errno::EACCES)
+        );
+        assert_eq!(
+            check(&alice, &dir(0o300, ALICE, USERS), WRITE | SEARCH),
+            Ok(())
+        );
+        // In the group (primary): the group's bits, not the others'.
+        assert_eq!(
+            check(&alice, &dir(0o707, BOB, USERS), READ),
+            Err(Errno::EACCES)
+        );
+        assert_eq!(
+            check(&alice, &dir(0o050, BOB, USERS), READ | SEARCH),
+            Ok(())
+        );
+        // A supplementary group counts as much as the primary one.
+        let member = cred(ALICE, USERS, &[9, STAFF]);
+        assert_eq!(
+            check(&member, &dir(0o030, BOB, STAFF), WRITE | SEARCH),
+            Ok(())
+        );
+        // Neither: the others' bits.
+        assert_eq!(check(&alice, &dir(0o001, BOB, STAFF), SEARCH), Ok(()));
+        assert_eq!(
+            check(&alice, &dir(0o771, BOB, STAFF), WRITE | SEARCH),
+            Err(Errno::EACCES)
+        );
+        // Both bits are needed: write without search is not enough.
+        assert_eq!(
+            check(&alice, &dir(0o002, BOB, STAFF), WRITE | SEARCH),
+            Err(Errno::EACCES)
+        );
+    }
+
+    #[test]
+    fn root_passes_every_check_and_nobody_does_not() {
+        let root = cred(0, 0, &[]);
+        assert_eq!(
+            check(&root, &dir(0o000, ALICE, USERS), READ | WRITE | SEARCH),
+            Ok(())
+        );
+        assert_eq!(check(&root, &file(0o000, ALICE, USERS), WRITE), Ok(()));
+        let mut squashed = cred(0, 0, &[0, STAFF]);
+        squash_root(&mut squashed);
+        assert_eq!(squashed, cred(NOBODY, NOBODY, &[NOBODY, STAFF]));
+        assert_eq!(
+            check(&squashed, &dir(0o770, 0, 0), SEARCH),
+            Err(Errno::EACCES),
+            "a squashed root is in neither root's user nor its group"
+        );
+        let mut user = cred(ALICE, 0, &[]);
+        squash_root(&mut user);
+        assert_eq!(
+            user,
+            cred(ALICE, NOBODY, &[]),
+            "group 0 is squashed for anyone"
+        );
+    }
+
+    #[test]
+    fn a_sticky_directory_lets_only_the_entry_owner_the_directory_owner_or_root_remove() {
+        let tmp = dir(0o1777, 0, 0);
+        let alice = cred(ALICE, USERS, &[]);
+        assert_eq!(sticky(&alice, &tmp, ALICE), Ok(()));
+        assert_eq!(sticky(&alice, &tmp, BOB), Err(Errno::EPERM));
+        assert_eq!(sticky(&cred(0, 0, &[]), &tmp, BOB), Ok(()));
+        assert_eq!(sticky(&alice, &dir(0o1777, ALICE, USERS), BOB), Ok(()));
+        assert_eq!(sticky(&alice, &dir(0o0777, 0, 0), BOB), Ok(()));
+        assert!(sticky_applies(&alice, &tmp));
+        assert!(!sticky_applies(&alice, &dir(0o1777, ALICE, USERS)));
+        assert!(!sticky_applies(&cred(0, 0, &[]), &tmp));
+    }
+
+    #[test]
+    fn setattr_is_the_owners_and_chown_is_roots() {
+        let alice = cred(ALICE, USERS, &[STAFF]);
+        let hers = file(0o644, ALICE, USERS);
+        let bobs = file(0o666, BOB, USERS);
+        let set = |f: fn(&mut SetAttr)| {
+            let mut s = SetAttr::default();
+            f(&mut s);
+            s
+        };
+        let chmod = set(|s| s.mode = Some(0o600));
+        let utimes = set(|s| s.mtime_ns = Some(5));
+        let truncate = set(|s| s.size = Some(0));
+        assert_eq!(may_setattr(&alice, &hers, &chmod), Ok(()));
+        assert_eq!(may_setattr(&alice, &bobs, &chmod), Err(Errno::EPERM));
+        assert_eq!(may_setattr(&alice, &hers, &utimes), Ok(()));
+        assert_eq!(may_setattr(&alice, &bobs, &utimes), Err(Errno::EPERM));
+        // Truncating needs write permission, not ownership.
+        assert_eq!(may_setattr(&alice, &bobs, &truncate), Ok(()));
+        assert_eq!(
+            may_setattr(&alice, &file(0o444, ALICE, USERS), &truncate),
+            Err(Errno::EACCES)
+        );
+        // chown: root's, except to the owner it already has.
+        assert_eq!(
+            may_setattr(&alice, &hers, &set(|s| s.uid = Some(BOB))),
+            Err(Errno::EPERM)
+        );
+        assert_eq!(
+            may_setattr(&alice, &hers, &set(|s| s.uid = Some(ALICE))),
+            Ok(())
+        );
+        assert_eq!(
+            may_setattr(&cred(0, 0, &[]), &hers, &set(|s| s.uid = Some(BOB))),
+            Ok(())
+        );
+        // chgrp: the owner's, to a group it is in or the one the file has.
+        assert_eq!(
+            may_setattr(&alice, &hers, &set(|s| s.gid = Some(STAFF))),
+            Ok(())
+        );
+        assert_eq!(
+            may_setattr(&alice, &hers, &set(|s| s.gid = Some(7))),
+            Err(Errno::EPERM)
+        );
+        assert_eq!(
+            may_setattr(&alice, &file(0o644, ALICE, 7), &set(|s| s.gid = Some(7))),
+            Ok(())
+        );
+        assert_eq!(
+            may_setattr(&alice, &bobs, &set(|s| s.gid = Some(STAFF))),
+            Err(Errno::EPERM)
+        );
+        // Nothing to change: nothing to check.
+        assert_eq!(may_setattr(&alice, &bobs, &SetAttr::default()), Ok(()));
+    }
+
+    #[test]
+    fn set_id_bits_go_where_linux_drops_them() {
+        let alice = cred(ALICE, USERS, &[]);
+        let root = cred(0, 0, &[]);
+        let chmod = |mode| SetAttr {
+            mode: Some(mode),
+            ..SetAttr::default()
+        };
+        // chmod g+s by an owner outside the file's group: dropped; inside, or root: kept.
+        let other_group = file(0o644, ALICE, STAFF);
+        assert_eq!(
+            mode_after_setattr(&alice, &other_group, &chmod(0o2755)),
+            0o755
+        );
+        assert_eq!(
+            mode_after_setattr(&root, &other_group, &chmod(0o2755)),
+            0o2755
+        );
+        assert_eq!(
+            mode_after_setattr(&alice, &file(0o644, ALICE, USERS), &chmod(0o102_755)),
+            0o2755,
+            "type bits are not permission bits"
+        );
+        // chown of a set-uid, set-gid, group-executable file: both dropped, even by root.
+        let setid = file(0o6755, ALICE, USERS);
+        let chown = SetAttr {
+            uid: Some(BOB),
+            ..SetAttr::default()
+        };
+        assert_eq!(mode_after_setattr(&root, &setid, &chown), 0o755);
+        // S_ISGID without group execute is not "run as the group": root keeps it.
+        assert_eq!(
+            mode_after_setattr(&root, &file(0o6745, ALICE, USERS), &chown),
+            0o2745
+        );
+        // Directories keep their set-id bits through a chown.
+        assert_eq!(
+            mode_after_setattr(&root, &dir(0o2775, ALICE, USERS), &chown),
+            0o2775
+        );
+        // Truncate: a user loses them, root does not.
+        let truncate = SetAttr {
+            size: Some(0),
+            ..SetAttr::default()
+        };
+        assert_eq!(mode_after_setattr(&alice, &setid, &truncate), 0o755);
+        assert_eq!(mode_after_setattr(&root, &setid, &truncate), 0o6755);
+        // Times alone change no mode.
+        let utimes = SetAttr {
+            mtime_ns: Some(1),
+            ..SetAttr::default()
+        };
+        assert_eq!(mode_after_setattr(&alice, &setid, &utimes), 0o6755);
+    }
+
+    #[test]
+    fn a_set_group_id_directory_gives_new_entries_its_group() {
+        let alice = cred(ALICE, USERS, &[]);
+        let plain = dir(0o777, 0, STAFF);
+        assert_eq!(
+            new_inode_owner(&alice, &plain, FileKind::File, 0o2644),
+            (USERS, 0o2644)
+        );
+        assert_eq!(
+            new_inode_owner(&alice, &plain, FileKind::Directory, 0o100_755),
+            (USERS, 0o755),
+            "type bits are not permission bits"
+        );
+        let shared = dir(0o2777, 0, STAFF);
+        assert_eq!(
+            new_inode_owner(&alice, &shared, FileKind::Directory, 0o755),
+            (STAFF, 0o2755)
+        );
+        assert_eq!(
+            new_inode_owner(&alice, &shared, FileKind::File, 0o2755),
+            (STAFF, 0o755),
+            "not a member of the group it would run as"
+        );
+        assert_eq!(
+            new_inode_owner(&alice, &shared, FileKind::File, 0o2644),
+            (STAFF, 0o2644),
+            "without group execute it would not run as the group"
+        );
+        let member = cred(ALICE, USERS, &[STAFF]);
+        assert_eq!(
+            new_inode_owner(&member, &shared, FileKind::File, 0o2644),
+            (STAFF, 0o2644)
+        );
+    }
+}
