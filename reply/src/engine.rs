@@ -33,7 +33,7 @@ use std::collections::VecDeque;
 use crossbeam_utils::CachePadded;
 
 use crate::pending::PendingReply;
-use crate::sync::{Arc, AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, fence};
+use crate::sync::{AtomicBool, AtomicU64, AtomicUsize, Mutex, Ordering, fence};
 
 /// Wakes one partition's drain. Called by the committer once per partition per commit, and
 /// by a push that finds its transno already committed. Must be cheap and must coalesce (a
@@ -54,8 +54,10 @@ pub enum Outcome {
 const EMPTY: u64 = u64::MAX;
 
 struct Queue<T> {
-    /// Pending replies sorted by transno, equal transnos in push order.
-    pending: Mutex<VecDeque<Arc<PendingReply<T>>>>,
+    /// Pending replies sorted by transno, equal transnos in push order. Held by value, not
+    /// behind an `Arc`: nothing outside the queue holds a pending reply, and an allocation and
+    /// a free per reply were a third of a drain's cost (BENCHMARKS.md).
+    pending: Mutex<VecDeque<PendingReply<T>>>,
     /// Transno of the first pending reply, `EMPTY` if none: what the committer checks to
     /// decide whether this partition needs a wake, without taking the queue's lock.
     head: AtomicU64,
@@ -63,7 +65,7 @@ struct Queue<T> {
     depth: AtomicUsize,
     /// The buffer the last drain released from, emptied, with its capacity: the next drain
     /// takes its replies into it, so a drain allocates nothing in the steady state.
-    spare: Mutex<VecDeque<Arc<PendingReply<T>>>>,
+    spare: Mutex<VecDeque<PendingReply<T>>>,
     wake: Waker,
 }
 
@@ -118,23 +120,23 @@ impl<T> ReplyEngine<T> {
 
     /// Queues a reply on `partition` until `transno` is durable. Transnos may come in any
     /// order; one at or above the newest queued is the cheap case.
-    pub fn push(&self, partition: usize, transno: u64, payload: T) -> Arc<PendingReply<T>> {
+    pub fn push(&self, partition: usize, transno: u64, payload: T) {
         let queue = &self.queues[partition];
-        let reply = Arc::new(PendingReply::new(transno, payload));
+        let reply = PendingReply::new(transno, payload);
         {
             let mut pending = queue.pending.lock();
             match pending.back() {
-                Some(newest) if newest.transno() <= transno => pending.push_back(reply.clone()),
+                Some(newest) if newest.transno() <= transno => pending.push_back(reply),
                 Some(_) => {
                     let at = insertion_point(&pending, transno);
                     if at == 0 {
                         queue.head.store(transno, Ordering::SeqCst);
                     }
-                    pending.insert(at, reply.clone());
+                    pending.insert(at, reply);
                 }
                 None => {
                     queue.head.store(transno, Ordering::SeqCst);
-                    pending.push_back(reply.clone());
+                    pending.push_back(reply);
                 }
             }
             queue.depth.fetch_add(1, Ordering::Relaxed);
@@ -145,7 +147,6 @@ impl<T> ReplyEngine<T> {
             // visible to the committer: do not wait for a wake that will not come.
             Self::wake(queue);
         }
-        reply
     }
 
     /// The committer's side of a successful commit: publish `last_committed`, wake each
@@ -245,7 +246,7 @@ impl<T> ReplyEngine<T> {
 /// transnos keep push order. The search gallops from the back (steps of 1, 2, 4, ...) and then
 /// bisects, so an out-of-order transno that is only a little older than the newest costs a few
 /// comparisons whatever the queue's length.
-fn insertion_point<T>(pending: &VecDeque<Arc<PendingReply<T>>>, transno: u64) -> usize {
+fn insertion_point<T>(pending: &VecDeque<PendingReply<T>>, transno: u64) -> usize {
     // Everything at or after `above` is above `transno`; everything before `below` is not.
     let mut above = pending.len();
     let mut below = 0;
@@ -273,6 +274,7 @@ fn insertion_point<T>(pending: &VecDeque<Arc<PendingReply<T>>>, transno: u64) ->
 #[cfg(all(test, not(loom)))]
 mod tests {
     use super::*;
+    use std::sync::Arc;
     use std::sync::atomic::AtomicUsize as StdCounter;
 
     fn counting(n: usize) -> (ReplyEngine<u64>, Vec<Arc<StdCounter>>) {

@@ -130,7 +130,17 @@ impl<T> GlobalReplies<T> {
     /// A service thread's life: wait for a ready reply, take one under the lock, release it
     /// outside the lock; until [`GlobalReplies::stop`] with nothing ready. Returns how many it
     /// released.
-    pub fn serve(&self, mut release: impl FnMut(T, Outcome)) -> u64 {
+    pub fn serve(&self, release: impl FnMut(T, Outcome)) -> u64 {
+        self.serve_until_idle(release, || {})
+    }
+
+    /// [`GlobalReplies::serve`], calling `idle` whenever the thread finds nothing ready,
+    /// before it sleeps: where a caller settles what it batched over the replies it released.
+    pub fn serve_until_idle(
+        &self,
+        mut release: impl FnMut(T, Outcome),
+        mut idle: impl FnMut(),
+    ) -> u64 {
         let mut released = 0;
         let mut state = self.lock();
         loop {
@@ -152,6 +162,16 @@ impl<T> GlobalReplies<T> {
                 release(payload, outcome);
                 released += 1;
                 state = self.lock();
+                continue;
+            }
+            drop(state);
+            idle();
+            state = self.lock();
+            if state
+                .pending
+                .front()
+                .is_some_and(|(t, _)| *t <= state.last_committed || state.failed)
+            {
                 continue;
             }
             if state.stopped {

@@ -2,12 +2,8 @@
 //! hand-over between committer and drain can be model-checked (as tokio's `loom` module does).
 
 #[cfg(loom)]
-pub(crate) use loom::sync::Arc;
-#[cfg(loom)]
 pub(crate) use loom::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
 
-#[cfg(not(loom))]
-pub(crate) use std::sync::Arc;
 #[cfg(not(loom))]
 pub(crate) use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering, fence};
 
