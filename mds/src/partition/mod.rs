@@ -13,7 +13,7 @@ mod drain;
 mod replies;
 mod serve;
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
@@ -208,6 +208,7 @@ pub fn spawn(
                 metrics: PartitionMetrics::register(id),
                 active: Cell::new(0),
                 idle: Notify::new(),
+                touched: RefCell::new(Vec::new()),
             });
             local.block_on(&rt, partition.run(listener));
             drop(done);
@@ -221,6 +222,8 @@ struct Partition {
     /// Connections still being served; shutdown waits for zero.
     active: Cell<usize>,
     idle: Notify,
+    /// Scratch of the drains run on this thread: the connections they appended to.
+    touched: RefCell<Vec<Arc<ConnOutput>>>,
 }
 
 /// Tells a client the server is full (an EBUSY reply with xid 0, which every waiting request

@@ -205,6 +205,7 @@ impl Partition {
                 self.metrics
                     .request(op as usize, result, replied - received);
             }
+            self.drain_if_woken();
             if conn.buffered() > 0 {
                 conn.wake_writer();
             }
