@@ -116,7 +116,13 @@ ROWS = [
            [(f"sum by (op) ({rate('mds_permission_denied_total')})", "{{op}}")],
            "Requests refused for permission (EACCES: a missing read, write or search bit; EPERM: "
            "only the owner or root may, or the sticky bit), by operation. A steady rate is a "
-           "client running as the wrong user, or a directory with the wrong mode.", 24),
+           "client running as the wrong user, or a directory with the wrong mode.", 12),
+        ts("Authentication failures by reason", "reqps",
+           [(f"sum by (reason) ({rate('mds_auth_failures_total')})", "{{reason}}")],
+           "Connections refused at CONNECT by the shared-key check (--auth-key): missing (no "
+           "proof: a client without the key), wrong (another key), replayed (a proof already "
+           "accepted on another connection: a captured handshake sent again). Zero on a "
+           "server without a key.", 12),
     ]),
     ("Group commit", [
         ts("Commits per second by instance", "ops",

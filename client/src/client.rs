@@ -13,7 +13,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use bytes::BytesMut;
 use futures::StreamExt;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::{Notify, oneshot};
 use tokio_util::codec::FramedRead;
@@ -23,10 +23,22 @@ use mds_proto::{
     Reply, Request, SetAttr, StatFs, encode_frame,
 };
 
+use crate::auth::AuthKey;
 use crate::session::{Session, Unsafe};
+use crate::tls::TlsClient;
 
 /// The root directory's inode number.
 pub const ROOT: u64 = mds_proto::ROOT_INO;
+
+/// How to reach a server beyond its address: TLS, and the key for its challenge. The
+/// default is plain TCP without a key.
+#[derive(Clone, Debug, Default)]
+pub struct ConnectOptions {
+    /// The shared key, proved when the server challenges the CONNECT.
+    pub auth_key: Option<Arc<AuthKey>>,
+    /// Speak TLS, trusting these anchors.
+    pub tls: Option<Arc<TlsClient>>,
+}
 
 /// Why a call failed.
 #[derive(Debug, thiserror::Error)]
@@ -43,6 +55,10 @@ pub enum ClientError {
     /// The server sent something this client does not understand.
     #[error("protocol: {0}")]
     Protocol(String),
+    /// The server requires the shared key and this client was given none. (A key the server
+    /// does not share is refused with `Errno(EAUTH)`.)
+    #[error("the server requires authentication: give the shared key file (--auth-key FILE)")]
+    AuthRequired,
 }
 
 impl ClientError {
@@ -123,14 +139,52 @@ impl Client {
 
     /// Connects and performs the CONNECT handshake as `session`'s client: a reconnect with
     /// the same session replaces the server's older connection of that client, and xids keep
-    /// counting where they were.
+    /// counting where they were. Plain TCP, no key: [`Client::connect_with`] takes those.
     pub async fn connect_session(
         addr: impl ToSocketAddrs,
         session: Arc<Session>,
     ) -> Result<Client> {
         let stream = TcpStream::connect(addr).await?;
         stream.set_nodelay(true)?;
-        let (rd, mut wr) = stream.into_split();
+        let (rd, wr) = stream.into_split();
+        Client::start(rd, wr, session, None).await
+    }
+
+    /// As [`Client::connect_session`], to `addr` (HOST:PORT) with `options`: TLS if they
+    /// say so, and the shared key if the server challenges the CONNECT.
+    pub async fn connect_with(
+        addr: &str,
+        session: Arc<Session>,
+        options: &ConnectOptions,
+    ) -> Result<Client> {
+        let stream = TcpStream::connect(addr).await?;
+        stream.set_nodelay(true)?;
+        let key = options.auth_key.as_deref();
+        match &options.tls {
+            None => {
+                // Owned halves, no lock between them: the plain path costs what it did.
+                let (rd, wr) = stream.into_split();
+                Client::start(rd, wr, session, key).await
+            }
+            Some(tls) => {
+                let (rd, wr) = tokio::io::split(tls.handshake(addr, stream).await?);
+                Client::start(rd, wr, session, key).await
+            }
+        }
+    }
+
+    /// Starts the reader and writer tasks on a connected stream's halves and performs the
+    /// handshake: CONNECT, and if the server challenges it, AUTHENTICATE with `key`.
+    async fn start<R, W>(
+        rd: R,
+        mut wr: W,
+        session: Arc<Session>,
+        key: Option<&AuthKey>,
+    ) -> Result<Client>
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
         let inner = Arc::new(Inner {
             outbox: parking_lot::Mutex::new(BytesMut::with_capacity(16 << 10)),
             wake: Notify::new(),
@@ -148,7 +202,11 @@ impl Client {
                 loop {
                     inner.wake.notified().await;
                     std::mem::swap(&mut *inner.outbox.lock(), &mut spare);
-                    if !spare.is_empty() && wr.write_all(&spare).await.is_err() {
+                    // The flush is free on a socket; a TLS stream may hold the tail of a
+                    // record until it.
+                    if !spare.is_empty()
+                        && (wr.write_all(&spare).await.is_err() || wr.flush().await.is_err())
+                    {
                         break;
                     }
                     spare.clear();
@@ -223,12 +281,19 @@ impl Client {
             server_boot: 0,
             partition: 0,
         };
-        let reply = client
+        let mut reply = client
             .call_reply(Op::Connect {
                 version: PROTOCOL_VERSION,
                 client: session.id(),
             })
             .await?;
+        if let Ok(Body::Challenge { nonce }) = reply.result {
+            // A server with a shared key: prove it, over this connection's nonce. A server
+            // without one answers CONNECT at once, and a client with a key connects anyway.
+            let key = key.ok_or(ClientError::AuthRequired)?;
+            let proof = key.proof(&nonce, session.id(), PROTOCOL_VERSION);
+            reply = client.call_reply(Op::Authenticate { proof }).await?;
+        }
         let last_committed = reply.last_committed;
         match reply.result.map_err(ClientError::Errno)? {
             Body::Connected {

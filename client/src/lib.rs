@@ -1,14 +1,17 @@
 //! The mds client library, shared by `mdsctl`, `loadgen` and the tests: a pipelined
 //! connection with replies matched by xid ([`Client`]), a connection that survives the server
-//! going away by reconnecting as the same client and resending ([`resilient`]), and the human
-//! units every command line takes ([`units`]). It speaks the protocol of `mds-proto` and
+//! going away by reconnecting as the same client and resending ([`resilient`]), the shared key
+//! of the CONNECT challenge ([`auth`]) and TLS ([`tls`]), and the human units every command
+//! line takes ([`units`]). It speaks the protocol of `mds-proto` and
 //! depends on nothing of the server's: building it needs no C++ toolchain.
 
+pub mod auth;
 mod client;
 pub mod resilient;
 mod session;
+pub mod tls;
 pub mod units;
 
-pub use client::{Client, ClientError, ROOT, Result, components};
+pub use client::{Client, ClientError, ConnectOptions, ROOT, Result, components};
 pub use mds_proto as proto;
 pub use session::{Session, Unsafe, process_cred};

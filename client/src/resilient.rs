@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use mds_proto::{Op, Reply};
+use mds_proto::{Errno, Op, Reply};
 use tokio::sync::Mutex;
 
-use crate::{Client, ClientError, Session};
+use crate::{Client, ClientError, ConnectOptions, Session};
 
 /// Why a request could not be answered at all.
 #[derive(Debug)]
@@ -130,6 +130,9 @@ impl Outages {
 
 pub struct ResilientConn {
     server: String,
+    /// TLS and the shared key, used again on every reconnect: each new connection gets a
+    /// new challenge and answers it afresh.
+    options: ConnectOptions,
     session: Arc<Session>,
     /// (generation, client): the generation tells a lane whether someone already replaced the
     /// client it saw fail.
@@ -149,10 +152,23 @@ impl ResilientConn {
         reconnect_timeout: Duration,
         outages: Arc<Outages>,
     ) -> Result<ResilientConn, ClientError> {
-        let client = Client::connect_session(server, session.clone()).await?;
+        let options = ConnectOptions::default();
+        ResilientConn::connect_with(server, options, session, reconnect_timeout, outages).await
+    }
+
+    /// As [`ResilientConn::connect`], with TLS and the shared key as `options` say.
+    pub async fn connect_with(
+        server: &str,
+        options: ConnectOptions,
+        session: Arc<Session>,
+        reconnect_timeout: Duration,
+        outages: Arc<Outages>,
+    ) -> Result<ResilientConn, ClientError> {
+        let client = Client::connect_with(server, session.clone(), &options).await?;
         outages.join();
         Ok(ResilientConn {
             server: server.to_owned(),
+            options,
             session,
             current: Mutex::new((0, client)),
             reconnect_timeout,
@@ -197,12 +213,19 @@ impl ResilientConn {
         self.outages.went_down(started);
         let mut backoff = Duration::from_millis(20);
         loop {
-            match Client::connect_session(self.server.as_str(), self.session.clone()).await {
+            let session = self.session.clone();
+            match Client::connect_with(&self.server, session, &self.options).await {
                 Ok(client) => {
                     *current = (failed + 1, client);
                     self.outages.reconnects.fetch_add(1, Ordering::Relaxed);
                     self.outages.ended(started, true, Instant::now());
                     return Ok(());
+                }
+                // A refused key will not become right by retrying: give up at once.
+                Err(e @ (ClientError::AuthRequired | ClientError::Errno(Errno::EAUTH))) => {
+                    self.dead.store(true, Ordering::Release);
+                    self.outages.ended(started, false, Instant::now());
+                    return Err(Gone::Other(e));
                 }
                 Err(_) if started.elapsed() < self.reconnect_timeout => {
                     tokio::time::sleep(backoff).await;

@@ -262,3 +262,42 @@ fn with_early_replies_mdsctl_says_what_is_not_committed_yet() {
     assert!(status.contains("files:           3"), "{status}");
     assert!(server.stop().success());
 }
+
+#[test]
+fn the_shared_key_comes_from_auth_key_or_mds_auth_key_and_a_refusal_says_eauth() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let write_key = |name: &str, byte: u8, mode: u32| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, [byte; 32]).unwrap();
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let (key, wrong) = (write_key("key", 1, 0o600), write_key("wrong", 2, 0o600));
+    let exposed = write_key("exposed", 1, 0o644);
+    let server = Server::start(
+        &mds_testkit::bin("mds"),
+        &dir.path().join("data"),
+        &["--auth-key", &key],
+    );
+    ok(ctl(&server, &["--auth-key", &key, "mkdir", "/keyed"]));
+    let by_env = Command::new(MDSCTL)
+        .args(["--server", &server.addr.to_string(), "ls", "/"])
+        .env("MDS_AUTH_KEY", &key)
+        .output()
+        .unwrap();
+    assert_eq!(ok(by_env), "keyed\n");
+    fails_with(ctl(&server, &["ls", "/"]), "EAUTH");
+    fails_with(ctl(&server, &["--auth-key", &wrong, "ls", "/"]), "EAUTH");
+    let out = ctl(&server, &["--auth-key", &exposed, "ls", "/"]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "an unusable key file is bad usage"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("0644") && stderr.contains("exposed"),
+        "{stderr}"
+    );
+}

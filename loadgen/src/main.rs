@@ -11,9 +11,14 @@ mod workload;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::Duration;
 
+use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
+use mds_client::ConnectOptions;
+use mds_client::auth::AuthKey;
+use mds_client::tls::TlsClient;
 
 use run::{Plan, Stop};
 use workload::{Kind, Mix};
@@ -59,6 +64,18 @@ struct Common {
     /// Server address, HOST:PORT.
     #[arg(long, default_value = "127.0.0.1:7400")]
     server: String,
+    /// The shared key file, for a server started with --auth-key (the same file; only its
+    /// owner may read it). Every connection answers the server's challenge once, when it
+    /// connects or reconnects.
+    #[arg(long, env = "MDS_AUTH_KEY")]
+    auth_key: Option<PathBuf>,
+    /// Speak TLS, trusting the certificates in this PEM file (the CA that signed the server's
+    /// certificate, or that certificate itself).
+    #[arg(long, env = "MDS_TLS_CA")]
+    tls_ca: Option<PathBuf>,
+    /// The name the server's certificate must carry. Default: the host part of --server.
+    #[arg(long, env = "MDS_TLS_SERVER_NAME", requires = "tls_ca")]
+    tls_server_name: Option<String>,
     /// Client threads (each with its own directory and connections).
     #[arg(long, default_value_t = 1)]
     threads: usize,
@@ -120,9 +137,20 @@ fn plan(workload: &str, mix: Mix, c: Common) -> anyhow::Result<(Plan, Option<Pat
     if c.threads == 0 || c.depth == 0 || c.conns_per_thread == 0 {
         anyhow::bail!("--threads, --depth and --conns-per-thread must be at least 1");
     }
+    let auth_key = match &c.auth_key {
+        Some(path) => Some(Arc::new(AuthKey::from_file(path).context("--auth-key")?)),
+        None => None,
+    };
+    let tls = match &c.tls_ca {
+        Some(ca) => Some(Arc::new(
+            TlsClient::from_ca_file(ca, c.tls_server_name.as_deref()).context("--tls-ca")?,
+        )),
+        None => None,
+    };
     Ok((
         Plan {
             server: c.server,
+            connect: ConnectOptions { auth_key, tls },
             workload: workload.to_owned(),
             mix,
             threads: c.threads,

@@ -996,3 +996,62 @@ async fn sigterm_under_load_exits_zero_with_every_counted_create_durable() {
     let lost: Vec<_> = logged.difference(&present).collect();
     assert!(lost.is_empty(), "counted creates lost at SIGTERM: {lost:?}");
 }
+
+/// A key file only its owner may read, and a self-signed certificate for 127.0.0.1 with its
+/// private key: (key, cert, private).
+fn key_and_certificate(dir: &Path) -> (PathBuf, PathBuf, PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let key = dir.join("key");
+    std::fs::write(&key, [9u8; 32]).unwrap();
+    std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let made = rcgen::generate_simple_self_signed(vec!["127.0.0.1".into()]).unwrap();
+    let (cert, private) = (dir.join("cert.pem"), dir.join("cert.key"));
+    std::fs::write(&cert, made.cert.pem()).unwrap();
+    std::fs::write(&private, made.signing_key.serialize_pem()).unwrap();
+    (key, cert, private)
+}
+
+#[test]
+fn drives_a_server_with_tls_and_a_shared_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let (key, cert, private) = key_and_certificate(dir.path());
+    let [key, cert, private] = [&key, &cert, &private].map(|p| p.to_str().unwrap().to_owned());
+    let server = Server::start(
+        &mds_bin(),
+        &dir.path().join("data"),
+        &[
+            "--auth-key",
+            &key,
+            "--tls-cert",
+            &cert,
+            "--tls-key",
+            &private,
+        ],
+    );
+    let addr = server.addr.to_string();
+    let common = ["--count", "400", "--threads", "2", "--depth", "4"];
+    let out = loadgen(
+        &addr,
+        &[
+            &["create"],
+            &common[..],
+            &["--auth-key", &key, "--tls-ca", &cert],
+        ]
+        .concat(),
+    );
+    let (_, threads, creates) = rate_line(&check_ok(&out), "creates");
+    assert_eq!((threads, creates), (2, 400));
+    // Without the key, or without TLS, it cannot start, and says why.
+    let out = loadgen(
+        &addr,
+        &[&["create"], &common[..], &["--tls-ca", &cert]].concat(),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("requires authentication"), "{stderr}");
+    let out = loadgen(
+        &addr,
+        &[&["create"], &common[..], &["--auth-key", &key]].concat(),
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+}

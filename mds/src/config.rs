@@ -5,9 +5,12 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use anyhow::{Context, bail};
 use serde::Deserialize;
 
+use mds_client::auth::AuthKey;
 use mds_client::units::{parse_count, parse_duration};
 
 use crate::partition::{Limits, ReplyPath};
@@ -85,6 +88,20 @@ pub struct ServeArgs {
     /// overrides a config file that says on. Default: off.
     #[arg(long, value_parser = parse_on_off, num_args = 0..=1, default_missing_value = "on")]
     pub root_squash: Option<bool>,
+    /// Require clients to prove this shared key at CONNECT (HMAC-SHA256 over a fresh nonce
+    /// per connection). Every byte of the file is the key, at least 16 of them; only its
+    /// owner may have access to it (mode 600 or 400), or the server refuses to start. Make
+    /// one with `head -c 32 /dev/urandom > FILE && chmod 600 FILE`. Default: none (anyone
+    /// who can reach --listen may connect).
+    #[arg(long)]
+    pub auth_key: Option<PathBuf>,
+    /// TLS on the client port: the server's certificate chain, PEM, leaf first. Needs
+    /// --tls-key. Default: none (plain TCP).
+    #[arg(long, requires = "tls_key")]
+    pub tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert, PEM (PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, requires = "tls_cert")]
+    pub tls_key: Option<PathBuf>,
     /// TOML file with any of the keys above (kebab-case); flags override it.
     #[arg(long)]
     pub config: Option<PathBuf>,
@@ -124,6 +141,9 @@ struct FileConfig {
     service_threads: Option<usize>,
     partner_drain_after: Option<String>,
     root_squash: Option<String>,
+    auth_key: Option<PathBuf>,
+    tls_cert: Option<PathBuf>,
+    tls_key: Option<PathBuf>,
 }
 
 /// A validated server configuration.
@@ -156,6 +176,10 @@ pub struct ServerConfig {
     pub inject_drain_stall: Option<Duration>,
     /// Requests from uid 0 (and group 0) run as nobody.
     pub root_squash: bool,
+    /// The shared key clients must prove at CONNECT; none: anyone may connect.
+    pub auth_key: Option<Arc<AuthKey>>,
+    /// TLS on the client port; none: plain TCP.
+    pub tls: Option<Arc<rustls::ServerConfig>>,
     pub limits: Limits,
     pub inject_journal_failure_after: Option<u64>,
     pub inject_journal_failure: journal::Fault,
@@ -228,6 +252,19 @@ impl ServeArgs {
             (None, Some(s)) => parse_duration(&s).map_err(anyhow::Error::msg)?,
             (None, None) => Duration::from_millis(2),
         };
+        let auth_key = match self.auth_key.or(file.auth_key) {
+            Some(path) => Some(Arc::new(AuthKey::from_file(&path).context("--auth-key")?)),
+            None => None,
+        };
+        let tls = match (
+            self.tls_cert.or(file.tls_cert),
+            self.tls_key.or(file.tls_key),
+        ) {
+            (Some(cert), Some(key)) => Some(crate::tls::server_config(&cert, &key)?),
+            (None, None) => None,
+            (Some(_), None) => bail!("--tls-cert needs --tls-key (its private key)"),
+            (None, Some(_)) => bail!("--tls-key needs --tls-cert (its certificate)"),
+        };
         let max_batch = self.max_batch.or(file.max_batch).unwrap_or(8192);
         if max_batch == 0 {
             bail!("--max-batch must be at least 1");
@@ -262,6 +299,8 @@ impl ServeArgs {
             partner_drain_after,
             inject_drain_stall: self.inject_drain_stall,
             root_squash,
+            auth_key,
+            tls,
             limits: Limits {
                 output_high_water: self
                     .output_high_water
@@ -380,6 +419,41 @@ mod tests {
         assert!(from_file(&[]));
         assert!(!from_file(&["--root-squash", "off"]));
         assert!(!ServeArgs::default().resolve().unwrap().root_squash);
+    }
+
+    #[test]
+    fn the_key_and_tls_files_come_from_the_file_and_are_checked_at_start() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let (key, config) = (dir.path().join("key"), dir.path().join("mds.toml"));
+        std::fs::write(&key, [3u8; 32]).unwrap();
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o600)).unwrap();
+        std::fs::write(
+            &config,
+            format!("auth-key = {:?}\n", key.display().to_string()),
+        )
+        .unwrap();
+        let from_file = || {
+            ServeArgs {
+                config: Some(config.clone()),
+                ..Default::default()
+            }
+            .resolve()
+        };
+        assert!(from_file().unwrap().auth_key.is_some());
+        assert!(ServeArgs::default().resolve().unwrap().auth_key.is_none());
+        std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let err = format!("{:#}", from_file().unwrap_err());
+        assert!(err.contains("--auth-key") && err.contains("0644"), "{err}");
+
+        let cert = dir.path().join("cert.pem");
+        std::fs::write(
+            &config,
+            format!("tls-cert = {:?}\n", cert.display().to_string()),
+        )
+        .unwrap();
+        let err = format!("{:#}", from_file().unwrap_err());
+        assert!(err.contains("--tls-cert needs --tls-key"), "{err}");
     }
 
     #[test]

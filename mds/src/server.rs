@@ -15,6 +15,7 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
+use crate::auth::{AuthFailure, Authenticator};
 use crate::committer::{CommitMsg, CommitPolicy, Committer};
 use crate::config::ServerConfig;
 use crate::namespace::Namespace;
@@ -190,6 +191,9 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
     }
     // From the start, so their dashboard panels show zero rather than no data.
     metrics::counter!(crate::metrics::SKIPPED).increment(0);
+    for failure in AuthFailure::ALL {
+        metrics::counter!(crate::metrics::AUTH_FAILURES, "reason" => failure.reason()).increment(0);
+    }
     metrics::gauge!(crate::metrics::RECOVERY_DURATION).set(0.0);
     // The window opens with the recovery state, before the partitions accept anyone: a
     // client may come back, replay and close it before the task that times it has started.
@@ -211,6 +215,8 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         shutdown: CancellationToken::new(),
         cut: CancellationToken::new(),
         progress,
+        auth: config.auth_key.as_deref().cloned().map(Authenticator::new),
+        tls: config.tls.clone().map(tokio_rustls::TlsAcceptor::from),
     });
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let mut threads = Vec::with_capacity(config.partitions);
@@ -310,12 +316,21 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
             cos = if config.cos { "on" } else { "off" },
             ack = if config.ack_early { "early" } else { "commit" },
             root_squash = if config.root_squash { "on" } else { "off" },
+            auth = if config.auth_key.is_some() { "shared key" } else { "none" },
+            tls = if config.tls.is_some() { "on" } else { "off" },
             recovery_window = ?config.recovery_window,
             shutdown_grace = ?config.shutdown_grace,
             reply_path = ?config.reply_path,
             "mds serving"
         );
         info!("listening on {addr}");
+        if config.auth_key.is_none() && !addr.ip().is_loopback() {
+            warn!(
+                listen = %addr,
+                "NO AUTHENTICATION on a non-loopback address: anyone who can reach this port \
+                 can read and change the whole namespace; start with --auth-key FILE"
+            );
+        }
 
         // Transnos nobody will replay are skipped by empty records (the committer keeps
         // `last_committed` contiguous through them). A weak reference: no cycle through Shared.

@@ -49,6 +49,10 @@ errnos! {
     /// the owner is a member of), remove or rename an entry of a sticky directory; only
     /// root may give an inode to another user.
     EPERM,
+    /// Authentication failed (BSD's EAUTH): the server wants the shared key and the client
+    /// proved none, or a proof that does not match this connection's challenge. The server
+    /// closes the connection next.
+    EAUTH,
 }
 
 impl std::fmt::Display for Errno {

@@ -24,6 +24,13 @@ pub use reply::{Attr, Body, DirEntry, Kind, Reply, StatFs};
 pub const PROTOCOL_VERSION: u32 = 2;
 /// Largest frame payload either side accepts, in bytes.
 pub const MAX_FRAME: usize = 64 * 1024;
+/// Bytes of the nonce in a [`Body::Challenge`].
+pub const NONCE_LEN: usize = 32;
+/// Bytes of the proof in an [`Op::Authenticate`] (an HMAC-SHA256 tag).
+pub const PROOF_LEN: usize = 32;
+/// What every proof begins with, so a tag made under the shared key for anything else can
+/// never pass for one.
+pub const AUTH_CONTEXT: &[u8] = b"mds-connect-v1";
 /// The root directory's inode number.
 pub const ROOT_INO: u64 = 1;
 /// Longest name, in bytes.
@@ -99,6 +106,9 @@ mod tests {
             },
             Op::Statfs,
             Op::Sync,
+            Op::Authenticate {
+                proof: [7; PROOF_LEN],
+            },
         ]
     }
 
@@ -141,7 +151,8 @@ mod tests {
                 "ESTALE",
                 "EBUSY",
                 "EACCES",
-                "EPERM"
+                "EPERM",
+                "EAUTH"
             ]
         );
         for (code, errno) in Errno::ALL.iter().enumerate() {
@@ -255,6 +266,38 @@ mod tests {
             })
         );
         assert_eq!(peek_handshake(&[0xff]), None);
+    }
+
+    #[test]
+    fn the_authentication_messages_carry_their_32_bytes_raw() {
+        let mut buf = BytesMut::new();
+        let authenticate = request(
+            2,
+            Op::Authenticate {
+                proof: [0xab; PROOF_LEN],
+            },
+        );
+        encode_frame(&authenticate, &mut buf);
+        // xid, opcode 13, the 32 proof bytes with no length before them, acked_xid, cred
+        // (uid 1000 takes two bytes, gid one, two groups), replay.
+        assert_eq!(buf.len(), 4 + 1 + 1 + PROOF_LEN + 1 + 2 + 1 + 3 + 1);
+        assert_eq!(&buf[4..6], &[2, 13]);
+        assert_eq!(&buf[6..6 + PROOF_LEN], &[0xab; PROOF_LEN]);
+        assert_eq!(decode::<Request>(&buf[4..]).unwrap(), authenticate);
+
+        let challenge = Reply {
+            xid: 1,
+            transno: 0,
+            last_committed: 0,
+            result: Ok(Body::Challenge {
+                nonce: [0x5a; NONCE_LEN],
+            }),
+        };
+        buf.clear();
+        encode_frame(&challenge, &mut buf);
+        assert_eq!(&buf[4..9], &[1, 0, 0, 0, 7]);
+        assert_eq!(buf.len(), 4 + 5 + NONCE_LEN);
+        assert_eq!(decode::<Reply>(&buf[4..]).unwrap(), challenge);
     }
 
     #[test]

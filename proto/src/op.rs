@@ -89,6 +89,10 @@ operations! {
     11 "statfs" Statfs;
     /// Replies once every mutation the server has executed so far is durable.
     12 "sync" Sync;
+    /// The answer to a CONNECT's [`crate::Body::Challenge`], on the same connection and before
+    /// anything else: `proof` is HMAC-SHA256 under the shared key of [`crate::AUTH_CONTEXT`],
+    /// the challenge's nonce, the client identity and the protocol version (big-endian).
+    13 "authenticate" Authenticate { proof: [u8; crate::PROOF_LEN] };
 }
 
 impl Op {

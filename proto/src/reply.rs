@@ -94,6 +94,10 @@ pub enum Body {
     StatFs(StatFs),
     /// 6: with xid 0, a message no request asked for: `last_committed` moved.
     Notice,
+    /// 7: CONNECT's answer from a server started with `--auth-key`: prove the shared key
+    /// with an AUTHENTICATE over this nonce, drawn afresh for this connection and good for
+    /// one answer on it.
+    Challenge { nonce: [u8; crate::NONCE_LEN] },
 }
 
 /// A reply: the request's xid (0 for a connection-level error or a notice), the transno of the

@@ -6,19 +6,25 @@
 //! reached, did not answer within `--timeout`, closed the connection, or sent something this
 //! client does not understand.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
 use clap::{Parser, Subcommand, ValueEnum};
-use mds_client::proto::{Attr, DirEntry, Kind, SetAttr, StatFs};
+use mds_client::auth::AuthKey;
+use mds_client::proto::{Attr, DirEntry, Errno, Kind, SetAttr, StatFs};
+use mds_client::tls::TlsClient;
 use mds_client::units::parse_duration;
-use mds_client::{Client, ClientError};
+use mds_client::{Client, ClientError, ConnectOptions, Session};
 use serde_json::{Value, json};
 
 /// The server answered with an error (or a path was refused before it was sent).
 const EXIT_SERVER_ERROR: u8 = 1;
 /// Could not reach the server, no answer in time, connection lost, or a protocol failure.
 const EXIT_UNREACHABLE: u8 = 3;
+/// Bad usage: clap's own, or a key or CA file that cannot be used.
+const EXIT_USAGE: u8 = 2;
 
 #[derive(Parser)]
 #[command(
@@ -45,6 +51,17 @@ struct Cli {
     /// forever). Exit status 3.
     #[arg(long, default_value = "30s", value_parser = parse_duration, global = true)]
     timeout: Duration,
+    /// The shared key file, for a server started with --auth-key (the same file; only its
+    /// owner may read it).
+    #[arg(long, env = "MDS_AUTH_KEY", global = true)]
+    auth_key: Option<PathBuf>,
+    /// Speak TLS, trusting the certificates in this PEM file (the CA that signed the server's
+    /// certificate, or that certificate itself).
+    #[arg(long, env = "MDS_TLS_CA", global = true)]
+    tls_ca: Option<PathBuf>,
+    /// The name the server's certificate must carry. Default: the host part of --server.
+    #[arg(long, env = "MDS_TLS_SERVER_NAME", global = true, requires = "tls_ca")]
+    tls_server_name: Option<String>,
     #[command(subcommand)]
     command: Command,
 }
@@ -125,8 +142,33 @@ fn parse_mode(s: &str) -> Result<u32, String> {
         .ok_or_else(|| format!("invalid mode {s:?} (octal, e.g. 755)"))
 }
 
+/// TLS and the shared key, from the flags.
+fn connect_options(cli: &Cli) -> Result<ConnectOptions, String> {
+    let auth_key = match &cli.auth_key {
+        Some(path) => Some(Arc::new(
+            AuthKey::from_file(path).map_err(|e| format!("--auth-key: {e}"))?,
+        )),
+        None => None,
+    };
+    let tls = match &cli.tls_ca {
+        Some(ca) => Some(Arc::new(
+            TlsClient::from_ca_file(ca, cli.tls_server_name.as_deref())
+                .map_err(|e| format!("--tls-ca: {e}"))?,
+        )),
+        None => None,
+    };
+    Ok(ConnectOptions { auth_key, tls })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let options = match connect_options(&cli) {
+        Ok(options) => options,
+        Err(e) => {
+            eprintln!("mdsctl: {e}");
+            return ExitCode::from(EXIT_USAGE);
+        }
+    };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -134,9 +176,9 @@ fn main() -> ExitCode {
     let (server, limit) = (cli.server.clone(), cli.timeout);
     let result = rt.block_on(async {
         if limit.is_zero() {
-            run(cli).await
+            run(cli, options).await
         } else {
-            tokio::time::timeout(limit, run(cli))
+            tokio::time::timeout(limit, run(cli, options))
                 .await
                 .unwrap_or(Err(Failure::Timeout))
         }
@@ -151,6 +193,15 @@ fn main() -> ExitCode {
             ExitCode::from(EXIT_UNREACHABLE)
         }
         Err(Failure::Client(what, e)) => match e.errno() {
+            // Refused at CONNECT: the name, and what to do about it.
+            Some(Errno::EAUTH) => {
+                eprintln!("mdsctl: {what}: EAUTH: the server refused this key (--auth-key)");
+                ExitCode::from(EXIT_SERVER_ERROR)
+            }
+            None if matches!(e, ClientError::AuthRequired) => {
+                eprintln!("mdsctl: {what}: EAUTH: {e}");
+                ExitCode::from(EXIT_SERVER_ERROR)
+            }
             Some(errno) => {
                 eprintln!("mdsctl: {what}: {errno}");
                 ExitCode::from(EXIT_SERVER_ERROR)
@@ -183,9 +234,9 @@ fn print_json(v: &Value) {
     );
 }
 
-async fn run(cli: Cli) -> Result<(), Failure> {
+async fn run(cli: Cli, options: ConnectOptions) -> Result<(), Failure> {
     let json = cli.output == Output::Json;
-    let client = Client::connect(cli.server.as_str())
+    let client = Client::connect_with(&cli.server, Arc::new(Session::new()), &options)
         .await
         .map_err(at(format!("connect {}", cli.server)))?;
     match cli.command {

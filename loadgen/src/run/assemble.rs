@@ -87,10 +87,10 @@ pub(super) fn ops_name(plan: &Plan) -> String {
 }
 
 /// The server's view of the run; none when it is gone (the run then reports a failure).
-pub(super) async fn statfs_after(setup: &Client, server: &str) -> Option<StatFs> {
+pub(super) async fn statfs_after(setup: &Client, plan: &Plan) -> Option<StatFs> {
     match setup.statfs().await {
         Ok(s) => Some(s),
-        Err(_) => match Client::connect(server).await {
+        Err(_) => match plan.connect().await {
             // The setup connection may have died in a server restart: ask anew.
             Ok(c) => c.statfs().await.ok(),
             Err(_) => None,

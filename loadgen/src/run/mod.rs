@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime};
 
 use anyhow::Context;
+use mds_client::ConnectOptions;
 use mds_client::resilient::{Downtime, Outages};
 
 use crate::report::Report;
@@ -37,6 +38,8 @@ pub enum Stop {
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub server: String,
+    /// TLS and the shared key, for every connection of the run (reconnects too).
+    pub connect: ConnectOptions,
     pub workload: String,
     pub mix: Mix,
     pub threads: usize,
@@ -56,6 +59,14 @@ pub struct Plan {
     /// Write every request's send time here (nanoseconds from the start, one a line): how the
     /// tests see the open loop's pacing.
     pub send_log: Option<PathBuf>,
+}
+
+impl Plan {
+    /// A new client (a fresh identity) on the server, as the run's options say.
+    pub async fn connect(&self) -> mds_client::Result<mds_client::Client> {
+        let session = Arc::new(mds_client::Session::new());
+        mds_client::Client::connect_with(&self.server, session, &self.connect).await
+    }
 }
 
 /// What the whole run shares.
@@ -111,7 +122,7 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
     // back: an idle setup connection that never reconnects would hold up its recovery.
     let setup = {
         drop(setup);
-        mds_client::Client::connect(plan.server.as_str())
+        plan.connect()
             .await
             .with_context(|| format!("connecting to {}", plan.server))?
     };
@@ -194,7 +205,7 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
     // Without a warm-up figure (no warm-up, or the server did not answer then) the server's
     // figures start before the run.
     let before = at_warmup_end.lock().unwrap().take().unwrap_or(before);
-    let after = assemble::statfs_after(&setup, &plan.server).await;
+    let after = assemble::statfs_after(&setup, &plan).await;
     let outcome = assemble::Outcome {
         wall,
         down,

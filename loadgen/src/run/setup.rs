@@ -34,7 +34,8 @@ pub(super) async fn prepare(
         .elapsed()
         .unwrap_or_default()
         .as_nanos() as u64;
-    let setup = Client::connect(plan.server.as_str())
+    let setup = plan
+        .connect()
         .await
         .with_context(|| format!("connecting to {}", plan.server))?;
     let top = mkdir_p(&setup, &plan.dir).await?;
@@ -67,8 +68,9 @@ pub(super) async fn prepare(
             // One client identity per connection: the server keeps a session per identity, and
             // a reconnect with it takes the place of the connection it lost.
             conns.push(Arc::new(
-                ResilientConn::connect(
+                ResilientConn::connect_with(
                     &plan.server,
+                    plan.connect.clone(),
                     Arc::new(Session::new()),
                     plan.reconnect_timeout,
                     outages.clone(),

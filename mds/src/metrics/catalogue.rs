@@ -63,6 +63,7 @@ pub const CONNECTIONS_TIMED_OUT: &str = "mds_connections_timed_out_total";
 pub const RECOVERY_DURATION: &str = "mds_recovery_duration_seconds";
 pub const PARTNER_DRAINS: &str = "mds_partner_drains_total";
 pub const SERVICE_LOCK_WAIT: &str = "mds_service_lock_wait_seconds";
+pub const AUTH_FAILURES: &str = "mds_auth_failures_total";
 
 /// Lock-wait buckets, seconds: 100 ns to 100 ms. An uncontended acquisition costs tens of
 /// nanoseconds, a contended one microseconds, a waiter descheduled behind the holder
@@ -169,7 +170,7 @@ fn describe() {
     );
     describe_counter!(
         PROTOCOL_ERRORS,
-        "Connections closed for bad input, by kind (oversized, malformed, handshake)."
+        "Connections closed for bad input, by kind (oversized, malformed, handshake, tls: a TLS handshake that failed, e.g. a plain-TCP client on a TLS port)."
     );
     describe_counter!(
         SLOW_CLIENTS,
@@ -241,6 +242,10 @@ fn describe() {
         SERVICE_LOCK_WAIT,
         Unit::Seconds,
         "Time taken to acquire the service-wide reply lock, per acquisition (--reply-path global only): what per-CPU queues remove."
+    );
+    describe_counter!(
+        AUTH_FAILURES,
+        "Connections refused at CONNECT by the shared-key check (--auth-key), by reason: missing (the challenge got no proof), wrong (a proof under another key), replayed (a proof already accepted on another connection)."
     );
     describe_gauge!(
         COS_WAITING,

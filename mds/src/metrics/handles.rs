@@ -90,6 +90,9 @@ pub struct PartitionMetrics {
     pub oversized: Counter,
     pub malformed: Counter,
     pub handshake: Counter,
+    /// TLS handshakes that failed (a plain-TCP client on a TLS port, an untrusted
+    /// certificate on the client's side).
+    pub tls: Counter,
     pub slow_clients: Counter,
     /// CONNECTs that replaced an older connection of the same client.
     pub sessions_replaced: Counter,
@@ -176,6 +179,7 @@ impl PartitionMetrics {
             oversized: protocol("oversized"),
             malformed: protocol("malformed"),
             handshake: protocol("handshake"),
+            tls: protocol("tls"),
             slow_clients: metrics::counter!(SLOW_CLIENTS),
             sessions_replaced,
             cos_conflicts,

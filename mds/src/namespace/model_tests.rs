@@ -776,7 +776,7 @@ impl Model {
                 ];
                 fp.writes.extend(dst.map(Obj::Inode));
             }
-            Op::Connect { .. } | Op::Ping | Op::Statfs | Op::Sync => {
+            Op::Connect { .. } | Op::Authenticate { .. } | Op::Ping | Op::Statfs | Op::Sync => {
                 return refused(exec, Errno::EPROTO, fp);
             }
         }

@@ -174,9 +174,10 @@ fn touch(attr: &mut InodeAttr, now: i64, transno: u64) {
 }
 
 impl Namespace {
-    /// Executes one operation for `caller` (not CONNECT, PING, STATFS or SYNC, which the
-    /// connection answers itself). New inodes belong to the caller's credentials. The result
-    /// says which of another client's uncommitted changes it built on (commit-on-share).
+    /// Executes one operation for `caller` (not CONNECT, AUTHENTICATE, PING, STATFS or SYNC,
+    /// which the connection answers itself). New inodes belong to the caller's credentials.
+    /// The result says which of another client's uncommitted changes it built on
+    /// (commit-on-share).
     pub fn execute(&self, op: Op, caller: &Caller<'_>) -> Exec {
         let cx = &mut Cx { caller, wait: 0 };
         let result = match op {
@@ -198,7 +199,9 @@ impl Namespace {
                 dst_parent,
                 dst_name,
             } => self.rename(cx, src_parent, src_name, dst_parent, dst_name),
-            Op::Connect { .. } | Op::Ping | Op::Statfs | Op::Sync => Err(Errno::EPROTO),
+            Op::Connect { .. } | Op::Authenticate { .. } | Op::Ping | Op::Statfs | Op::Sync => {
+                Err(Errno::EPROTO)
+            }
         };
         let mut exec = result.unwrap_or_else(|e| Exec::Now {
             result: Err(e),

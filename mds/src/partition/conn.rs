@@ -14,8 +14,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use bytes::BytesMut;
 use mds_proto::{Reply, encode_frame};
 use parking_lot::Mutex;
-use tokio::io::AsyncWriteExt;
-use tokio::net::tcp::OwnedWriteHalf;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -164,8 +163,8 @@ impl ConnOutput {
 /// Writes whatever the connection's buffer holds, one `write_all` per wake, swapping two
 /// buffers so neither is reallocated. `cut` ends it at once, written or not (a client that
 /// does not read, past the shutdown grace period).
-pub async fn write_loop(
-    mut wr: OwnedWriteHalf,
+pub async fn write_loop<W: AsyncWrite + Unpin>(
+    mut wr: W,
     conn: std::sync::Arc<ConnOutput>,
     cut: CancellationToken,
 ) {
@@ -179,8 +178,14 @@ pub async fn write_loop(
             }
         }
         if !spare.is_empty() {
+            // The flush is free on a socket; a TLS stream may hold the tail of a record
+            // until it.
+            let write = async {
+                wr.write_all(&spare).await?;
+                wr.flush().await
+            };
             let written = tokio::select! {
-                r = wr.write_all(&spare) => r.is_ok(),
+                r = write => r.is_ok(),
                 _ = cut.cancelled() => false,
             };
             if !written {

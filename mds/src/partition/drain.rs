@@ -379,6 +379,8 @@ mod tests {
             shutdown: CancellationToken::new(),
             cut: CancellationToken::new(),
             progress: Default::default(),
+            auth: None,
+            tls: None,
         });
 
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

@@ -25,6 +25,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use tracing::{error, warn};
 
+use crate::auth::Authenticator;
 use crate::committer::{CommitMsg, CommitStats};
 use crate::metrics::PartitionMetrics;
 use crate::namespace::Namespace;
@@ -151,6 +152,10 @@ pub struct Shared {
     /// Notified after each drain (per-CPU) or commit (global): commits made progress
     /// (readers paused on `max_uncommitted` look again).
     pub progress: Arc<Notify>,
+    /// The shared key CONNECT must prove (`--auth-key`); none: anyone may connect.
+    pub auth: Option<Authenticator>,
+    /// TLS on the client port (`--tls-cert`); none: plain TCP.
+    pub tls: Option<tokio_rustls::TlsAcceptor>,
 }
 
 impl Shared {
@@ -273,7 +278,7 @@ impl Partition {
                     backoff = Duration::from_millis(1);
                     match permits.clone().try_acquire_owned() {
                         Ok(permit) => {
-                            tokio::task::spawn_local(self.clone().serve(stream, permit));
+                            tokio::task::spawn_local(self.clone().accept(stream, peer, permit));
                         }
                         Err(_) => {
                             // Full: say so and close, rather than leave the client hanging in

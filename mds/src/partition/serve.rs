@@ -1,7 +1,9 @@
-//! One connection on its partition: the read loop, the handshake, and each request executed
-//! on the spot — answered at once, or queued in the reply engine until what it depends on is
-//! durable.
+//! One connection on its partition: the TLS handshake if the port has one, the read loop, the
+//! CONNECT handshake (with the shared-key challenge when the server has a key), and each
+//! request executed on the spot — answered at once, or queued in the reply engine until what
+//! it depends on is durable.
 
+use std::net::SocketAddr;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -11,13 +13,14 @@ use bytes::BytesMut;
 use mds_proto::{
     self as protocol, Body, Errno, MAX_GROUPS, Op, PROTOCOL_VERSION, Reply, Request, StatFs,
 };
-use tokio::io::AsyncReadExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_util::codec::Decoder;
 use tracing::{debug, warn};
 
 use super::conn::{ConnOutput, write_loop};
 use super::{HeldReply, Partition, Payload, Waiting};
+use crate::auth::{AuthFailure, Authenticator};
 use crate::committer::CommitMsg;
 use crate::namespace::{Caller, Exec, Journaling};
 use crate::session::{Answered, Begin, Session};
@@ -59,18 +62,75 @@ impl Pending {
 
 /// CONNECT's opcode, for metrics of a handshake that may not have decoded.
 const CONNECT: u8 = 0;
+/// AUTHENTICATE's opcode, for the same.
+const AUTHENTICATE: u8 = 13;
+
+/// A connection before its session exists: who is at the other end, and the challenge its
+/// CONNECT was sent, while it waits for the proof.
+struct Handshaking {
+    peer: SocketAddr,
+    challenge: Option<Challenge>,
+}
+
+/// A challenge sent and not yet answered. Taken out at the first request after it, whatever
+/// that request is: one proof per nonce.
+struct Challenge {
+    nonce: [u8; protocol::NONCE_LEN],
+    /// The identity the CONNECT gave, which the proof must be made for.
+    client: u64,
+    acked_xid: u64,
+}
 
 /// A request was refused and the connection must close (an EPROTO reply is queued).
 struct Refused;
 
 impl Partition {
-    pub(super) async fn serve(
+    /// An accepted socket: with TLS on the port, its handshake first (bounded by the CONNECT
+    /// deadline), then the connection is served over the TLS stream's halves; without, over
+    /// the socket's own halves, as before TLS existed.
+    pub(super) async fn accept(
         self: Rc<Self>,
         stream: TcpStream,
-        _permit: tokio::sync::OwnedSemaphorePermit,
+        peer: SocketAddr,
+        permit: tokio::sync::OwnedSemaphorePermit,
     ) {
         let _ = stream.set_nodelay(true);
-        let (mut rd, wr) = stream.into_split();
+        let Some(acceptor) = self.shared.tls.clone() else {
+            let (rd, wr) = stream.into_split();
+            return self.serve(rd, wr, peer, permit).await;
+        };
+        let deadline = self.shared.limits.connect_deadline;
+        let handshake = tokio::select! {
+            _ = self.shared.shutdown.cancelled() => return,
+            r = tokio::time::timeout(deadline, acceptor.accept(stream)) => r,
+        };
+        match handshake {
+            Ok(Ok(tls)) => {
+                let (rd, wr) = tokio::io::split(tls);
+                self.serve(rd, wr, peer, permit).await;
+            }
+            Ok(Err(e)) => {
+                warn!(partition = self.id, %peer, cause = %e, "closing connection: TLS handshake failed");
+                self.metrics.tls.increment(1);
+            }
+            Err(_) => {
+                warn!(partition = self.id, %peer, after = ?deadline, "closing connection: no TLS handshake in time");
+                metrics::counter!(crate::metrics::CONNECTIONS_TIMED_OUT, "reason" => "connect")
+                    .increment(1);
+            }
+        }
+    }
+
+    async fn serve<R, W>(
+        self: Rc<Self>,
+        mut rd: R,
+        wr: W,
+        peer: SocketAddr,
+        _permit: tokio::sync::OwnedSemaphorePermit,
+    ) where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin + 'static,
+    {
         let limits = self.shared.limits;
         let conn = Arc::new(ConnOutput::new(limits.max_inflight_per_conn));
         self.active.set(self.active.get() + 1);
@@ -82,6 +142,10 @@ impl Partition {
         let mut codec = protocol::codec();
         let mut input = BytesMut::with_capacity(64 << 10);
         let mut session: Option<Arc<Session>> = None;
+        let mut handshaking = Handshaking {
+            peer,
+            challenge: None,
+        };
         let mut answered: Vec<(u8, Result<(), Errno>)> = Vec::new();
         // Frames already read but not executed: the output passed its high-water mark
         // midway through a read.
@@ -179,7 +243,14 @@ impl Partition {
                             self.recovery_gate(current, &frame).await;
                         }
                         if self
-                            .handle(&conn, &mut session, &frame, received, &mut answered)
+                            .handle(
+                                &conn,
+                                &mut session,
+                                &mut handshaking,
+                                &frame,
+                                received,
+                                &mut answered,
+                            )
                             .is_err()
                         {
                             break 'read Ended::Normally;
@@ -210,6 +281,17 @@ impl Partition {
                 conn.wake_writer();
             }
         };
+        if handshaking.challenge.is_some() && !self.shared.shutdown.is_cancelled() {
+            // Challenged, and gone (or timed out) without a proof: a client without the key.
+            warn!(
+                partition = self.id,
+                conn = conn.id(),
+                %peer,
+                reason = "missing",
+                "authentication failed: the challenge got no proof"
+            );
+            AuthFailure::Missing.count();
+        }
         match ended {
             Ended::SlowClient => {
                 conn.close();
@@ -258,12 +340,13 @@ impl Partition {
         &self,
         conn: &Arc<ConnOutput>,
         session: &mut Option<Arc<Session>>,
+        handshaking: &mut Handshaking,
         frame: &[u8],
         received: quanta::Instant,
         answered: &mut Vec<(u8, Result<(), Errno>)>,
     ) -> Result<(), Refused> {
         let Some(current) = session.as_ref() else {
-            return self.handshake(conn, session, frame, answered);
+            return self.handshake(conn, session, handshaking, frame, answered);
         };
         let request: Request = match protocol::decode(frame) {
             Ok(r) => r,
@@ -314,11 +397,16 @@ impl Partition {
         }
         let engine = &self.shared.engine;
         match op {
-            Op::Connect { .. } => {
+            Op::Connect { .. } | Op::Authenticate { .. } => {
                 warn!(
                     partition = self.id,
                     conn = conn.id(),
-                    "closing connection: second CONNECT"
+                    "closing connection: second {}",
+                    if opcode == CONNECT {
+                        "CONNECT"
+                    } else {
+                        "AUTHENTICATE"
+                    }
                 );
                 self.metrics.handshake.increment(1);
                 immediate(Err(Errno::EPROTO), answered);
@@ -501,16 +589,22 @@ impl Partition {
         self.shared.to_committer(CommitMsg::Flush(upto));
     }
 
-    /// The first frame of a connection: CONNECT of this protocol version, or a refusal. The
-    /// version is read from the prefix every version shares, so a client of another version
-    /// is told so rather than failing to decode.
+    /// A frame before the connection's session exists: CONNECT of this protocol version, or a
+    /// refusal; with a shared key, CONNECT is answered with a challenge and the next frame
+    /// must be its proof. The version is read from the prefix every version shares, so a
+    /// client of another version is told so rather than failing to decode.
     fn handshake(
         &self,
         conn: &Arc<ConnOutput>,
         session: &mut Option<Arc<Session>>,
+        handshaking: &mut Handshaking,
         frame: &[u8],
         answered: &mut Vec<(u8, Result<(), Errno>)>,
     ) -> Result<(), Refused> {
+        if let Some(challenge) = handshaking.challenge.take() {
+            let peer = handshaking.peer;
+            return self.authenticate(conn, session, peer, challenge, frame, answered);
+        }
         let mut refuse = |xid: u64, why: &str| {
             warn!(
                 partition = self.id,
@@ -544,6 +638,85 @@ impl Partition {
         if client == 0 {
             return refuse(request.xid, "client identity 0");
         }
+        if self.shared.auth.is_some() {
+            // Nothing of the client's session is touched before it has proved the key: an
+            // impostor cannot even replace a real client's connection.
+            let nonce = Authenticator::nonce();
+            handshaking.challenge = Some(Challenge {
+                nonce,
+                client,
+                acked_xid: request.acked_xid,
+            });
+            answered.push((CONNECT, Ok(())));
+            self.reply_now(conn, request.xid, Ok(Body::Challenge { nonce }));
+            return Ok(());
+        }
+        self.attach(conn, session, client, request.acked_xid, request.xid);
+        answered.push((CONNECT, Ok(())));
+        Ok(())
+    }
+
+    /// The frame after a challenge: an AUTHENTICATE whose proof matches, which completes the
+    /// CONNECT it answers; anything else is refused with EAUTH (EPROTO if it does not even
+    /// decode), counted and logged with the peer's address, and the connection closed.
+    fn authenticate(
+        &self,
+        conn: &Arc<ConnOutput>,
+        session: &mut Option<Arc<Session>>,
+        peer: SocketAddr,
+        challenge: Challenge,
+        frame: &[u8],
+        answered: &mut Vec<(u8, Result<(), Errno>)>,
+    ) -> Result<(), Refused> {
+        let mut refuse = |xid: u64, opcode: u8, errno: Errno, failure: AuthFailure| {
+            warn!(
+                partition = self.id,
+                conn = conn.id(),
+                %peer,
+                client = challenge.client,
+                reason = failure.reason(),
+                "closing connection: authentication failed"
+            );
+            failure.count();
+            answered.push((opcode, Err(errno)));
+            self.reply_now(conn, xid, Err(errno));
+            Err(Refused)
+        };
+        let Ok(request) = protocol::decode::<Request>(frame) else {
+            self.metrics.handshake.increment(1);
+            return refuse(0, AUTHENTICATE, Errno::EPROTO, AuthFailure::Missing);
+        };
+        let Op::Authenticate { proof } = request.op else {
+            let opcode = request.op.opcode();
+            return refuse(request.xid, opcode, Errno::EAUTH, AuthFailure::Missing);
+        };
+        let auth = self
+            .shared
+            .auth
+            .as_ref()
+            .expect("only a server with a key sends a challenge");
+        if let Err(failure) =
+            auth.check(&challenge.nonce, challenge.client, PROTOCOL_VERSION, &proof)
+        {
+            return refuse(request.xid, AUTHENTICATE, Errno::EAUTH, failure);
+        }
+        let acked_xid = request.acked_xid.max(challenge.acked_xid);
+        self.attach(conn, session, challenge.client, acked_xid, request.xid);
+        answered.push((AUTHENTICATE, Ok(())));
+        Ok(())
+    }
+
+    /// Completes a handshake: the connection becomes its client's session's, replacing an
+    /// older one, and is answered `Connected` under `xid` (the CONNECT's, or the
+    /// AUTHENTICATE's that proved it).
+    fn attach(
+        &self,
+        conn: &Arc<ConnOutput>,
+        session: &mut Option<Arc<Session>>,
+        client: u64,
+        acked_xid: u64,
+        xid: u64,
+    ) {
         let attached = self.shared.sessions.attach(client, conn.clone());
         let recovering = self.shared.recovery.expects(client);
         // A client the journal knew from before the restart: noted, so the window's close
@@ -561,13 +734,12 @@ impl Partition {
             self.metrics.sessions_replaced.increment(1);
             older.replace();
         }
-        attached.session.note_acked(request.acked_xid);
-        attached.session.note_replied(request.xid);
+        attached.session.note_acked(acked_xid);
+        attached.session.note_replied(xid);
         *session = Some(attached.session);
-        answered.push((CONNECT, Ok(())));
         self.reply_now(
             conn,
-            request.xid,
+            xid,
             Ok(Body::Connected {
                 version: PROTOCOL_VERSION,
                 server_boot: self.shared.boot,
@@ -577,7 +749,6 @@ impl Partition {
                 evicted: self.shared.recovery.evicted(client),
             }),
         );
-        Ok(())
     }
 
     /// Queues a reply until `until` is durable.
