@@ -18,8 +18,15 @@ NEW="${NEW:-${CARGO_TARGET_DIR:-/var/tmp/mds-target}/release}"
 DURATION="${DURATION:-5s}"
 POINTS="${POINTS:-1x1 8x1 64x1 64x16}"
 OLD_ARGS="${OLD_ARGS:-}"
-# Extra loadgen flags for both sides, e.g. LOADGEN_ARGS="--shared-dir".
+# Extra loadgen flags for both sides, e.g. LOADGEN_ARGS="--shared-dir"; OLD_LOADGEN_ARGS and
+# NEW_LOADGEN_ARGS for one side (a TLS server needs a client with --tls-ca).
 LOADGEN_ARGS="${LOADGEN_ARGS:-}"
+OLD_LOADGEN_ARGS="${OLD_LOADGEN_ARGS:-}"
+NEW_LOADGEN_ARGS="${NEW_LOADGEN_ARGS:-}"
+# A command prefix for loadgen on both sides, e.g. LOADGEN_PREFIX="setpriv --reuid=1000
+# --regid=1000 --clear-groups" to send a non-root user's credentials (root passes every
+# permission check, so a permission-cost figure needs another user).
+LOADGEN_PREFIX="${LOADGEN_PREFIX:-}"
 NEW_ARGS="${NEW_ARGS:-}"
 
 # CPU seconds (user + system) of the waited-for children in a `times` output (file $1).
@@ -31,7 +38,7 @@ children_cpu() {
 # One run: a fresh server of build $1 on a fresh store, loadgen of the same build; prints
 # "rate cpu_us_per_create loadgen_cpu_us_per_create".
 run() {
-  local bin=$1 threads=$2 depth=$3 args=$4
+  local bin=$1 threads=$2 depth=$3 args=$4 lgargs=$5
   local data log pid addr line creates ticks
   data=$(mktemp -d /var/tmp/mds-ba.XXXXXX)
   log="$data.log"
@@ -45,8 +52,8 @@ run() {
   times >"$data.times"
   before=$(children_cpu "$data.times")
   # shellcheck disable=SC2086 # a list of flags
-  line=$("$bin/loadgen" create --server "$addr" --threads "$threads" --depth "$depth" \
-    --duration "$DURATION" --quiet $LOADGEN_ARGS | grep '^Rate:')
+  line=$($LOADGEN_PREFIX "$bin/loadgen" create --server "$addr" --threads "$threads" --depth "$depth" \
+    --duration "$DURATION" --quiet $LOADGEN_ARGS $lgargs | grep '^Rate:')
   # loadgen (and the grep beside it) was waited for inside the command substitution.
   times >"$data.times"
   after=$(children_cpu "$data.times")
@@ -69,8 +76,10 @@ for point in $POINTS; do
   threads=${point%x*}; depth=${point#*x}
   results=()
   for _ in $(seq 1 "$ROUNDS"); do
-    o1=$(run "$OLD" "$threads" "$depth" "$OLD_ARGS"); n1=$(run "$NEW" "$threads" "$depth" "$NEW_ARGS")
-    n2=$(run "$NEW" "$threads" "$depth" "$NEW_ARGS"); o2=$(run "$OLD" "$threads" "$depth" "$OLD_ARGS")
+    o1=$(run "$OLD" "$threads" "$depth" "$OLD_ARGS" "$OLD_LOADGEN_ARGS")
+    n1=$(run "$NEW" "$threads" "$depth" "$NEW_ARGS" "$NEW_LOADGEN_ARGS")
+    n2=$(run "$NEW" "$threads" "$depth" "$NEW_ARGS" "$NEW_LOADGEN_ARGS")
+    o2=$(run "$OLD" "$threads" "$depth" "$OLD_ARGS" "$OLD_LOADGEN_ARGS")
     results+=("$o1 $o2 $n1 $n2")
   done
   # One line per point: means over every run, then each round's rate ratio.
