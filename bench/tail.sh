@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Where the latency tail at THREADS x DEPTH comes from, in one run: a fresh server of the
+# build in BIN (extra server flags in ARGS), `loadgen create` for DURATION, then
+#   - loadgen's latency line (the client's view: p50 ... p99.9, max);
+#   - from the server's /metrics: the server's own span per create (read -> reply queued,
+#     `mds_request_duration_seconds{op="create"}`), the drain duration, the synced commit
+#     write, and how long the committer waited with records in hand for an earlier transno
+#     (`mds_commit_gap_wait_seconds`, absent in builds before it existed) — quantiles are
+#     the histogram's bucket bounds;
+#   - from /proc/<pid>/task/*/schedstat, just before loadgen ends: how long the committer,
+#     each partition and loadgen's threads ran and waited on the run queue.
+#   BIN=/var/tmp/mds-target/release ./bench/tail.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/mds-target}"
+BIN="${BIN:-$CARGO_TARGET_DIR/release}"
+THREADS="${THREADS:-64}"
+DEPTH="${DEPTH:-16}"
+DURATION_S="${DURATION_S:-10}"
+ARGS="${ARGS:-}"
+
+data=$(mktemp -d /var/tmp/mds-tail.XXXXXX)
+log="$data.log"
+# shellcheck disable=SC2086 # $ARGS is a list of flags
+"$BIN/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 $ARGS 2>"$log" &
+pid=$!
+trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$data" "$log"' EXIT
+for _ in $(seq 1 300); do grep -q "listening on" "$log" && break; sleep 0.1; done
+addr=$(grep -o 'listening on [0-9.:]*' "$log" | awk '{print $3}')
+metrics=$(grep -o 'metrics endpoint on [0-9.:]*' "$log" | awk '{print $4}')
+
+"$BIN/loadgen" create --server "$addr" --threads "$THREADS" --depth "$DEPTH" \
+  --duration "${DURATION_S}s" --quiet >"$data.loadgen" &
+lg=$!
+sleep "$(awk -v d="$DURATION_S" 'BEGIN{print d - 0.5}')"
+echo "schedstat (run, run-queue wait) over the run so far:"
+for t in /proc/"$pid"/task/*; do
+  name=$(cat "$t/comm")
+  case "$name" in
+    mds-committer | mds-part-*)
+      awk -v n="$name" '{printf "  %-14s run %.2f s  waited %.2f s  slices %d\n", n, $1 / 1e9, $2 / 1e9, $3}' "$t/schedstat" ;;
+  esac
+done
+cat /proc/"$lg"/task/*/schedstat |
+  awk '{r += $1; w += $2; s += $3} END {printf "  loadgen (all)  run %.2f s  waited %.2f s  slices %d  (%.0f us waited per slice)\n", r / 1e9, w / 1e9, s, w / s / 1e3}'
+wait "$lg"
+grep -E '^(Rate|latency)' "$data.loadgen"
+curl -s "http://$metrics/metrics" >"$data.metrics"
+
+# Quantiles of one histogram (its series summed, those whose labels contain $2), in ms.
+quantiles() {
+  python3 - "$1" "${2:-}" "$data.metrics" <<'PY'
+import re, sys
+name, filt, path = sys.argv[1], sys.argv[2], sys.argv[3]
+buckets = {}
+for line in open(path):
+    m = re.match(name + r'_bucket\{(.*)\} (\S+)', line)
+    if not m or filt not in m.group(1):
+        continue
+    le = re.search(r'le="([^"]+)"', m.group(1)).group(1)
+    le = float('inf') if le == '+Inf' else float(le)
+    buckets[le] = buckets.get(le, 0.0) + float(m.group(2))
+total = buckets.get(float('inf'), 0.0)
+if not total:
+    print(f"  {name}: no samples"); sys.exit()
+out = []
+for q in (0.5, 0.99, 0.999):
+    bound = next(b for b in sorted(buckets) if buckets[b] >= q * total)
+    out.append(f"p{q * 100:g} <= {bound * 1e3:g} ms")
+print(f"  {name}{' ' + filt if filt else ''}: {int(total)} samples, " + ", ".join(out))
+PY
+}
+echo "server (bucket bounds):"
+quantiles mds_request_duration_seconds 'op="create"'
+quantiles mds_drain_duration_seconds
+quantiles mds_commit_write_sync_duration_seconds
+if grep -q '^mds_commit_gap_wait_seconds_count' "$data.metrics"; then
+  awk '/^mds_commit_gap_wait_seconds_(sum|count)/ {v[$1] = $2} /^mds_commits_total/ {c = $2}
+    END {printf "  commit gap waits: %d, %.3f s in all, over %d commits\n",
+      v["mds_commit_gap_wait_seconds_count"], v["mds_commit_gap_wait_seconds_sum"], c}' "$data.metrics"
+  quantiles mds_commit_gap_wait_seconds
+fi
+rm -f "$data.loadgen" "$data.metrics"
