@@ -323,14 +323,11 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
             reply_path = ?config.reply_path,
             "mds serving"
         );
-        info!("listening on {addr}");
-        if config.auth_key.is_none() && !addr.ip().is_loopback() {
-            warn!(
-                listen = %addr,
-                "NO AUTHENTICATION on a non-loopback address: anyone who can reach this port \
-                 can read and change the whole namespace; start with --auth-key FILE"
-            );
+        // Before "listening on": whoever waits for that line has the warning too.
+        if let Some(warning) = exposure_warning(addr, config.auth_key.is_some()) {
+            warn!(listen = %addr, "{warning}");
         }
+        info!("listening on {addr}");
 
         // Transnos nobody will replay are skipped by empty records (the committer keeps
         // `last_committed` contiguous through them). A weak reference: no cycle through Shared.
@@ -627,8 +624,29 @@ fn boot_id() -> u64 {
         ^ u64::from(std::process::id())
 }
 
+/// What a server listening on `addr` must warn about at start: clients it does not
+/// authenticate that are not on this machine.
+fn exposure_warning(addr: SocketAddr, keyed: bool) -> Option<&'static str> {
+    (!keyed && !addr.ip().is_loopback()).then_some(
+        "NO AUTHENTICATION on a non-loopback address: anyone who can reach this port can read \
+         and change the whole namespace; start with --auth-key FILE",
+    )
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn only_an_unauthenticated_non_loopback_address_is_warned_about() {
+        let warns =
+            |addr: &str, keyed| super::exposure_warning(addr.parse().unwrap(), keyed).is_some();
+        assert!(warns("0.0.0.0:7400", false));
+        assert!(warns("10.0.0.5:7400", false));
+        assert!(warns("[::]:7400", false));
+        assert!(!warns("0.0.0.0:7400", true));
+        assert!(!warns("127.0.0.1:7400", false));
+        assert!(!warns("[::1]:7400", false));
+    }
+
     use super::*;
 
     #[test]
