@@ -131,15 +131,20 @@ impl<T> GlobalReplies<T> {
     /// outside the lock; until [`GlobalReplies::stop`] with nothing ready. Returns how many it
     /// released.
     pub fn serve(&self, release: impl FnMut(T, Outcome)) -> u64 {
-        self.serve_until_idle(release, || {})
+        self.serve_inner(release, None)
     }
 
     /// [`GlobalReplies::serve`], calling `idle` whenever the thread finds nothing ready,
     /// before it sleeps: where a caller settles what it batched over the replies it released.
-    pub fn serve_until_idle(
+    /// (It costs one more lock acquisition per idle moment, which `serve` does not pay.)
+    pub fn serve_until_idle(&self, release: impl FnMut(T, Outcome), mut idle: impl FnMut()) -> u64 {
+        self.serve_inner(release, Some(&mut idle))
+    }
+
+    fn serve_inner(
         &self,
         mut release: impl FnMut(T, Outcome),
-        mut idle: impl FnMut(),
+        mut idle: Option<&mut dyn FnMut()>,
     ) -> u64 {
         let mut released = 0;
         let mut state = self.lock();
@@ -164,15 +169,17 @@ impl<T> GlobalReplies<T> {
                 state = self.lock();
                 continue;
             }
-            drop(state);
-            idle();
-            state = self.lock();
-            if state
-                .pending
-                .front()
-                .is_some_and(|(t, _)| *t <= state.last_committed || state.failed)
-            {
-                continue;
+            if let Some(idle) = idle.as_mut() {
+                drop(state);
+                idle();
+                state = self.lock();
+                if state
+                    .pending
+                    .front()
+                    .is_some_and(|(t, _)| *t <= state.last_committed || state.failed)
+                {
+                    continue;
+                }
             }
             if state.stopped {
                 return released;

@@ -1,9 +1,11 @@
 //! One pending reply: its transno and its payload behind the reply's own lock.
 //!
 //! The lock is per reply (Lustre's fix for `srv_lock`): whoever releases a reply — its
-//! partition's drain, a partner partition draining for a stalled owner, or later a request
-//! waiting on the reply's commit-on-share locks — touches only that reply's state, and the
-//! payload is taken exactly once however many of them race.
+//! partition's drain, or a partner partition draining for a stalled owner — touches only that
+//! reply's state, never a service-wide lock. Today a drain owns the replies it took out of
+//! the queue under the queue's lock, so the reply's own lock is uncontended; it is what would
+//! let a reply be released from outside the queue (a request waiting on it) without adding
+//! one.
 
 use crate::sync::Mutex;
 

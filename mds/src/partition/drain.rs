@@ -271,17 +271,10 @@ impl Partition {
             let sleep_for = look_at
                 .map(|at| Duration::from_nanos(at.saturating_sub(crate::metrics::monotonic_ns())));
             tokio::select! {
+                // The partner's look first when it is due: with its own wakes always ready
+                // (a busy partition), a partner polled second would never look, and would
+                // stop draining for its neighbour exactly under load.
                 biased;
-                _ = own.notified() => {
-                    if let Some(stall) = stall {
-                        tokio::time::sleep(stall).await;
-                    }
-                    wakes.begin(self.id);
-                    self.drain_own(&mut self.touched.borrow_mut());
-                }
-                _ = wakes.watch[self.id].notified(), if wakes.partner_after.is_some() => {
-                    look_at.get_or_insert(0);
-                }
                 _ = tokio::time::sleep(sleep_for.unwrap_or_default()), if sleep_for.is_some() => {
                     let after = wakes.partner_after.expect("watching only with partners");
                     look_at = match wakes.claim_overdue(watched, after) {
@@ -294,6 +287,16 @@ impl Partition {
                         }
                         Err(again) => again,
                     };
+                }
+                _ = own.notified() => {
+                    if let Some(stall) = stall {
+                        tokio::time::sleep(stall).await;
+                    }
+                    wakes.begin(self.id);
+                    self.drain_own(&mut self.touched.borrow_mut());
+                }
+                _ = wakes.watch[self.id].notified(), if wakes.partner_after.is_some() => {
+                    look_at.get_or_insert(0);
                 }
             }
         }

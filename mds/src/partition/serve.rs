@@ -453,14 +453,19 @@ impl Partition {
                 let failed = self.shared.namespace.is_read_only();
                 // Early replies: the journal must know a client before it holds an unsafe
                 // reply, or a crash would leave the server unaware of what it must wait for.
-                // Sent before the record (messages from one partition keep their order), so
-                // the commit that carries the client's first mutation knows it.
-                let know_first = self.shared.ack_early && mutation && !current.is_known();
-                if know_first {
-                    self.shared
-                        .to_committer(CommitMsg::KnowClient(current.client()));
-                }
-                let send = |record| self.shared.to_committer(CommitMsg::Record(record));
+                // The client's first early mutation sends KnowClient just before its record
+                // (messages from one partition keep their order), from inside `execute`, so
+                // only a mutation that executed makes the client known, as before records were
+                // sent from there; `first_early` tells the code below it was the first.
+                let first_early = std::cell::Cell::new(false);
+                let send = |record: journal::TxRecord| {
+                    if self.shared.ack_early && current.know(record.transno) {
+                        first_early.set(true);
+                        self.shared
+                            .to_committer(CommitMsg::KnowClient(current.client()));
+                    }
+                    self.shared.to_committer(CommitMsg::Record(record));
+                };
                 let caller = Caller {
                     client: if failed { 0 } else { current.client() },
                     cred: &cred,
@@ -479,13 +484,6 @@ impl Partition {
                     }),
                 };
                 let exec = self.shared.namespace.execute(op, &caller);
-                if know_first && !matches!(exec, Exec::Mutation { .. }) {
-                    // Nothing was told early after all: the journal forgets it again.
-                    self.shared.to_committer(CommitMsg::ForgetClient {
-                        client: current.client(),
-                        after: 0,
-                    });
-                }
                 if let (Some(r), Exec::Now { .. }) = (replay, &exec) {
                     // A replay that no longer applies (what it built on was lost with a
                     // client that did not come back): its transno is skipped by an empty
@@ -540,16 +538,9 @@ impl Partition {
                             return Ok(());
                         }
                         // Early. The client's first mutation is answered after its commit,
-                        // which carries the client's record (sent before the mutation's), and
-                        // that commit starts now.
-                        if current.know(transno) {
-                            if !know_first {
-                                // Known and forgotten meanwhile (its old connection's last
-                                // notice settled it): the journal learns it again with the
-                                // next commit, before anything later is answered early.
-                                self.shared
-                                    .to_committer(CommitMsg::KnowClient(current.client()));
-                            }
+                        // which carries the client's record (sent just before the mutation's),
+                        // and that commit starts now.
+                        if first_early.get() {
                             let pending = Pending::reply(xid, opcode, transno, Ok(body));
                             self.defer(conn, current, transno.max(built_on), received, pending);
                             self.shared
