@@ -59,6 +59,10 @@ struct State {
     /// The highest transno answered to it before its commit: once that is durable the
     /// client holds nothing a restart would need, and the journal may forget it.
     highest_unsafe: u64,
+    /// While `known`: the transno whose commit carries the client's KnowClient (its first
+    /// early mutation since it became known). Until that is durable the journal does not
+    /// know the client yet, and no reply may leave before its commit.
+    known_at: u64,
     /// How executed mutations were answered, above the client's watermark.
     answered: AnsweredLog,
     /// The journal holds resend records of this client: forgetting the session drops them.
@@ -279,6 +283,15 @@ impl std::fmt::Debug for Session {
     }
 }
 
+/// What [`Session::know`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Know {
+    /// The journal did not know the client: this mutation's commit carries its KnowClient.
+    pub first: bool,
+    /// The transno whose commit carries the client's KnowClient.
+    pub known_at: u64,
+}
+
 impl Session {
     fn new(client: u64) -> Arc<Session> {
         Arc::new(Session {
@@ -288,6 +301,7 @@ impl Session {
                 pending: HashSet::new(),
                 known: false,
                 highest_unsafe: 0,
+                known_at: 0,
                 answered: AnsweredLog::default(),
                 journaled: false,
                 away_since: Some(Instant::now()),
@@ -371,12 +385,21 @@ impl Session {
         self.replied_xid.load(Ordering::Relaxed)
     }
 
-    /// The client is told `transno` before its commit. Returns `true` if the journal did not
-    /// know the client yet: the caller journals it, and holds this reply until then.
-    pub fn know(&self, transno: u64) -> bool {
+    /// The client is told `transno` before its commit. Returns whether the journal did not
+    /// know the client yet (then the caller journals it before this mutation's record, and
+    /// holds this reply until its commit), and the transno whose commit makes the client
+    /// known: no early reply may leave before that is durable.
+    pub fn know(&self, transno: u64) -> Know {
         let mut state = self.state.lock();
         state.highest_unsafe = state.highest_unsafe.max(transno);
-        !std::mem::replace(&mut state.known, true)
+        let first = !std::mem::replace(&mut state.known, true);
+        if first {
+            state.known_at = transno;
+        }
+        Know {
+            first,
+            known_at: state.known_at,
+        }
     }
 
     /// Everything up to `durable` is durable. Returns `true` if the client has gone away and

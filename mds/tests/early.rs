@@ -522,3 +522,42 @@ async fn a_replay_cut_by_a_second_crash_is_replayed_after_it() {
     let (code, out) = common::fsck(dir.path());
     assert_eq!(code, 0, "{out}");
 }
+
+/// A new client's first two mutations sent together: the first makes the journal know the
+/// client and is answered after its commit; the second executes before that commit is
+/// durable, and must not be answered before it either — a crash in between would leave a
+/// client holding an early reply that the server, not knowing the client, would not wait
+/// for. So the second reply's `last_committed` covers the first's transno.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_early_reply_leaves_before_the_journal_knows_its_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), &["--ack", "early"]);
+    for round in 0..20 {
+        let client = server.client().await;
+        let (first, second) = tokio::join!(
+            client.call_reply(create(ROOT, &format!("first{round}"))),
+            client.call_reply(create(ROOT, &format!("second{round}"))),
+        );
+        let (first, second) = (first.unwrap(), second.unwrap());
+        assert!(first.result.is_ok() && second.result.is_ok());
+        assert!(
+            first.last_committed >= first.transno,
+            "the first is answered after its commit: {first:?}"
+        );
+        assert!(
+            second.last_committed >= first.transno,
+            "round {round}: the second left before the commit that makes its client known \
+             ({} < {}): {second:?}",
+            second.last_committed,
+            first.transno
+        );
+        // Known from here on: a third is answered early, before its own commit is durable
+        // or not, but never before the first's.
+        let third = client
+            .call_reply(create(ROOT, &format!("third{round}")))
+            .await
+            .unwrap();
+        assert!(third.last_committed >= first.transno);
+    }
+    server.stop();
+}

@@ -458,11 +458,16 @@ impl Partition {
                 // only a mutation that executed makes the client known, as before records were
                 // sent from there; `first_early` tells the code below it was the first.
                 let first_early = std::cell::Cell::new(false);
+                let known_at = std::cell::Cell::new(0);
                 let send = |record: journal::TxRecord| {
-                    if self.shared.ack_early && current.know(record.transno) {
-                        first_early.set(true);
-                        self.shared
-                            .to_committer(CommitMsg::KnowClient(current.client()));
+                    if self.shared.ack_early {
+                        let know = current.know(record.transno);
+                        known_at.set(know.known_at);
+                        if know.first {
+                            first_early.set(true);
+                            self.shared
+                                .to_committer(CommitMsg::KnowClient(current.client()));
+                        }
                     }
                     self.shared.to_committer(CommitMsg::Record(record));
                 };
@@ -553,11 +558,26 @@ impl Partition {
                             self.defer_notice(current, transno);
                             return Ok(());
                         }
-                        if built_on > 0 {
-                            // Early, but not before what it built on is durable.
-                            self.cos_conflict(opcode, built_on);
+                        // Early, but not before the journal knows the client (the commit of
+                        // its first early mutation, which may still be in flight when a
+                        // pipelined second one executes: a crash before it would find no
+                        // record of a client holding unsafe replies), nor before what it
+                        // built on is durable.
+                        let unknown_until = Some(known_at.get())
+                            .filter(|&t| t > engine.last_committed())
+                            .unwrap_or(0);
+                        if built_on > 0 || unknown_until > 0 {
+                            if built_on > 0 {
+                                self.cos_conflict(opcode, built_on);
+                            }
                             let pending = Pending::reply(xid, opcode, transno, Ok(body));
-                            self.defer(conn, current, built_on, received, pending);
+                            self.defer(
+                                conn,
+                                current,
+                                built_on.max(unknown_until),
+                                received,
+                                pending,
+                            );
                         } else {
                             current.abandon(xid);
                             answered.push((opcode, Ok(())));
