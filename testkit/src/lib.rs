@@ -55,8 +55,10 @@ impl Server {
             let log = log.clone();
             std::thread::spawn(move || {
                 for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-                    let _ = tx.send(line.clone());
-                    log.lock().unwrap().push(line);
+                    // Logged before it is handed on: whoever waited for a line finds it, and
+                    // everything before it, in `log_text`.
+                    log.lock().unwrap().push(line.clone());
+                    let _ = tx.send(line);
                 }
             });
         }
