@@ -224,6 +224,12 @@ fn cases() -> Vec<Case> {
         case("mkdir in a set-group-ID directory inherits it", BOB, Mkdir("d/new", 0o755), ok,
              &[dir("d", 0o2777, 0, STAFF)])
             .then("d/new", 0o2755, B, STAFF),
+        case("mkdir asking for set-ID bits gets none", BOB, Mkdir("d/new", 0o7755), ok,
+             &[dir("d", 0o777, A, USERS)])
+            .then("d/new", 0o1755, B, BOBS),
+        case("mkdir asking for set-user-ID in a set-group-ID directory: only S_ISGID, inherited", BOB, Mkdir("d/new", 0o4755), ok,
+             &[dir("d", 0o2777, 0, STAFF)])
+            .then("d/new", 0o2755, B, STAFF),
         case("mkdir of an existing name without write: EEXIST", BOB, Mkdir("d/e", 0o755), Err(EEXIST),
              &[dir("d", 0o555, A, USERS), dir("d/e", 0o755, A, USERS)]),
         // UNLINK and RMDIR: write and search on the parent; the file's own mode does not matter.

@@ -157,14 +157,18 @@ pub(crate) fn mode_after_setattr(cred: &Cred, inode: &InodeAttr, set: &SetAttr) 
 /// there inherits the set-group-ID bit; a new file asking there to run as that group
 /// (S_ISGID with group execute) keeps S_ISGID only if the caller is a member of the group or
 /// root. S_ISGID without group execute does not mean "run as" (it marks mandatory locking),
-/// and Linux keeps it.
+/// and Linux keeps it. A new directory never takes set-ID bits from the mode asked for (Linux
+/// masks MKDIR's mode to permissions and the sticky bit): only the inherited S_ISGID.
 pub(crate) fn new_inode_owner(
     cred: &Cred,
     parent: &InodeAttr,
     kind: FileKind,
     mode: u32,
 ) -> (u32, u32) {
-    let mode = mode & 0o7777;
+    let mode = match kind {
+        FileKind::Directory => mode & 0o1777,
+        FileKind::File => mode & 0o7777,
+    };
     if parent.mode & S_ISGID == 0 {
         return (cred.gid, mode);
     }
@@ -464,6 +468,21 @@ mod tests {
         assert_eq!(
             new_inode_owner(&member, &shared, FileKind::File, 0o2644),
             (STAFF, 0o2644)
+        );
+    }
+
+    #[test]
+    fn a_new_directory_takes_no_set_id_bits_from_the_mode_asked_for() {
+        let alice = cred(ALICE, USERS, &[STAFF]);
+        assert_eq!(
+            new_inode_owner(&alice, &dir(0o777, 0, STAFF), FileKind::Directory, 0o7755),
+            (USERS, 0o1755),
+            "the sticky bit stays"
+        );
+        assert_eq!(
+            new_inode_owner(&alice, &dir(0o2777, 0, STAFF), FileKind::Directory, 0o4755),
+            (STAFF, 0o2755),
+            "S_ISGID comes from the parent only"
         );
     }
 }
