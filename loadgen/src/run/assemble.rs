@@ -1,5 +1,5 @@
-//! Turning what the lanes measured into the [`Report`]: merging their histograms and
-//! tallies as each lane ends, asking the server for its figures after the run, and filling in
+//! Turning what the lanes measured into the [`Report`]: merging their tallies as each lane
+//! ends, and the threads' latency histograms at the end, asking the server for its figures after the run, and filling in
 //! the report's fields (the types and their text and JSON forms live in `crate::report`).
 
 use std::collections::BTreeMap;
@@ -8,19 +8,19 @@ use std::path::Path;
 use std::time::{Duration, SystemTime};
 
 use anyhow::Context;
-use hdrhistogram::Histogram;
 use mds_client::Client;
 use mds_client::resilient::Downtime;
 use mds_proto::StatFs;
 
 use super::lanes::{LaneResult, OpTally};
+use super::latency::PerKind;
 use super::{Plan, Stop};
 use crate::report::{self, Latency, OpCounts, Parameters, Report, ServerFigures};
+use crate::workload::Kind;
 
 /// Every lane's results merged so far.
 pub(super) struct Totals {
-    latency: Histogram<u64>,
-    per_op: BTreeMap<&'static str, OpTally>,
+    per_op: BTreeMap<Kind, OpTally>,
     errors: BTreeMap<String, u64>,
     resent: u64,
     warmup_ops: u64,
@@ -30,7 +30,6 @@ pub(super) struct Totals {
 impl Totals {
     pub(super) fn new() -> Totals {
         Totals {
-            latency: report::new_histogram(),
             per_op: BTreeMap::new(),
             errors: BTreeMap::new(),
             resent: 0,
@@ -42,17 +41,9 @@ impl Totals {
     /// Adds one lane's results.
     pub(super) fn add(&mut self, r: LaneResult) -> anyhow::Result<()> {
         for (k, c) in r.per_op {
-            // Every counted request is in exactly one kind's histogram: their sum is the
-            // total (a lane keeps no second copy, see `LaneResult`).
-            self.latency
-                .add(&c.latency)
-                .context("merging latency histograms")?;
-            let e = self.per_op.entry(k.name()).or_default();
+            let e = self.per_op.entry(k).or_default();
             e.ok += c.ok;
             e.errors += c.errors;
-            e.latency
-                .add(&c.latency)
-                .context("merging latency histograms")?;
         }
         for (k, n) in r.errors {
             *self.errors.entry(k.to_owned()).or_default() += n;
@@ -112,9 +103,8 @@ pub(super) struct Outcome {
     pub(super) failure: Option<String>,
 }
 
-pub(super) fn report(plan: &Plan, totals: Totals, outcome: Outcome) -> Report {
+pub(super) fn report(plan: &Plan, totals: Totals, latencies: &PerKind, outcome: Outcome) -> Report {
     let Totals {
-        latency,
         per_op,
         errors,
         resent,
@@ -131,15 +121,21 @@ pub(super) fn report(plan: &Plan, totals: Totals, outcome: Outcome) -> Report {
         after,
         failure,
     } = outcome;
+    // Every counted request is in exactly one kind's histogram: their sum is the total.
+    let mut latency = report::new_histogram();
+    for h in latencies.values() {
+        latency.add(h).expect("histograms of one shape");
+    }
+    let empty = report::new_histogram();
     let per_op: BTreeMap<String, OpCounts> = per_op
         .into_iter()
         .map(|(k, t)| {
             (
-                k.to_owned(),
+                k.name().to_owned(),
                 OpCounts {
                     ok: t.ok,
                     errors: t.errors,
-                    latency_us: Latency::from_histogram(&t.latency),
+                    latency_us: Latency::from_histogram(latencies.get(&k).unwrap_or(&empty)),
                 },
             )
         })

@@ -9,35 +9,22 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use hdrhistogram::Histogram;
 use mds_client::resilient::ResilientConn;
 use mds_proto::{Body, Kind as FileKind, MAX_READDIR, Op};
 use tokio::task::JoinHandle;
 
 use super::Shared;
-use crate::report;
 use crate::workload::{Kind, Mix, Rng};
 
 /// One kind's results in one lane.
+#[derive(Default)]
 pub(super) struct OpTally {
     pub(super) ok: u64,
     pub(super) errors: u64,
-    pub(super) latency: Histogram<u64>,
 }
 
-impl Default for OpTally {
-    fn default() -> OpTally {
-        OpTally {
-            ok: 0,
-            errors: 0,
-            latency: report::new_histogram(),
-        }
-    }
-}
-
-/// One lane's results. Latency is kept per kind only: at 64 x 16 lanes a histogram each
-/// (3 significant figures up to an hour, ~180 KB) is what touching it costs — a second,
-/// total one per lane doubled loadgen's cache misses and page faults for no information.
+/// One lane's results. Latency is not among them: it goes to its thread's histograms
+/// (`latency.rs`), which cost a lane nothing to keep.
 pub(super) struct LaneResult {
     pub(super) per_op: BTreeMap<Kind, OpTally>,
     pub(super) errors: BTreeMap<&'static str, u64>,
@@ -218,8 +205,8 @@ async fn run_lane(
             result.resent += 1;
         }
         shared.done.fetch_add(1, Ordering::Relaxed);
+        shared.latencies.record(kind, micros);
         let tally = result.per_op.entry(kind).or_default();
-        let _ = tally.latency.record(micros);
         match answer.reply.result {
             Ok(body) => {
                 tally.ok += 1;

@@ -11,6 +11,7 @@
 
 mod assemble;
 mod lanes;
+mod latency;
 mod progress;
 mod setup;
 
@@ -86,6 +87,7 @@ struct Shared {
     send_log: bool,
     ack_log: Option<std::sync::mpsc::Sender<String>>,
     failure: std::sync::Mutex<Option<String>>,
+    latencies: latency::Latencies,
 }
 
 impl Shared {
@@ -144,6 +146,7 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
         send_log: plan.send_log.is_some(),
         ack_log: ack_tx,
         failure: std::sync::Mutex::new(None),
+        latencies: latency::Latencies::new(),
     });
     let tasks = lanes::start(lanes, &plan.mix, &shared, started, plan.rate);
 
@@ -179,6 +182,7 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
     phases.abort();
     progress.finish();
     let failure = shared.failure.lock().unwrap().take();
+    let latencies = shared.latencies.merged()?;
     let down_at_start = shared.downtime_at_start.lock().unwrap().take();
     let down_at_end = shared.outages.downtime(ended);
     let reconnects = shared.outages.reconnects();
@@ -216,5 +220,5 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
         after,
         failure,
     };
-    Ok(assemble::report(&plan, totals, outcome))
+    Ok(assemble::report(&plan, totals, &latencies, outcome))
 }
