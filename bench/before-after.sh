@@ -13,6 +13,8 @@
 #   OLD=/var/tmp/mds-target/release OLD_ARGS="--cos off" NEW_ARGS="--cos on" ./bench/before-after.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 OLD="${OLD:?set OLD to the release directory of the old build}"
 NEW="${NEW:-${CARGO_TARGET_DIR:-/var/tmp/mds-target}/release}"
 DURATION="${DURATION:-5s}"
@@ -45,8 +47,8 @@ run() {
   # shellcheck disable=SC2086 # $args is a list of flags
   "$bin/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 $args 2>"$log" &
   pid=$!
-  for _ in $(seq 1 300); do grep -q "listening on" "$log" && break; sleep 0.1; done
-  addr=$(grep -o 'listening on [0-9.:]*' "$log" | awk '{print $3}')
+  wait_for_mds "$log"
+  addr=$MDS_ADDR
   local before after
   # `times` must run in this shell, not a command substitution's: it reports its own shell's.
   times >"$data.times"

@@ -10,6 +10,8 @@
 #   ROUNDS=4 DURATION=10s ./bench/reply-paths.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/mds-target}"
 BIN="${BIN:-$CARGO_TARGET_DIR/release}"
 THREADS="${THREADS:-64}"
@@ -59,9 +61,9 @@ run() {
   "$BIN/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
     --reply-path "$path" 2>"$log" &
   pid=$!
-  for _ in $(seq 1 300); do grep -q "listening on" "$log" && break; sleep 0.1; done
-  addr=$(grep -o 'listening on [0-9.:]*' "$log" | awk '{print $3}')
-  metrics=$(grep -o 'metrics endpoint on [0-9.:]*' "$log" | awk '{print $4}')
+  wait_for_mds "$log"
+  addr=$MDS_ADDR
+  metrics=$MDS_METRICS
   # shellcheck disable=SC2086 # $LOADGEN_PREFIX is a command prefix or nothing
   line=$($LOADGEN_PREFIX "$BIN/loadgen" create --server "$addr" --threads "$THREADS" --depth "$DEPTH" \
     --duration "$DURATION" --quiet | grep '^Rate:')

@@ -12,6 +12,8 @@
 #   BIN=/var/tmp/mds-target/release ./bench/tail.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/mds-target}"
 BIN="${BIN:-$CARGO_TARGET_DIR/release}"
 THREADS="${THREADS:-64}"
@@ -25,9 +27,9 @@ log="$data.log"
 "$BIN/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 $ARGS 2>"$log" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$data" "$log"' EXIT
-for _ in $(seq 1 300); do grep -q "listening on" "$log" && break; sleep 0.1; done
-addr=$(grep -o 'listening on [0-9.:]*' "$log" | awk '{print $3}')
-metrics=$(grep -o 'metrics endpoint on [0-9.:]*' "$log" | awk '{print $4}')
+wait_for_mds "$log"
+addr=$MDS_ADDR
+metrics=$MDS_METRICS
 
 "$BIN/loadgen" create --server "$addr" --threads "$THREADS" --depth "$DEPTH" \
   --duration "${DURATION_S}s" --quiet >"$data.loadgen" &
