@@ -545,7 +545,12 @@ impl Model {
                     ino,
                     ModelInode {
                         kind,
-                        mode: mode & 0o7777,
+                        // Linux: a new directory takes permissions and the sticky bit only.
+                        mode: if kind == Kind::Directory {
+                            mode & 0o1777
+                        } else {
+                            mode & 0o7777
+                        },
                         uid: cred.uid,
                         gid: cred.gid,
                         size: 0,
