@@ -11,6 +11,20 @@ MDS_TEST_DEPS=1 ./scripts/install-deps.sh
 # Outside the clone, so reruns (and CI on a fresh clone) are incremental.
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/mds-target}"
 
+# That directory keeps every test binary ever linked, ~350 MB each with debug info, and a
+# clone at another path or a changed dependency links a new set under new names: left alone
+# it filled a 90 GB disk mid-run. Short of space, drop them all; relinking takes minutes
+# (RocksDB and the other libraries stay built).
+MIN_FREE_GB="${MIN_FREE_GB:-30}"
+deps="$CARGO_TARGET_DIR/release/deps"
+if [ -d "$deps" ]; then
+  free_gb=$(df -P -BG "$deps" | awk 'NR == 2 { sub("G", "", $4); print $4 }')
+  if [ "$free_gb" -lt "$MIN_FREE_GB" ]; then
+    echo "test.sh: ${free_gb} GB free; removing linked test binaries from $deps"
+    find "$deps" -maxdepth 1 -type f -perm -u+x ! -name '*.so' ! -name '*.rlib' ! -name '*.d' -delete
+  fi
+fi
+
 cargo fmt --all -- --check
 python3 dashboards/generate.py --check
 cargo clippy --release --workspace --all-targets -- -D warnings
