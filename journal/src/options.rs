@@ -49,6 +49,16 @@ pub(crate) const PER_COMMIT_WRITE_BUFFER: usize = 4 << 20;
 /// buffer filled again before its flush would stall the committer's write.
 const PER_COMMIT_WRITE_BUFFERS: i32 = 4;
 
+/// Memtables `inodes` and `dentries` may hold while earlier ones wait for the flush thread.
+/// With RocksDB's default of two, writes stopped whenever the WAL limit above switched every
+/// family's memtable while `inodes` was still flushing a full one — its vector memtable of a
+/// million entries takes ~0.7 s to sort and write here under load — and the committer's
+/// synced write waited it out: "[inodes] Stopping writes because we have 2 immutable
+/// memtables", one 0.63 s stall per ~2M creates at 64 x 16, every request in flight waiting
+/// behind it (the client's max latency, and much of its p99.9). Four lets the small switched
+/// memtable wait its turn; more than two exist only while a flush is behind.
+const NAMESPACE_WRITE_BUFFERS: i32 = 4;
+
 /// Readahead of the full scans: start-up and fsck read each family from start to end, so read
 /// table files in large sequential pieces rather than block by block.
 const SCAN_READAHEAD: usize = 2 << 20;
@@ -106,6 +116,7 @@ pub(crate) fn cf_descriptors(cache: &Cache, tuning: &Tuning) -> Vec<ColumnFamily
                 cf.set_max_write_buffer_number(PER_COMMIT_WRITE_BUFFERS);
             } else {
                 cf.set_write_buffer_size(tuning.namespace_write_buffer);
+                cf.set_max_write_buffer_number(NAMESPACE_WRITE_BUFFERS);
             }
             // The server writes the store and never reads it while serving (the namespace is
             // in memory; start-up and fsck scan it once). A vector memtable appends, where
@@ -185,8 +196,18 @@ mod tests {
             MAX_TOTAL_WAL_SIZE.to_string()
         );
         for (family, buffer, buffers, memtable) in [
-            ("inodes", NAMESPACE_WRITE_BUFFER, 2, "VectorRepFactory"),
-            ("dentries", NAMESPACE_WRITE_BUFFER, 2, "VectorRepFactory"),
+            (
+                "inodes",
+                NAMESPACE_WRITE_BUFFER,
+                NAMESPACE_WRITE_BUFFERS,
+                "VectorRepFactory",
+            ),
+            (
+                "dentries",
+                NAMESPACE_WRITE_BUFFER,
+                NAMESPACE_WRITE_BUFFERS,
+                "VectorRepFactory",
+            ),
             (
                 "meta",
                 PER_COMMIT_WRITE_BUFFER,
