@@ -8,12 +8,16 @@
 # for the global path the service lock's total wait per create; then the per-CPU/global
 # ratio of the mean rates and the per-round ratios.
 #   ROUNDS=4 DURATION=10s ./bench/reply-paths.sh
+# BIN=<release dir> skips the build and uses the mds and loadgen there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/mds-target}"
-BIN="${BIN:-$CARGO_TARGET_DIR/release}"
+if [ -z "${BIN:-}" ]; then
+  cargo build --release -p mds -p loadgen
+  BIN="$CARGO_TARGET_DIR/release"
+fi
 THREADS="${THREADS:-64}"
 DEPTH="${DEPTH:-16}"
 DURATION="${DURATION:-10s}"
@@ -23,7 +27,6 @@ ROUNDS="${ROUNDS:-3}"
 # take CPU from loadgen that the per-CPU path's 2 partitions leave to it; a niced loadgen lets
 # each path take what it needs, so the rate measures the server's work, not its thread count.
 LOADGEN_PREFIX="${LOADGEN_PREFIX:-}"
-cargo build --release -p mds -p loadgen
 
 # Quantile q of histogram `name` (summed over labels) in a /metrics text on stdin, in µs.
 quantile() {
