@@ -742,6 +742,15 @@ impl Model {
                 if src_is_dir && sp != dp && self.is_ancestor(src, dp, &mut fp.reads) {
                     return refused(exec, Errno::EINVAL, fp);
                 }
+                // And a target directory that holds the source on its way down is not empty,
+                // said before the kinds are compared too.
+                if let Some(dst) = dst
+                    && self.is_dir(dst)
+                    && sp != dp
+                    && self.is_ancestor(dst, sp, &mut fp.reads)
+                {
+                    return refused(exec, Errno::ENOTEMPTY, fp);
+                }
                 if let Some(dst) = dst {
                     match (src_is_dir, self.is_dir(dst)) {
                         (true, false) => return refused(exec, Errno::ENOTDIR, fp),

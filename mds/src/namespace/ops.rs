@@ -615,6 +615,15 @@ impl Namespace {
             if src.kind == FileKind::Directory && sp != dp && self.is_ancestor(cx, src.ino, dp) {
                 return Err(Errno::EINVAL);
             }
+            // The target holds the source on its way down, so it is not empty; Linux says so
+            // before it checks any permission, as for EINVAL just above.
+            if let Some(dst) = dst
+                && dst.kind == FileKind::Directory
+                && sp != dp
+                && self.is_ancestor(cx, dst.ino, sp)
+            {
+                return Err(Errno::ENOTEMPTY);
+            }
             let now = now_ns();
             let mut inos = vec![sp, dp, src.ino];
             inos.extend(dst.map(|d| d.ino));
