@@ -1,6 +1,7 @@
 //! Turning what the lanes measured into the [`Report`]: merging their tallies as each lane
-//! ends, and the threads' latency histograms at the end, asking the server for its figures after the run, and filling in
-//! the report's fields (the types and their text and JSON forms live in `crate::report`).
+//! ends and the threads' latency histograms at the end, asking the server for its figures
+//! after the run, and filling in the report's fields (the types and their text and JSON
+//! forms live in `crate::report`).
 
 use std::collections::BTreeMap;
 use std::io::Write as _;
@@ -39,7 +40,7 @@ impl Totals {
     }
 
     /// Adds one lane's results.
-    pub(super) fn add(&mut self, r: LaneResult) -> anyhow::Result<()> {
+    pub(super) fn add(&mut self, r: LaneResult) {
         for (k, c) in r.per_op {
             let e = self.per_op.entry(k).or_default();
             e.ok += c.ok;
@@ -51,7 +52,6 @@ impl Totals {
         self.resent += r.resent;
         self.warmup_ops += r.warmup_ops;
         self.sends.extend(r.sends);
-        Ok(())
     }
 
     /// Writes every send time, in order, one a line (nanoseconds from the run's start).

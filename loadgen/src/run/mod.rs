@@ -174,7 +174,7 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
     };
     let mut totals = assemble::Totals::new();
     for task in tasks {
-        totals.add(task.await.context("a lane panicked")?)?;
+        totals.add(task.await.context("a lane panicked")?);
     }
     let ended = Instant::now();
     let ended_wall = SystemTime::now();
