@@ -14,7 +14,7 @@ use mds_proto::{Body, Kind as FileKind, MAX_READDIR, Op};
 use tokio::task::JoinHandle;
 
 use super::Shared;
-use crate::workload::{Kind, Mix, Rng};
+use crate::workload::{Kind, Mix, Rng, WorkingSet};
 
 /// One kind's results in one lane.
 #[derive(Default)]
@@ -41,10 +41,8 @@ pub(super) struct Lane {
     /// Directory inode and path the lane works in.
     dir: u64,
     dir_path: String,
-    /// Names (and inodes) this lane may stat, look up or unlink.
-    names: Vec<(String, u64)>,
-    /// Next index into `names` for stat/lookup cycling.
-    cursor: usize,
+    /// Files (names and inodes) this lane may stat, look up or unlink.
+    work: WorkingSet,
     /// Prefix that makes this lane's new names unique across runs, threads and lanes.
     prefix: String,
     created: u64,
@@ -57,7 +55,7 @@ impl Lane {
         conn: Arc<ResilientConn>,
         dir: u64,
         dir_path: String,
-        names: Vec<(String, u64)>,
+        work: WorkingSet,
         prefix: String,
         rng: Rng,
     ) -> Lane {
@@ -65,8 +63,7 @@ impl Lane {
             conn,
             dir,
             dir_path,
-            names,
-            cursor: 0,
+            work,
             prefix,
             created: 0,
             readdir_cursor: None,
@@ -76,7 +73,7 @@ impl Lane {
 
     /// Whether the lane starts with existing files to stat, look up or unlink.
     pub(super) fn has_names(&self) -> bool {
-        !self.names.is_empty()
+        !self.work.is_empty()
     }
 }
 
@@ -173,7 +170,7 @@ async fn run_lane(
             pace_until(intended).await;
         }
         let kind = choose(&mut lane, &mix);
-        let Some((op, name)) = build(&mut lane, kind) else {
+        let Some((op, name)) = build(&mut lane, kind, shared.ack_log.is_some()) else {
             break; // an unlink lane that removed all it had
         };
         if shared.send_log {
@@ -226,41 +223,38 @@ async fn run_lane(
 fn choose(lane: &mut Lane, mix: &Mix) -> Kind {
     let kind = mix.pick(lane.rng.next());
     let needs_name = matches!(kind, Kind::Stat | Kind::Lookup | Kind::Unlink);
-    if needs_name && lane.names.is_empty() && mix.kinds().any(|k| k == Kind::Create) {
+    if needs_name && lane.work.is_empty() && mix.kinds().any(|k| k == Kind::Create) {
         Kind::Create
     } else {
         kind
     }
 }
 
-/// The request for `kind`, and the name it creates or removes.
-fn build(lane: &mut Lane, kind: Kind) -> Option<(Op, Option<String>)> {
+/// The request for `kind`, and the name it creates (if the lane keeps or logs what it
+/// creates: `logged` with `--ack-log`) or removes.
+fn build(lane: &mut Lane, kind: Kind, logged: bool) -> Option<(Op, Option<String>)> {
     Some(match kind {
         Kind::Create | Kind::Mkdir => {
             let name = format!("{}.{}", lane.prefix, lane.created);
             lane.created += 1;
+            let kept = (logged || lane.work.keeps_created()).then(|| name.clone());
             let op = if kind == Kind::Create {
                 Op::Create {
                     parent: lane.dir,
-                    name: name.clone(),
+                    name,
                     mode: 0o644,
                 }
             } else {
                 Op::Mkdir {
                     parent: lane.dir,
-                    name: name.clone(),
+                    name,
                     mode: 0o755,
                 }
             };
-            (op, Some(name))
+            (op, kept)
         }
         Kind::Stat | Kind::Lookup => {
-            if lane.names.is_empty() {
-                return None;
-            }
-            let i = lane.cursor % lane.names.len();
-            lane.cursor += 1;
-            let (name, ino) = &lane.names[i];
+            let (name, ino) = lane.work.next_in_turn()?;
             let op = if kind == Kind::Stat {
                 Op::Getattr { ino: *ino }
             } else {
@@ -272,11 +266,7 @@ fn build(lane: &mut Lane, kind: Kind) -> Option<(Op, Option<String>)> {
             (op, None)
         }
         Kind::Unlink => {
-            if lane.names.is_empty() {
-                return None;
-            }
-            let i = (lane.rng.next() % lane.names.len() as u64) as usize;
-            let (name, _) = lane.names.swap_remove(i);
+            let (name, _) = lane.work.take(lane.rng.next())?;
             (
                 Op::Unlink {
                     parent: lane.dir,
@@ -299,14 +289,15 @@ fn build(lane: &mut Lane, kind: Kind) -> Option<(Op, Option<String>)> {
 fn after_success(lane: &mut Lane, kind: Kind, name: Option<String>, body: Body, shared: &Shared) {
     match (kind, body) {
         (Kind::Create | Kind::Mkdir, Body::Attr(attr)) => {
-            let name = name.expect("creates carry their name");
+            // None: neither kept nor logged.
+            let Some(name) = name else { return };
             if kind == Kind::Create
                 && let Some(log) = &shared.ack_log
             {
                 let _ = log.send(format!("{}/{}", lane.dir_path, name));
             }
             if attr.kind == FileKind::File {
-                lane.names.push((name, attr.ino));
+                lane.work.created(name, attr.ino);
             }
         }
         (Kind::Readdir, Body::Entries { next, .. }) => lane.readdir_cursor = next,

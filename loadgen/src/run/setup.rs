@@ -14,7 +14,7 @@ use mds_proto::{Errno, Kind as FileKind};
 
 use super::Plan;
 use super::lanes::Lane;
-use crate::workload::{Kind, Rng};
+use crate::workload::{Kind, Rng, WorkingSet};
 
 /// Connects, makes the directories and builds every lane. Returns the setup connection too:
 /// the run asks it for the server's figures before and after.
@@ -96,7 +96,7 @@ pub(super) async fn prepare(
                 conns[l % conns.len()].clone(),
                 dir,
                 dir_path.clone(),
-                names,
+                WorkingSet::new(names, &plan.mix),
                 format!("f.{run_tag}.{t}.{l}"),
                 Rng::new(seed ^ global as u64),
             ));
