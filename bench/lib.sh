@@ -7,12 +7,12 @@
 wait_for_mds() {
   local log=$1
   for _ in $(seq 1 300); do
-    grep -qs "listening on" "$log" && break
+    grep -aqs "listening on" "$log" && break
     sleep 0.1
   done
-  MDS_ADDR=$(grep -o 'listening on [0-9.:]*' "$log" | awk '{print $3}')
+  MDS_ADDR=$(grep -ao 'listening on [0-9.:]*' "$log" | awk '{print $3}')
   # shellcheck disable=SC2034 # read by the scripts that source this
-  MDS_METRICS=$(grep -o 'metrics endpoint on [0-9.:]*' "$log" | awk '{print $4}')
+  MDS_METRICS=$(grep -ao 'metrics endpoint on [0-9.:]*' "$log" | awk '{print $4}')
   if [ -z "$MDS_ADDR" ]; then
     echo "mds did not start listening; its log:" >&2
     cat "$log" >&2

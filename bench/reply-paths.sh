@@ -27,6 +27,9 @@ ROUNDS="${ROUNDS:-3}"
 # take CPU from loadgen that the per-CPU path's 2 partitions leave to it; a niced loadgen lets
 # each path take what it needs, so the rate measures the server's work, not its thread count.
 LOADGEN_PREFIX="${LOADGEN_PREFIX:-}"
+# The same for the server, e.g. "taskset -c 1" with LOADGEN_PREFIX="taskset -c 0": each on
+# its own cores, so the rate is the server's capacity on the cores it has, not its share.
+SERVER_PREFIX="${SERVER_PREFIX:-}"
 
 # Quantile q of histogram `name` (summed over labels) in a /metrics text on stdin, in µs.
 quantile() {
@@ -61,7 +64,8 @@ run() {
   local path=$1 data log pid addr metrics line creates ticks text
   data=$(mktemp -d /var/tmp/mds-rp.XXXXXX)
   log="$data.log"
-  "$BIN/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+  # shellcheck disable=SC2086 # $SERVER_PREFIX is a command prefix or nothing
+  $SERVER_PREFIX "$BIN/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
     --reply-path "$path" 2>"$log" &
   pid=$!
   wait_for_mds "$log"
