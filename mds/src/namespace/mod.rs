@@ -24,7 +24,7 @@ use journal::{Journal, Recovered, TxRecord};
 use parking_lot::Mutex;
 
 use mds_proto::{Attr, Body, Cred, Errno, Kind};
-use node::{Entry, FileKind, InodeAttr, Node};
+use node::{DirName, Entries, Entry, FileKind, InodeAttr, Node};
 use perm::squash_root;
 use table::Table;
 
@@ -139,11 +139,11 @@ impl Namespace {
             no_space: AtomicBool::new(false),
             root_squash: false,
         };
-        let mut dirs: BTreeMap<u64, BTreeMap<String, Entry>> = BTreeMap::new();
+        let mut dirs: BTreeMap<u64, Entries> = BTreeMap::new();
         journal.scan_dentries(|parent, name, entry| {
             dirs.entry(parent)
                 .or_default()
-                .insert(name, Entry::from_record(entry));
+                .insert(DirName::new(&name), Entry::from_record(entry));
             Ok(())
         })?;
         journal.scan_inodes(|record| {

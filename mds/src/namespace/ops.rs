@@ -48,7 +48,7 @@ use std::sync::atomic::Ordering;
 
 use journal::{JournalOp, ResendRecord, TxRecord};
 
-use super::node::{Entry, FileKind, InodeAttr, Node, Stamp};
+use super::node::{DirName, Entries, Entry, FileKind, InodeAttr, Node, Stamp};
 use super::perm::{self, READ, SEARCH, WRITE};
 use super::table::Locked;
 use super::{Caller, Exec, Namespace, now_ns, to_attr, to_kind};
@@ -163,7 +163,7 @@ fn may_remove(cx: &mut Cx<'_>, dir: &Node, victim: &Node) -> Result<(), Errno> {
     perm::sticky(cred, &dir.attr, victim.attr.uid)
 }
 
-fn entries_mut(node: &mut Node) -> &mut BTreeMap<String, Entry> {
+fn entries_mut(node: &mut Node) -> &mut Entries {
     node.entries.as_mut().expect("checked to be a directory")
 }
 
@@ -291,9 +291,9 @@ impl Namespace {
         let std::collections::btree_map::Entry::Vacant(vacant) = entries
             .as_mut()
             .expect("checked to be a directory")
-            .entry(name.clone())
+            .entry(DirName::new(&name))
         else {
-            let existing = &entries.as_ref().expect("a directory")[&name];
+            let existing = &entries.as_ref().expect("a directory")[name.as_bytes()];
             cx.see(&existing.stamp);
             return Err(Errno::EEXIST);
         };
@@ -370,7 +370,7 @@ impl Namespace {
             let l = self.table.lock(&[parent]);
             let p = dir(cx, &l, parent)?;
             may(cx, p, SEARCH)?;
-            match p.entries.as_ref().and_then(|e| e.get(name)) {
+            match p.entries.as_ref().and_then(|e| e.get(name.as_bytes())) {
                 Some(entry) => {
                     cx.see(&entry.stamp);
                     entry.ino
@@ -454,22 +454,24 @@ impl Namespace {
         may(cx, d, READ)?;
         let entries = d.entries.as_ref().expect("a directory");
         let range = match cursor {
-            Some(c) => {
-                entries.range::<str, _>((std::ops::Bound::Excluded(c), std::ops::Bound::Unbounded))
-            }
-            None => entries.range::<str, _>(..),
+            Some(c) => entries.range::<[u8], _>((
+                std::ops::Bound::Excluded(c.as_bytes()),
+                std::ops::Bound::Unbounded,
+            )),
+            None => entries.range::<[u8], _>(..),
         };
         let mut page = Vec::new();
         let mut bytes = 0;
         let mut more = false;
         for (name, entry) in range {
+            let name = name.as_str();
             if page.len() == limit || bytes + name.len() + 24 > READDIR_BUDGET {
                 more = true;
                 break;
             }
             bytes += name.len() + 24;
             page.push(DirEntry {
-                name: name.clone(),
+                name: name.to_owned(),
                 ino: entry.ino,
                 kind: to_kind(entry.kind),
             });
@@ -494,7 +496,7 @@ impl Namespace {
                 let l = self.table.lock(&[parent]);
                 let p = dir(cx, &l, parent)?;
                 may(cx, p, SEARCH)?;
-                match p.entries.as_ref().and_then(|e| e.get(&name)) {
+                match p.entries.as_ref().and_then(|e| e.get(name.as_bytes())) {
                     Some(entry) => *entry,
                     None => {
                         cx.see(&p.removed_stamp(&name));
@@ -506,7 +508,12 @@ impl Namespace {
             let now = now_ns();
             let mut l = self.table.lock(&[parent, child.ino]);
             let p = dir(cx, &l, parent)?;
-            let Some(current) = p.entries.as_ref().and_then(|e| e.get(&name)).copied() else {
+            let Some(current) = p
+                .entries
+                .as_ref()
+                .and_then(|e| e.get(name.as_bytes()))
+                .copied()
+            else {
                 continue; // changed between the two lock rounds: look again
             };
             if !current.same_child(&child) {
@@ -529,7 +536,7 @@ impl Namespace {
             let transno = self.next_transno();
             let p = dir_mut(cx, &mut l, parent)?;
             p.content = cx.stamp(p.content, transno);
-            entries_mut(p).remove(&name);
+            entries_mut(p).remove(name.as_bytes());
             if cx.keeps_removals() {
                 let stamp = cx.stamp(current.stamp, transno);
                 p.note_removed(name.clone(), stamp, cx.caller.last_committed);
@@ -597,12 +604,21 @@ impl Namespace {
                 let d = dir(cx, &l, dp)?;
                 cx.see(&d.stamp);
                 may(cx, d, SEARCH)?;
-                let Some(src) = s.entries.as_ref().and_then(|e| e.get(&sn)).copied() else {
+                let Some(src) = s
+                    .entries
+                    .as_ref()
+                    .and_then(|e| e.get(sn.as_bytes()))
+                    .copied()
+                else {
                     cx.see(&s.removed_stamp(&sn));
                     return Err(Errno::ENOENT);
                 };
                 cx.see(&src.stamp);
-                let dst = d.entries.as_ref().and_then(|e| e.get(&dn)).copied();
+                let dst = d
+                    .entries
+                    .as_ref()
+                    .and_then(|e| e.get(dn.as_bytes()))
+                    .copied();
                 match &dst {
                     Some(dst) => cx.see(&dst.stamp),
                     None => cx.see(&d.removed_stamp(&dn)),
@@ -631,12 +647,12 @@ impl Namespace {
             let still_src = dir(cx, &l, sp)?
                 .entries
                 .as_ref()
-                .and_then(|e| e.get(&sn))
+                .and_then(|e| e.get(sn.as_bytes()))
                 .copied();
             let still_dst = dir(cx, &l, dp)?
                 .entries
                 .as_ref()
-                .and_then(|e| e.get(&dn))
+                .and_then(|e| e.get(dn.as_bytes()))
                 .copied();
             let same = |now: Option<Entry>, then: Option<Entry>| match (now, then) {
                 (Some(a), Some(b)) => a.same_child(&b),
@@ -684,7 +700,7 @@ impl Namespace {
             // Source directory loses the name (and the moved directory's "..").
             let s = dir_mut(cx, &mut l, sp)?;
             s.content = cx.stamp(s.content, transno);
-            entries_mut(s).remove(&sn);
+            entries_mut(s).remove(sn.as_bytes());
             if cx.keeps_removals() {
                 let stamp = cx.stamp(src.stamp, transno);
                 s.note_removed(sn.clone(), stamp, cx.caller.last_committed);
@@ -720,7 +736,7 @@ impl Namespace {
                 stamp: cx.stamp(before, transno),
                 ..src
             };
-            entries_mut(d).insert(dn.clone(), moved_entry);
+            entries_mut(d).insert(DirName::new(&dn), moved_entry);
             d.attr.entries += 1;
             if is_dir && sp != dp {
                 d.attr.nlink += 1;

@@ -40,13 +40,12 @@ pub(super) fn snapshot(ns: &Namespace) -> (Inodes, Entries) {
     ns.table.for_each(|node| {
         inodes.insert(node.attr.ino, node.attr.image());
         for (name, d) in node.entries.iter().flatten() {
-            entries.insert((node.attr.ino, name.clone()), d.record());
+            entries.insert((node.attr.ino, name.as_str().to_owned()), d.record());
         }
     });
     (inodes, entries)
 }
 
-/// The live namespace's in-memory state itself, in-memory-only fields included.
 /// The live namespace's in-memory state, entries as the journal would store them (their
 /// commit-on-share stamps are in memory only and differ between a run and a reload).
 fn memory(ns: &Namespace) -> (BTreeMap<u64, InodeAttr>, Entries) {
@@ -54,7 +53,7 @@ fn memory(ns: &Namespace) -> (BTreeMap<u64, InodeAttr>, Entries) {
     ns.table.for_each(|node| {
         inodes.insert(node.attr.ino, node.attr.clone());
         for (name, d) in node.entries.iter().flatten() {
-            entries.insert((node.attr.ino, name.clone()), d.record());
+            entries.insert((node.attr.ino, name.as_str().to_owned()), d.record());
         }
     });
     (inodes, entries)
