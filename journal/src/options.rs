@@ -25,8 +25,9 @@ use crate::schema::{ALL_CFS, CF_CLIENTS, CF_META};
 /// create writes ~180 bytes of WAL and two ~68-byte entries into the `inodes` memtable (the
 /// file and its parent's new image), so `inodes` fills its 64 MiB write buffer by itself about
 /// every 490k creates, ~85 MiB of WAL. (Under load a batch writes each directory's image once,
-/// for all its creates in the batch: fewer bytes of both per create, in the same proportion.) A limit just above that leaves `inodes` flushing full
-/// buffers on its own, and forces out `meta`, `clients` and `dentries` (whose entries fill
+/// for all its creates in the batch: fewer bytes of both per create, in the same proportion.)
+/// A limit just above that leaves `inodes` flushing full buffers on its own, and forces out
+/// `meta`, `clients` and `dentries` (whose entries fill
 /// 64 MiB only after ~180 MiB of WAL, so it flushes buffers about two thirds full; more
 /// compaction work than full ones, still large sorted runs). 128 MiB is ~7 s of creates at the
 /// server's peak rate here (~100k creates/s) and replays in a few seconds; a lower limit
