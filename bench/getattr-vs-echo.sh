@@ -19,6 +19,8 @@
 # BIN=<release dir> skips the build and uses the binaries there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/mds-target}"
 DURATION="${DURATION:-5s}"
 ROUNDS="${ROUNDS:-3}"
@@ -37,9 +39,8 @@ LOG="$DATA.log"
 "$BIN/mds" serve --data "$DATA" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 2>"$LOG" &
 PID=$!
 trap 'kill $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; rm -rf "$DATA" "$LOG"' EXIT
-for _ in $(seq 1 300); do grep -qs "listening on" "$LOG" && break; sleep 0.1; done
-ADDR=$(grep -o 'listening on [0-9.:]*' "$LOG" | awk '{print $3}')
-[[ -n "$ADDR" ]] || { echo "mds did not start:" >&2; cat "$LOG" >&2; exit 1; }
+wait_for_mds "$LOG"
+ADDR=$MDS_ADDR
 
 # One thread at depth 16 fills /getattr/t0, the directory `stat --threads 1` reads.
 "$BIN/loadgen" create --server "$ADDR" --threads 1 --depth 16 --duration "$CREATE_SECS" \

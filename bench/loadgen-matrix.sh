@@ -6,6 +6,8 @@
 #   DURATION=10s ./bench/loadgen-matrix.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/mds-target}"
 DURATION="${DURATION:-10s}"
 OUT=bench/results
@@ -26,11 +28,12 @@ LOG="$OUT/mds.log"
 "$BIN/mds" serve --data "$DATA" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 2>"$LOG" &
 PID=$!
 trap 'kill $PID 2>/dev/null || true; rm -rf "$DATA"' EXIT
-for _ in $(seq 1 200); do grep -q "listening on" "$LOG" && break; sleep 0.1; done
-ADDR=$(grep -o 'listening on [0-9.:]*' "$LOG" | awk '{print $3}')
+wait_for_mds "$LOG"
+ADDR=$MDS_ADDR
 
 echo "threads,depth,creates_per_sec,p50_us,p99_us,p999_us,ops_per_commit,ceiling_per_sec" > "$OUT/matrix.csv"
 for cfg in "1 1" "2 1" "8 1" "64 1" "8 16" "64 16"; do
+  # shellcheck disable=SC2086 # "threads depth", split on purpose
   set -- $cfg
   J="$OUT/create-$1x$2.json"
   "$BIN/loadgen" create --server "$ADDR" --threads "$1" --depth "$2" --duration "$DURATION" \

@@ -30,7 +30,7 @@ rmdir "$DATA"
 LOG="$DATA.log"
 PID=
 cleanup() {
-  [ -n "$PID" ] && kill -KILL "$PID" 2>/dev/null || true
+  if [ -n "$PID" ]; then kill -KILL "$PID" 2>/dev/null || true; fi
   if [ "${KEEP:-0}" = 1 ]; then echo "kept $DATA"; else rm -rf "$DATA" "$LOG"; fi
 }
 trap cleanup EXIT

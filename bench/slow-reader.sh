@@ -3,11 +3,14 @@
 # its replies, against everyone else: in one run, the create rate of a loadgen alone, then of
 # the same loadgen while the flood goes on, their ratio, and the server's resident memory
 # before the flood and at its peak over 3 s of flood alone (VmHWM, reset when it starts; the
-# run with the flood creates files, which the namespace keeps in memory, so it is not used). The flooding client speaks the protocol from Python
-# (postcard by hand: a handful of varints), so nothing here reads its replies by accident.
+# run with the flood creates files, which the namespace keeps in memory, so it is not used).
+# The flooding client speaks the protocol from Python (postcard by hand: a handful of
+# varints), so nothing here reads its replies by accident.
 #   ./bench/slow-reader.sh                      # THREADS=4 DEPTH=16 DURATION=5s FLOODERS=1
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 BIN="${BIN:-${CARGO_TARGET_DIR:-/var/tmp/mds-target}/release}"
 THREADS="${THREADS:-4}"
 DEPTH="${DEPTH:-16}"
@@ -26,8 +29,8 @@ cleanup() {
   rm -rf "$data" "$log"
 }
 trap cleanup EXIT
-for _ in $(seq 1 300); do grep -q "listening on" "$log" && break; sleep 0.1; done
-addr=$(grep -o 'listening on [0-9.:]*' "$log" | awk '{print $3}')
+wait_for_mds "$log"
+addr=$MDS_ADDR
 
 "$BIN/loadgen" create --server "$addr" --threads 2 --depth 16 --count 3000 --dir /big \
   --shared-dir --quiet >/dev/null
