@@ -222,8 +222,7 @@ async fn run_lane(
 /// (in a mix) so the lane keeps a working set.
 fn choose(lane: &mut Lane, mix: &Mix) -> Kind {
     let kind = mix.pick(lane.rng.next());
-    let needs_name = matches!(kind, Kind::Stat | Kind::Lookup | Kind::Unlink);
-    if needs_name && lane.work.is_empty() && mix.kinds().any(|k| k == Kind::Create) {
+    if kind.works_on_names() && lane.work.is_empty() && mix.kinds().any(|k| k == Kind::Create) {
         Kind::Create
     } else {
         kind

@@ -46,6 +46,9 @@ pub(super) async fn prepare(
         .mix
         .kinds()
         .any(|k| matches!(k, Kind::Create | Kind::Mkdir));
+    // Only a mix that stats, looks up or unlinks works on the files already there: any other
+    // run neither lists its directories nor keeps what they hold.
+    let works_on_names = plan.mix.kinds().any(Kind::works_on_names);
     let mut shared_listing: Option<Vec<(String, u64)>> = None;
     for t in 0..plan.threads {
         let (dir, dir_path) = if plan.shared_dir {
@@ -54,7 +57,9 @@ pub(super) async fn prepare(
             let path = format!("{}/t{t}", plan.dir.trim_end_matches('/'));
             (mkdir_p(&setup, &path).await?, path)
         };
-        let mut existing = if plan.shared_dir {
+        let mut existing = if !works_on_names {
+            Vec::new()
+        } else if plan.shared_dir {
             if shared_listing.is_none() {
                 shared_listing = Some(list(&setup, dir).await?);
             }
