@@ -20,6 +20,8 @@
 # is still built by cargo).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/mds-target}"
 export MDS_BENCH_DIR="${MDS_BENCH_DIR:-/var/tmp}"
 DURATION="${DURATION:-10s}"
@@ -76,8 +78,8 @@ for n in $POINTS; do
   DATA=$(mktemp -d /var/tmp/mds-ceiling.XXXXXX)
   "$BIN/mds" serve --data "$DATA" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 2>"$DATA.log" &
   MDS_PID=$!
-  for _ in $(seq 1 300); do grep -qs "listening on" "$DATA.log" && break; sleep 0.1; done
-  addr=$(grep -o 'listening on [0-9.:]*' "$DATA.log" | awk '{print $3}')
+  wait_for_mds "$DATA.log"
+  addr=$MDS_ADDR
   "$BIN/loadgen" create --server "$addr" --threads "$threads" --depth "$depth" \
     --duration "$DURATION" --quiet --json "$DATA.json" >/dev/null
   kill -TERM "$MDS_PID"; wait "$MDS_PID" || true; MDS_PID=""

@@ -38,6 +38,8 @@
 # BIN=<release dir> skips the build and uses the mds and loadgen there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/mds-target}"
 DURATION="${DURATION:-10s}"
 SECS="${DURATION%s}"
@@ -100,8 +102,8 @@ mds_run() {
   data=$(mktemp -d /var/tmp/mds-vs.XXXXXX); log="$data.log"; SCRATCH+=("$data" "$log")
   "$BIN/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 2>"$log" &
   MDS_PID=$!
-  for _ in $(seq 1 300); do grep -qs "listening on" "$log" && break; sleep 0.1; done
-  addr=$(grep -o 'listening on [0-9.:]*' "$log" | awk '{print $3}')
+  wait_for_mds "$log"
+  addr=$MDS_ADDR
   RESULT=$("$BIN/loadgen" create --server "$addr" --threads "$threads" --depth "$depth" \
     --duration "$DURATION" --quiet | awk '/^Rate:/ {print $2}')
   kill -TERM "$MDS_PID"; wait "$MDS_PID" || true; MDS_PID=""
