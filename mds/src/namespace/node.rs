@@ -296,6 +296,11 @@ impl Node {
         }
     }
 
+    /// The entry named `name`, if this is a directory that has one.
+    pub(crate) fn entry(&self, name: &str) -> Option<Entry> {
+        self.entries.as_ref()?.get(name.as_bytes()).copied()
+    }
+
     /// The stamp of a name of this directory that has no entry: its removal's, if recent.
     pub(crate) fn removed_stamp(&self, name: &str) -> Stamp {
         self.removed

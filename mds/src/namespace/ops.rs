@@ -370,7 +370,7 @@ impl Namespace {
             let l = self.table.lock(&[parent]);
             let p = dir(cx, &l, parent)?;
             may(cx, p, SEARCH)?;
-            match p.entries.as_ref().and_then(|e| e.get(name.as_bytes())) {
+            match p.entry(name) {
                 Some(entry) => {
                     cx.see(&entry.stamp);
                     entry.ino
@@ -496,8 +496,8 @@ impl Namespace {
                 let l = self.table.lock(&[parent]);
                 let p = dir(cx, &l, parent)?;
                 may(cx, p, SEARCH)?;
-                match p.entries.as_ref().and_then(|e| e.get(name.as_bytes())) {
-                    Some(entry) => *entry,
+                match p.entry(&name) {
+                    Some(entry) => entry,
                     None => {
                         cx.see(&p.removed_stamp(&name));
                         return Err(Errno::ENOENT);
@@ -508,12 +508,7 @@ impl Namespace {
             let now = now_ns();
             let mut l = self.table.lock(&[parent, child.ino]);
             let p = dir(cx, &l, parent)?;
-            let Some(current) = p
-                .entries
-                .as_ref()
-                .and_then(|e| e.get(name.as_bytes()))
-                .copied()
-            else {
+            let Some(current) = p.entry(&name) else {
                 continue; // changed between the two lock rounds: look again
             };
             if !current.same_child(&child) {
@@ -604,21 +599,12 @@ impl Namespace {
                 let d = dir(cx, &l, dp)?;
                 cx.see(&d.stamp);
                 may(cx, d, SEARCH)?;
-                let Some(src) = s
-                    .entries
-                    .as_ref()
-                    .and_then(|e| e.get(sn.as_bytes()))
-                    .copied()
-                else {
+                let Some(src) = s.entry(&sn) else {
                     cx.see(&s.removed_stamp(&sn));
                     return Err(Errno::ENOENT);
                 };
                 cx.see(&src.stamp);
-                let dst = d
-                    .entries
-                    .as_ref()
-                    .and_then(|e| e.get(dn.as_bytes()))
-                    .copied();
+                let dst = d.entry(&dn);
                 match &dst {
                     Some(dst) => cx.see(&dst.stamp),
                     None => cx.see(&d.removed_stamp(&dn)),
@@ -644,16 +630,8 @@ impl Namespace {
             let mut inos = vec![sp, dp, src.ino];
             inos.extend(dst.map(|d| d.ino));
             let mut l = self.table.lock(&inos);
-            let still_src = dir(cx, &l, sp)?
-                .entries
-                .as_ref()
-                .and_then(|e| e.get(sn.as_bytes()))
-                .copied();
-            let still_dst = dir(cx, &l, dp)?
-                .entries
-                .as_ref()
-                .and_then(|e| e.get(dn.as_bytes()))
-                .copied();
+            let still_src = dir(cx, &l, sp)?.entry(&sn);
+            let still_dst = dir(cx, &l, dp)?.entry(&dn);
             let same = |now: Option<Entry>, then: Option<Entry>| match (now, then) {
                 (Some(a), Some(b)) => a.same_child(&b),
                 (None, None) => true,
