@@ -66,7 +66,7 @@ fn stalled_reader(server: &common::Server) -> TcpStream {
         ),
         &mut out,
     );
-    for xid in 2..482 {
+    for xid in 2..2 + READDIRS {
         let op = Op::Readdir {
             ino: dir,
             cursor: None,
@@ -75,8 +75,24 @@ fn stalled_reader(server: &common::Server) -> TcpStream {
         encode_frame(&request(xid, op), &mut out);
     }
     s.write_all(&out).unwrap();
+    // Until the server has answered every READDIR (their replies queued behind the full
+    // socket), a SIGTERM would find nothing owed to this client: shutdown stops reading, and
+    // would end without a writer to wait for.
+    let answered = "mds_requests_total{op=\"readdir\",result=\"ok\"}";
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while mds_testkit::scrape_metric(server.metrics, answered) != Some(READDIRS as f64) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the server did not answer {READDIRS} READDIRs: {}",
+            server.log_text()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     s
 }
+
+/// READDIRs the stalled reader sends (~15 MB of replies).
+const READDIRS: u64 = 480;
 
 #[test]
 fn sigterm_ends_within_the_grace_period_while_a_client_does_not_read() {
