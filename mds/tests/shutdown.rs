@@ -29,8 +29,9 @@ fn request(xid: u64, op: Op) -> Request {
 const STALL: &str = "--output-high-water=16777216";
 
 /// Fills a directory with 4,000 long names, then opens a connection that asks for ~15 MB of
-/// READDIR pages (under the 16 MiB high-water mark of `STALL`, far over what a 64 KiB receive buffer and the
-/// server's send buffer hold) and never reads. Returns that connection, to keep it open.
+/// READDIR pages (under the 16 MiB high-water mark of `STALL`, far over what a 64 KiB receive
+/// buffer and the server's send buffer hold) and never reads. Returns that connection, to keep
+/// it open, once the server has answered every request on it.
 fn stalled_reader(server: &common::Server) -> TcpStream {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let dir = rt.block_on(async {
