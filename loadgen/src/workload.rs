@@ -145,7 +145,7 @@ impl Mix {
 /// The files a lane may stat, look up or unlink: those it found at the start, and those it
 /// creates if its mix works on names at all. A create-only run keeps none of its names: it
 /// used to keep every one, ~90 bytes per create for as long as it ran (199 MB after 12 s at
-/// 64 x 16, so ~9 GB in ten minutes), and grew the list by copying it.
+/// 64 x 16, so ~10 GB in ten minutes), and grew the list by copying it.
 pub struct WorkingSet {
     names: Vec<(String, u64)>,
     /// Next index into `names` for stat/lookup cycling.
