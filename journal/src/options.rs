@@ -27,11 +27,11 @@ use crate::schema::{ALL_CFS, CF_CLIENTS, CF_META};
 /// every 490k creates, ~85 MiB of WAL. (Under load a batch writes each directory's image once,
 /// for all its creates in the batch: fewer bytes of both per create, in the same proportion.)
 /// A limit just above that leaves `inodes` flushing full buffers on its own, and forces out
-/// `meta`, `clients` and `dentries` (whose entries fill
-/// 64 MiB only after ~180 MiB of WAL, so it flushes buffers about two thirds full; more
-/// compaction work than full ones, still large sorted runs). 128 MiB is ~7 s of creates at the
-/// server's peak rate here (~100k creates/s) and replays in a few seconds; a lower limit
-/// would cut `inodes` flushes short too, a higher one replays more for no gain.
+/// `meta`, `clients` and `dentries` (whose entries fill 64 MiB only after ~180 MiB of WAL, so
+/// it flushes buffers about two thirds full; more compaction work than full ones, still large
+/// sorted runs). 128 MiB is ~7 s of creates at the server's peak rate here (~100k creates/s)
+/// and replays in a few seconds; a lower limit would cut `inodes` flushes short too, a higher
+/// one replays more for no gain.
 pub(crate) const MAX_TOTAL_WAL_SIZE: u64 = 128 << 20;
 
 /// Write buffer (memtable) of `inodes` and `dentries`, the bulk of the data: large, so that
