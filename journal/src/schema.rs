@@ -201,9 +201,15 @@ pub(crate) fn ino_key(ino: u64) -> [u8; 8] {
 
 pub(crate) fn dentry_key(parent: u64, name: &str) -> Vec<u8> {
     let mut key = Vec::with_capacity(8 + name.len());
+    dentry_key_into(&mut key, parent, name);
+    key
+}
+
+/// [`dentry_key`] into a buffer the caller reuses (the committer, once per entry it writes).
+pub(crate) fn dentry_key_into(key: &mut Vec<u8>, parent: u64, name: &str) {
+    key.clear();
     key.extend_from_slice(&parent.to_be_bytes());
     key.extend_from_slice(name.as_bytes());
-    key
 }
 
 pub(crate) fn resend_key(client: u64, slot: u32) -> [u8; 12] {

@@ -356,41 +356,33 @@ impl Journal {
             self.cf(CF_META),
         );
         let mut next_ino = self.next_ino.load(Ordering::Relaxed);
-        let last_images = last_inode_ops(records);
-        let mut op_index = 0usize;
         let mut batch = WriteBatch::default();
         let mut scratch = Vec::with_capacity(128);
+        let mut key = Vec::with_capacity(64);
         let mut slots = self.resend_slots.lock().expect("not poisoned");
         // Resend records with their client and its watermark, written after the loop, one
         // slot per client per commit: sorted by client then, rather than hashed per record.
         let mut resend: Vec<(u64, u64, &ResendRecord)> = Vec::new();
         for record in records {
             for op in &record.ops {
-                op_index += 1;
                 match op {
-                    JournalOp::PutInode(inode) => {
-                        next_ino = next_ino.max(inode.ino + 1);
-                        if last_images.get(&inode.ino) != Some(&op_index) {
-                            continue; // a later op of this batch replaces it
-                        }
-                        scratch.clear();
-                        let bytes = postcard::to_extend(inode, std::mem::take(&mut scratch))
-                            .expect("encoding into a Vec cannot fail");
-                        batch.put_cf(inodes, ino_key(inode.ino), &bytes);
-                        scratch = bytes;
-                    }
-                    JournalOp::DeleteInode(ino) => {
-                        if last_images.get(ino) == Some(&op_index) {
-                            batch.delete_cf(inodes, ino_key(*ino));
-                        }
-                    }
+                    // Written once per inode, with its last state: below.
+                    JournalOp::PutInode(_) | JournalOp::DeleteInode(_) => {}
                     JournalOp::PutDentry {
                         parent,
                         name,
                         entry,
-                    } => batch.put_cf(dentries, dentry_key(*parent, name), encode(entry)),
+                    } => {
+                        dentry_key_into(&mut key, *parent, name);
+                        scratch.clear();
+                        let bytes = postcard::to_extend(entry, std::mem::take(&mut scratch))
+                            .expect("encoding into a Vec cannot fail");
+                        batch.put_cf(dentries, &key, &bytes);
+                        scratch = bytes;
+                    }
                     JournalOp::DeleteDentry { parent, name } => {
-                        batch.delete_cf(dentries, dentry_key(*parent, name))
+                        dentry_key_into(&mut key, *parent, name);
+                        batch.delete_cf(dentries, &key);
                     }
                     JournalOp::PutResend {
                         client,
@@ -413,6 +405,12 @@ impl Journal {
                 }
             }
         }
+        next_ino = next_ino.max(put_last_inode_images(
+            &mut batch,
+            inodes,
+            records,
+            &mut scratch,
+        ));
         // Stable: one client's records stay in the order they came.
         resend.sort_by_key(|(client, _, _)| *client);
         let mut group = Vec::new();
@@ -648,29 +646,47 @@ fn synced() -> WriteOptions {
     opts
 }
 
-/// For each inode a batch puts or deletes, the (1-based) index, over all ops of all records,
-/// of the last op on it: the only one the batch needs to write.
+/// Writes each inode the batch puts or deletes once, with its last state (a put or a
+/// delete), found by walking the ops backwards: one hash per inode op. Returns the inode
+/// high-water mark the puts imply (one past the largest number put; 0 if none).
 ///
 /// A batch is one atomic `WriteBatch`, so no reader and no recovery ever sees an inode's state
 /// between two of its records. Yet under load most creates in a batch share their directory
 /// with others (each re-images it: mtime, size, entry count), and every image would cost a
-/// memtable entry, WAL bytes and the flush's sort and write, the same as a new inode's.
-fn last_inode_ops(records: &[TxRecord]) -> foldhash::HashMap<u64, usize> {
-    let mut last = foldhash::HashMap::default();
-    let mut index = 0usize;
-    for op in records.iter().flat_map(|r| &r.ops) {
-        index += 1;
-        match op {
-            JournalOp::PutInode(inode) => {
-                last.insert(inode.ino, index);
+/// memtable entry, WAL bytes and the flush's sort and write, the same as a new inode's. The
+/// order of the puts within the batch does not matter: each key is written once.
+fn put_last_inode_images(
+    batch: &mut WriteBatch,
+    inodes: &ColumnFamily,
+    records: &[TxRecord],
+    scratch: &mut Vec<u8>,
+) -> u64 {
+    let mut next_ino = 0;
+    let mut written = foldhash::HashSet::default();
+    for op in records.iter().rev().flat_map(|r| r.ops.iter().rev()) {
+        let (ino, image) = match op {
+            JournalOp::PutInode(inode) => (inode.ino, Some(inode)),
+            JournalOp::DeleteInode(ino) => (*ino, None),
+            _ => continue,
+        };
+        if image.is_some() {
+            next_ino = next_ino.max(ino + 1);
+        }
+        if !written.insert(ino) {
+            continue; // a later op of this batch replaced it
+        }
+        match image {
+            Some(inode) => {
+                scratch.clear();
+                let bytes = postcard::to_extend(inode, std::mem::take(scratch))
+                    .expect("encoding into a Vec cannot fail");
+                batch.put_cf(inodes, ino_key(ino), &bytes);
+                *scratch = bytes;
             }
-            JournalOp::DeleteInode(ino) => {
-                last.insert(*ino, index);
-            }
-            _ => {}
+            None => batch.delete_cf(inodes, ino_key(ino)),
         }
     }
-    last
+    next_ino
 }
 
 #[cfg(test)]
