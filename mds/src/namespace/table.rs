@@ -30,9 +30,10 @@ const STRIPE_BITS: u32 = STRIPES.trailing_zeros();
 /// (std's HashMap) takes the bucket from the hash's low bits. A stripe's table then fills in
 /// order, and growing it (each doubling moves every ~170-byte node) copies runs of neighbours
 /// instead of scattering each node to a random bucket of a table that under load is hundreds
-/// of megabytes. Measured against foldhash: 10 % less server CPU per create at 64 x 16, 5 %
-/// at 64 x 1 (docs/BENCHMARKS.md). hashbrown compares a tag taken from the hash's top seven
-/// bits before it compares keys, so those are mixed: neighbours get different tags.
+/// of megabytes. Against foldhash, server CPU per create at 64 x 16 read 0.89, 0.90 and 0.98
+/// in three runs, where the same build against itself reads 0.96 to 1.03: a few percent
+/// (docs/BENCHMARKS.md). hashbrown compares a tag taken from the hash's top seven bits before
+/// it compares keys, so those are mixed: neighbours get different tags.
 ///
 /// The keys are inode numbers the server hands out, not input an attacker picks; numbers that
 /// did collide would slow only their own stripe, never make a lookup wrong.
