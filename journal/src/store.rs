@@ -840,8 +840,8 @@ mod tests {
         };
         let before = memtable_entries(&j);
         // Ten creates in directory 2: each puts its file (10..20) and re-images the directory.
-        // File 10 is then unlinked; file 11 unlinked and its inode number put again (a store
-        // never reuses one, but the batch must not care).
+        // File 19, the highest, is then unlinked; file 11 unlinked and its inode number put
+        // again (a store never reuses one, but the batch must not care).
         let mut records: Vec<TxRecord> = (1..=10u64)
             .map(|t| TxRecord {
                 transno: t,
@@ -853,20 +853,20 @@ mod tests {
             .collect();
         records.push(TxRecord {
             transno: 11,
-            ops: vec![JournalOp::DeleteInode(10), JournalOp::DeleteInode(11)],
+            ops: vec![JournalOp::DeleteInode(19), JournalOp::DeleteInode(11)],
         });
         records.push(TxRecord {
             transno: 12,
             ops: vec![image(11, FileKind::File, 0, 12)],
         });
         j.commit(&records).unwrap();
-        // Directory 2 once, files 11..=19 once each, file 10's deletion.
+        // Directory 2 once, files 10..=18 once each, file 19's deletion.
         assert_eq!(memtable_entries(&j) - before, 1 + 9 + 1);
         assert_eq!(j.inode(2).unwrap().unwrap().entries, 10, "the last image");
-        assert_eq!(j.inode(10).unwrap(), None);
+        assert_eq!(j.inode(19).unwrap(), None);
         assert_eq!(j.inode(11).unwrap().unwrap().transno, 12);
-        assert_eq!(j.inode(19).unwrap().unwrap().transno, 10);
-        // next_ino still counts every inode put, written or not.
+        assert_eq!(j.inode(18).unwrap().unwrap().transno, 9);
+        // next_ino still counts every inode put, written or not: 19's put was not written.
         drop(j);
         let (_, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
         assert_eq!(recovered.next_ino, 20);

@@ -25,18 +25,21 @@ const STRIPE_BITS: u32 = STRIPES.trailing_zeros();
 /// The hash of an inode number in its stripe's map, built so that the inodes a stripe gets one
 /// after another sit in neighbouring buckets.
 ///
-/// Inode numbers are handed out in sequence and a stripe holds every `STRIPES`-th one, so
-/// `ino >> STRIPE_BITS` numbers a stripe's inodes densely in creation order, and hashbrown
-/// (std's HashMap) takes the bucket from the hash's low bits. A stripe's table then fills in
-/// order, and growing it (each doubling moves every ~170-byte node) copies runs of neighbours
-/// instead of scattering each node to a random bucket of a table that under load is hundreds
-/// of megabytes. Against foldhash, server CPU per create at 64 x 16 read 0.89, 0.90 and 0.98
-/// in three runs, where the same build against itself reads 0.96 to 1.03: a few percent
-/// (docs/BENCHMARKS.md). hashbrown compares a tag taken from the hash's top seven bits before
-/// it compares keys, so those are mixed: neighbours get different tags.
+/// Inode numbers are handed out in sequence and a stripe's members are ~1024 apart (see
+/// `stripe_of`), so `ino >> STRIPE_BITS` numbers a stripe's inodes nearly densely in creation
+/// order (steps of 0, 1 or 2), and hashbrown (std's HashMap) takes the home bucket from the
+/// hash's low bits. A stripe's table then fills in order, and growing it (each doubling moves
+/// every ~170-byte node) copies runs of neighbours instead of scattering each node to a random
+/// bucket — a stripe's table is about a megabyte under load, hundreds of megabytes over all
+/// stripes. Against foldhash, server CPU per create at 64 x 16 read 0.89, 0.90 and 0.98 in
+/// three runs, where the same build against itself reads 0.96 to 1.03: a few percent
+/// (docs/BENCHMARKS.md). hashbrown compares a tag taken from the hash's top seven bits (on a
+/// 64-bit target) before it compares keys, so those are mixed: neighbours, and numbers that
+/// share a home bucket, get different tags.
 ///
-/// The keys are inode numbers the server hands out, not input an attacker picks; numbers that
-/// did collide would slow only their own stripe, never make a lookup wrong.
+/// The keys are inode numbers the server hands out (a replayed create takes back the number it
+/// was given before): numbers that did collide would slow only their own stripe, never make a
+/// lookup wrong. Only `u64` keys reach this hasher (`InoMap`).
 #[derive(Clone, Copy, Default)]
 struct InoHasher(u64);
 
@@ -44,14 +47,16 @@ const TAG_BITS: u64 = 0x7f << 57;
 
 impl Hasher for InoHasher {
     fn write_u64(&mut self, ino: u64) {
+        // Below 2^54, so clear of the tag's bits.
         let dense = ino >> STRIPE_BITS;
         // Fibonacci hashing of the dense number: neighbours' tags are as far apart as they
         // can be.
         let tag = dense.wrapping_mul(0x9E37_79B9_7F4A_7C15) & TAG_BITS;
-        self.0 = (dense & !TAG_BITS) | tag;
+        self.0 = dense | tag;
     }
 
-    /// Keys other than a `u64` never reach this map; should one, it is still hashed (FNV-1a).
+    /// `Hasher` requires it; no key of `InoMap` calls it. It hashes the bytes (FNV-1a) rather
+    /// than panic.
     fn write(&mut self, bytes: &[u8]) {
         let mut h = self.0 ^ 0xcbf2_9ce4_8422_2325;
         for &b in bytes {
@@ -105,9 +110,11 @@ pub(crate) struct Table {
 }
 
 fn stripe_of(ino: u64) -> usize {
-    // Consecutive inode numbers go to consecutive stripes: every stripe gets its share of the
-    // creates, and its own inodes in order (see `InoHasher`).
-    (ino & (STRIPES as u64 - 1)) as usize
+    // Fibonacci hashing spreads consecutive inode numbers over all stripes, and numbers at any
+    // regular stride too (with `ino mod STRIPES`, inodes made 1024 apart, such as one
+    // directory per 1024 creates, would all meet in one stripe). A stripe's members are
+    // 1024 apart on average, in gaps of at most three sizes (the three-distance theorem).
+    (ino.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - STRIPE_BITS)) as usize
 }
 
 impl Table {
@@ -242,29 +249,52 @@ mod tests {
 
     #[test]
     fn a_stripes_inodes_in_creation_order_hash_to_neighbouring_buckets_with_mixed_tags() {
-        let stripe: Vec<u64> = (1..400_000u64).filter(|&i| stripe_of(i) == 5).collect();
+        let stripe: Vec<u64> = (1..2_000_000u64).filter(|&i| stripe_of(i) == 5).collect();
+        let dense = |ino: u64| ino_hash(ino) & !TAG_BITS;
+        let tag = |ino: u64| ino_hash(ino) & TAG_BITS;
+        // Members ~1024 apart: their dense numbers step by 0, 1 or 2, one on average.
         for pair in stripe.windows(2) {
-            let (a, b) = (ino_hash(pair[0]), ino_hash(pair[1]));
-            assert_eq!((b & !TAG_BITS) - (a & !TAG_BITS), 1, "{pair:?}");
+            let step = dense(pair[1]) - dense(pair[0]);
+            assert!(step <= 2, "{pair:?} step {step}");
         }
-        let tags: std::collections::HashSet<u64> =
-            stripe.iter().map(|&i| ino_hash(i) & TAG_BITS).collect();
+        let span = dense(stripe[stripe.len() - 1]) - dense(stripe[0]);
+        let members = stripe.len() as u64;
+        assert!(
+            span.abs_diff(members) < members / 50,
+            "{span} over {members}"
+        );
+        let tags: std::collections::HashSet<u64> = stripe.iter().map(|&i| tag(i)).collect();
         assert_eq!(tags.len(), 128, "every tag is used");
-        // Any 16 neighbours (one hashbrown group) differ in tag.
-        for group in stripe.chunks(16) {
-            let distinct: std::collections::HashSet<u64> =
-                group.iter().map(|&i| ino_hash(i) & TAG_BITS).collect();
-            assert_eq!(distinct.len(), group.len(), "{distinct:?}");
+        // A hashbrown group is 16 buckets from wherever a probe starts: within any 16
+        // neighbours, different dense numbers have different tags.
+        for window in stripe.windows(16) {
+            let mut by_dense: std::collections::HashMap<u64, u64> = Default::default();
+            for &ino in window {
+                by_dense.insert(dense(ino), tag(ino));
+            }
+            let distinct: std::collections::HashSet<u64> = by_dense.values().copied().collect();
+            assert_eq!(distinct.len(), by_dense.len(), "{window:?}");
+        }
+        // Numbers that share a home bucket in a table of 2^k buckets differ in tag.
+        for d in [1u64, 77, 123_456, 1 << 40] {
+            for k in 4..=24 {
+                assert_ne!(
+                    tag(d << STRIPE_BITS),
+                    tag((d + (1 << k)) << STRIPE_BITS),
+                    "{d} {k}"
+                );
+            }
         }
     }
 
     #[test]
     fn the_inode_map_finds_what_it_holds_and_nothing_else() {
-        // Spaced so that many share a bucket's low bits, plus both ends of the range and
-        // numbers whose dense part reaches into the tag bits.
-        let held: Vec<u64> = (0..5000u64)
-            .map(|i| i * 1021 + 7)
-            .chain([0, u64::MAX, 1 << 57, (1 << 57) + 1024, 1 << 63])
+        // Numbers 2^20 apart, whose dense numbers share a home bucket in any table of up to
+        // 1024 buckets; a stripe's neighbours; both ends of the range.
+        let held: Vec<u64> = (0..3000u64)
+            .map(|i| (i << 20) + 7)
+            .chain((0..2000u64).map(|i| i * 1021 + 5))
+            .chain([0, u64::MAX, 1 << 63])
             .collect();
         let mut map = InoMap::default();
         for &ino in &held {
@@ -274,7 +304,10 @@ mod tests {
             assert_eq!(map.get(&ino), Some(&!ino));
         }
         let set: std::collections::HashSet<u64> = held.iter().copied().collect();
-        for absent in (0..6_000_000u64).step_by(997).filter(|i| !set.contains(i)) {
+        for absent in (0..4_000_000_000u64)
+            .step_by(999_983)
+            .filter(|i| !set.contains(i))
+        {
             assert_eq!(map.get(&absent), None, "{absent}");
         }
         for &ino in held.iter().step_by(2) {
@@ -286,13 +319,16 @@ mod tests {
     }
 
     #[test]
-    fn consecutive_inodes_spread_over_stripes() {
-        let used: std::collections::HashSet<_> = (1..=4096u64).map(stripe_of).collect();
-        assert!(
-            used.len() > STRIPES * 9 / 10,
-            "only {} stripes used",
-            used.len()
-        );
+    fn consecutive_inodes_and_inodes_at_any_stride_spread_over_stripes() {
+        for stride in [1u64, 2, 64, 1000, 1024, 4096, 1 << 20] {
+            let used: std::collections::HashSet<_> =
+                (1..=4096u64).map(|i| stripe_of(i * stride)).collect();
+            assert!(
+                used.len() > STRIPES / 2,
+                "stride {stride}: only {} stripes used",
+                used.len()
+            );
+        }
     }
 
     #[test]
