@@ -33,9 +33,10 @@ const STRIPE_BITS: u32 = STRIPES.trailing_zeros();
 /// bucket — a stripe's table is about a megabyte under load, hundreds of megabytes over all
 /// stripes. Against foldhash, server CPU per create at 64 x 16 read 0.89, 0.90 and 0.98 in
 /// three runs (with `ino mod 1024` stripes, which these Fibonacci ones matched), where the
-/// same build against itself reads 0.96 to 1.03: a few percent (docs/BENCHMARKS.md). hashbrown compares a tag taken from the hash's top seven bits (on a
-/// 64-bit target) before it compares keys, so those are mixed: neighbours, and numbers that
-/// share a home bucket, get different tags.
+/// same build against itself reads 0.96 to 1.03: a few percent (docs/BENCHMARKS.md).
+/// hashbrown compares a tag taken from the hash's top seven bits (on a 64-bit target) before
+/// it compares keys, so those are mixed: neighbours, and numbers that share a home bucket, get
+/// different tags.
 ///
 /// The keys are inode numbers the server hands out (a replayed create takes back the number it
 /// was given before): numbers that did collide would slow only their own stripe, never make a
