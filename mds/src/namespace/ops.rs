@@ -264,7 +264,8 @@ impl Namespace {
         let ino = match cx.caller.reuse_ino {
             // A replay takes its inode number again; later creates go above it.
             Some(ino) => {
-                self.next_ino.fetch_max(ino + 1, Ordering::Relaxed);
+                let above = ino.checked_add(1).ok_or(Errno::EINVAL)?;
+                self.next_ino.fetch_max(above, Ordering::Relaxed);
                 ino
             }
             None => self.next_ino.fetch_add(1, Ordering::Relaxed),
@@ -272,6 +273,13 @@ impl Namespace {
         let now = now_ns();
         let is_dir = kind == FileKind::Directory;
         let mut l = self.table.lock(&[parent, ino]);
+        if cx.caller.reuse_ino.is_some() && l.get(ino).is_some() {
+            // A replayed create's inode number was handed out before the crash and lost with
+            // it, and only replays run until recovery ends, so no live inode has it. One that
+            // does is the client's mistake, and must not replace that inode: the replay no
+            // longer applies.
+            return Err(Errno::EINVAL);
+        }
         let p = dir_mut(cx, &mut l, parent)?;
         cx.see(&p.stamp);
         may(cx, p, SEARCH)?;

@@ -111,6 +111,70 @@ fn run(ns: &Namespace, op: Op, records: &mut Vec<TxRecord>) -> Result<Body, Errn
     }
 }
 
+/// A replayed create names the inode number it was given before the crash; one that names a
+/// live inode (the root, its own parent, any other) is refused and changes nothing, and so is
+/// one whose number leaves no room above it.
+#[test]
+fn a_replayed_create_may_not_take_a_live_inode_number() {
+    let ns = empty();
+    let mut records = Vec::new();
+    let dir = ino_of(run(
+        &ns,
+        Op::Mkdir {
+            parent: ROOT_INO,
+            name: "d".into(),
+            mode: 0o755,
+        },
+        &mut records,
+    ));
+    let file = ino_of(run(
+        &ns,
+        Op::Create {
+            parent: dir,
+            name: "f".into(),
+            mode: 0o644,
+        },
+        &mut records,
+    ));
+    let before = snapshot(&ns);
+    let replay_create = |ino: u64, name: &str| {
+        let caller = Caller {
+            client: 1,
+            cred: &Cred::default(),
+            last_committed: 0,
+            reuse_ino: Some(ino),
+            journal: None,
+        };
+        match ns.execute(
+            Op::Create {
+                parent: dir,
+                name: name.into(),
+                mode: 0o644,
+            },
+            &caller,
+        ) {
+            Exec::Now { result, .. } => result.map(|_| ()),
+            Exec::Mutation { .. } => Ok(()),
+        }
+    };
+    for (ino, name) in [(ROOT_INO, "a"), (dir, "b"), (file, "c"), (u64::MAX, "d")] {
+        assert_eq!(replay_create(ino, name), Err(Errno::EINVAL), "ino {ino}");
+    }
+    assert_eq!(snapshot(&ns), before, "a refused replay changed nothing");
+    // A number no live inode has is taken back, and later creates go above it.
+    assert_eq!(replay_create(file + 10, "e"), Ok(()));
+    let next = ino_of(run(
+        &ns,
+        Op::Create {
+            parent: dir,
+            name: "g".into(),
+            mode: 0o644,
+        },
+        &mut records,
+    ));
+    assert_eq!(next, file + 11);
+}
+
 fn ino_of(body: Result<Body, Errno>) -> u64 {
     match body {
         Ok(Body::Attr(a)) => a.ino,
