@@ -431,6 +431,14 @@ impl Session {
         self.state.lock().conn.clone()
     }
 
+    /// Whether requests of this client wait for replies that will leave through `conn`,
+    /// its connection now: a resend joined to its original, made on an older connection,
+    /// is answered here, though only the older one counts it in flight.
+    pub fn owes_replies_to(&self, conn: &ConnOutput) -> bool {
+        let state = self.state.lock();
+        !state.pending.is_empty() && state.conn.as_ref().is_some_and(|c| c.id() == conn.id())
+    }
+
     /// Requests waiting for their reply.
     pub fn pending(&self) -> usize {
         self.state.lock().pending.len()

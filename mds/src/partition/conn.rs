@@ -131,11 +131,19 @@ impl ConnOutput {
         }
     }
 
-    /// Waits until no mutation of this connection is in flight, or the connection closed.
-    pub async fn wait_until_idle(&self) {
-        while self.inflight() > 0 && !self.is_closed() {
+    /// Waits until no mutation of this connection is in flight and `owed_elsewhere` (replies
+    /// this connection will carry for requests that came in on another) is false, or the
+    /// connection closed. A drain that appends such a reply calls
+    /// [`ConnOutput::wake_reader`].
+    pub async fn wait_until_idle(&self, owed_elsewhere: impl Fn() -> bool) {
+        while (self.inflight() > 0 || owed_elsewhere()) && !self.is_closed() {
             self.space.notified().await;
         }
+    }
+
+    /// Wakes a reader waiting in [`ConnOutput::wait_until_idle`] to look again.
+    pub fn wake_reader(&self) {
+        self.space.notify_one();
     }
 
     pub fn is_closed(&self) -> bool {
@@ -284,7 +292,7 @@ mod tests {
         rt.block_on(async {
             out.wait_for_space().await;
             out.request_done(); // 1 -> 0
-            out.wait_until_idle().await;
+            out.wait_until_idle(|| false).await;
         });
     }
 }

@@ -137,24 +137,34 @@ fn release(
         result.as_ref().map(|_| ()).map_err(|e| *e),
         started - p.received,
     );
-    p.origin.request_done();
     let durable = matches!(outcome, Outcome::Committed { .. });
     let (to, idle) = session.release(p.xid, durable);
     if idle {
         shared.forget_if_idle(session.client());
     }
-    let Some(conn) = to else {
-        return; // the client is away; it will resend, or has given up
-    };
-    let reply = Reply {
-        xid: p.xid,
-        transno: if result.is_ok() { p.transno } else { 0 },
-        last_committed,
-        result,
-    };
-    if conn.append(&reply) {
-        touched.push(conn);
+    if let Some(conn) = to {
+        let reply = Reply {
+            xid: p.xid,
+            transno: if result.is_ok() { p.transno } else { 0 },
+            last_committed,
+            result,
+        };
+        let owes_wake = conn.append(&reply);
+        if !Arc::ptr_eq(&conn, &p.origin) {
+            // A resend joined this reply to a newer connection, which does not count it in
+            // flight: a closing reader there waits on its session, and must look again —
+            // after the append, or it could close before this reply is buffered.
+            conn.wake_reader();
+        }
+        if owes_wake {
+            touched.push(conn);
+        }
     }
+    // Only now: a closing connection waits for this count to reach zero and then lets its
+    // writer stop at the first empty buffer, so a reply counted done before it was appended
+    // could be left behind. (Without a connection, the client is away; it will resend, or
+    // has given up.)
+    p.origin.request_done();
 }
 
 /// The per-CPU path's wakes. Each partition has its own (the committer's, through the reply
@@ -354,18 +364,14 @@ mod tests {
     use crate::partition::{HeldReply, Limits, Payload, Replies, Waiting, conn::write_loop};
     use crate::session::Sessions;
 
-    /// The owner's drain and a partner's drain race over one partition's queue while the
-    /// committer publishes in steps: every reply reaches its client's socket exactly once.
-    #[test]
-    fn a_partner_thread_drains_beside_the_owner_and_each_reply_arrives_once() {
-        const N: u64 = 20_000;
-        let dir = tempfile::tempdir().unwrap();
-        let (journal, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    /// A two-partition per-CPU `Shared` on a fresh journal in `dir`, with no committer.
+    fn per_cpu_shared(dir: &std::path::Path) -> Arc<Shared> {
+        let (journal, recovered) = Journal::open(dir, JournalOptions::default()).unwrap();
         let namespace = Arc::new(Namespace::load(&journal, &recovered).unwrap());
         let wakers = (0..2).map(|_| Box::new(|| {}) as Waker).collect();
         let wakes = DrainWakes::new(2, Duration::ZERO, None);
         let (commit_tx, _commit_rx) = crossbeam_channel::unbounded();
-        let shared = Arc::new(Shared {
+        Arc::new(Shared {
             namespace,
             engine: Arc::new(Replies::per_cpu(wakers, 0)),
             wakes,
@@ -384,7 +390,16 @@ mod tests {
             progress: Default::default(),
             auth: None,
             tls: None,
-        });
+        })
+    }
+
+    /// The owner's drain and a partner's drain race over one partition's queue while the
+    /// committer publishes in steps: every reply reaches its client's socket exactly once.
+    #[test]
+    fn a_partner_thread_drains_beside_the_owner_and_each_reply_arrives_once() {
+        const N: u64 = 20_000;
+        let dir = tempfile::tempdir().unwrap();
+        let shared = per_cpu_shared(dir.path());
 
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let mut client_side = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
@@ -468,5 +483,130 @@ mod tests {
         assert_eq!(xids, (1..=N).collect::<Vec<_>>(), "each reply exactly once");
         assert_eq!(session.pending(), 0);
         assert_eq!(session.replied_xid(), N);
+    }
+
+    /// A closing connection's reader waits until none of its mutations is in flight, then
+    /// closes, and the writer stops once the buffer is empty: so by the time a drain counts a
+    /// reply done, that reply must be in the buffer, or a shutdown drops it (the client sees
+    /// its connection close with a create unanswered).
+    #[test]
+    fn a_reply_is_buffered_before_its_connection_counts_it_done() {
+        const N: u64 = 2_000;
+        let dir = tempfile::tempdir().unwrap();
+        let shared = per_cpu_shared(dir.path());
+        let conn = Arc::new(ConnOutput::new(usize::MAX));
+        let session = shared.sessions.attach(7, conn.clone()).session;
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let drainer = {
+            let (shared, stop) = (shared.clone(), stop.clone());
+            std::thread::spawn(move || {
+                let metrics = PartitionMetrics::register(0);
+                let mut touched = Vec::new();
+                while !stop.load(Ordering::Acquire) {
+                    drain_partition(&shared, 0, &metrics, &mut touched);
+                }
+            })
+        };
+        let mut unbuffered = 0;
+        for t in 1..=N {
+            let before = conn.buffered();
+            assert_eq!(session.begin(t), crate::session::Begin::New);
+            conn.request_started();
+            shared.engine.push(
+                0,
+                t,
+                Payload {
+                    session: session.clone(),
+                    what: Waiting::Reply(HeldReply {
+                        origin: conn.clone(),
+                        xid: t,
+                        transno: t,
+                        op: 3,
+                        received: quanta::Instant::now(),
+                        result: Ok(Body::Done),
+                        cos: false,
+                    }),
+                },
+            );
+            shared.engine.engine().unwrap().publish(t);
+            // What `wait_until_idle` waits for, watched as closely as a thread can.
+            while conn.inflight() > 0 {
+                std::hint::spin_loop();
+            }
+            if conn.buffered() == before {
+                unbuffered += 1;
+            }
+        }
+        stop.store(true, Ordering::Release);
+        drainer.join().unwrap();
+        assert_eq!(
+            unbuffered, 0,
+            "replies counted done before they were buffered"
+        );
+    }
+
+    /// A client reconnected and resent a mutation still waiting for its commit: the resend
+    /// joins the original, counted in flight only on the old connection, and the reply leaves
+    /// through the new one. The new connection's closing reader must wait for it too.
+    #[test]
+    fn a_closing_connection_waits_for_a_reply_its_client_resent_on_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let shared = per_cpu_shared(dir.path());
+        let old = Arc::new(ConnOutput::new(usize::MAX));
+        let new = Arc::new(ConnOutput::new(usize::MAX));
+        let session = shared.sessions.attach(7, old.clone()).session;
+        assert_eq!(session.begin(1), crate::session::Begin::New);
+        old.request_started();
+        shared.engine.push(
+            0,
+            1,
+            Payload {
+                session: session.clone(),
+                what: Waiting::Reply(HeldReply {
+                    origin: old.clone(),
+                    xid: 1,
+                    transno: 1,
+                    op: 3,
+                    received: quanta::Instant::now(),
+                    result: Ok(Body::Done),
+                    cos: false,
+                }),
+            },
+        );
+        assert!(shared.sessions.attach(7, new.clone()).replaced.is_some());
+        assert_eq!(session.begin(1), crate::session::Begin::Joined);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let closing = || new.wait_until_idle(|| session.owes_replies_to(&new));
+        let early =
+            rt.block_on(async { tokio::time::timeout(Duration::from_millis(50), closing()).await });
+        assert!(
+            early.is_err(),
+            "the new connection closed with a reply owed"
+        );
+
+        let drainer = {
+            let shared = shared.clone();
+            std::thread::spawn(move || {
+                shared.engine.engine().unwrap().publish(1);
+                let metrics = PartitionMetrics::register(0);
+                while drain_partition(&shared, 0, &metrics, &mut Vec::new()) == 0 {
+                    std::thread::yield_now();
+                }
+            })
+        };
+        rt.block_on(async { tokio::time::timeout(Duration::from_secs(30), closing()).await })
+            .expect("the reply's drain wakes the closing reader");
+        assert!(
+            new.buffered() > 0,
+            "the reply is buffered before the reader closes"
+        );
+        assert_eq!(old.buffered(), 0);
+        drainer.join().unwrap();
+        // Counted done on the old connection only after the append (and so, perhaps, after
+        // the new one's reader has looked).
+        assert_eq!(old.inflight(), 0);
     }
 }

@@ -307,7 +307,12 @@ impl Partition {
             Ended::Normally => {
                 // Stop reading; let this connection's pending replies leave before closing.
                 conn.wake_writer();
-                conn.wait_until_idle().await;
+                conn.wait_until_idle(|| {
+                    session
+                        .as_ref()
+                        .is_some_and(|session| session.owes_replies_to(&conn))
+                })
+                .await;
                 conn.close();
                 let _ = writer.await;
             }
