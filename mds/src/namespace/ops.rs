@@ -42,6 +42,8 @@
 //! READDIR, SETATTR, RENAME); LOOKUP, UNLINK and RMDIR look at it only through their
 //! permission checks. Root's checks pass whatever the attributes say, so for root they look
 //! at nothing: what root sees of commit-on-share is exactly what it saw before permissions.
+//!
+//! RENAME, with its walk up the tree, is in `ops/rename.rs`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
@@ -53,6 +55,8 @@ use super::perm::{self, READ, SEARCH, WRITE};
 use super::table::Locked;
 use super::{Caller, Exec, Namespace, now_ns, to_attr, to_kind};
 use mds_proto::{Body, DirEntry, Errno, MAX_FRAME, MAX_READDIR, Op, SetAttr, check_name};
+
+mod rename;
 
 /// Journal ops the partition adds to a mutation's record: its resend record. Reserved when
 /// the record is built, so adding it never reallocates the ops.
@@ -591,200 +595,6 @@ impl Namespace {
             FileKind::File => self.files.fetch_sub(1, Ordering::Relaxed),
         };
         JournalOp::DeleteInode(ino)
-    }
-
-    fn rename(&self, cx: &mut Cx<'_>, sp: u64, sn: String, dp: u64, dn: String) -> OpResult {
-        check_name(&sn)?;
-        check_name(&dn)?;
-        self.writable()?;
-        let _cross = (sp != dp).then(|| self.rename_lock.lock());
-        loop {
-            let (src, dst) = {
-                let l = self.table.lock(&[sp, dp]);
-                let s = dir(cx, &l, sp)?;
-                cx.see(&s.stamp);
-                may(cx, s, SEARCH)?;
-                let d = dir(cx, &l, dp)?;
-                cx.see(&d.stamp);
-                may(cx, d, SEARCH)?;
-                let Some(src) = s.entry(&sn) else {
-                    cx.see(&s.removed_stamp(&sn));
-                    return Err(Errno::ENOENT);
-                };
-                cx.see(&src.stamp);
-                let dst = d.entry(&dn);
-                match &dst {
-                    Some(dst) => cx.see(&dst.stamp),
-                    None => cx.see(&d.removed_stamp(&dn)),
-                }
-                (src, dst)
-            };
-            if sp == dp && sn == dn {
-                return Ok(now(Body::Done));
-            }
-            if src.kind == FileKind::Directory && sp != dp && self.is_ancestor(cx, src.ino, dp) {
-                return Err(Errno::EINVAL);
-            }
-            // The target holds the source on its way down, so it is not empty; Linux says so
-            // before it checks any permission, as for EINVAL just above.
-            if let Some(dst) = dst
-                && dst.kind == FileKind::Directory
-                && sp != dp
-                && self.is_ancestor(cx, dst.ino, sp)
-            {
-                return Err(Errno::ENOTEMPTY);
-            }
-            let now = now_ns();
-            let mut inos = vec![sp, dp, src.ino];
-            inos.extend(dst.map(|d| d.ino));
-            let mut l = self.table.lock(&inos);
-            let still_src = dir(cx, &l, sp)?.entry(&sn);
-            let still_dst = dir(cx, &l, dp)?.entry(&dn);
-            let same = |now: Option<Entry>, then: Option<Entry>| match (now, then) {
-                (Some(a), Some(b)) => a.same_child(&b),
-                (None, None) => true,
-                _ => false,
-            };
-            if !same(still_src, Some(src)) || !same(still_dst, dst) {
-                continue; // changed between the two lock rounds: look again
-            }
-            // The stamps as they are now, under the locks.
-            let src = still_src.expect("checked");
-            cx.see(&src.stamp);
-            let (s, d) = (dir(cx, &l, sp)?, dir(cx, &l, dp)?);
-            let moved = l.get(src.ino).expect("an entry names a live inode");
-            may(cx, s, WRITE | SEARCH)?;
-            may_remove(cx, s, moved)?;
-            may(cx, d, WRITE | SEARCH)?;
-            if let Some(dst) = still_dst {
-                let replaced = l.get(dst.ino).expect("an entry names a live inode");
-                may_remove(cx, d, replaced)?;
-                match (src.kind, dst.kind) {
-                    (FileKind::Directory, FileKind::File) => return Err(Errno::ENOTDIR),
-                    (FileKind::File, FileKind::Directory) => return Err(Errno::EISDIR),
-                    _ => {}
-                }
-            }
-            if src.kind == FileKind::Directory && sp != dp {
-                // Its ".." changes: a directory moves to another parent only with write
-                // permission on itself.
-                may(cx, moved, WRITE)?;
-            }
-            see_inode(cx, moved);
-            if let Some(dst) = still_dst {
-                cx.see(&dst.stamp);
-                let replaced = l.get(dst.ino).expect("an entry names a live inode");
-                see_inode(cx, replaced);
-                if replaced.entries.as_ref().is_some_and(|e| !e.is_empty()) {
-                    return Err(Errno::ENOTEMPTY);
-                }
-            }
-            let transno = self.next_transno();
-            let is_dir = src.kind == FileKind::Directory;
-            let mut ops = Vec::with_capacity(6 + RESEND_OPS);
-
-            // Source directory loses the name (and the moved directory's "..").
-            let s = dir_mut(cx, &mut l, sp)?;
-            s.content = cx.stamp(s.content, transno);
-            entries_mut(s).remove(sn.as_bytes());
-            if cx.keeps_removals() {
-                let stamp = cx.stamp(src.stamp, transno);
-                s.note_removed(sn.clone(), stamp, cx.caller.last_committed);
-            }
-            s.attr.entries -= 1;
-            if is_dir && sp != dp {
-                s.attr.nlink -= 1;
-            }
-            touch(&mut s.attr, now, transno);
-            ops.push(JournalOp::DeleteDentry {
-                parent: sp,
-                name: sn,
-            });
-
-            // A replaced target loses its name, and its inode if that was the last one.
-            if let Some(dst) = still_dst {
-                ops.push(self.drop_link(cx, &mut l, dst.ino, now, transno));
-                let d = dir_mut(cx, &mut l, dp)?;
-                d.attr.entries -= 1;
-                if dst.kind == FileKind::Directory {
-                    d.attr.nlink -= 1;
-                }
-            }
-
-            // Destination directory gains the name; the name's history goes on in its stamp.
-            let d = dir_mut(cx, &mut l, dp)?;
-            d.content = cx.stamp(d.content, transno);
-            let before = match still_dst {
-                Some(dst) => dst.stamp,
-                None => d.take_removed(&dn),
-            };
-            let moved_entry = Entry {
-                stamp: cx.stamp(before, transno),
-                ..src
-            };
-            entries_mut(d).insert(DirName::new(&dn), moved_entry);
-            d.attr.entries += 1;
-            if is_dir && sp != dp {
-                d.attr.nlink += 1;
-            }
-            touch(&mut d.attr, now, transno);
-            ops.push(JournalOp::PutDentry {
-                parent: dp,
-                name: dn,
-                entry: moved_entry.record(),
-            });
-
-            let moved = l.get_mut(src.ino).expect("an entry names a live inode");
-            moved.stamp = cx.stamp(moved.stamp, transno);
-            if is_dir {
-                moved.attr.parent = dp;
-            }
-            moved.attr.ctime_ns = now;
-            moved.attr.transno = transno;
-            ops.push(JournalOp::PutInode(moved.attr.image()));
-            ops.push(JournalOp::PutInode(l.get(sp).expect("locked").attr.image()));
-            if sp != dp {
-                ops.push(JournalOp::PutInode(l.get(dp).expect("locked").attr.image()));
-            }
-            drop(l);
-            return Ok(Exec::Mutation {
-                transno,
-                body: Body::Done,
-                record: TxRecord { transno, ops },
-                built_on: 0,
-            });
-        }
-    }
-
-    /// Whether directory `ancestor` is `dir` or one of its ancestors. Called under the
-    /// rename lock, so no directory changes parent meanwhile. The answer rests on where each
-    /// directory passed on the way up is, which another client's uncommitted move may have
-    /// decided: `cx` is shown the stamp of each (a move stamps the moved directory).
-    fn is_ancestor(&self, cx: &mut Cx<'_>, ancestor: u64, mut dir: u64) -> bool {
-        loop {
-            if dir == ancestor {
-                return true;
-            }
-            let parent = {
-                let l = self.table.lock(&[dir]);
-                match l.get_or_removed(dir) {
-                    Ok(node) => {
-                        cx.see(&node.stamp);
-                        node.attr.parent
-                    }
-                    Err(removal) => {
-                        // Only `dir` itself can be gone (a directory above it is not
-                        // empty): the rename then finds it so and answers ESTALE.
-                        cx.see(&removal);
-                        return false;
-                    }
-                }
-            };
-            if parent == dir {
-                return false; // the root is its own parent
-            }
-            dir = parent;
-        }
     }
 }
 
