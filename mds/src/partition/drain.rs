@@ -393,6 +393,33 @@ mod tests {
         })
     }
 
+    /// Queues on partition 0 the reply to a CREATE, xid and transno `t`, made on `origin`
+    /// and counted in flight there (as `Partition::defer` does).
+    fn push_reply(
+        shared: &Shared,
+        session: &Arc<crate::session::Session>,
+        origin: &Arc<ConnOutput>,
+        t: u64,
+    ) {
+        origin.request_started();
+        shared.engine.push(
+            0,
+            t,
+            Payload {
+                session: session.clone(),
+                what: Waiting::Reply(HeldReply {
+                    origin: origin.clone(),
+                    xid: t,
+                    transno: t,
+                    op: 3,
+                    received: quanta::Instant::now(),
+                    result: Ok(Body::Done),
+                    cos: false,
+                }),
+            },
+        );
+    }
+
     /// The owner's drain and a partner's drain race over one partition's queue while the
     /// committer publishes in steps: every reply reaches its client's socket exactly once.
     #[test]
@@ -424,23 +451,7 @@ mod tests {
 
         for t in 1..=N {
             assert_eq!(session.begin(t), crate::session::Begin::New);
-            conn.request_started();
-            shared.engine.push(
-                0,
-                t,
-                Payload {
-                    session: session.clone(),
-                    what: Waiting::Reply(HeldReply {
-                        origin: conn.clone(),
-                        xid: t,
-                        transno: t,
-                        op: 3,
-                        received: quanta::Instant::now(),
-                        result: Ok(Body::Done),
-                        cos: false,
-                    }),
-                },
-            );
+            push_reply(&shared, &session, &conn, t);
         }
         let released = Arc::new(AtomicUsize::new(0));
         let drainers: Vec<_> = (0..2)
@@ -511,23 +522,7 @@ mod tests {
         for t in 1..=N {
             let before = conn.buffered();
             assert_eq!(session.begin(t), crate::session::Begin::New);
-            conn.request_started();
-            shared.engine.push(
-                0,
-                t,
-                Payload {
-                    session: session.clone(),
-                    what: Waiting::Reply(HeldReply {
-                        origin: conn.clone(),
-                        xid: t,
-                        transno: t,
-                        op: 3,
-                        received: quanta::Instant::now(),
-                        result: Ok(Body::Done),
-                        cos: false,
-                    }),
-                },
-            );
+            push_reply(&shared, &session, &conn, t);
             shared.engine.engine().unwrap().publish(t);
             // What `wait_until_idle` waits for, watched as closely as a thread can.
             while conn.inflight() > 0 {
@@ -556,23 +551,7 @@ mod tests {
         let new = Arc::new(ConnOutput::new(usize::MAX));
         let session = shared.sessions.attach(7, old.clone()).session;
         assert_eq!(session.begin(1), crate::session::Begin::New);
-        old.request_started();
-        shared.engine.push(
-            0,
-            1,
-            Payload {
-                session: session.clone(),
-                what: Waiting::Reply(HeldReply {
-                    origin: old.clone(),
-                    xid: 1,
-                    transno: 1,
-                    op: 3,
-                    received: quanta::Instant::now(),
-                    result: Ok(Body::Done),
-                    cos: false,
-                }),
-            },
-        );
+        push_reply(&shared, &session, &old, 1);
         assert!(shared.sessions.attach(7, new.clone()).replaced.is_some());
         assert_eq!(session.begin(1), crate::session::Begin::Joined);
         let rt = tokio::runtime::Builder::new_current_thread()
