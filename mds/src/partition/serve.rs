@@ -1,7 +1,7 @@
 //! One connection on its partition: the TLS handshake if the port has one, the read loop, the
-//! CONNECT handshake (with the shared-key challenge when the server has a key), and each
-//! request executed on the spot — answered at once, or queued in the reply engine until what
-//! it depends on is durable.
+//! CONNECT handshake (`serve/handshake.rs`, with the shared-key challenge when the server has a
+//! key), and each request executed on the spot — answered at once, or queued in the reply
+//! engine until what it depends on is durable.
 
 use std::net::SocketAddr;
 use std::rc::Rc;
@@ -10,20 +10,20 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use bytes::BytesMut;
-use mds_proto::{
-    self as protocol, Body, Errno, MAX_GROUPS, Op, PROTOCOL_VERSION, Reply, Request, StatFs,
-};
+use mds_proto::{self as protocol, Body, Errno, MAX_GROUPS, Op, Reply, Request, StatFs};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
 use tokio_util::codec::Decoder;
 use tracing::{debug, warn};
 
+mod handshake;
+
 use super::conn::{ConnOutput, write_loop};
 use super::{HeldReply, Partition, Payload, Waiting};
-use crate::auth::{AuthFailure, Authenticator};
 use crate::committer::CommitMsg;
 use crate::namespace::{Caller, Exec, Journaling};
 use crate::session::{Answered, Begin, Session};
+use handshake::{CONNECT, Handshaking};
 
 /// Why the read loop ended.
 enum Ended {
@@ -58,27 +58,6 @@ impl Pending {
             cos: false,
         }
     }
-}
-
-/// CONNECT's opcode, for metrics of a handshake that may not have decoded.
-const CONNECT: u8 = 0;
-/// AUTHENTICATE's opcode, for the same.
-const AUTHENTICATE: u8 = 13;
-
-/// A connection before its session exists: who is at the other end, and the challenge its
-/// CONNECT was sent, while it waits for the proof.
-struct Handshaking {
-    peer: SocketAddr,
-    challenge: Option<Challenge>,
-}
-
-/// A challenge sent and not yet answered. Taken out at the first request after it, whatever
-/// that request is: one proof per nonce.
-struct Challenge {
-    nonce: [u8; protocol::NONCE_LEN],
-    /// The identity the CONNECT gave, which the proof must be made for.
-    client: u64,
-    acked_xid: u64,
 }
 
 /// A request was refused and the connection must close (an EPROTO reply is queued).
@@ -142,10 +121,7 @@ impl Partition {
         let mut codec = protocol::codec();
         let mut input = BytesMut::with_capacity(64 << 10);
         let mut session: Option<Arc<Session>> = None;
-        let mut handshaking = Handshaking {
-            peer,
-            challenge: None,
-        };
+        let mut handshaking = Handshaking::new(peer);
         let mut answered: Vec<(u8, Result<(), Errno>)> = Vec::new();
         // Frames already read but not executed: the output passed its high-water mark
         // midway through a read.
@@ -281,16 +257,8 @@ impl Partition {
                 conn.wake_writer();
             }
         };
-        if handshaking.challenge.is_some() && !self.shared.shutdown.is_cancelled() {
-            // Challenged, and gone (or timed out) without a proof: a client without the key.
-            warn!(
-                partition = self.id,
-                conn = conn.id(),
-                %peer,
-                reason = "missing",
-                "authentication failed: the challenge got no proof"
-            );
-            AuthFailure::Missing.count();
+        if !self.shared.shutdown.is_cancelled() {
+            handshaking.count_if_unproved(self.id, conn.id());
         }
         match ended {
             Ended::SlowClient => {
@@ -603,168 +571,6 @@ impl Partition {
         self.metrics.cos_conflict(opcode);
         self.shared.cos_conflicts.fetch_add(1, Ordering::Relaxed);
         self.shared.to_committer(CommitMsg::Flush(upto));
-    }
-
-    /// A frame before the connection's session exists: CONNECT of this protocol version, or a
-    /// refusal; with a shared key, CONNECT is answered with a challenge and the next frame
-    /// must be its proof. The version is read from the prefix every version shares, so a
-    /// client of another version is told so rather than failing to decode.
-    fn handshake(
-        &self,
-        conn: &Arc<ConnOutput>,
-        session: &mut Option<Arc<Session>>,
-        handshaking: &mut Handshaking,
-        frame: &[u8],
-        answered: &mut Vec<(u8, Result<(), Errno>)>,
-    ) -> Result<(), Refused> {
-        if let Some(challenge) = handshaking.challenge.take() {
-            let peer = handshaking.peer;
-            return self.authenticate(conn, session, peer, challenge, frame, answered);
-        }
-        let mut refuse = |xid: u64, why: &str| {
-            warn!(
-                partition = self.id,
-                conn = conn.id(),
-                "closing connection: {why}"
-            );
-            self.metrics.handshake.increment(1);
-            answered.push((CONNECT, Err(Errno::EPROTO)));
-            self.reply_now(conn, xid, Err(Errno::EPROTO));
-            Err(Refused)
-        };
-        if let Some(prefix) = protocol::peek_handshake(frame)
-            && prefix.opcode == 0
-            && prefix.version != PROTOCOL_VERSION
-        {
-            return refuse(
-                prefix.xid,
-                &format!(
-                    "client speaks protocol version {}; this server speaks {PROTOCOL_VERSION}",
-                    prefix.version
-                ),
-            );
-        }
-        let request: Request = match protocol::decode(frame) {
-            Ok(r) => r,
-            Err(e) => return refuse(0, &format!("malformed first request: {e}")),
-        };
-        let Op::Connect { client, .. } = request.op else {
-            return refuse(request.xid, "request before CONNECT");
-        };
-        if client == 0 {
-            return refuse(request.xid, "client identity 0");
-        }
-        if self.shared.auth.is_some() {
-            // Nothing of the client's session is touched before it has proved the key: an
-            // impostor cannot even replace a real client's connection.
-            let nonce = Authenticator::nonce();
-            handshaking.challenge = Some(Challenge {
-                nonce,
-                client,
-                acked_xid: request.acked_xid,
-            });
-            answered.push((CONNECT, Ok(())));
-            self.reply_now(conn, request.xid, Ok(Body::Challenge { nonce }));
-            return Ok(());
-        }
-        self.attach(conn, session, client, request.acked_xid, request.xid);
-        answered.push((CONNECT, Ok(())));
-        Ok(())
-    }
-
-    /// The frame after a challenge: an AUTHENTICATE whose proof matches, which completes the
-    /// CONNECT it answers; anything else is refused with EAUTH (EPROTO if it does not even
-    /// decode), counted and logged with the peer's address, and the connection closed.
-    fn authenticate(
-        &self,
-        conn: &Arc<ConnOutput>,
-        session: &mut Option<Arc<Session>>,
-        peer: SocketAddr,
-        challenge: Challenge,
-        frame: &[u8],
-        answered: &mut Vec<(u8, Result<(), Errno>)>,
-    ) -> Result<(), Refused> {
-        let mut refuse = |xid: u64, opcode: u8, errno: Errno, failure: AuthFailure| {
-            warn!(
-                partition = self.id,
-                conn = conn.id(),
-                %peer,
-                client = challenge.client,
-                reason = failure.reason(),
-                "closing connection: authentication failed"
-            );
-            failure.count();
-            answered.push((opcode, Err(errno)));
-            self.reply_now(conn, xid, Err(errno));
-            Err(Refused)
-        };
-        let Ok(request) = protocol::decode::<Request>(frame) else {
-            self.metrics.handshake.increment(1);
-            return refuse(0, AUTHENTICATE, Errno::EPROTO, AuthFailure::Missing);
-        };
-        let Op::Authenticate { proof } = request.op else {
-            let opcode = request.op.opcode();
-            return refuse(request.xid, opcode, Errno::EAUTH, AuthFailure::Missing);
-        };
-        let auth = self
-            .shared
-            .auth
-            .as_ref()
-            .expect("only a server with a key sends a challenge");
-        if let Err(failure) =
-            auth.check(&challenge.nonce, challenge.client, PROTOCOL_VERSION, &proof)
-        {
-            return refuse(request.xid, AUTHENTICATE, Errno::EAUTH, failure);
-        }
-        let acked_xid = request.acked_xid.max(challenge.acked_xid);
-        self.attach(conn, session, challenge.client, acked_xid, request.xid);
-        answered.push((AUTHENTICATE, Ok(())));
-        Ok(())
-    }
-
-    /// Completes a handshake: the connection becomes its client's session's, replacing an
-    /// older one, and is answered `Connected` under `xid` (the CONNECT's, or the
-    /// AUTHENTICATE's that proved it).
-    fn attach(
-        &self,
-        conn: &Arc<ConnOutput>,
-        session: &mut Option<Arc<Session>>,
-        client: u64,
-        acked_xid: u64,
-        xid: u64,
-    ) {
-        let attached = self.shared.sessions.attach(client, conn.clone());
-        let recovering = self.shared.recovery.expects(client);
-        // A client the journal knew from before the restart: noted, so the window's close
-        // does not evict it; forgotten when it is done replaying, unless its replays make it
-        // hold something early again.
-        self.shared.recovery.connected(client);
-        if let Some(older) = attached.replaced {
-            debug!(
-                partition = self.id,
-                conn = conn.id(),
-                replaced = older.id(),
-                client,
-                "client reconnected; closing its older connection"
-            );
-            self.metrics.sessions_replaced.increment(1);
-            older.replace();
-        }
-        attached.session.note_acked(acked_xid);
-        attached.session.note_replied(xid);
-        *session = Some(attached.session);
-        self.reply_now(
-            conn,
-            xid,
-            Ok(Body::Connected {
-                version: PROTOCOL_VERSION,
-                server_boot: self.shared.boot,
-                partition: self.id as u32,
-                ack_early: self.shared.ack_early,
-                recovering,
-                evicted: self.shared.recovery.evicted(client),
-            }),
-        );
     }
 
     /// Queues a reply until `until` is durable.
