@@ -192,14 +192,7 @@ impl Journal {
             Some(v) => decode_meta_u64("next_ino", &v)?,
             None => ROOT_INO + 1,
         };
-        let mut known_clients = Vec::new();
-        for item in journal.db.prefix_iterator_cf(meta, META_CLIENT_PREFIX) {
-            let (key, _) = item?;
-            let Some(id) = key.strip_prefix(META_CLIENT_PREFIX) else {
-                break; // past the prefix
-            };
-            known_clients.push(decode_u64_key("known client key", id)?);
-        }
+        let known_clients = journal.known_clients()?;
         let mut slots = Vec::new();
         journal.scan_resend(|client, slot, value| {
             slots.push((client, slot, value));
@@ -287,6 +280,37 @@ impl Journal {
             return Err(e.into());
         }
         Ok(())
+    }
+
+    /// The clients the journal knows: those that may hold replies sent before their commit.
+    pub fn known_clients(&self) -> Result<Vec<u64>> {
+        let mut known = Vec::new();
+        for item in self
+            .db
+            .prefix_iterator_cf(self.cf(CF_META), META_CLIENT_PREFIX)
+        {
+            let (key, _) = item?;
+            let Some(id) = key.strip_prefix(META_CLIENT_PREFIX) else {
+                break; // past the prefix
+            };
+            known.push(decode_u64_key("known client key", id)?);
+        }
+        Ok(known)
+    }
+
+    /// Forgets every known client, synced, and returns how many there were: for a clean stop
+    /// once every transno handed out is durable, when no client can hold a reply that is not
+    /// (the next start then opens no recovery window). Resend records stay.
+    pub fn forget_known_clients(&self) -> Result<usize> {
+        let forget: Vec<JournalOp> = self
+            .known_clients()?
+            .into_iter()
+            .map(|client| JournalOp::ForgetClient { client })
+            .collect();
+        if !forget.is_empty() {
+            self.write_client_changes(&forget)?;
+        }
+        Ok(forget.len())
     }
 
     /// Writes every memtable to table files and waits for it, so that the next open has no

@@ -431,6 +431,20 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         let _ = t.join();
     }
     committer.shutdown();
+    if !journal.is_failed()
+        && !shared.recovery.is_open()
+        && journal.last_committed() >= namespace.last_transno()
+    {
+        // Everything handed out is durable: no client holds an early reply that is not, so
+        // none has anything to replay, and the next start need wait for none of them. (Not
+        // while a recovery window is open: clients that have not replayed yet hold replies
+        // from before the crash.)
+        match journal.forget_known_clients() {
+            Ok(0) => {}
+            Ok(forgotten) => info!(forgotten, "every reply is durable: known clients forgotten"),
+            Err(e) => warn!("forgetting known clients failed: {e}; the next start waits for them"),
+        }
+    }
     if !journal.is_failed() {
         // The next start then opens the store without replaying its write-ahead log.
         let flushing = std::time::Instant::now();

@@ -579,3 +579,27 @@ fn full_scans_leave_the_block_cache_alone() {
     j.inode(500).unwrap().unwrap();
     assert!(cached() > before, "a point read caches its block");
 }
+
+#[test]
+fn forgetting_known_clients_keeps_their_resend_records() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        assert_eq!(j.forget_known_clients().unwrap(), 0, "none known yet");
+        commit_each(
+            &j,
+            vec![vec![
+                JournalOp::KnowClient { client: 7 },
+                JournalOp::KnowClient { client: 1 << 40 },
+                put_resend(7, 0, 1),
+            ]],
+        );
+        assert_eq!(j.known_clients().unwrap(), [7, 1 << 40]);
+        assert_eq!(j.forget_known_clients().unwrap(), 2);
+        assert_eq!(j.known_clients().unwrap(), Vec::<u64>::new());
+    }
+    let (_, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(recovered.known_clients, Vec::<u64>::new());
+    assert_eq!(recovered.resend.len(), 1, "resend records stay");
+    assert_eq!(recovered.resend[0].client, 7);
+}
