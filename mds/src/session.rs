@@ -355,12 +355,27 @@ impl Session {
     /// `xid`'s reply is released: returns where to send it (the client's connection now,
     /// wherever the request came in) and whether the session became idle. `durable` false:
     /// its commit failed, so its record goes too — a resend must not be told it succeeded.
-    pub fn release(&self, xid: u64, durable: bool) -> (Option<Arc<ConnOutput>>, bool) {
+    ///
+    /// When that connection is not `origin`, where the request came in (a resend joined it
+    /// there), the reply is counted in flight on it under the lock that takes `xid` out of
+    /// `pending`: a closing reader there sees one or the other until the caller has appended
+    /// the reply and called `request_done` on it.
+    pub fn release(
+        &self,
+        xid: u64,
+        durable: bool,
+        origin: &ConnOutput,
+    ) -> (Option<Arc<ConnOutput>>, bool) {
         let (conn, idle) = {
             let mut state = self.state.lock();
             state.pending.remove(&xid);
             if !durable {
                 state.answered.remove(xid);
+            }
+            if let Some(conn) = &state.conn
+                && conn.id() != origin.id()
+            {
+                conn.request_started();
             }
             (state.conn.clone(), state.is_idle())
         };
@@ -484,7 +499,7 @@ mod tests {
         assert_eq!(b.replaced.map(|c| c.id()), Some(first.id()));
         // The old connection closing does not take the client's new one away.
         assert!(!sessions.detach(&a.session, &first));
-        let (to, idle) = b.session.release(7, true);
+        let (to, idle) = b.session.release(7, true, &first);
         assert_eq!(
             to.map(|c| c.id()),
             Some(second.id()),
@@ -505,8 +520,8 @@ mod tests {
         s.remember(3, 30, Body::Done);
         assert_eq!(s.begin(4), Begin::New);
         s.remember(4, 31, Body::Pong);
-        s.release(3, true);
-        s.release(4, true);
+        s.release(3, true, &conn);
+        s.release(4, true, &conn);
         let again = Answered {
             transno: 30,
             body: Body::Done,
@@ -562,10 +577,10 @@ mod tests {
     fn a_mutation_whose_commit_failed_keeps_no_record() {
         let sessions = Sessions::new();
         let conn = Arc::new(ConnOutput::new(1 << 10));
-        let s = sessions.attach(43, conn).session;
+        let s = sessions.attach(43, conn.clone()).session;
         assert_eq!(s.begin(1), Begin::New);
         s.remember(1, 10, Body::Done);
-        s.release(1, false);
+        s.release(1, false, &conn);
         assert_eq!(s.remembered(), 0);
         assert_eq!(s.begin(1), Begin::New, "a resend is not told it succeeded");
     }
@@ -577,7 +592,7 @@ mod tests {
         let s = sessions.attach(5, conn.clone()).session;
         assert_eq!(s.begin(1), Begin::New);
         s.remember(1, 10, Body::Done);
-        s.release(1, true);
+        s.release(1, true, &conn);
         assert_eq!(sessions.expire(Duration::ZERO), (vec![], 0), "connected");
         assert!(sessions.detach(&s, &conn));
         assert_eq!(sessions.expire(Duration::from_secs(3600)), (vec![], 0));
@@ -621,12 +636,38 @@ mod tests {
         sessions.detach(&s, &conn);
         assert!(!sessions.forget_if_idle(5));
         assert_eq!(sessions.len(), 1, "a reply is still pending");
-        let (to, idle) = s.release(1, true);
+        let (to, idle) = s.release(1, true, &conn);
         assert!(to.is_none() && idle, "nobody to send it to");
         assert!(!sessions.forget_if_idle(s.client()), "never journaled");
         assert!(sessions.is_empty());
         s.note_acked(9);
         s.note_acked(3);
         assert_eq!(s.acked_xid(), 9, "the watermark never goes down");
+    }
+
+    #[test]
+    fn a_reply_released_to_a_newer_connection_is_counted_in_flight_there() {
+        let sessions = Sessions::new();
+        let (old, new) = (
+            Arc::new(ConnOutput::new(1 << 10)),
+            Arc::new(ConnOutput::new(1 << 10)),
+        );
+        let s = sessions.attach(11, old.clone()).session;
+        assert_eq!(s.begin(1), Begin::New);
+        assert_eq!(s.begin(2), Begin::New);
+        sessions.attach(11, new.clone());
+        assert_eq!(s.begin(1), Begin::Joined);
+        assert!(s.owes_replies_to(&new) && !s.owes_replies_to(&old));
+        // Released: no longer owed, but counted on the connection it will leave through
+        // until the drain has appended it.
+        let (to, _) = s.release(1, true, &old);
+        assert_eq!(to.map(|c| c.id()), Some(new.id()));
+        assert_eq!(new.inflight(), 1);
+        assert!(s.owes_replies_to(&new), "2 is still pending");
+        // A request of the connection it leaves through is counted there already.
+        let (to, _) = s.release(2, true, &new);
+        assert_eq!(to.map(|c| c.id()), Some(new.id()));
+        assert_eq!(new.inflight(), 1, "not counted twice");
+        assert!(!s.owes_replies_to(&new));
     }
 }

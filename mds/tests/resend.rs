@@ -23,6 +23,8 @@ use mds_proto::{
 /// One connection of client `id`, speaking the protocol by hand.
 struct Raw {
     stream: TcpStream,
+    /// The server partition serving this connection.
+    partition: u32,
 }
 
 impl Raw {
@@ -33,7 +35,10 @@ impl Raw {
         stream
             .set_read_timeout(Some(Duration::from_secs(20)))
             .unwrap();
-        let mut raw = Raw { stream };
+        let mut raw = Raw {
+            stream,
+            partition: 0,
+        };
         let reply = raw.call(
             1000,
             0,
@@ -42,16 +47,22 @@ impl Raw {
                 client: id,
             },
         );
-        assert!(
-            matches!(reply.result, Ok(Body::Connected { .. })),
-            "{reply:?}"
-        );
+        match reply.result {
+            Ok(Body::Connected { partition, .. }) => raw.partition = partition,
+            other => panic!("{other:?}"),
+        }
         raw
     }
 
     /// Sends one request with watermark `acked_xid` and reads replies until its own (commit
     /// notices of early replies are skipped).
     fn call(&mut self, xid: u64, acked_xid: u64, op: Op) -> Reply {
+        self.send(xid, acked_xid, op);
+        self.reply_to(xid)
+    }
+
+    /// Sends one request with watermark `acked_xid`, reading nothing.
+    fn send(&mut self, xid: u64, acked_xid: u64, op: Op) {
         let mut buf = BytesMut::new();
         let request = Request {
             xid,
@@ -62,6 +73,10 @@ impl Raw {
         };
         encode_frame(&request, &mut buf);
         self.stream.write_all(&buf).unwrap();
+    }
+
+    /// Reads replies until the one to `xid` (commit notices of early replies are skipped).
+    fn reply_to(&mut self, xid: u64) -> Reply {
         loop {
             let mut len = [0u8; 4];
             self.stream.read_exact(&mut len).unwrap();
@@ -278,4 +293,47 @@ fn after_a_failed_sync_the_resend_tells_the_outcome() {
     assert!(server.stop().success());
     let (code, out) = common::fsck(dir.path());
     assert_eq!(code, 0, "{out}");
+}
+
+/// A client reconnects while a mutation waits for its commit, lands on another partition and
+/// resends it there: the resend joins the original, whose reply waits in the first
+/// partition's queue and leaves through the new connection. A stop must answer it, and at
+/// once, although the first partition has no connection left by then (no partner drains for
+/// it here).
+#[test]
+fn a_resend_joined_on_another_partition_is_answered_at_shutdown() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::config(dir.path());
+    config.partitions = 3;
+    config.partner_drain_after = Duration::ZERO;
+    config.commit_interval = Duration::from_secs(60);
+    // Longer than the replies' read timeout: a reply stuck until the grace cut fails the read.
+    config.shutdown_grace = Duration::from_secs(120);
+    let server = InProcess::start(config);
+    const ID: u64 = 0x5e5e_0005;
+    let mut first = Raw::connect(server.addr, ID);
+    first.send(2, 0, create("f"));
+    let mut observer = Raw::connect(server.addr, ID + 1);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while statfs(&mut observer, 2, 0).last_transno < 1 {
+        assert!(Instant::now() < deadline, "the create never executed");
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    drop(observer);
+    // The kernel spreads connections over the partitions' listeners: try until one lands
+    // elsewhere (each try replaces the one before).
+    let mut second = (0..200)
+        .map(|_| Raw::connect(server.addr, ID))
+        .find(|r| r.partition != first.partition)
+        .expect("a connection on another partition");
+    second.send(2, 0, create("f"));
+    server.request_stop();
+    let reply = second.reply_to(2);
+    assert!(matches!(reply.result, Ok(Body::Attr(_))), "{reply:?}");
+    assert!(
+        reply.last_committed >= reply.transno,
+        "answered after its commit"
+    );
+    drop((first, second));
+    server.join().unwrap();
 }

@@ -133,17 +133,23 @@ impl ConnOutput {
 
     /// Waits until no mutation of this connection is in flight and `owed_elsewhere` (replies
     /// this connection will carry for requests that came in on another) is false, or the
-    /// connection closed. A drain that appends such a reply calls
-    /// [`ConnOutput::wake_reader`].
+    /// connection closed. Such a reply is counted in flight here from the moment it stops
+    /// being owed until it is appended (`Session::release`), so the wait sees it throughout.
+    ///
+    /// Replies are owed to a connection only while it is its client's newest: once a newer
+    /// one replaced it (a client that reconnected while this one was closing), they leave
+    /// there, and this one stops waiting for them.
     pub async fn wait_until_idle(&self, owed_elsewhere: impl Fn() -> bool) {
-        while (self.inflight() > 0 || owed_elsewhere()) && !self.is_closed() {
-            self.space.notified().await;
+        loop {
+            let owed = !self.replaced.is_cancelled() && owed_elsewhere();
+            if (self.inflight() == 0 && !owed) || self.is_closed() {
+                return;
+            }
+            tokio::select! {
+                _ = self.space.notified() => {}
+                _ = self.replaced.cancelled(), if owed => {}
+            }
         }
-    }
-
-    /// Wakes a reader waiting in [`ConnOutput::wait_until_idle`] to look again.
-    pub fn wake_reader(&self) {
-        self.space.notify_one();
     }
 
     pub fn is_closed(&self) -> bool {
@@ -293,6 +299,29 @@ mod tests {
             out.wait_for_space().await;
             out.request_done(); // 1 -> 0
             out.wait_until_idle(|| false).await;
+        });
+    }
+
+    #[test]
+    fn a_closing_connection_stops_waiting_for_replies_a_newer_one_took_over() {
+        let out = ConnOutput::new(4);
+        let owed = AtomicBool::new(true);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let wait = out.wait_until_idle(|| owed.load(Ordering::Acquire));
+            tokio::pin!(wait);
+            let early = tokio::time::timeout(std::time::Duration::from_millis(20), &mut wait);
+            assert!(early.await.is_err(), "replies are owed to it");
+            // The client reconnected: its session now owes them to the newer connection,
+            // which wakes nobody here but the replacement itself.
+            owed.store(false, Ordering::Release);
+            out.replace();
+            tokio::time::timeout(std::time::Duration::from_secs(30), wait)
+                .await
+                .expect("the replacement ends the wait");
         });
     }
 }

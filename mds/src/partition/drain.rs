@@ -138,7 +138,7 @@ fn release(
         started - p.received,
     );
     let durable = matches!(outcome, Outcome::Committed { .. });
-    let (to, idle) = session.release(p.xid, durable);
+    let (to, idle) = session.release(p.xid, durable, &p.origin);
     if idle {
         shared.forget_if_idle(session.client());
     }
@@ -150,11 +150,9 @@ fn release(
             result,
         };
         let owes_wake = conn.append(&reply);
-        if !Arc::ptr_eq(&conn, &p.origin) {
-            // A resend joined this reply to a newer connection, which does not count it in
-            // flight: a closing reader there waits on its session, and must look again —
-            // after the append, or it could close before this reply is buffered.
-            conn.wake_reader();
+        if conn.id() != p.origin.id() {
+            // A resend joined it to this newer connection, which `release` counted it on.
+            conn.request_done();
         }
         if owes_wake {
             touched.push(conn);

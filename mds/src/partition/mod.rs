@@ -302,6 +302,20 @@ impl Partition {
             self.idle.notified().await;
         }
         if let Some(drain) = drain {
+            // Replies still queued here may leave through another partition's connection (a
+            // client that reconnected there and resent), and commit notices settle clients
+            // that have left: the drain goes on until the queue is empty, or until the
+            // connections are cut.
+            loop {
+                let progress = self.shared.progress.notified();
+                if self.shared.engine.depth(self.id) == 0 {
+                    break;
+                }
+                tokio::select! {
+                    _ = self.shared.cut.cancelled() => break,
+                    _ = progress => {}
+                }
+            }
             drain.abort();
         }
     }
