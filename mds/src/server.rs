@@ -469,13 +469,13 @@ async fn expire_sessions(shared: Arc<Shared>, expiry: std::time::Duration) {
     every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         every.tick().await;
-        let (journaled, forgotten) = shared.sessions.expire(expiry);
+        // Dropped under the sessions' locks: see `Sessions::forget_if_idle`.
+        let forgotten = shared.sessions.expire(expiry, |client| {
+            shared.to_committer(CommitMsg::DropResend(client))
+        });
         if forgotten > 0 {
             debug!(forgotten, "sessions expired");
             expired.increment(forgotten as u64);
-        }
-        for client in journaled {
-            shared.to_committer(CommitMsg::DropResend(client));
         }
     }
 }

@@ -214,9 +214,8 @@ impl Sessions {
     /// Forgets sessions whose client has been away longer than `expiry` with nothing
     /// pending: their records are of no use to a client that gave up. Returns the ones the
     /// journal holds records of (to drop) and how many were forgotten in all.
-    pub fn expire(&self, expiry: Duration) -> (Vec<u64>, usize) {
+    pub fn expire(&self, expiry: Duration, mut drop_records: impl FnMut(u64)) -> usize {
         let now = Instant::now();
-        let mut journaled = Vec::new();
         let mut forgotten = 0;
         for shard in self.shards.iter() {
             shard.lock().retain(|&client, session| {
@@ -230,13 +229,13 @@ impl Sessions {
                 if expired {
                     forgotten += 1;
                     if state.journaled {
-                        journaled.push(client);
+                        drop_records(client);
                     }
                 }
                 !expired
             });
         }
-        (journaled, forgotten)
+        forgotten
     }
 
     /// `conn` is closing: if it is still its session's connection, the client is away now
@@ -252,15 +251,21 @@ impl Sessions {
     }
 
     /// Drops `client`'s session if it has no connection, nothing pending and no record.
-    /// Returns `true` if the journal holds resend records of it: the caller drops them. Takes
-    /// the shard lock before the session's (the order `attach` uses), so it never waits in a
-    /// cycle.
-    #[must_use = "the journal's records of a forgotten session must be dropped"]
-    pub fn forget_if_idle(&self, client: u64) -> bool {
+    /// If the journal holds resend records of it, calls `drop_records` (the caller has the
+    /// committer drop them) and returns `true`. Takes the shard lock before the session's
+    /// (the order `attach` uses), so it never waits in a cycle.
+    ///
+    /// `drop_records` runs under the shard lock: a client that reconnects meanwhile makes a
+    /// new session only after it, so the committer sees the drop before any record of the
+    /// new session, never after (it would drop those too).
+    pub fn forget_if_idle(&self, client: u64, drop_records: impl FnOnce()) -> bool {
         let mut shard = self.shard(client).lock();
         if shard.get(&client).is_some_and(|s| s.is_idle()) {
             let session = shard.remove(&client).expect("just seen");
-            return session.state.lock().journaled;
+            if session.state.lock().journaled {
+                drop_records();
+                return true;
+            }
         }
         false
     }
@@ -404,12 +409,17 @@ impl Session {
     /// know the client yet (then the caller journals it before this mutation's record, and
     /// holds this reply until its commit), and the transno whose commit makes the client
     /// known: no early reply may leave before that is durable.
-    pub fn know(&self, transno: u64) -> Know {
+    ///
+    /// When it is the first, `announce` (the caller's KnowClient to the committer) runs under
+    /// the session's lock, as `settle`'s `forget` does: the committer then sees the two in
+    /// the order the session changed, and a forget never overtakes a later know.
+    pub fn know(&self, transno: u64, announce: impl FnOnce()) -> Know {
         let mut state = self.state.lock();
         state.highest_unsafe = state.highest_unsafe.max(transno);
         let first = !std::mem::replace(&mut state.known, true);
         if first {
             state.known_at = transno;
+            announce();
         }
         Know {
             first,
@@ -422,10 +432,14 @@ impl Session {
     /// connected client stays known, as Lustre keeps a connected client in its last_rcvd
     /// file: forgetting it between bursts would make the first reply of each burst wait for a
     /// commit. Under the session's lock, so a reply told early meanwhile keeps it known.
-    pub fn settle(&self, durable: u64) -> bool {
+    ///
+    /// When it settles, `forget` (the caller's ForgetClient to the committer, not before the
+    /// commit of the transno it is given) runs under the same lock: see `know`.
+    pub fn settle(&self, durable: u64, forget: impl FnOnce(u64)) -> bool {
         let mut state = self.state.lock();
         if state.known && state.conn.is_none() && state.highest_unsafe <= durable {
             state.known = false;
+            forget(state.highest_unsafe);
             return true;
         }
         false
@@ -476,6 +490,13 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// `Sessions::expire`, with the clients whose records it drops.
+    fn expire(sessions: &Sessions, expiry: Duration) -> (Vec<u64>, usize) {
+        let mut dropped = Vec::new();
+        let forgotten = sessions.expire(expiry, |client| dropped.push(client));
+        (dropped, forgotten)
+    }
 
     #[test]
     fn a_second_connect_replaces_the_first_and_a_resend_joins_its_original() {
@@ -529,7 +550,7 @@ mod tests {
         assert_eq!(s.begin(3), Begin::Answered(again));
         // Away with records: kept for the client's return, not forgotten at once.
         assert!(sessions.detach(&s, &conn));
-        assert!(!sessions.forget_if_idle(42));
+        assert!(!sessions.forget_if_idle(42, || {}));
         assert_eq!(sessions.len(), 1);
         let back = sessions.attach(42, conn.clone()).session;
         assert!(Arc::ptr_eq(&s, &back));
@@ -545,7 +566,7 @@ mod tests {
         assert_eq!(back.remembered(), 0);
         assert!(sessions.detach(&back, &conn));
         assert!(
-            sessions.forget_if_idle(42),
+            sessions.forget_if_idle(42, || {}),
             "forgotten; its journal records must be dropped"
         );
         assert!(sessions.is_empty());
@@ -593,10 +614,10 @@ mod tests {
         assert_eq!(s.begin(1), Begin::New);
         s.remember(1, 10, Body::Done);
         s.release(1, true, &conn);
-        assert_eq!(sessions.expire(Duration::ZERO), (vec![], 0), "connected");
+        assert_eq!(expire(&sessions, Duration::ZERO), (vec![], 0), "connected");
         assert!(sessions.detach(&s, &conn));
-        assert_eq!(sessions.expire(Duration::from_secs(3600)), (vec![], 0));
-        assert_eq!(sessions.expire(Duration::ZERO), (vec![5], 1));
+        assert_eq!(expire(&sessions, Duration::from_secs(3600)), (vec![], 0));
+        assert_eq!(expire(&sessions, Duration::ZERO), (vec![5], 1));
         assert!(sessions.is_empty());
 
         let reply = protocol::encode(&Body::Done);
@@ -634,11 +655,14 @@ mod tests {
         let s = sessions.attach(5, conn.clone()).session;
         assert_eq!(s.begin(1), Begin::New);
         sessions.detach(&s, &conn);
-        assert!(!sessions.forget_if_idle(5));
+        assert!(!sessions.forget_if_idle(5, || {}));
         assert_eq!(sessions.len(), 1, "a reply is still pending");
         let (to, idle) = s.release(1, true, &conn);
         assert!(to.is_none() && idle, "nobody to send it to");
-        assert!(!sessions.forget_if_idle(s.client()), "never journaled");
+        assert!(
+            !sessions.forget_if_idle(s.client(), || {}),
+            "never journaled"
+        );
         assert!(sessions.is_empty());
         s.note_acked(9);
         s.note_acked(3);
@@ -669,5 +693,36 @@ mod tests {
         assert_eq!(to.map(|c| c.id()), Some(new.id()));
         assert_eq!(new.inflight(), 1, "not counted twice");
         assert!(!s.owes_replies_to(&new));
+    }
+
+    /// The committer applies known-client changes in the order it gets them: a forget sent
+    /// after the session's lock was let go could arrive after the know of a client that came
+    /// straight back, and leave a client the session thinks known forgotten by the journal
+    /// (its early replies then unprotected by a crash). The forget is sent under the lock.
+    #[test]
+    fn a_forget_reaches_the_committer_before_the_know_of_a_client_that_came_back() {
+        let sessions = Arc::new(Sessions::new());
+        let conn = Arc::new(ConnOutput::new(4));
+        let s = sessions.attach(8, conn.clone()).session;
+        let committer = Arc::new(Mutex::new(Vec::new()));
+        assert!(s.know(5, || committer.lock().push("know")).first);
+        assert!(sessions.detach(&s, &conn));
+        let mut back = None;
+        let settled = s.settle(5, |after| {
+            assert_eq!(after, 5);
+            // The client reconnects and is told something early while this forget is on
+            // its way to the committer.
+            let (sessions, theirs) = (sessions.clone(), committer.clone());
+            back = Some(std::thread::spawn(move || {
+                let s = sessions.attach(8, Arc::new(ConnOutput::new(4))).session;
+                s.know(6, || theirs.lock().push("know")).first
+            }));
+            std::thread::sleep(Duration::from_millis(50));
+            committer.lock().push("forget");
+        });
+        assert!(settled);
+        assert!(back.unwrap().join().unwrap(), "known again");
+        assert_eq!(*committer.lock(), ["know", "forget", "know"]);
+        assert!(s.is_known());
     }
 }

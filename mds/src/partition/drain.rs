@@ -85,13 +85,15 @@ fn release(
         Waiting::Reply(held) => held,
         Waiting::Notice(transno) => {
             metrics.unsafe_replies.decrement(1.0);
-            if matches!(outcome, Outcome::Committed { .. }) && session.settle(transno) {
-                // Gone, and nothing it was told early is pending any more: the journal may
-                // forget it (if it comes back, its next early reply makes it known first).
+            // Gone, and nothing it was told early is pending any more: the journal may
+            // forget it (if it comes back, its next early reply makes it known first).
+            let forget = |after| {
                 shared.to_committer(CommitMsg::ForgetClient {
                     client: session.client(),
-                    after: transno,
-                });
+                    after,
+                })
+            };
+            if matches!(outcome, Outcome::Committed { .. }) && session.settle(transno, forget) {
                 shared.forget_if_idle(session.client());
             }
             // Early replies: tell the client what is durable now, once per connection

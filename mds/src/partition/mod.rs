@@ -170,9 +170,8 @@ impl Shared {
 
     /// Forgets `client`'s session if it is idle, and then the journal's records of it.
     pub fn forget_if_idle(&self, client: u64) {
-        if self.sessions.forget_if_idle(client) {
-            self.to_committer(CommitMsg::DropResend(client));
-        }
+        self.sessions
+            .forget_if_idle(client, || self.to_committer(CommitMsg::DropResend(client)));
     }
 
     /// Hands a message to the committer. The committer never goes away while partitions run;

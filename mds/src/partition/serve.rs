@@ -291,12 +291,12 @@ impl Partition {
             // The client left. Once what it was told early is durable the journal may forget
             // it: now, if that is already so, or when the last notice's release settles it.
             let durable = self.shared.engine.last_committed();
-            if session.settle(durable) {
+            session.settle(durable, |after| {
                 self.shared.to_committer(CommitMsg::ForgetClient {
                     client: session.client(),
-                    after: session.highest_unsafe(),
-                });
-            }
+                    after,
+                })
+            });
             self.shared.forget_if_idle(session.client());
         }
         self.metrics.connections.decrement(1.0);
@@ -434,12 +434,13 @@ impl Partition {
                 let known_at = std::cell::Cell::new(0);
                 let send = |record: journal::TxRecord| {
                     if self.shared.ack_early {
-                        let know = current.know(record.transno);
+                        let know = current.know(record.transno, || {
+                            self.shared
+                                .to_committer(CommitMsg::KnowClient(current.client()))
+                        });
                         known_at.set(know.known_at);
                         if know.first {
                             first_early.set(true);
-                            self.shared
-                                .to_committer(CommitMsg::KnowClient(current.client()));
                         }
                     }
                     self.shared.to_committer(CommitMsg::Record(record));
