@@ -445,11 +445,6 @@ impl Session {
         false
     }
 
-    /// The highest transno told to the client before its commit.
-    pub fn highest_unsafe(&self) -> u64 {
-        self.state.lock().highest_unsafe
-    }
-
     /// Whether the journal knows the client.
     pub fn is_known(&self) -> bool {
         self.state.lock().known
