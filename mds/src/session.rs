@@ -212,8 +212,9 @@ impl Sessions {
     }
 
     /// Forgets sessions whose client has been away longer than `expiry` with nothing
-    /// pending: their records are of no use to a client that gave up. Returns the ones the
-    /// journal holds records of (to drop) and how many were forgotten in all.
+    /// pending: their records are of no use to a client that gave up. Calls `drop_records`
+    /// for each the journal holds records of, under its shard's lock (see `forget_if_idle`),
+    /// and returns how many were forgotten in all.
     pub fn expire(&self, expiry: Duration, mut drop_records: impl FnMut(u64)) -> usize {
         let now = Instant::now();
         let mut forgotten = 0;
@@ -708,10 +709,14 @@ mod tests {
             // The client reconnects and is told something early while this forget is on
             // its way to the committer.
             let (sessions, theirs) = (sessions.clone(), committer.clone());
+            let (started_tx, started) = std::sync::mpsc::channel();
             back = Some(std::thread::spawn(move || {
+                started_tx.send(()).unwrap();
                 let s = sessions.attach(8, Arc::new(ConnOutput::new(4))).session;
                 s.know(6, || theirs.lock().push("know")).first
             }));
+            // Give it every chance to overtake: it runs, and has time to reach the lock.
+            started.recv().unwrap();
             std::thread::sleep(Duration::from_millis(50));
             committer.lock().push("forget");
         });

@@ -526,6 +526,7 @@ mod tests {
             shared.engine.engine().unwrap().publish(t);
             // What `wait_until_idle` waits for, watched as closely as a thread can.
             while conn.inflight() > 0 {
+                assert!(!drainer.is_finished(), "the drainer stopped");
                 std::hint::spin_loop();
             }
             if conn.buffered() == before {
