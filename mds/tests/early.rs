@@ -90,6 +90,17 @@ async fn metric_until(
 
 const RECOVERY_DURATION: &str = "mds_recovery_duration_seconds";
 
+/// Early replies, no commit of its own accord during a test, and a recovery window longer
+/// than any test waits: a known client that does not come back keeps it open.
+const EARLY: [&str; 6] = [
+    "--ack",
+    "early",
+    "--commit-interval",
+    "60s",
+    "--recovery-window",
+    "60s",
+];
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn early_replies_leave_at_once_and_a_notice_makes_them_safe() {
     let dir = tempfile::tempdir().unwrap();
@@ -135,14 +146,7 @@ async fn early_replies_leave_at_once_and_a_notice_makes_them_safe() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_replays_what_was_answered_early_in_transno_order() {
     let dir = tempfile::tempdir().unwrap();
-    let flags = [
-        "--ack",
-        "early",
-        "--commit-interval",
-        "60s",
-        "--recovery-window",
-        "60s",
-    ];
+    let flags = EARLY;
     let server = common::start(dir.path(), &flags);
     let (sa, sb, a, b) = two_known_clients(server.addr).await;
     // Then interleaved and unsafe: A, B, A — neither client's replays can run alone.
@@ -335,14 +339,7 @@ async fn what_another_client_observed_survives_its_author_never_returning() {
 async fn the_recovery_duration_is_how_long_the_window_stayed_open() {
     let dir = tempfile::tempdir().unwrap();
     let window = 60.0;
-    let flags = [
-        "--ack",
-        "early",
-        "--commit-interval",
-        "60s",
-        "--recovery-window",
-        "60s",
-    ];
+    let flags = EARLY;
     let server = common::start(dir.path(), &flags);
     let (sa, sb, a, b) = two_known_clients(server.addr).await;
     assert_eq!(metric(&server, RECOVERY_DURATION).await, 0.0, "no recovery");
@@ -381,14 +378,7 @@ async fn the_recovery_duration_is_how_long_the_window_stayed_open() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_second_crash_within_the_recovery_window_loses_nothing_answered() {
     let dir = tempfile::tempdir().unwrap();
-    let flags = [
-        "--ack",
-        "early",
-        "--commit-interval",
-        "60s",
-        "--recovery-window",
-        "60s",
-    ];
+    let flags = EARLY;
     let server = common::start(dir.path(), &flags);
     let (sa, sb, a, b) = two_known_clients(server.addr).await;
     let a1 = a.call_reply(create(ROOT, "a1")).await.unwrap();
@@ -466,14 +456,7 @@ async fn a_second_crash_within_the_recovery_window_loses_nothing_answered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replay_cut_by_a_second_crash_is_replayed_after_it() {
     let dir = tempfile::tempdir().unwrap();
-    let flags = [
-        "--ack",
-        "early",
-        "--commit-interval",
-        "60s",
-        "--recovery-window",
-        "60s",
-    ];
+    let flags = EARLY;
     let server = common::start(dir.path(), &flags);
     let (sa, sb, a, b) = two_known_clients(server.addr).await;
     let a1 = a.call_reply(create(ROOT, "a1")).await.unwrap();
@@ -610,14 +593,7 @@ async fn a_clean_stop_leaves_no_recovery_window_behind() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clean_stop_during_a_recovery_window_keeps_waiting_for_its_clients() {
     let dir = tempfile::tempdir().unwrap();
-    let flags = [
-        "--ack",
-        "early",
-        "--commit-interval",
-        "60s",
-        "--recovery-window",
-        "60s",
-    ];
+    let flags = EARLY;
     let server = common::start(dir.path(), &flags);
     let (sa, sb, a, b) = two_known_clients(server.addr).await;
     let a1 = a.call_reply(create(ROOT, "a1")).await.unwrap();
