@@ -37,6 +37,13 @@ pub enum Error {
     /// The caller broke the commit contract (records not contiguous from `last_committed`).
     #[error("commit out of order: expected transno {expected}, got {got}")]
     OutOfOrder { expected: u64, got: u64 },
+    /// A client has more resend slots than a slot number holds: the server's cap on a
+    /// session's records failed.
+    #[error("client {client:016x} has more resend slots than the journal can number")]
+    TooManyResendSlots { client: u64 },
+    /// The operating system's random source failed (drawing the replay key).
+    #[error("random source: {0}")]
+    Random(String),
     /// An earlier commit failed; the journal is stopped and accepts no more writes.
     #[error("journal stopped after an earlier write failure")]
     Failed,

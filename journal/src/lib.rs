@@ -16,6 +16,6 @@ pub use error::{Error, Fault, Result};
 pub use resend::ClientResend;
 pub use schema::{
     Dentry, FileKind, Inode, JournalOp, ROOT_INO, ResendRecord, ResendSlot, SCHEMA_VERSION,
-    TxRecord, now_ns,
+    SECRET_LEN, TxRecord, now_ns,
 };
-pub use store::{CommitInfo, Journal, JournalOptions, Recovered, StoreStats};
+pub use store::{Ceilings, CommitInfo, Journal, JournalOptions, Leases, Recovered, StoreStats};

@@ -7,24 +7,37 @@
 //! overwritten in place, never range-deleted: range tombstones pile up in RocksDB and slow
 //! every read and compaction over them. A client's slots are only point-deleted when its
 //! session ends ([`JournalOp::DropResend`](crate::JournalOp::DropResend)). The number of
-//! slots a client holds is the number of commits its watermark lags behind, which the
-//! client's window of requests in flight bounds.
+//! slots a client uses is at most the number of its records the journal keeps (each slot in
+//! use holds at least one), which the server's cap on a session's records bounds.
 //!
 //! Only the committer calls `commit`, so this state has a single user; it sits behind a
 //! mutex because `Journal` is shared.
 
-use std::collections::HashMap;
+use std::cmp::Reverse;
+use std::collections::{BinaryHeap, HashMap};
 
 use crate::schema::{ResendRecord, ResendSlot};
 
-/// The slots of one client, as the journal knows them.
+/// Most slots one client may have on disk. A slot is in use only while it holds a record the
+/// client may still resend, so the server's cap on a session's resend records (far below
+/// this) bounds it; reaching it means that cap failed, and the commit fails rather than write
+/// a slot number that does not fit its key.
+pub(crate) const MAX_SLOTS_PER_CLIENT: u32 = 1 << 24;
+
+/// The slots of one client, as the journal knows them. Finding a slot to write costs
+/// O(log slots) however far the client's watermark lags: the committer's work per commit
+/// must not grow with one client's backlog.
 #[derive(Debug, Default)]
 pub(crate) struct ClientSlots {
     /// The highest watermark the client has sent: records at or below it are not needed.
     pub acked_xid: u64,
-    /// Per slot, the highest xid stored in it; a slot is free when that is at or below the
-    /// watermark (a slot is never empty once written).
-    pub highest: Vec<u64>,
+    /// Slots holding records, by the highest xid in each: a slot is free to overwrite once
+    /// the watermark reaches that xid.
+    occupied: BinaryHeap<Reverse<(u64, u32)>>,
+    /// Slots whose every record the client has the reply of.
+    free: Vec<u32>,
+    /// Slots ever written (numbered from 0): what dropping the client deletes.
+    pub written: u32,
 }
 
 impl ClientSlots {
@@ -34,18 +47,50 @@ impl ClientSlots {
         self.acked_xid = self.acked_xid.max(acked_xid);
     }
 
-    /// The slot to write records up to `highest_xid` into: the first one whose records the
-    /// client has all replies of, or a new one.
-    pub fn take(&mut self, highest_xid: u64) -> u32 {
-        let slot = match self.highest.iter().position(|&h| h <= self.acked_xid) {
-            Some(free) => free,
-            None => {
-                self.highest.push(0);
-                self.highest.len() - 1
+    /// The slot to write records up to `highest_xid` into: one whose records the client has
+    /// all replies of, or a new one; `None` past [`MAX_SLOTS_PER_CLIENT`].
+    pub fn take(&mut self, highest_xid: u64) -> Option<u32> {
+        while let Some(&Reverse((highest, slot))) = self.occupied.peek()
+            && highest <= self.acked_xid
+        {
+            self.occupied.pop();
+            self.free.push(slot);
+        }
+        let slot = match self.free.pop() {
+            Some(slot) => slot,
+            None if self.written < MAX_SLOTS_PER_CLIENT => {
+                self.written += 1;
+                self.written - 1
             }
+            None => return None,
         };
-        self.highest[slot] = highest_xid;
-        u32::try_from(slot).expect("a client's slots are bounded by its requests in flight")
+        self.occupied.push(Reverse((highest_xid, slot)));
+        Some(slot)
+    }
+
+    /// Slots holding a record the client may still resend.
+    #[cfg(test)]
+    pub fn in_use(&self) -> usize {
+        self.occupied
+            .iter()
+            .filter(|Reverse((h, _))| *h > self.acked_xid)
+            .count()
+    }
+
+    /// A slot found at open, holding records up to `highest` (0: none).
+    fn found(&mut self, slot: u32, highest: u64) {
+        self.written = self.written.max(slot.saturating_add(1));
+        self.occupied.push(Reverse((highest, slot)));
+    }
+
+    /// After every slot is found: the numbers below `written` that no slot used are free.
+    fn finish_recovery(&mut self) {
+        let mut used = vec![false; self.written as usize];
+        for Reverse((_, slot)) in &self.occupied {
+            used[*slot as usize] = true;
+        }
+        self.free = (0..self.written).filter(|&s| !used[s as usize]).collect();
+        self.free.reverse();
     }
 }
 
@@ -67,12 +112,11 @@ pub(crate) fn recover(
     for (client, slot, value) in slots {
         let known = state.entry(client).or_default();
         known.ack(value.acked_xid);
-        let slot = slot as usize;
-        if known.highest.len() <= slot {
-            known.highest.resize(slot + 1, 0);
-        }
-        known.highest[slot] = value.records.iter().map(|r| r.xid).max().unwrap_or(0);
+        known.found(slot, value.records.iter().map(|r| r.xid).max().unwrap_or(0));
         records.entry(client).or_default().extend(value.records);
+    }
+    for known in state.values_mut() {
+        known.finish_recovery();
     }
     let mut live: Vec<ClientResend> = records
         .into_iter()
@@ -107,16 +151,47 @@ mod tests {
     #[test]
     fn a_slot_is_reused_once_the_client_has_every_reply_in_it() {
         let mut c = ClientSlots::default();
-        assert_eq!(c.take(4), 0);
-        assert_eq!(c.take(8), 1, "xids 1..=4 not acked yet: a new slot");
+        assert_eq!(c.take(4), Some(0));
+        assert_eq!(c.take(8), Some(1), "xids 1..=4 not acked yet: a new slot");
         c.ack(4);
-        assert_eq!(c.take(12), 0, "slot 0 held xids up to 4, all acked");
+        assert_eq!(c.take(12), Some(0), "slot 0 held xids up to 4, all acked");
         c.ack(3); // late and lower: ignored
         assert_eq!(c.acked_xid, 4);
-        assert_eq!(c.take(16), 2);
+        assert_eq!(c.take(16), Some(2));
         c.ack(16);
-        assert_eq!(c.take(20), 0);
-        assert_eq!(c.take(24), 1);
+        let reused = [
+            c.take(20).unwrap(),
+            c.take(24).unwrap(),
+            c.take(28).unwrap(),
+        ];
+        let mut sorted = reused;
+        sorted.sort_unstable();
+        assert_eq!(
+            sorted,
+            [0, 1, 2],
+            "every slot freed by the watermark, none new"
+        );
+        assert_eq!(c.written, 3);
+    }
+
+    /// A client whose watermark never moves takes a slot per commit; the cost of finding the
+    /// next slot must stay logarithmic in that backlog (regression: a linear scan of every
+    /// slot, every commit), and a client past the slot bound is refused, not a panic.
+    #[test]
+    fn taking_a_slot_stays_cheap_however_far_the_watermark_lags() {
+        let mut c = ClientSlots::default();
+        for xid in 1..=100_000u64 {
+            assert_eq!(c.take(xid), Some(xid as u32 - 1));
+        }
+        assert_eq!(c.in_use(), 100_000);
+        c.ack(99_990);
+        assert_eq!(c.in_use(), 10);
+        assert!(c.take(200_000).unwrap() < 99_991);
+        let mut full = ClientSlots {
+            written: MAX_SLOTS_PER_CLIENT,
+            ..Default::default()
+        };
+        assert_eq!(full.take(1), None);
     }
 
     #[test]
@@ -149,7 +224,7 @@ mod tests {
         ];
         let (state, live) = recover(slots);
         assert_eq!(state[&7].acked_xid, 3);
-        assert_eq!(state[&7].highest, vec![4, 0, 6]);
+        assert_eq!(state[&7].written, 3);
         assert_eq!(
             live,
             vec![ClientResend {
@@ -162,6 +237,9 @@ mod tests {
         // Slot 1 never written, so free; slot 0 frees once xid 4 is acked.
         let mut state = state;
         let seven = state.get_mut(&7).unwrap();
-        assert_eq!(seven.take(7), 1);
+        assert_eq!(seven.take(7), Some(1));
+        seven.ack(4);
+        assert_eq!(seven.take(8), Some(0));
+        assert_eq!(seven.take(9), Some(3), "slot 2 still holds xid 6");
     }
 }

@@ -36,10 +36,34 @@ pub(crate) const META_NEXT_INO: &[u8] = b"next_ino";
 /// while it may hold replies the server sent before their commit (`--ack early`); after a
 /// crash the server waits for its known clients to replay (the recovery window).
 pub(crate) const META_CLIENT_PREFIX: &[u8] = b"client/";
+/// The key of the replay tickets (`Recovered::replay_key`): 32 random bytes, drawn when the
+/// store is created (or first opened by a build that issues tickets), never changed.
+pub(crate) const META_REPLAY_KEY: &[u8] = b"replay_key";
+/// No transno above this one has been handed out (u64 LE): raised with every commit, before
+/// the server may hand out the transnos it covers, so after a crash it bounds what any replay
+/// may claim.
+pub(crate) const META_TRANSNO_CEILING: &[u8] = b"transno_ceiling";
+/// No inode number at or above this one has been handed out (u64 LE): raised like the transno
+/// ceiling. After a crash new inodes start here, above any a client may have been told of.
+pub(crate) const META_INO_CEILING: &[u8] = b"ino_ceiling";
+/// Session bindings: key = this prefix ++ client id (u64 BE), value = the 32-byte secret the
+/// server issued the client's session, which a reconnect with that identity must prove.
+/// Written with the session's first journaled change, deleted with its resend records.
+pub(crate) const META_SESSION_PREFIX: &[u8] = b"session/";
+/// Bytes of a session secret and of the replay key.
+pub const SECRET_LEN: usize = 32;
 
 pub(crate) fn client_key(client: u64) -> Vec<u8> {
-    let mut key = Vec::with_capacity(META_CLIENT_PREFIX.len() + 8);
-    key.extend_from_slice(META_CLIENT_PREFIX);
+    prefixed_key(META_CLIENT_PREFIX, client)
+}
+
+pub(crate) fn session_key(client: u64) -> Vec<u8> {
+    prefixed_key(META_SESSION_PREFIX, client)
+}
+
+fn prefixed_key(prefix: &[u8], client: u64) -> Vec<u8> {
+    let mut key = Vec::with_capacity(prefix.len() + 8);
+    key.extend_from_slice(prefix);
     key.extend_from_slice(&client.to_be_bytes());
     key
 }
@@ -185,6 +209,13 @@ pub enum JournalOp {
     /// The client holds no such reply any more (or was evicted): do not wait for it.
     ForgetClient {
         client: u64,
+    },
+    /// The secret of the client's session, which a reconnect must prove: kept until the
+    /// session's resend records are dropped (`DropResend`), so that after a restart nobody
+    /// can take over a session whose records or replays the journal keeps.
+    BindSession {
+        client: u64,
+        secret: [u8; SECRET_LEN],
     },
 }
 
@@ -371,6 +402,16 @@ mod tests {
                 "resend key",
                 resend_key(7, 200).to_vec(),
                 "0000000000000007000000c8",
+            ),
+            (
+                "known client key",
+                client_key(7),
+                "636c69656e742f0000000000000007",
+            ),
+            (
+                "session key",
+                session_key(7),
+                "73657373696f6e2f0000000000000007",
             ),
         ];
         for (what, key, golden) in keys {

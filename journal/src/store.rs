@@ -24,6 +24,36 @@ pub struct JournalOptions {
     pub fail_after_commits: Option<u64>,
     /// What that failure is.
     pub fault: Fault,
+    /// How far past what is durable the server may hand out transnos and inode numbers:
+    /// each commit raises the ceilings to this far above it ([`Ceilings`]).
+    pub leases: Leases,
+}
+
+/// The widths of the transno and inode-number leases.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Leases {
+    /// Transnos above the last one committed that the server may hand out.
+    pub transnos: u64,
+    /// Inode numbers above the highest one in use that the server may hand out.
+    pub inos: u64,
+}
+
+impl Default for Leases {
+    fn default() -> Self {
+        Leases {
+            transnos: 1 << 17,
+            inos: 1 << 20,
+        }
+    }
+}
+
+/// What the server may hand out: transnos up to and including `transno`, inode numbers below
+/// `ino`. Each is on disk before the server may use it, so after a crash they bound every
+/// transno and inode number any client may have been told of; they never go down.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Ceilings {
+    pub transno: u64,
+    pub ino: u64,
 }
 
 /// What recovery found at open.
@@ -41,6 +71,19 @@ pub struct Recovered {
     /// Resend records of requests whose replies the clients may not have received, by
     /// client: a resend of one is answered from its record, also after this restart.
     pub resend: Vec<ClientResend>,
+    /// The key the server makes replay tickets with: the same at every open of this store,
+    /// so a ticket issued before a crash still proves a replay after it.
+    pub replay_key: [u8; SECRET_LEN],
+    /// The ceilings on disk at open: no transno above, and no inode number at or above, them
+    /// can have been handed out before this open — what bounds every replay after a crash.
+    pub ceilings: Ceilings,
+    /// The ceilings this open made durable for the new start (a writable open raises them a
+    /// lease above `ceilings`: new inode numbers start at `ceilings.ino`); a read-only open
+    /// leaves them as they were.
+    pub leased: Ceilings,
+    /// The session secrets of the clients whose sessions the journal keeps (resend records,
+    /// or known): (client, secret), in client order.
+    pub sessions: Vec<(u64, [u8; SECRET_LEN])>,
 }
 
 /// What one group commit did.
@@ -51,6 +94,8 @@ pub struct CommitInfo {
     pub transactions: usize,
     /// Bytes in the RocksDB write batch.
     pub bytes: usize,
+    /// The ceilings durable with this commit.
+    pub ceilings: Ceilings,
     /// Time to build the write batch (encoding records).
     pub build: Duration,
     /// Time in RocksDB's synced write (WAL append + fsync + memtable insert).
@@ -80,6 +125,12 @@ pub struct Journal {
     opts: rocksdb::Options,
     /// Which resend slots each client has on disk (`resend.rs`); the committer's alone.
     resend_slots: Mutex<HashMap<u64, ClientSlots>>,
+    /// The durable ceilings (`Ceilings`), raised by each commit.
+    transno_ceiling: AtomicU64,
+    ino_ceiling: AtomicU64,
+    /// The server's inode counter as last reported (`Journal::note_inode_counter`): the ino
+    /// ceiling is kept a lease above it, whatever the creates that burned numbers left behind.
+    inode_counter: AtomicU64,
 }
 
 impl std::fmt::Debug for Journal {
@@ -145,6 +196,9 @@ impl Journal {
             options,
             opts,
             resend_slots: Mutex::new(HashMap::new()),
+            transno_ceiling: AtomicU64::new(0),
+            ino_ceiling: AtomicU64::new(0),
+            inode_counter: AtomicU64::new(0),
         };
         let meta = journal.cf(CF_META);
         let created = match journal.db.get_cf(meta, META_SCHEMA_VERSION)? {
@@ -199,11 +253,26 @@ impl Journal {
             Ok(())
         })?;
         let (resend_slots, resend) = crate::resend::recover(slots);
-        *journal.resend_slots.lock().expect("not poisoned") = resend_slots;
+        let replay_key = journal.replay_key(writable)?;
+        let ceilings = journal.stored_ceilings(last_committed, next_ino)?;
         journal
             .last_committed
             .store(last_committed, Ordering::SeqCst);
         journal.next_ino.store(next_ino, Ordering::SeqCst);
+        journal
+            .transno_ceiling
+            .store(ceilings.transno, Ordering::SeqCst);
+        journal.ino_ceiling.store(ceilings.ino, Ordering::SeqCst);
+        let leased = if writable {
+            // This start's inode numbers begin above every one the last start may have handed
+            // out; room for them is on disk before anyone is served.
+            journal.note_inode_counter(next_ino.max(ceilings.ino));
+            journal.raise_ceilings()?
+        } else {
+            ceilings
+        };
+        let sessions = journal.sessions(writable, &known_clients, &resend_slots)?;
+        *journal.resend_slots.lock().expect("not poisoned") = resend_slots;
         Ok((
             journal,
             Recovered {
@@ -212,8 +281,171 @@ impl Journal {
                 created,
                 known_clients,
                 resend,
+                replay_key,
+                ceilings,
+                leased,
+                sessions,
             },
         ))
+    }
+
+    /// The store's replay key; a writable open of a store without one (new, or written by a
+    /// build before tickets) draws it and writes it, synced, before anyone can be given a
+    /// ticket made with it.
+    fn replay_key(&self, writable: bool) -> Result<[u8; SECRET_LEN]> {
+        let meta = self.cf(CF_META);
+        if let Some(v) = self.db.get_cf(meta, META_REPLAY_KEY)? {
+            return v.as_slice().try_into().map_err(|_| Error::Corrupt {
+                what: "replay key",
+                detail: format!("{} bytes", v.len()),
+            });
+        }
+        let mut key = [0u8; SECRET_LEN];
+        if writable {
+            getrandom::fill(&mut key).map_err(|e| Error::Random(e.to_string()))?;
+            self.db.put_cf_opt(meta, META_REPLAY_KEY, key, &synced())?;
+        }
+        Ok(key)
+    }
+
+    /// The ceilings at open. A store written by a build without them (or last by one) has
+    /// them missing or behind: then they are taken a lease above what is durable, which
+    /// bounds what such a build could hand out by its own limit on uncommitted work.
+    fn stored_ceilings(&self, last_committed: u64, next_ino: u64) -> Result<Ceilings> {
+        let meta = self.cf(CF_META);
+        let read = |key: &[u8], what| -> Result<Option<u64>> {
+            self.db
+                .get_cf(meta, key)?
+                .map(|v| decode_meta_u64(what, &v))
+                .transpose()
+        };
+        let leases = self.options.leases;
+        let transno = match read(META_TRANSNO_CEILING, "transno_ceiling")? {
+            Some(c) => c.max(last_committed),
+            None => last_committed.saturating_add(leases.transnos),
+        };
+        let ino = match read(META_INO_CEILING, "ino_ceiling")? {
+            Some(c) => c.max(next_ino),
+            None => next_ino.saturating_add(leases.inos),
+        };
+        Ok(Ceilings { transno, ino })
+    }
+
+    /// The session bindings at open. A binding whose client has neither resend records nor
+    /// a known-client key any more (its records were dropped by a build that did not know
+    /// bindings, or a crash came between) is deleted by a writable open.
+    fn sessions(
+        &self,
+        writable: bool,
+        known: &[u64],
+        slots: &HashMap<u64, ClientSlots>,
+    ) -> Result<Vec<(u64, [u8; SECRET_LEN])>> {
+        let meta = self.cf(CF_META);
+        let mut kept = Vec::new();
+        let mut stale = WriteBatch::default();
+        for item in self.db.prefix_iterator_cf(meta, META_SESSION_PREFIX) {
+            let (key, value) = item?;
+            let Some(id) = key.strip_prefix(META_SESSION_PREFIX) else {
+                break; // past the prefix
+            };
+            let client = decode_u64_key("session key", id)?;
+            let secret: [u8; SECRET_LEN] =
+                value.as_ref().try_into().map_err(|_| Error::Corrupt {
+                    what: "session secret",
+                    detail: format!("{} bytes", value.len()),
+                })?;
+            if slots.contains_key(&client) || known.contains(&client) {
+                kept.push((client, secret));
+            } else {
+                stale.delete_cf(meta, &key);
+            }
+        }
+        if writable && !stale.is_empty() {
+            self.db.write_opt(stale, &synced())?;
+        }
+        Ok(kept)
+    }
+
+    /// The ceilings durable now.
+    pub fn ceilings(&self) -> Ceilings {
+        Ceilings {
+            transno: self.transno_ceiling.load(Ordering::Acquire),
+            ino: self.ino_ceiling.load(Ordering::Acquire),
+        }
+    }
+
+    /// The server's inode counter (the next number it would hand out, burned ones
+    /// included): the next write keeps the ino ceiling a lease above it.
+    pub fn note_inode_counter(&self, counter: u64) {
+        self.inode_counter.fetch_max(counter, Ordering::AcqRel);
+    }
+
+    /// The ceilings a write made now should leave, never below the durable ones.
+    fn wanted_ceilings(&self, last_transno: u64, next_ino: u64) -> Ceilings {
+        let leases = self.options.leases;
+        let durable = self.ceilings();
+        let counter = self.inode_counter.load(Ordering::Acquire).max(next_ino);
+        Ceilings {
+            // Never u64::MAX: one past the ceiling must still be a number.
+            transno: durable
+                .transno
+                .max(last_transno.saturating_add(leases.transnos))
+                .min(u64::MAX - 1),
+            ino: durable
+                .ino
+                .max(counter.saturating_add(leases.inos))
+                .min(u64::MAX - 1),
+        }
+    }
+
+    fn put_ceilings(&self, batch: &mut WriteBatch, ceilings: Ceilings) {
+        let meta = self.cf(CF_META);
+        batch.put_cf(meta, META_TRANSNO_CEILING, ceilings.transno.to_le_bytes());
+        batch.put_cf(meta, META_INO_CEILING, ceilings.ino.to_le_bytes());
+    }
+
+    fn publish_ceilings(&self, ceilings: Ceilings) {
+        self.transno_ceiling
+            .fetch_max(ceilings.transno, Ordering::AcqRel);
+        self.ino_ceiling.fetch_max(ceilings.ino, Ordering::AcqRel);
+    }
+
+    /// Raises the ceilings alone, synced, when no commit is there to carry them (creates that
+    /// fail burn inode numbers without committing anything). Returns the new ones.
+    pub fn raise_ceilings(&self) -> Result<Ceilings> {
+        if self.is_failed() {
+            return Err(Error::Failed);
+        }
+        let ceilings =
+            self.wanted_ceilings(self.last_committed(), self.next_ino.load(Ordering::Relaxed));
+        let mut batch = WriteBatch::default();
+        self.put_ceilings(&mut batch, ceilings);
+        if let Err(e) = self.db.write_opt(batch, &synced()) {
+            self.failed.store(true, Ordering::Release);
+            return Err(e.into());
+        }
+        self.publish_ceilings(ceilings);
+        Ok(ceilings)
+    }
+
+    /// Writes ceilings that cover exactly what was handed out, `last_transno` and inode
+    /// numbers below `inode_counter`: for a clean stop once everything is durable, so that
+    /// the next start wastes no inode numbers skipping a lease nobody used.
+    pub fn settle_ceilings(&self, last_transno: u64, inode_counter: u64) -> Result<()> {
+        if self.is_failed() {
+            return Err(Error::Failed);
+        }
+        let ceilings = Ceilings {
+            transno: last_transno.max(self.last_committed()),
+            ino: inode_counter.max(self.next_ino.load(Ordering::Relaxed)),
+        };
+        let mut batch = WriteBatch::default();
+        self.put_ceilings(&mut batch, ceilings);
+        self.db.write_opt(batch, &synced())?;
+        self.transno_ceiling
+            .store(ceilings.transno, Ordering::Release);
+        self.ino_ceiling.store(ceilings.ino, Ordering::Release);
+        Ok(())
     }
 
     /// Writes the schema version and the root directory of a new store, synced.
@@ -224,6 +456,9 @@ impl Journal {
         batch.put_cf(meta, META_SCHEMA_VERSION, SCHEMA_VERSION.to_le_bytes());
         batch.put_cf(meta, META_LAST_COMMITTED, 0u64.to_le_bytes());
         batch.put_cf(meta, META_NEXT_INO, (ROOT_INO + 1).to_le_bytes());
+        // Nothing handed out yet: the first commit raises them.
+        batch.put_cf(meta, META_TRANSNO_CEILING, 0u64.to_le_bytes());
+        batch.put_cf(meta, META_INO_CEILING, (ROOT_INO + 1).to_le_bytes());
         batch.put_cf(self.cf(CF_INODES), ino_key(ROOT_INO), encode(&root));
         self.db.write_opt(batch, &synced())?;
         Ok(())
@@ -251,7 +486,8 @@ impl Journal {
         Ok(())
     }
 
-    /// Writes client changes alone (`KnowClient`, `ForgetClient`, `DropResend`), synced, when
+    /// Writes client changes alone (`KnowClient`, `ForgetClient`, `DropResend`, `BindSession`),
+    /// synced, when
     /// no transaction is there to carry them: they advance no transno. Other ops are refused.
     pub fn write_client_changes(&self, ops: &[JournalOp]) -> Result<()> {
         if self.is_failed() {
@@ -266,6 +502,9 @@ impl Journal {
                 JournalOp::ForgetClient { client } => batch.delete_cf(meta, client_key(*client)),
                 JournalOp::DropResend { client } => {
                     self.drop_resend(&mut batch, &mut slots, *client)
+                }
+                JournalOp::BindSession { client, secret } => {
+                    batch.put_cf(meta, session_key(*client), secret)
                 }
                 other => {
                     return Err(Error::Corrupt {
@@ -360,6 +599,7 @@ impl Journal {
                 last_committed: self.last_committed(),
                 transactions: 0,
                 bytes: 0,
+                ceilings: self.ceilings(),
                 build: Duration::ZERO,
                 write_sync: Duration::ZERO,
             });
@@ -426,6 +666,9 @@ impl Journal {
                     JournalOp::ForgetClient { client } => {
                         batch.delete_cf(meta, client_key(*client))
                     }
+                    JournalOp::BindSession { client, secret } => {
+                        batch.put_cf(meta, session_key(*client), secret)
+                    }
                 }
             }
         }
@@ -451,7 +694,10 @@ impl Journal {
             let Some(highest) = group.iter().map(|r| r.xid).max() else {
                 continue; // every reply already at the client
             };
-            let slot = known.take(highest);
+            let Some(slot) = known.take(highest) else {
+                // The server caps a session's records far below this: a bug, not a client.
+                return Err(Error::TooManyResendSlots { client });
+            };
             let value = ResendSlotRef {
                 acked_xid: known.acked_xid,
                 records: std::mem::take(&mut group),
@@ -466,6 +712,8 @@ impl Journal {
         drop(slots);
         batch.put_cf(meta, META_LAST_COMMITTED, last.transno.to_le_bytes());
         batch.put_cf(meta, META_NEXT_INO, next_ino.to_le_bytes());
+        let ceilings = self.wanted_ceilings(last.transno, next_ino);
+        self.put_ceilings(&mut batch, ceilings);
         let bytes = batch.size_in_bytes();
         let build = started.elapsed();
 
@@ -489,11 +737,13 @@ impl Journal {
         let write_sync = write_started.elapsed();
         self.commits.fetch_add(1, Ordering::Relaxed);
         self.next_ino.store(next_ino, Ordering::Relaxed);
+        self.publish_ceilings(ceilings);
         self.last_committed.store(last.transno, Ordering::Release);
         Ok(CommitInfo {
             last_committed: last.transno,
             transactions: records.len(),
             bytes,
+            ceilings,
             build,
             write_sync,
         })
@@ -518,7 +768,8 @@ impl Journal {
         }
     }
 
-    /// Deletes every slot `client` has, one point delete each, and forgets them.
+    /// Deletes every slot `client` has, one point delete each, and forgets them, with the
+    /// binding of its session: the session ended.
     fn drop_resend(
         &self,
         batch: &mut WriteBatch,
@@ -526,10 +777,11 @@ impl Journal {
         client: u64,
     ) {
         if let Some(known) = slots.remove(&client) {
-            for slot in 0..known.highest.len() {
-                batch.delete_cf(self.cf(CF_CLIENTS), resend_key(client, slot as u32));
+            for slot in 0..known.written {
+                batch.delete_cf(self.cf(CF_CLIENTS), resend_key(client, slot));
             }
         }
+        batch.delete_cf(self.cf(CF_META), session_key(client));
     }
 
     /// Calls `f` on every committed inode in inode-number order.
@@ -694,7 +946,7 @@ fn put_last_inode_images(
             _ => continue,
         };
         if image.is_some() {
-            next_ino = next_ino.max(ino + 1);
+            next_ino = next_ino.max(ino.saturating_add(1));
         }
         if !written.insert(ino) {
             continue; // a later op of this batch replaced it

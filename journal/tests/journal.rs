@@ -205,6 +205,7 @@ fn a_failed_commit_stops_the_journal_and_a_reopen_finds_what_the_fault_left() {
             let opts = JournalOptions {
                 fail_after_commits: Some(1),
                 fault,
+                ..JournalOptions::default()
             };
             let (j, _) = Journal::open(dir.path(), opts).unwrap();
             j.commit(&[create(1, 5, "kept")]).unwrap();

@@ -4,13 +4,19 @@
 use super::*;
 use crate::schema::{ENCODING_CHANGED, hex};
 
-/// Every key and value in the store, family by family, as hex.
+/// Every key and value in the store, family by family, as hex; the replay key, drawn at
+/// random, by its length.
 fn raw_contents(j: &Journal) -> Vec<String> {
     let mut out = Vec::new();
     for name in ALL_CFS {
         for item in j.db.iterator_cf(j.cf(name), IteratorMode::Start) {
             let (key, value) = item.unwrap();
-            out.push(format!("{name} {} = {}", hex(&key), hex(&value)));
+            let value = if name == CF_META && &*key == META_REPLAY_KEY {
+                format!("({} random bytes)", value.len())
+            } else {
+                hex(&value)
+            };
+            out.push(format!("{name} {} = {value}", hex(&key)));
         }
     }
     out
@@ -110,11 +116,16 @@ fn what_a_commit_writes_is_pinned() {
         // key: client u64 BE ++ slot u32 BE. value: postcard ResendSlot: watermark 1, then
         // the records above it (xid 2, transno 2, reply ee); xid 1's was never written.
         "clients 000000000000000700000000 = 0101020201ee",
-        // "last_committed", "next_ino" (one past the highest inode put), "schema_version":
-        // u64, u64 and u32, little-endian.
+        // "ino_ceiling" (a lease of 2^20 above the highest inode number in use),
+        // "last_committed", "next_ino" (one past the highest inode put), "replay_key" (32
+        // random bytes), "schema_version", "transno_ceiling" (a lease of 2^17 above the last
+        // transno committed): u64, u64, u64, raw, u32 and u64, little-endian.
+        "meta 696e6f5f6365696c696e67 = 0500100000000000",
         "meta 6c6173745f636f6d6d6974746564 = 0200000000000000",
         "meta 6e6578745f696e6f = 0500000000000000",
+        "meta 7265706c61795f6b6579 = (32 random bytes)",
         "meta 736368656d615f76657273696f6e = 02000000",
+        "meta 7472616e736e6f5f6365696c696e67 = 0200020000000000",
     ];
     assert_eq!(raw_contents(&j), golden, "{ENCODING_CHANGED}");
 }
@@ -602,4 +613,149 @@ fn forgetting_known_clients_keeps_their_resend_records() {
     assert_eq!(recovered.known_clients, Vec::<u64>::new());
     assert_eq!(recovered.resend.len(), 1, "resend records stay");
     assert_eq!(recovered.resend[0].client, 7);
+}
+
+/// The ceilings: every commit makes room a lease above what it commits (transnos) and
+/// above the server's inode counter (inode numbers); they never go down, survive a reopen,
+/// and a clean stop can settle them to exactly what was handed out.
+#[test]
+fn commits_raise_the_ceilings_a_lease_ahead_and_they_survive_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let leases = Leases {
+        transnos: 100,
+        inos: 1000,
+    };
+    let options = || JournalOptions {
+        leases,
+        ..JournalOptions::default()
+    };
+    {
+        let (j, recovered) = Journal::open(dir.path(), options()).unwrap();
+        assert_eq!(
+            recovered.ceilings,
+            Ceilings {
+                transno: 0,
+                ino: ROOT_INO + 1
+            },
+            "a new store: nothing handed out"
+        );
+        commit_each(&j, vec![vec![], vec![]]);
+        assert_eq!(
+            j.ceilings(),
+            Ceilings {
+                transno: 102,
+                ino: 1002
+            }
+        );
+        // Creates that failed burned inode numbers: the counter, not the puts, sets it.
+        j.note_inode_counter(5000);
+        assert_eq!(
+            j.raise_ceilings().unwrap(),
+            Ceilings {
+                transno: 102,
+                ino: 6000
+            }
+        );
+        // A later commit with less does not lower them.
+        commit_each(&j, vec![vec![]]);
+        assert_eq!(
+            j.ceilings(),
+            Ceilings {
+                transno: 103,
+                ino: 6000
+            }
+        );
+    }
+    let (j, recovered) = Journal::open(dir.path(), options()).unwrap();
+    assert_eq!(
+        recovered.ceilings,
+        Ceilings {
+            transno: 103,
+            ino: 6000
+        }
+    );
+    // A clean stop with everything durable: exactly what was handed out.
+    j.settle_ceilings(3, 4000).unwrap();
+    drop(j);
+    let (_, recovered) = Journal::open(dir.path(), options()).unwrap();
+    assert_eq!(
+        recovered.ceilings,
+        Ceilings {
+            transno: 3,
+            ino: 4000
+        }
+    );
+}
+
+/// A store written by a build before ceilings and tickets: its ceilings are taken a lease
+/// above what is durable, and a writable open draws its replay key, which then stays.
+#[test]
+fn a_store_without_ceilings_or_replay_key_gets_them_at_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = {
+        let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        commit_each(&j, vec![vec![], vec![]]);
+        let meta = j.cf(CF_META);
+        for k in [META_TRANSNO_CEILING, META_INO_CEILING, META_REPLAY_KEY] {
+            j.db.delete_cf(meta, k).unwrap();
+        }
+        recovered.replay_key
+    };
+    let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let leases = Leases::default();
+    assert_eq!(
+        recovered.ceilings,
+        Ceilings {
+            transno: 2 + leases.transnos,
+            ino: ROOT_INO + 1 + leases.inos
+        }
+    );
+    assert_ne!(recovered.replay_key, key, "a new one, drawn at this open");
+    assert_ne!(recovered.replay_key, [0; SECRET_LEN]);
+    drop(j);
+    let (_, again) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(again.replay_key, recovered.replay_key, "kept from then on");
+}
+
+/// A session's secret is kept while the journal keeps anything of its client (resend
+/// records, or the client known), returned at open, and deleted with its records; a binding
+/// left over with neither is deleted by the next writable open.
+#[test]
+fn session_bindings_live_as_long_as_their_clients_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let bind = |client, byte| JournalOp::BindSession {
+        client,
+        secret: [byte; SECRET_LEN],
+    };
+    {
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        commit_each(
+            &j,
+            vec![vec![
+                bind(7, 1),
+                put_resend(7, 0, 1),
+                bind(8, 2),
+                JournalOp::KnowClient { client: 8 },
+                bind(9, 3),
+                put_resend(9, 0, 1),
+            ]],
+        );
+        // 9's session ends: its records and its binding go together.
+        j.write_client_changes(&[JournalOp::DropResend { client: 9 }])
+            .unwrap();
+        // A binding nobody else keeps (as a crash between a binding and its first record
+        // leaves one): deleted at the next open.
+        j.write_client_changes(&[bind(10, 4)]).unwrap();
+    }
+    let (_, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(
+        recovered.sessions,
+        [(7, [1; SECRET_LEN]), (8, [2; SECRET_LEN])]
+    );
+    let (j, _) = Journal::open_read_only(dir.path()).unwrap();
+    let sessions = raw_contents(&j)
+        .into_iter()
+        .filter(|l| l.starts_with("meta 73657373696f6e2f"))
+        .count();
+    assert_eq!(sessions, 2, "10's binding was deleted");
 }
