@@ -6,7 +6,7 @@
 use std::path::{Path, PathBuf};
 
 use hmac::{KeyInit, Mac};
-use mds_proto::{AUTH_CONTEXT, NONCE_LEN, PROOF_LEN};
+use mds_proto::{AUTH_CONTEXT, NONCE_LEN, PROOF_LEN, SESSION_CONTEXT, SESSION_SECRET_LEN};
 
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
@@ -113,6 +113,54 @@ impl AuthKey {
     }
 }
 
+/// The secret a server issues a client identity at its session's first CONNECT
+/// (`Connected::session_secret`): whoever reconnects as that identity while the server keeps
+/// the session must prove it. Its bytes never appear in `Debug` output or logs.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct SessionSecret([u8; SESSION_SECRET_LEN]);
+
+impl std::fmt::Debug for SessionSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("SessionSecret(..)")
+    }
+}
+
+impl SessionSecret {
+    pub fn from_bytes(bytes: [u8; SESSION_SECRET_LEN]) -> SessionSecret {
+        SessionSecret(bytes)
+    }
+
+    /// A fresh secret from the operating system's random source.
+    pub fn random() -> SessionSecret {
+        let mut bytes = [0; SESSION_SECRET_LEN];
+        getrandom::fill(&mut bytes).expect("the operating system's random source works");
+        SessionSecret(bytes)
+    }
+
+    pub fn bytes(&self) -> &[u8; SESSION_SECRET_LEN] {
+        &self.0
+    }
+
+    fn mac(&self, nonce: &[u8; NONCE_LEN], client: u64) -> HmacSha256 {
+        let mut mac = HmacSha256::new_from_slice(&self.0).expect("HMAC takes keys of any length");
+        mac.update(SESSION_CONTEXT);
+        mac.update(nonce);
+        mac.update(&client.to_be_bytes());
+        mac
+    }
+
+    /// The session proof a reconnecting client sends for `nonce`: HMAC-SHA256(secret,
+    /// context ‖ nonce ‖ client), the identity big-endian.
+    pub fn proof(&self, nonce: &[u8; NONCE_LEN], client: u64) -> [u8; PROOF_LEN] {
+        self.mac(nonce, client).finalize().into_bytes().into()
+    }
+
+    /// Whether `proof` is this secret's proof for `nonce` and `client`, in constant time.
+    pub fn verify(&self, nonce: &[u8; NONCE_LEN], client: u64, proof: &[u8; PROOF_LEN]) -> bool {
+        self.mac(nonce, client).verify_slice(proof).is_ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -150,6 +198,27 @@ mod tests {
         mac.update(&message);
         let expected: [u8; 32] = mac.finalize().into_bytes().into();
         assert_eq!(k.proof(&nonce, 0x0102_0304_0506_0708, 2), expected);
+    }
+
+    #[test]
+    fn a_session_proof_passes_only_for_its_secret_nonce_and_client() {
+        let (secret, nonce) = (SessionSecret::random(), [3; NONCE_LEN]);
+        let proof = secret.proof(&nonce, 42);
+        assert!(secret.verify(&nonce, 42, &proof));
+        assert!(
+            !SessionSecret::random().verify(&nonce, 42, &proof),
+            "another secret"
+        );
+        assert!(!secret.verify(&[4; NONCE_LEN], 42, &proof), "another nonce");
+        assert!(!secret.verify(&nonce, 43, &proof), "another client");
+        // The documented bytes: HMAC-SHA256(secret, "mds-session-v1" || nonce || client).
+        let mut mac = HmacSha256::new_from_slice(secret.bytes()).unwrap();
+        mac.update(b"mds-session-v1");
+        mac.update(&nonce);
+        mac.update(&42u64.to_be_bytes());
+        let expected: [u8; 32] = mac.finalize().into_bytes().into();
+        assert_eq!(proof, expected);
+        assert_eq!(format!("{secret:?}"), "SessionSecret(..)");
     }
 
     #[test]

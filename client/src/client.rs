@@ -23,8 +23,8 @@ use mds_proto::{
     Reply, Request, SetAttr, StatFs, encode_frame,
 };
 
-use crate::auth::AuthKey;
-use crate::session::{Session, Unsafe};
+use crate::auth::{AuthKey, SessionSecret};
+use crate::session::{Replays, Session};
 use crate::tls::TlsClient;
 
 /// The root directory's inode number.
@@ -236,8 +236,14 @@ impl Client {
             tokio::spawn(async move {
                 let mut frames = FramedRead::new(rd, protocol::codec());
                 while let Some(Ok(frame)) = frames.next().await {
-                    let Ok(reply) = protocol::decode::<Reply>(&frame) else {
-                        break;
+                    let reply = match protocol::decode::<Reply>(&frame) {
+                        Ok(reply) => reply,
+                        // A server of another protocol version refuses this one's CONNECT in
+                        // the layout every version reads.
+                        Err(_) => match protocol::decode_version_refusal(&frame) {
+                            Some((xid, errno)) => Reply::new(xid, 0, 0, Err(errno)),
+                            None => break,
+                        },
                     };
                     inner
                         .last_committed
@@ -259,12 +265,10 @@ impl Client {
                         if let Err(errno) = reply.result {
                             *inner.refused.lock() = Some(errno);
                             for (xid, slot) in inner.waiting.lock().drain() {
-                                let _ = slot.send(Reply {
-                                    xid,
-                                    transno: 0,
-                                    last_committed: reply.last_committed,
-                                    result: Err(errno),
-                                });
+                                // Answered, by the refusal: it holds the watermark no more.
+                                inner.session.finish(xid);
+                                let _ =
+                                    slot.send(Reply::new(xid, 0, reply.last_committed, Err(errno)));
                             }
                         }
                         break;
@@ -307,12 +311,31 @@ impl Client {
                 client: session.id(),
             })
             .await?;
-        if let Ok(Body::Challenge { nonce }) = reply.result {
-            // A server with a shared key: prove it, over this connection's nonce. A server
-            // without one answers CONNECT at once, and a client with a key connects anyway.
-            let key = key.ok_or(ClientError::AuthRequired)?;
-            let proof = key.proof(&nonce, session.id(), PROTOCOL_VERSION);
-            reply = client.call_reply(Op::Authenticate { proof }).await?;
+        if let Ok(Body::Challenge {
+            nonce,
+            key: key_wanted,
+            session: session_wanted,
+        }) = reply.result
+        {
+            // Prove what the server asks for over this connection's nonce: the shared key (a
+            // server started with one), and the session secret (a reconnect of an identity
+            // whose session the server keeps). A server that wants neither answers CONNECT
+            // at once, and a client with a key connects anyway.
+            let proof = match (key_wanted, key) {
+                (false, _) => None,
+                (true, Some(key)) => Some(key.proof(&nonce, session.id(), PROTOCOL_VERSION)),
+                (true, None) => return Err(ClientError::AuthRequired),
+            };
+            // Without the secret, no proof: the server refuses it and says so.
+            let session_proof = session_wanted
+                .then(|| session.secret().map(|s| s.proof(&nonce, session.id())))
+                .flatten();
+            reply = client
+                .call_reply(Op::Authenticate {
+                    proof,
+                    session: session_proof,
+                })
+                .await?;
         }
         let last_committed = reply.last_committed;
         match reply.result.map_err(ClientError::Errno)? {
@@ -322,10 +345,14 @@ impl Client {
                 ack_early,
                 recovering,
                 evicted,
+                session_secret,
                 ..
             } => {
                 client.server_boot = server_boot;
                 client.partition = partition;
+                if let Some(secret) = session_secret {
+                    session.set_secret(SessionSecret::from_bytes(secret));
+                }
                 let replay = session.connected(server_boot, ack_early, evicted, last_committed);
                 client.inner.handshaken.store(true, Ordering::Release);
                 client.replay(replay, recovering).await?;
@@ -336,38 +363,49 @@ impl Client {
     }
 
     /// After a server restart: replays what was answered early and not durable, in transno
-    /// order, with its transno and inode number, while the server's recovery window is open;
-    /// then tells the server it is done (any request that is not a replay does). What the
-    /// server will not take back is lost, and counted (`Session::lost`).
-    async fn replay(&self, unsafe_requests: Vec<(u64, Unsafe)>, recovering: bool) -> Result<()> {
-        if !recovering {
-            for _ in &unsafe_requests {
+    /// order, with its transno, inode number and ticket, while the server's recovery window is
+    /// open; then tells the server it is done (any request that is not a replay does). What
+    /// the server will not take back is lost, and counted (`Session::lost`). Replays whose
+    /// answers were cut off are sent again to the same start too: the server answers those it
+    /// executed from its records, whether its window is open or not.
+    async fn replay(&self, replays: Replays, recovering: bool) -> Result<()> {
+        if !recovering && !replays.same_start {
+            for _ in &replays.requests {
                 self.inner.session.lose();
             }
             return Ok(());
         }
-        let sends = unsafe_requests.into_iter().map(|(transno, request)| {
+        let sends = replays.requests.into_iter().map(|(transno, mut request)| {
             let client = self.clone();
             async move {
+                // A new request of its own, or the same one again if its answer was cut off on
+                // this start (then it is answered from the replay's record).
+                let session = &client.inner.session;
+                if request.replayed_as == 0 {
+                    request.replayed_as = session.begin().0;
+                }
                 let replay = Replay {
+                    xid: request.xid,
                     transno,
                     ino: request.ino,
+                    ticket: request.ticket,
                 };
-                let reply = match client
-                    .send_replay(request.xid, request.op.clone(), replay)
-                    .await
-                {
+                let sent = client
+                    .send_replay(request.replayed_as, request.op.clone(), replay)
+                    .await;
+                let reply = match sent {
                     Ok(reply) => reply,
                     Err(e) => {
-                        // Cut before its answer (the server went away again): still unsafe,
-                        // replayed after the next reconnect. Only the server's refusal loses it.
-                        client.inner.session.keep_unsafe(transno, request);
+                        // Cut before its answer (the server went away again): whether it
+                        // executed is unknown; replayed again after the next reconnect. Only
+                        // the server's refusal loses it.
+                        session.keep_unreplayed(transno, request);
                         return Err(e);
                     }
                 };
                 match reply.result {
-                    Ok(_) => client.inner.session.keep_unsafe(reply.transno, request),
-                    Err(_) => client.inner.session.lose(),
+                    Ok(_) => session.keep_unsafe(reply.transno, request),
+                    Err(_) => session.lose(),
                 }
                 Ok::<(), ClientError>(())
             }
@@ -376,7 +414,11 @@ impl Client {
         for result in futures::future::join_all(sends).await {
             result?;
         }
-        self.ping().await
+        if recovering {
+            self.ping().await
+        } else {
+            Ok(())
+        }
     }
 
     async fn send_replay(&self, xid: u64, op: Op, replay: Replay) -> Result<Reply> {
@@ -387,7 +429,14 @@ impl Client {
     /// Sends `op` with the session's next xid and waits for its reply, whole.
     pub async fn call_reply(&self, op: Op) -> Result<Reply> {
         let (xid, acked_xid) = self.inner.session.begin();
-        self.send(xid, acked_xid, op).await
+        let reply = self.send(xid, acked_xid, op).await;
+        if reply.is_err() {
+            // Nobody will resend it (that is `send_as`): it must not hold the session's
+            // watermark below it for good — the server would keep every later resend
+            // record, and refuse the session's mutations once it keeps its cap of them.
+            self.inner.session.finish(xid);
+        }
+        reply
     }
 
     /// Sends `op` with an xid the session already handed out (`Session::begin`): the first
@@ -668,16 +717,12 @@ mod tests {
                     ack_early: false,
                     recovering: false,
                     evicted: false,
+                    session_secret: None,
                 })
             } else {
                 Ok(Body::Pong)
             };
-            let reply = Reply {
-                xid: request.xid,
-                transno: 0,
-                last_committed: 0,
-                result,
-            };
+            let reply = Reply::new(request.xid, 0, 0, result);
             encode_frame(&reply, &mut out);
             held += usize::from(!connect);
             if connect || held == batch {
@@ -728,6 +773,21 @@ mod tests {
             writes * 4 <= requests,
             "{writes} writes for {requests} requests: callers woken together should share writes"
         );
+    }
+
+    /// A connection that breaks before the CONNECT is answered (the server was killed as the
+    /// client reconnected) leaves no xid outstanding (regression: the CONNECT's xid held the
+    /// session's watermark for good, so the server kept every later resend record of it and,
+    /// once it kept its cap of them, refused all its mutations).
+    #[tokio::test]
+    async fn a_handshake_cut_short_leaves_no_xid_outstanding() {
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        drop(theirs);
+        let (rd, wr) = tokio::io::split(ours);
+        let session = Arc::new(Session::new());
+        assert!(Client::start(rd, wr, session.clone(), None).await.is_err());
+        let (xid, acked) = session.begin();
+        assert_eq!((xid, acked), (2, 1), "the CONNECT's xid 1 counts as done");
     }
 
     #[test]

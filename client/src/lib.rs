@@ -14,4 +14,4 @@ pub mod units;
 
 pub use client::{Client, ClientError, ConnectOptions, ROOT, Result, components};
 pub use mds_proto as proto;
-pub use session::{Session, Unsafe, process_cred};
+pub use session::{Replays, Session, Unsafe, process_cred};

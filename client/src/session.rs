@@ -12,6 +12,8 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use mds_proto::{Body, Cred, MAX_GROUPS, Op, Reply};
 use parking_lot::Mutex;
 
+use crate::auth::SessionSecret;
+
 /// A client identity and its xid bookkeeping; share it between the connections of one client
 /// (`Arc<Session>`).
 #[derive(Debug)]
@@ -31,6 +33,13 @@ pub struct Session {
     sent: Mutex<HashMap<u64, Op>>,
     /// Answered but not durable yet, by transno: what a restart makes the client replay.
     unsafe_requests: Mutex<BTreeMap<u64, Unsafe>>,
+    /// Replays sent and not answered (the connection broke first), by transno: whether the
+    /// server executed them is unknown, so `last_committed` passing them says nothing. They
+    /// are replayed again at the next connect, to the same server start or not: the server
+    /// answers one it executed from its resend record, and refuses one it did not.
+    unreplayed: Mutex<BTreeMap<u64, Unsafe>>,
+    /// The secret the server issued this identity's session: proved at every reconnect.
+    secret: Mutex<Option<SessionSecret>>,
     /// Unsafe requests the server would not take back after a restart (the recovery window
     /// had closed, or the client was not known): their changes are lost.
     lost: AtomicU64,
@@ -43,6 +52,23 @@ pub struct Unsafe {
     pub op: Op,
     /// The inode it created (0 if none): a replay creates it with the same number.
     pub ino: u64,
+    /// The reply's replay ticket, which the replay must carry.
+    pub ticket: u64,
+    /// The xid its replay was sent with, until that replay is answered; 0 if none is
+    /// outstanding. A replay is a new request with an xid of its own, so a resend of one
+    /// whose answer was cut off is answered from the replay's resend record, on this server
+    /// start or, once committed, on the next.
+    pub replayed_as: u64,
+}
+
+/// What a CONNECT reply leaves the client to replay.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Replays {
+    /// In transno order.
+    pub requests: Vec<(u64, Unsafe)>,
+    /// The same server start as before: these are replays whose answers were cut off, which
+    /// the server answers from its records whether its recovery window is open or not.
+    pub same_start: bool,
 }
 
 #[derive(Debug)]
@@ -74,6 +100,8 @@ impl Session {
             last_committed: AtomicU64::new(0),
             sent: Mutex::new(HashMap::new()),
             unsafe_requests: Mutex::new(BTreeMap::new()),
+            unreplayed: Mutex::new(BTreeMap::new()),
+            secret: Mutex::new(None),
             lost: AtomicU64::new(0),
         }
     }
@@ -114,8 +142,9 @@ impl Session {
     }
 
     /// The server's CONNECT reply: whether it answers early, and which start it is. Returns
-    /// the unsafe requests to replay when this is a restart of the server the session talked
-    /// to (those `last_committed` does not cover), in transno order.
+    /// what to replay: after a restart of the server the session talked to, the unsafe
+    /// requests `last_committed` does not cover and the replays whose answers were cut off;
+    /// to the same start, those replays alone. In transno order.
     /// An evicted client (it came back after the window closed) replays nothing: all it
     /// held unsafe is lost, even what `last_committed` now covers (those transnos were
     /// skipped).
@@ -125,23 +154,43 @@ impl Session {
         early: bool,
         evicted: bool,
         last_committed: u64,
-    ) -> Vec<(u64, Unsafe)> {
+    ) -> Replays {
         self.early.store(early, Ordering::Relaxed);
         let before = self.server_boot.swap(server_boot, Ordering::Relaxed);
-        if evicted && before != server_boot {
-            let lost = std::mem::take(&mut *self.unsafe_requests.lock());
-            self.lost.fetch_add(lost.len() as u64, Ordering::Relaxed);
+        let restarted = before != 0 && before != server_boot;
+        if evicted && restarted {
+            let lost = std::mem::take(&mut *self.unsafe_requests.lock()).len()
+                + std::mem::take(&mut *self.unreplayed.lock()).len();
+            self.lost.fetch_add(lost as u64, Ordering::Relaxed);
             self.sent.lock().clear();
         }
         self.committed(last_committed);
-        if before == 0 || before == server_boot {
-            return Vec::new();
+        let mut replay = std::mem::take(&mut *self.unreplayed.lock());
+        if restarted {
+            // What was in flight to the old start either executed and was lost with it, or
+            // never arrived: the caller resends it; it is not a replay.
+            self.sent.lock().clear();
+            // A replay whose answer was cut off keeps its xid, to this start too: if it
+            // executed and committed before the last start went, its resend record answers
+            // it; if not, it executes now or is refused as too late. A new xid could tell
+            // neither from a transno skipped when the window closed.
+            replay.append(&mut self.unsafe_requests.lock());
         }
-        // What was in flight to the old start either executed and was lost with it, or never
-        // arrived: the caller resends it; it is not a replay.
-        self.sent.lock().clear();
-        let replay = std::mem::take(&mut *self.unsafe_requests.lock());
-        replay.into_iter().collect()
+        Replays {
+            requests: replay.into_iter().collect(),
+            same_start: !restarted,
+        }
+    }
+
+    /// The secret the server issued this identity, if it issued one.
+    pub fn secret(&self) -> Option<SessionSecret> {
+        *self.secret.lock()
+    }
+
+    /// The server issued a secret to this identity's new session (`Connected`): the proof of
+    /// every reconnect from now on.
+    pub fn set_secret(&self, secret: SessionSecret) {
+        *self.secret.lock() = Some(secret);
     }
 
     /// A mutation is about to be sent (early replies only): keep it until its answer says
@@ -166,6 +215,8 @@ impl Session {
                 xid: reply.xid,
                 op,
                 ino,
+                ticket: reply.ticket,
+                replayed_as: 0,
             };
             self.unsafe_requests.lock().insert(reply.transno, kept);
         }
@@ -173,10 +224,17 @@ impl Session {
     }
 
     /// Keeps an unsafe request again (its replay was answered before its commit).
-    pub fn keep_unsafe(&self, transno: u64, request: Unsafe) {
+    pub fn keep_unsafe(&self, transno: u64, mut request: Unsafe) {
+        request.replayed_as = 0;
         if transno > self.last_committed.load(Ordering::Relaxed) {
             self.unsafe_requests.lock().insert(transno, request);
         }
+    }
+
+    /// A replay got no answer (the connection broke first): replayed again at the next
+    /// connect, and never taken for durable meanwhile.
+    pub fn keep_unreplayed(&self, transno: u64, request: Unsafe) {
+        self.unreplayed.lock().insert(transno, request);
     }
 
     /// Everything up to `last_committed` is durable: forget those unsafe requests.
@@ -195,9 +253,10 @@ impl Session {
         }
     }
 
-    /// Requests answered before their commit and not durable yet.
+    /// Requests answered before their commit and not known to be durable yet (replays whose
+    /// answers were cut off among them).
     pub fn unsafe_count(&self) -> usize {
-        self.unsafe_requests.lock().len()
+        self.unsafe_requests.lock().len() + self.unreplayed.lock().len()
     }
 
     /// The highest `last_committed` the server reported.
@@ -273,6 +332,79 @@ mod tests {
         s.finish(3);
         assert_eq!(s.acked_xid(), 3);
         assert_eq!(s.begin(), (4, 3));
+    }
+
+    fn unsafe_create(xid: u64, name: &str) -> Unsafe {
+        Unsafe {
+            xid,
+            op: Op::Create {
+                parent: 1,
+                name: name.into(),
+                mode: 0o644,
+            },
+            ino: xid + 100,
+            ticket: xid ^ 0x55,
+            replayed_as: 0,
+        }
+    }
+
+    /// A replay cut off before its answer is replayed at the next connect — to the same
+    /// server start too, whose window may have closed (regression: it was put back among the
+    /// unsafe requests, which only a new start replays, and a later `last_committed` past its
+    /// transno then dropped it as durable, uncounted, whether the server had it or not).
+    #[test]
+    fn a_replay_cut_off_is_replayed_at_the_next_connect_even_to_the_same_start() {
+        let s = Session::with_cred(Cred::default());
+        assert!(s.connected(7, true, false, 0).requests.is_empty());
+        s.keep_unsafe(10, unsafe_create(1, "a"));
+        s.keep_unsafe(11, unsafe_create(2, "b"));
+        // The server restarts: both are to be replayed.
+        let first = s.connected(8, true, false, 9);
+        assert_eq!(first.requests.len(), 2);
+        assert!(!first.same_start);
+        // 10's replay is answered; 11's is cut off by a broken connection.
+        let mut replayed = first.requests.into_iter();
+        let (t10, r10) = replayed.next().unwrap();
+        s.keep_unsafe(t10, r10);
+        let (t11, mut r11) = replayed.next().unwrap();
+        let (replay_xid, _) = s.begin();
+        r11.replayed_as = replay_xid;
+        s.keep_unreplayed(t11, r11.clone());
+        assert_eq!(s.unsafe_count(), 2);
+        // Whatever `last_committed` says now, 11 is not taken for durable: the server may
+        // never have had it (its transno skipped when the window closed).
+        s.committed(20);
+        assert_eq!(s.unsafe_count(), 1, "10 is durable; 11 is unknown");
+        assert_eq!(s.lost(), 0);
+        let again = s.connected(8, true, false, 20);
+        assert!(again.same_start);
+        assert_eq!(again.requests, vec![(11, r11.clone())]);
+        assert_eq!(
+            s.acked_xid(),
+            replay_xid - 1,
+            "its replay's xid is still outstanding"
+        );
+        // To a new start too it is replayed with the same xid: the replay's record, if it
+        // committed, answers it there.
+        s.keep_unreplayed(11, r11);
+        let anew = s.connected(9, true, false, 20);
+        assert_eq!(anew.requests[0].1.replayed_as, replay_xid);
+        // Once sent again it is the replay's answer that decides.
+        assert_eq!(s.unsafe_count(), 0);
+        s.lose();
+        assert_eq!(s.lost(), 1);
+    }
+
+    #[test]
+    fn an_evicted_client_loses_its_unreplayed_requests_too() {
+        let s = Session::with_cred(Cred::default());
+        s.connected(7, true, false, 0);
+        s.keep_unsafe(10, unsafe_create(1, "a"));
+        s.keep_unreplayed(11, unsafe_create(2, "b"));
+        let after = s.connected(8, true, true, 30);
+        assert!(after.requests.is_empty());
+        assert_eq!(s.lost(), 2);
+        assert_eq!(s.unsafe_count(), 0);
     }
 
     #[test]

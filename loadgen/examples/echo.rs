@@ -84,6 +84,7 @@ fn getattr_frames() -> (Vec<u8>, Vec<u8>) {
             mtime_ns: now_ns,
             generation: 150_000,
         })),
+        ticket: 0,
     };
     (frame(&request), frame(&reply))
 }

@@ -4,7 +4,7 @@
 use bytes::{BufMut, BytesMut};
 use serde::{Deserialize, Serialize};
 
-use crate::MAX_FRAME;
+use crate::{Errno, MAX_FRAME};
 
 /// Why a frame's payload was refused.
 #[derive(Debug, thiserror::Error)]
@@ -74,6 +74,24 @@ pub fn peek_handshake(payload: &[u8]) -> Option<Handshake> {
         opcode,
         version,
     })
+}
+
+/// Appends the refusal of a client that speaks another protocol version: `Reply { xid,
+/// transno: 0, last_committed, result: Err(errno) }` in the layout versions 1 and 2 share
+/// (without version 3's ticket), so that such a client decodes it and reports the error.
+pub fn encode_version_refusal(xid: u64, last_committed: u64, errno: Errno, buf: &mut BytesMut) {
+    // `Result<(), Errno>`'s Err encodes as `Result<Body, Errno>`'s does: variant 1, then the
+    // code.
+    encode_frame(&(xid, 0u64, last_committed, Err::<(), Errno>(errno)), buf);
+}
+
+/// Reads a refusal in the layout of [`encode_version_refusal`]: what a server of another
+/// protocol version answers a CONNECT it will not serve. `None` if `payload` is not one.
+pub fn decode_version_refusal(payload: &[u8]) -> Option<(u64, Errno)> {
+    match decode::<(u64, u64, u64, Result<(), Errno>)>(payload) {
+        Ok((xid, _, _, Err(errno))) => Some((xid, errno)),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

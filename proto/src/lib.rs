@@ -1,4 +1,4 @@
-//! The mds wire protocol, version 2: request and reply types, error codes, frame encoding and
+//! The mds wire protocol, version 3: request and reply types, error codes, frame encoding and
 //! name rules. No I/O: the server, the client library, the load tool and the fuzz targets all
 //! speak through these types, and none of them needs anything else of the others.
 //!
@@ -15,13 +15,16 @@ mod op;
 mod reply;
 
 pub use errno::Errno;
-pub use frame::{DecodeError, Handshake, codec, decode, encode, encode_frame, peek_handshake};
+pub use frame::{
+    DecodeError, Handshake, codec, decode, decode_version_refusal, encode, encode_frame,
+    encode_version_refusal, peek_handshake,
+};
 pub use names::check_name;
 pub use op::{Cred, MAX_GROUPS, Op, Replay, Request, SetAttr};
 pub use reply::{Attr, Body, DirEntry, Kind, Reply, StatFs};
 
 /// Version carried in CONNECT; a server refuses any other with EPROTO.
-pub const PROTOCOL_VERSION: u32 = 2;
+pub const PROTOCOL_VERSION: u32 = 3;
 /// Largest frame payload either side accepts, in bytes.
 pub const MAX_FRAME: usize = 64 * 1024;
 /// Bytes of the nonce in a [`Body::Challenge`].
@@ -31,6 +34,11 @@ pub const PROOF_LEN: usize = 32;
 /// What every proof begins with, so a tag made under the shared key for anything else can
 /// never pass for one.
 pub const AUTH_CONTEXT: &[u8] = b"mds-connect-v1";
+/// What every session proof begins with (`Authenticate::session`), so that no tag made under
+/// a session secret for anything else passes for one.
+pub const SESSION_CONTEXT: &[u8] = b"mds-session-v1";
+/// Bytes of the session secret a server issues at a session's first CONNECT.
+pub const SESSION_SECRET_LEN: usize = 32;
 /// The root directory's inode number.
 pub const ROOT_INO: u64 = 1;
 /// Longest name, in bytes.
@@ -107,7 +115,8 @@ mod tests {
             Op::Statfs,
             Op::Sync,
             Op::Authenticate {
-                proof: [7; PROOF_LEN],
+                proof: Some([7; PROOF_LEN]),
+                session: None,
             },
         ]
     }
@@ -222,15 +231,34 @@ mod tests {
                 0, 0, 0, 13, 7, 3, 1, 1, b'a', 0xa4, 0x03, 6, 0xe8, 0x07, 100, 0, 0
             ]
         );
-        let refusal = Reply {
-            xid: 1,
-            transno: 0,
-            last_committed: 5,
-            result: Err(Errno::EPROTO),
-        };
+        let refusal = Reply::new(1, 0, 5, Err(Errno::EPROTO));
         buf.clear();
         encode_frame(&refusal, &mut buf);
-        assert_eq!(&buf[..], &[0, 0, 0, 5, 1, 0, 5, 1, 7]);
+        assert_eq!(&buf[..], &[0, 0, 0, 6, 1, 0, 5, 1, 7, 0]);
+        let early = Reply {
+            ticket: 0x1234,
+            ..Reply::new(9, 12, 11, Ok(Body::Done))
+        };
+        buf.clear();
+        encode_frame(&early, &mut buf);
+        assert_eq!(&buf[..], &[0, 0, 0, 7, 9, 12, 11, 0, 4, 0xb4, 0x24]);
+    }
+
+    /// A client of version 1 or 2 reads the refusal of its CONNECT in the layout those
+    /// versions share: four fields, no ticket.
+    #[test]
+    fn the_version_refusal_keeps_the_layout_of_versions_1_and_2() {
+        let mut buf = BytesMut::new();
+        encode_version_refusal(3, 5, Errno::EPROTO, &mut buf);
+        assert_eq!(&buf[..], &[0, 0, 0, 5, 3, 0, 5, 1, 7]);
+        assert_eq!(decode_version_refusal(&buf[4..]), Some((3, Errno::EPROTO)));
+        assert!(
+            decode::<Reply>(&buf[4..]).is_err(),
+            "not a version-3 reply: the client must try the old layout"
+        );
+        let mut ok = BytesMut::new();
+        encode_frame(&Reply::new(3, 0, 5, Ok(Body::Pong)), &mut ok);
+        assert_eq!(decode_version_refusal(&ok[4..]), None);
     }
 
     #[test]
@@ -245,7 +273,7 @@ mod tests {
                 version: 1
             })
         );
-        assert!(decode::<Request>(&v1).is_err(), "v1 does not decode as v2");
+        assert!(decode::<Request>(&v1).is_err(), "v1 does not decode as v3");
         let mut buf = BytesMut::new();
         encode_frame(
             &request(
@@ -274,29 +302,39 @@ mod tests {
         let authenticate = request(
             2,
             Op::Authenticate {
-                proof: [0xab; PROOF_LEN],
+                proof: Some([0xab; PROOF_LEN]),
+                session: Some([0xcd; PROOF_LEN]),
             },
         );
         encode_frame(&authenticate, &mut buf);
-        // xid, opcode 13, the 32 proof bytes with no length before them, acked_xid, cred
-        // (uid 1000 takes two bytes, gid one, two groups), replay.
-        assert_eq!(buf.len(), 4 + 1 + 1 + PROOF_LEN + 1 + 2 + 1 + 3 + 1);
-        assert_eq!(&buf[4..6], &[2, 13]);
-        assert_eq!(&buf[6..6 + PROOF_LEN], &[0xab; PROOF_LEN]);
+        // xid, opcode 13, each proof as `01` and its 32 bytes with no length before them,
+        // acked_xid, cred (uid 1000 takes two bytes, gid one, two groups), replay.
+        assert_eq!(
+            buf.len(),
+            4 + 1 + 1 + 2 * (1 + PROOF_LEN) + 1 + 2 + 1 + 3 + 1
+        );
+        assert_eq!(&buf[4..7], &[2, 13, 1]);
+        assert_eq!(&buf[7..7 + PROOF_LEN], &[0xab; PROOF_LEN]);
+        assert_eq!(buf[7 + PROOF_LEN], 1);
+        assert_eq!(&buf[8 + PROOF_LEN..8 + 2 * PROOF_LEN], &[0xcd; PROOF_LEN]);
         assert_eq!(decode::<Request>(&buf[4..]).unwrap(), authenticate);
 
-        let challenge = Reply {
-            xid: 1,
-            transno: 0,
-            last_committed: 0,
-            result: Ok(Body::Challenge {
+        let challenge = Reply::new(
+            1,
+            0,
+            0,
+            Ok(Body::Challenge {
                 nonce: [0x5a; NONCE_LEN],
+                key: true,
+                session: false,
             }),
-        };
+        );
         buf.clear();
         encode_frame(&challenge, &mut buf);
         assert_eq!(&buf[4..9], &[1, 0, 0, 0, 7]);
-        assert_eq!(buf.len(), 4 + 5 + NONCE_LEN);
+        // The nonce, the two flags, the ticket.
+        assert_eq!(buf.len(), 4 + 5 + NONCE_LEN + 2 + 1);
+        assert_eq!(&buf[9 + NONCE_LEN..], &[1, 0, 0]);
         assert_eq!(decode::<Reply>(&buf[4..]).unwrap(), challenge);
     }
 

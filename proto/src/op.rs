@@ -32,12 +32,21 @@ pub struct Cred {
     pub groups: Vec<u32>,
 }
 
-/// What a replayed request executed as the first time.
+/// What a replayed request executed as the first time, as its early reply told it. A replay
+/// is sent as a new request, with an xid of its own — its answer is news to the client, and
+/// a resend of the replay (its answer cut off) is answered from the replay's own resend
+/// record — carrying here the xid the original had.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Replay {
+    /// The original request's xid.
+    pub xid: u64,
     pub transno: u64,
     /// The inode number it created, 0 if none.
     pub ino: u64,
+    /// The reply's [`crate::Reply::ticket`]: the server's proof that it gave this transno and
+    /// inode number to this client's request with this xid. A replay without the right one
+    /// is refused, so no client can replay with a transno it was not given.
+    pub ticket: u64,
 }
 
 /// Declares [`Op`] from one table: opcode, variant with its fields, and the lowercase name
@@ -90,9 +99,15 @@ operations! {
     /// Replies once every mutation the server has executed so far is durable.
     12 "sync" Sync;
     /// The answer to a CONNECT's [`crate::Body::Challenge`], on the same connection and before
-    /// anything else: `proof` is HMAC-SHA256 under the shared key of [`crate::AUTH_CONTEXT`],
-    /// the challenge's nonce, the client identity and the protocol version (big-endian).
-    13 "authenticate" Authenticate { proof: [u8; crate::PROOF_LEN] };
+    /// anything else, with what the challenge asked for. `proof` is HMAC-SHA256 under the
+    /// shared key of [`crate::AUTH_CONTEXT`], the challenge's nonce, the client identity and
+    /// the protocol version (big-endian). `session` is HMAC-SHA256 under the session secret
+    /// the server issued this identity (`Connected::session_secret`) of
+    /// [`crate::SESSION_CONTEXT`], the nonce and the identity.
+    13 "authenticate" Authenticate {
+        proof: Option<[u8; crate::PROOF_LEN]>,
+        session: Option<[u8; crate::PROOF_LEN]>,
+    };
 }
 
 impl Op {

@@ -78,6 +78,11 @@ pub enum Body {
         /// window: none of its unsafe requests were kept, even those `last_committed` now
         /// covers (their transnos were skipped).
         evicted: bool,
+        /// Issued when this CONNECT started a new session for the identity: a reconnect with
+        /// the same identity must prove it (`Authenticate::session`) while the server keeps
+        /// the session, so that nobody else can take the session's replies, records or
+        /// replays by naming its identity. `None` when the session was proved.
+        session_secret: Option<[u8; crate::SESSION_SECRET_LEN]>,
     },
     /// 1
     Pong,
@@ -94,20 +99,43 @@ pub enum Body {
     StatFs(StatFs),
     /// 6: with xid 0, a message no request asked for: `last_committed` moved.
     Notice,
-    /// 7: CONNECT's answer from a server started with `--auth-key`: prove the shared key
-    /// with an AUTHENTICATE over this nonce, drawn afresh for this connection and good for
-    /// one answer on it.
-    Challenge { nonce: [u8; crate::NONCE_LEN] },
+    /// 7: CONNECT's answer when something must be proved before the session is touched: the
+    /// shared key (`key`, a server started with `--auth-key`) and the session secret of an
+    /// identity the server keeps a session for (`session`). Prove them with an AUTHENTICATE
+    /// over this nonce, drawn afresh for this connection and good for one answer on it.
+    Challenge {
+        nonce: [u8; crate::NONCE_LEN],
+        key: bool,
+        session: bool,
+    },
 }
 
 /// A reply: the request's xid (0 for a connection-level error or a notice), the transno of the
 /// mutation (0 for reads and errors), the server's `last_committed` when the reply was sent,
-/// and the result. Its layout is the same in protocol versions 1 and 2, so a client of either
-/// can read a refusal.
+/// the result, and the replay ticket of an early reply. The first four fields are laid out as
+/// in protocol versions 1 and 2, and the server refuses a client of another version with
+/// those four alone ([`crate::encode_version_refusal`]), so such a client can read why.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reply {
     pub xid: u64,
     pub transno: u64,
     pub last_committed: u64,
     pub result: Result<Body, Errno>,
+    /// With `--ack early`, on a successful mutation's reply: a keyed hash the server makes of
+    /// (client, xid, transno, inode number), which a replay of this request after a restart
+    /// must carry ([`crate::Replay::ticket`]). 0 otherwise.
+    pub ticket: u64,
+}
+
+impl Reply {
+    /// A reply with no ticket.
+    pub fn new(xid: u64, transno: u64, last_committed: u64, result: Result<Body, Errno>) -> Reply {
+        Reply {
+            xid,
+            transno,
+            last_committed,
+            result,
+            ticket: 0,
+        }
+    }
 }

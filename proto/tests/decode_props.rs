@@ -66,7 +66,7 @@ fn request(xid: u64, op: Op) -> impl Strategy<Value = Request> {
         any::<u64>(),
         any::<u32>(),
         proptest::collection::vec(any::<u32>(), 0..8),
-        proptest::option::of((any::<u64>(), any::<u64>())),
+        proptest::option::of((any::<u64>(), any::<u64>(), any::<u64>())),
     )
         .prop_map(move |(acked_xid, id, groups, replay)| Request {
             xid,
@@ -77,7 +77,12 @@ fn request(xid: u64, op: Op) -> impl Strategy<Value = Request> {
                 gid: id ^ 1,
                 groups,
             },
-            replay: replay.map(|(transno, ino)| Replay { transno, ino }),
+            replay: replay.map(|(transno, ino, ticket)| Replay {
+                xid: transno ^ 7,
+                transno,
+                ino,
+                ticket,
+            }),
         })
 }
 
@@ -138,12 +143,13 @@ proptest! {
         req in (any::<u64>(), op()).prop_flat_map(|(xid, op)| request(xid, op)),
         result in body(),
         lc in any::<u64>(),
+        ticket in any::<u64>(),
     ) {
         prop_assert_eq!(postcard::to_stdvec(&req.op).unwrap()[0], req.op.opcode());
         let xid = req.xid;
         let mut buf = BytesMut::new();
         protocol::encode_frame(&req, &mut buf);
-        let reply = Reply { xid, transno: lc / 2, last_committed: lc, result };
+        let reply = Reply { xid, transno: lc / 2, last_committed: lc, result, ticket };
         protocol::encode_frame(&reply, &mut buf);
         let mut codec = protocol::codec();
         let f1 = codec.decode(&mut buf).unwrap().unwrap();
