@@ -1,7 +1,8 @@
 //! The server's side of the CONNECT challenge–response: a fresh nonce per connection, the
 //! check of the client's proof (the HMAC itself is `mds_client::auth`, shared with the
-//! clients), and the diagnosis of a refusal — no proof, a wrong one, or one already accepted
-//! on another connection (a captured handshake played again) — counted by reason.
+//! clients), and the diagnosis of a refusal — no proof, a wrong one, one already accepted on
+//! another connection (a captured handshake played again), an identity whose session secret
+//! was not proved, credentials no owner vouches for — counted by reason.
 //!
 //! Authentication happens once per connection, before its session exists; nothing here is on
 //! a request's path.
@@ -27,13 +28,21 @@ pub enum AuthFailure {
     /// The proof is one this server already accepted, for another connection's nonce: a
     /// captured handshake sent again.
     Replayed,
+    /// The server keeps a session for the identity the CONNECT gave, and the connection did
+    /// not prove that session's secret: someone naming another client's identity.
+    Session,
+    /// `--cred-check owner`: the connection has no owner the server can learn (it is from
+    /// another host, from an unprivileged port, without the key).
+    Credentials,
 }
 
 impl AuthFailure {
-    pub const ALL: [AuthFailure; 3] = [
+    pub const ALL: [AuthFailure; 5] = [
         AuthFailure::Missing,
         AuthFailure::Wrong,
         AuthFailure::Replayed,
+        AuthFailure::Session,
+        AuthFailure::Credentials,
     ];
 
     pub fn reason(self) -> &'static str {
@@ -41,6 +50,8 @@ impl AuthFailure {
             AuthFailure::Missing => "missing",
             AuthFailure::Wrong => "wrong",
             AuthFailure::Replayed => "replayed",
+            AuthFailure::Session => "session",
+            AuthFailure::Credentials => "credentials",
         }
     }
 

@@ -66,6 +66,18 @@ pub enum CommitMsg {
     ForgetClient { client: u64, after: u64 },
     /// Drop the client's resend records (its session ended), with the next write.
     DropResend(u64),
+    /// Keep the secret of the client's new session with the next write, before any record
+    /// of the session: a restart must not let anyone else take a session it restores.
+    BindSession {
+        client: u64,
+        secret: [u8; journal::SECRET_LEN],
+    },
+    /// Recovery: every transno in `from..=to` will never be replayed; journal an empty record
+    /// for each, so `last_committed` stays contiguous through them.
+    Skip { from: u64, to: u64 },
+    /// Inode numbers run short of the ceiling with nothing committing to raise it (creates
+    /// that fail burn numbers): raise it now.
+    RaiseCeilings,
     /// Write a checkpoint of the store to this directory, between two commits (the
     /// committer is the only writer, so it is consistent: every commit before it, none after).
     Checkpoint(std::path::PathBuf),
@@ -125,6 +137,8 @@ impl Committer {
             stats: stats.clone(),
             metrics: CommitMetrics::register(),
             held: BTreeMap::new(),
+            last_committed: 0,
+            raise_ceilings: false,
             opened: None,
             flush_upto: 0,
             draining: false,
@@ -171,6 +185,10 @@ struct Worker {
     metrics: CommitMetrics,
     /// Records received and not yet committed, by transno.
     held: BTreeMap<u64, TxRecord>,
+    /// What the last commit made durable.
+    last_committed: u64,
+    /// Raise the ceilings at the next idle moment.
+    raise_ceilings: bool,
     /// When the open transaction received its first record (only with an interval).
     opened: Option<Instant>,
     /// The highest transno a flush asked for: until it is durable, no commit waits for the
@@ -188,6 +206,7 @@ struct Worker {
 impl Worker {
     fn run(mut self) {
         let mut last_committed = self.journal.last_committed();
+        self.last_committed = last_committed;
         loop {
             // Block until the next record in transno order is here (or we are told to stop).
             // Records already here mean a gap: a partition took an earlier transno and has not
@@ -197,6 +216,9 @@ impl Worker {
             while !self.ready(last_committed) && !self.shutdown {
                 self.write_idle_client_changes(last_committed);
                 self.write_checkpoints(last_committed);
+                if std::mem::take(&mut self.raise_ceilings) && !self.raise_ceilings_now() {
+                    return;
+                }
                 match self.rx.recv() {
                     Ok(msg) => self.take(msg),
                     Err(_) => self.shutdown = true,
@@ -226,9 +248,15 @@ impl Worker {
                 self.stats.forced.fetch_add(1, Ordering::Relaxed);
                 self.metrics.forced.increment(1);
             }
+            // The ino ceiling this commit writes stays a lease above every number handed out,
+            // burned ones included.
+            self.journal
+                .note_inode_counter(self.namespace.inode_counter());
             match self.journal.commit(&batch) {
                 Ok(info) => {
                     last_committed = info.last_committed;
+                    self.last_committed = last_committed;
+                    self.namespace.publish_ceilings(info.ceilings);
                     self.metrics
                         .record_commit(&info, self.namespace.last_transno());
                     let n = info.transactions as u64;
@@ -247,13 +275,60 @@ impl Worker {
                 }
                 Err(e) => {
                     error!(cause = %e, last_committed, "journal commit failed; refusing mutations from now on");
-                    self.metrics.errors.increment(1);
-                    self.stats.failed.store(true, Ordering::SeqCst);
-                    self.namespace.set_read_only(e.is_no_space());
-                    self.listener.failed();
-                    self.discard_until_shutdown();
+                    self.fail(&e);
                     return;
                 }
+            }
+        }
+    }
+
+    /// The journal failed: refuse mutations, fail what waits, and take nothing more.
+    fn fail(&mut self, e: &journal::Error) {
+        self.metrics.errors.increment(1);
+        self.stats.failed.store(true, Ordering::SeqCst);
+        self.namespace.set_read_only(e.is_no_space());
+        self.listener.failed();
+        self.discard_until_shutdown();
+    }
+
+    /// Raises the ceilings with a write of their own. Returns `false` if the journal failed
+    /// (then everything is failed and the caller stops).
+    fn raise_ceilings_now(&mut self) -> bool {
+        self.journal
+            .note_inode_counter(self.namespace.inode_counter());
+        match self.journal.raise_ceilings() {
+            Ok(ceilings) => {
+                self.namespace.publish_ceilings(ceilings);
+                true
+            }
+            Err(e) => {
+                error!(cause = %e, "raising the ceilings failed; refusing mutations from now on");
+                self.fail(&e);
+                false
+            }
+        }
+    }
+
+    /// Holds `record` until its commit. A transno that is durable already, or held already,
+    /// means two operations believe they own it — the namespace is no longer what the journal
+    /// will say — so the process stops (fail-stop) rather than commit either.
+    fn hold(&mut self, record: TxRecord) {
+        let transno = record.transno;
+        if transno <= self.last_committed {
+            error!(
+                transno,
+                last_committed = self.last_committed,
+                "a record for a durable transno; stopping"
+            );
+            std::process::abort();
+        }
+        match self.held.entry(transno) {
+            std::collections::btree_map::Entry::Vacant(slot) => {
+                slot.insert(record);
+            }
+            std::collections::btree_map::Entry::Occupied(_) => {
+                error!(transno, "two records for one transno; stopping");
+                std::process::abort();
             }
         }
     }
@@ -273,7 +348,20 @@ impl Worker {
                     // The first record opens the transaction; the interval counts from here.
                     self.opened = Some(Instant::now());
                 }
-                self.held.insert(record.transno, record);
+                self.hold(record);
+            }
+            CommitMsg::Skip { from, to } => {
+                for transno in from..=to {
+                    self.hold(TxRecord {
+                        transno,
+                        ops: Vec::new(),
+                    });
+                }
+            }
+            CommitMsg::RaiseCeilings => self.raise_ceilings = true,
+            CommitMsg::BindSession { client, secret } => {
+                self.clients
+                    .push((0, JournalOp::BindSession { client, secret }));
             }
             CommitMsg::Flush(upto) => self.flush_upto = self.flush_upto.max(upto),
             CommitMsg::Drain => self.draining = true,

@@ -95,6 +95,13 @@ pub struct ServeArgs {
     /// who can reach --listen may connect).
     #[arg(long)]
     pub auth_key: Option<PathBuf>,
+    /// Whose credentials a request may carry: `off` (default), anyone's — credentials are
+    /// the client's word, as NFS's AUTH_SYS; `owner`, only its connection owner's (the user
+    /// the kernel says holds a loopback client's socket) unless the connection comes from a
+    /// privileged port (below 1024) or proved --auth-key. Connections from other hosts on
+    /// unprivileged ports without the key are then refused.
+    #[arg(long, value_enum)]
+    pub cred_check: Option<crate::partition::CredCheck>,
     /// TLS on the client port: the server's certificate chain, PEM, leaf first. Needs
     /// --tls-key. Default: none (plain TCP).
     #[arg(long, requires = "tls_key")]
@@ -142,6 +149,7 @@ struct FileConfig {
     partner_drain_after: Option<String>,
     root_squash: Option<String>,
     auth_key: Option<PathBuf>,
+    cred_check: Option<String>,
     tls_cert: Option<PathBuf>,
     tls_key: Option<PathBuf>,
 }
@@ -178,6 +186,8 @@ pub struct ServerConfig {
     pub root_squash: bool,
     /// The shared key clients must prove at CONNECT; none: anyone may connect.
     pub auth_key: Option<Arc<AuthKey>>,
+    /// Whose credentials a request may carry.
+    pub cred_check: crate::partition::CredCheck,
     /// TLS on the client port; none: plain TCP.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub limits: Limits,
@@ -252,6 +262,14 @@ impl ServeArgs {
             (None, Some(s)) => parse_duration(&s).map_err(anyhow::Error::msg)?,
             (None, None) => Duration::from_millis(2),
         };
+        let cred_check = match (self.cred_check, file.cred_check) {
+            (Some(c), _) => c,
+            (None, Some(s)) => {
+                <crate::partition::CredCheck as clap::ValueEnum>::from_str(&s, false)
+                    .map_err(|e| anyhow::anyhow!("cred-check: {e}"))?
+            }
+            (None, None) => crate::partition::CredCheck::Off,
+        };
         let auth_key = match self.auth_key.or(file.auth_key) {
             Some(path) => Some(Arc::new(AuthKey::from_file(&path).context("--auth-key")?)),
             None => None,
@@ -300,6 +318,7 @@ impl ServeArgs {
             inject_drain_stall: self.inject_drain_stall,
             root_squash,
             auth_key,
+            cred_check,
             tls,
             limits: Limits {
                 output_high_water: self
@@ -487,7 +506,8 @@ mod tests {
         let path = dir.path().join("mds.toml");
         std::fs::write(
             &path,
-            "reply-path = \"global\"\nservice-threads = 4\npartner-drain-after = \"0\"\n",
+            "reply-path = \"global\"\nservice-threads = 4\npartner-drain-after = \"0\"\n\
+             cred-check = \"owner\"\n",
         )
         .unwrap();
         let cfg = ServeArgs {
@@ -499,10 +519,12 @@ mod tests {
         assert_eq!(cfg.reply_path, ReplyPath::Global);
         assert_eq!(cfg.service_threads, 4);
         assert_eq!(cfg.partner_drain_after, Duration::ZERO);
+        assert_eq!(cfg.cred_check, crate::partition::CredCheck::Owner);
         let defaults = ServeArgs::default().resolve().unwrap();
         assert_eq!(defaults.reply_path, ReplyPath::PerCpu);
         assert_eq!(defaults.service_threads, 16);
         assert_eq!(defaults.partner_drain_after, Duration::from_millis(2));
+        assert_eq!(defaults.cred_check, crate::partition::CredCheck::Off);
         std::fs::write(&path, "reply-path = \"sideways\"\n").unwrap();
         let err = ServeArgs {
             config: Some(path),

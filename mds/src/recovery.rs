@@ -11,12 +11,26 @@
 //! come back are skipped — each by an explicit empty journal record, so `last_committed`
 //! stays contiguous — up to each replay still waiting, and those clients are evicted. Thanks
 //! to commit-on-share, nobody built on what they lose.
+//!
+//! No client can poison this. A replay waits for a turn only if it comes from a client the
+//! journal knew at start, carries the ticket the server issued with its early reply
+//! (`ticket.rs`: it was given this transno and inode number for this xid), claims a transno
+//! above what was durable at start and no higher than the ceiling the journal had recorded
+//! (so nothing a client says makes recovery skip far ahead), an inode number below the inode
+//! ceiling, and a transno and inode number nobody has claimed before. Each transno is claimed
+//! once, under the state's lock. The turn is an owned [`Turn`]: whichever way the replay then
+//! ends — executed, refused, answered from a record, failed — dropping it moves the turn on,
+//! skipping the transno if it did not execute, so no path leaves every other client waiting
+//! for the window.
 
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, Ordering};
 
+use mds_proto::{ROOT_INO, Replay};
 use parking_lot::Mutex;
 use tokio::sync::Notify;
+
+use crate::ticket::ReplayKey;
 
 /// The recovery window's state, shared by every partition.
 pub struct Recovery {
@@ -28,10 +42,25 @@ pub struct Recovery {
     /// Journals an empty record for each transno in `from..=to` and moves the namespace past
     /// `to` (set by the server; a no-op until then).
     skip: Mutex<Option<Skipper>>,
+    /// What the crashed start can have handed out.
+    bounds: Bounds,
+    /// Checks the tickets replays carry.
+    key: ReplayKey,
 }
 
 /// What skipping transnos nobody will replay takes: see [`Recovery::on_skip`].
 pub type Skipper = Box<dyn Fn(u64, u64) + Send + Sync>;
+
+/// What the journal recorded at start: the limits of every replay.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    /// Every transno at or below this one was durable: none is replayed.
+    pub last_committed: u64,
+    /// No transno above this one was handed out before the restart.
+    pub transno_ceiling: u64,
+    /// No inode number at or above this one was handed out before the restart.
+    pub ino_ceiling: u64,
+}
 
 struct State {
     /// The next transno to replay: `last_committed + 1` at start.
@@ -47,6 +76,8 @@ struct State {
     /// Replays waiting for their turn or executing: transno → client. The window's close
     /// must not skip past them.
     parked: BTreeMap<u64, u64>,
+    /// Inode numbers replays have claimed: each is handed out again at most once.
+    claimed_inos: HashSet<u64>,
     /// The window closed: no new replay is accepted; what is parked is finished by skipping.
     expired: bool,
 }
@@ -54,35 +85,86 @@ struct State {
 /// Why a replay cannot be executed.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Refusal {
-    /// Not in recovery, the window closed, or its transno was already committed, replayed or
-    /// skipped: its client must treat the request as lost.
+    /// Not in recovery, the window closed, or its transno was already committed, replayed,
+    /// skipped or claimed by another copy of it: if it did not execute in this start, its
+    /// client must treat it as lost.
     TooLate,
+    /// Not something this server can have answered early: a client the journal did not know,
+    /// a ticket that does not prove it, a transno or inode number past the ceilings. The
+    /// connection that sent it is closed.
+    Forged(&'static str),
+}
+
+/// The turn of one replay: held while it executes; dropping it lets the next one on. A turn
+/// whose replay did not execute ([`Turn::executed`] not called) skips its transno, by an empty
+/// journal record, so that whatever refused it, nothing waits for it.
+#[must_use = "dropping a turn skips its transno"]
+pub struct Turn<'a> {
+    recovery: &'a Recovery,
+    transno: u64,
+    executed: bool,
+}
+
+impl Turn<'_> {
+    /// The transno whose turn it is: the one the replay must take.
+    pub fn transno(&self) -> u64 {
+        self.transno
+    }
+
+    /// The replay executed and took its transno.
+    pub fn executed(mut self) {
+        self.executed = true;
+    }
+}
+
+impl Drop for Turn<'_> {
+    fn drop(&mut self) {
+        if !self.executed {
+            self.recovery.skip(self.transno, self.transno);
+        }
+        self.recovery.finished(self.transno);
+    }
 }
 
 impl Recovery {
-    /// A recovery waiting for `known` clients, replaying from `last_committed + 1`; closed at
-    /// once when nobody is known.
-    pub fn new(known: Vec<u64>, last_committed: u64) -> Recovery {
+    /// A recovery waiting for `known` clients, replaying from `bounds.last_committed + 1` with
+    /// tickets made under `key`; closed at once when nobody is known.
+    pub fn new(known: Vec<u64>, bounds: Bounds, key: ReplayKey) -> Recovery {
         let open = !known.is_empty();
         Recovery {
             open: AtomicBool::new(open),
             state: Mutex::new(State {
-                next: last_committed + 1,
+                next: bounds.last_committed.saturating_add(1),
                 waiting_for: known.iter().copied().collect(),
                 known: known.into_iter().collect(),
                 returned: HashSet::new(),
                 evicted: HashSet::new(),
                 parked: BTreeMap::new(),
+                claimed_inos: HashSet::new(),
                 expired: false,
             }),
             changed: Notify::new(),
             skip: Mutex::new(None),
+            bounds,
+            key,
         }
     }
 
     /// Sets how transnos nobody will replay are skipped.
     pub fn on_skip(&self, skip: Skipper) {
         *self.skip.lock() = Some(skip);
+    }
+
+    /// Journals empty records for `from..=to` (within the ceiling: every caller skips below
+    /// a parked replay, whose transno was checked against it).
+    fn skip(&self, from: u64, to: u64) {
+        let to = to.min(self.bounds.transno_ceiling);
+        if from > to {
+            return;
+        }
+        if let Some(skip) = self.skip.lock().as_ref() {
+            skip(from, to);
+        }
     }
 
     /// Skips up to the lowest waiting replay when nothing else can come below it: every known
@@ -100,9 +182,7 @@ impl Recovery {
         if first <= state.next || !everyone_waits {
             return false;
         }
-        if let Some(skip) = self.skip.lock().as_ref() {
-            skip(state.next, first - 1);
-        }
+        self.skip(state.next, first - 1);
         state.next = first;
         true
     }
@@ -168,29 +248,80 @@ impl Recovery {
         }
     }
 
-    /// Waits for the turn of `client`'s replay of `transno`. Once the window has closed, only
-    /// clients that came back before it may still replay.
-    pub async fn turn(&self, transno: u64, client: u64) -> Result<(), Refusal> {
-        let mut parked = false;
-        let result = loop {
+    /// Whether `client` may replay `replay` at all, and claims its transno and inode number
+    /// if so. Under the state's lock: two copies of one replay (or a replay and a forgery of
+    /// it) cannot both claim.
+    fn claim(&self, state: &mut State, client: u64, replay: Replay) -> Result<(), Refusal> {
+        let Replay {
+            xid,
+            transno,
+            ino,
+            ticket,
+        } = replay;
+        // Once the window has closed, only clients that were still replaying (a replay of
+        // theirs was waiting) may go on.
+        if !self.is_open()
+            || (state.expired
+                && (state.evicted.contains(&client) || !state.returned.contains(&client)))
+        {
+            return Err(Refusal::TooLate);
+        }
+        if !state.known.contains(&client) {
+            return Err(Refusal::Forged("the journal did not know the client"));
+        }
+        if !self.key.verify(ticket, client, xid, transno, ino) {
+            return Err(Refusal::Forged("its ticket does not prove it"));
+        }
+        // The ticket proves the server issued these numbers; a ticket made with a key that
+        // leaked still claims nothing past what the journal recorded.
+        if transno > self.bounds.transno_ceiling {
+            return Err(Refusal::Forged("its transno is above the ceiling"));
+        }
+        if ino != 0 && (ino <= ROOT_INO || ino >= self.bounds.ino_ceiling) {
+            return Err(Refusal::Forged("its inode number was never handed out"));
+        }
+        if transno <= self.bounds.last_committed
+            || transno < state.next
+            || state.parked.contains_key(&transno)
+            || (ino != 0 && state.claimed_inos.contains(&ino))
+        {
+            return Err(Refusal::TooLate);
+        }
+        state.parked.insert(transno, client);
+        if ino != 0 {
+            state.claimed_inos.insert(ino);
+        }
+        Ok(())
+    }
+
+    /// Waits for the turn of `client`'s replay. Once the window has closed, only clients
+    /// that were still replaying may go on.
+    pub async fn turn(&self, client: u64, replay: Replay) -> Result<Turn<'_>, Refusal> {
+        let transno = replay.transno;
+        self.claim(&mut self.state.lock(), client, replay)?;
+        loop {
             let notified = self.changed.notified();
             tokio::pin!(notified);
             notified.as_mut().enable();
             {
                 let mut state = self.state.lock();
-                let evicted = state.expired && !state.returned.contains(&client);
-                if !self.is_open() || transno < state.next || (evicted && !parked) {
-                    if parked {
-                        state.parked.remove(&transno);
+                if transno < state.next || !self.is_open() {
+                    // Skipped past by the window's close (or closed under it): not its turn
+                    // any more.
+                    state.parked.remove(&transno);
+                    if state.expired {
+                        self.close_if_finished(&mut state);
                     }
-                    break Err(Refusal::TooLate);
-                }
-                if !parked {
-                    state.parked.insert(transno, client);
-                    parked = true;
+                    drop(state);
+                    self.changed.notify_waiters();
+                    return Err(Refusal::TooLate);
                 }
                 if transno == state.next {
-                    break Ok(());
+                    return Ok(Turn {
+                        recovery: self,
+                        transno,
+                        executed: false,
+                    });
                 }
                 if self.unstick(&mut state) {
                     drop(state);
@@ -199,17 +330,14 @@ impl Recovery {
                 }
             }
             notified.await;
-        };
-        if result.is_err() {
-            self.changed.notify_waiters();
         }
-        result
     }
 
-    /// The replay of `transno` got its turn but was not executed (refused): let the others on.
-    pub fn abandon(&self, transno: u64) {
+    /// The replay of `transno` (whose turn it was) is done, executed or skipped.
+    fn finished(&self, transno: u64) {
         let mut state = self.state.lock();
         state.parked.remove(&transno);
+        state.next = state.next.max(transno.saturating_add(1));
         if state.expired {
             self.close_if_finished(&mut state);
         }
@@ -217,22 +345,14 @@ impl Recovery {
         self.changed.notify_waiters();
     }
 
-    /// The replay of `transno` (whose turn it was) has executed.
-    pub fn replayed(&self, transno: u64) {
-        let mut state = self.state.lock();
-        state.parked.remove(&transno);
-        state.next = state.next.max(transno + 1);
-        if state.expired {
-            self.close_if_finished(&mut state);
-        }
-        drop(state);
-        self.changed.notify_waiters();
-    }
-
-    /// The window closed. Stops accepting replays, evicts the known clients that never came
-    /// back (returned, for the caller to forget), and lets each replay still waiting run by
-    /// skipping the transnos below it that nobody replayed: `skip(from, to)` must journal an
-    /// empty record for each transno in `from..=to` and move the namespace past `to`.
+    /// The window closed. Stops accepting replays, evicts the known clients that had not
+    /// finished replaying and have no replay waiting (returned, for the caller to forget),
+    /// and lets each replay still waiting run by skipping the transnos below it that nobody
+    /// replayed: `skip(from, to)` must journal an empty record for each transno in
+    /// `from..=to` and move the namespace past `to`. A client evicted after it came back
+    /// (its connection went before it finished) is evicted all the same: what it had not
+    /// replayed is skipped, and it must be told so when it returns, or it would take those
+    /// skipped transnos, below `last_committed` now, for durable.
     pub async fn expire(&self) -> Vec<u64> {
         let evicted: Vec<u64> = {
             let mut state = self.state.lock();
@@ -240,7 +360,7 @@ impl Recovery {
             let waiting: Vec<u64> = state.waiting_for.drain().collect();
             let evicted: Vec<u64> = waiting
                 .into_iter()
-                .filter(|c| !state.returned.contains(c))
+                .filter(|c| !state.parked.values().any(|p| p == c))
                 .collect();
             state.evicted.extend(evicted.iter().copied());
             evicted
@@ -257,9 +377,7 @@ impl Recovery {
                         break;
                     }
                     Some(first) if first > state.next => {
-                        if let Some(skip) = self.skip.lock().as_ref() {
-                            skip(state.next, first - 1);
-                        }
+                        self.skip(state.next, first - 1);
                         state.next = first;
                         true
                     }
@@ -292,29 +410,64 @@ mod tests {
             .unwrap()
     }
 
+    fn key() -> ReplayKey {
+        ReplayKey::new(&[5; journal::SECRET_LEN])
+    }
+
+    const BOUNDS: Bounds = Bounds {
+        last_committed: 10,
+        transno_ceiling: 1000,
+        ino_ceiling: 5000,
+    };
+
+    fn recovery(known: Vec<u64>) -> Arc<Recovery> {
+        Arc::new(Recovery::new(known, BOUNDS, key()))
+    }
+
+    /// A replay of `transno` by `client`, whose original had xid `transno` (the tests need no
+    /// other xids), creating nothing, with the ticket the server gave it.
+    fn replay(client: u64, transno: u64) -> Replay {
+        replay_ino(client, transno, 0)
+    }
+
+    fn replay_ino(client: u64, transno: u64, ino: u64) -> Replay {
+        Replay {
+            xid: transno,
+            transno,
+            ino,
+            ticket: key().ticket(client, transno, transno, ino),
+        }
+    }
+
+    /// Runs `client`'s replay of `transno` to the end of its turn, executed.
+    async fn replay_one(r: &Recovery, client: u64, transno: u64) -> Result<(), Refusal> {
+        r.turn(client, replay(client, transno)).await?.executed();
+        Ok(())
+    }
+
     #[test]
     fn nobody_known_means_no_recovery() {
-        let r = Recovery::new(vec![], 10);
+        let r = recovery(vec![]);
         assert!(!r.is_open());
         rt().block_on(async {
             r.closed().await;
-            assert_eq!(r.turn(11, 1).await, Err(Refusal::TooLate));
+            assert_eq!(replay_one(&r, 1, 11).await, Err(Refusal::TooLate));
         });
     }
 
     #[test]
     fn replays_run_in_transno_order_whatever_order_they_arrive_in() {
         let rt = rt();
-        let r = Arc::new(Recovery::new(vec![1, 2], 10));
+        let r = recovery(vec![1, 2]);
         let order = Arc::new(Mutex::new(Vec::new()));
         // Each client replays in transno order on its own connection, one after the other.
         let client = |id: u64, transnos: Vec<u64>| {
             let (r, order) = (r.clone(), order.clone());
             rt.spawn(async move {
                 for t in transnos {
-                    r.turn(t, id).await.unwrap();
+                    let turn = r.turn(id, replay(id, t)).await.unwrap();
                     order.lock().push(t);
-                    r.replayed(t);
+                    turn.executed();
                 }
             })
         };
@@ -340,7 +493,7 @@ mod tests {
     #[test]
     fn a_gap_nobody_can_fill_is_skipped_without_waiting_for_the_window() {
         let rt = rt();
-        let r = Arc::new(Recovery::new(vec![1, 2], 10));
+        let r = recovery(vec![1, 2]);
         let skipped = Arc::new(Mutex::new(Vec::new()));
         r.on_skip({
             let skipped = skipped.clone();
@@ -354,8 +507,7 @@ mod tests {
             .map(|(client, t)| {
                 let r = r.clone();
                 rt.spawn(async move {
-                    r.turn(t, client).await.unwrap();
-                    r.replayed(t);
+                    replay_one(&r, client, t).await.unwrap();
                     r.client_done(client);
                 })
             })
@@ -372,7 +524,7 @@ mod tests {
     #[test]
     fn an_expired_window_skips_what_nobody_replayed_and_evicts_who_did_not_finish() {
         let rt = rt();
-        let r = Arc::new(Recovery::new(vec![1, 2], 10));
+        let r = recovery(vec![1, 2]);
         // Client 1 never comes back; client 2 waits with 13 (11 and 12 were client 1's).
         assert!(r.connected(2));
         assert!(!r.connected(3), "not known before the restart");
@@ -383,10 +535,7 @@ mod tests {
         });
         let waiting = {
             let r = r.clone();
-            rt.spawn(async move {
-                r.turn(13, 2).await.unwrap();
-                r.replayed(13);
-            })
+            rt.spawn(async move { replay_one(&r, 2, 13).await.unwrap() })
         };
         let evicted = rt.block_on(async {
             while r.state.lock().parked.is_empty() {
@@ -404,9 +553,132 @@ mod tests {
         assert_eq!(*skipped.lock(), vec![(11, 12)]);
         assert!(!r.is_open());
         assert_eq!(
-            rt.block_on(r.turn(14, 2)),
+            rt.block_on(replay_one(&r, 2, 14)),
             Err(Refusal::TooLate),
             "too late now"
         );
+    }
+
+    /// What no honest client can send is refused before it waits for anything, so it can
+    /// neither hold the window open nor make recovery skip another client's transnos: a
+    /// client the journal did not know, a ticket that does not prove the replay, a transno
+    /// above the ceiling (u64::MAX once had the skipper journal 2^64 empty records) or an
+    /// inode number never handed out (2^64 - 2 once moved the inode counter to the end).
+    #[test]
+    fn forged_replays_are_refused_before_they_claim_anything() {
+        let rt = rt();
+        let r = recovery(vec![1, 2]);
+        let skipped = Arc::new(Mutex::new(Vec::new()));
+        r.on_skip({
+            let skipped = skipped.clone();
+            Box::new(move |from, to| skipped.lock().push((from, to)))
+        });
+        let forged = |client, xid, replay: Replay| {
+            let replay = Replay { xid, ..replay };
+            rt.block_on(async { r.turn(client, replay).await.map(drop) })
+        };
+        let is_forged = |result: Result<(), Refusal>| matches!(result, Err(Refusal::Forged(_)));
+        assert!(is_forged(forged(3, 11, replay(3, 11))), "not known");
+        let mut wrong = replay(1, 11);
+        wrong.ticket ^= 1;
+        assert!(is_forged(forged(1, 11, wrong)), "wrong ticket");
+        assert!(
+            is_forged(forged(1, 12, replay(1, 11))),
+            "another xid's ticket"
+        );
+        assert!(is_forged(forged(2, 11, replay(1, 11))), "client 1's ticket");
+        assert!(
+            is_forged(forged(1, u64::MAX, replay(1, u64::MAX))),
+            "past the ceiling"
+        );
+        assert!(
+            is_forged(forged(1, 1001, replay(1, 1001))),
+            "past the ceiling"
+        );
+        let huge_ino = replay_ino(1, 11, u64::MAX - 1);
+        assert!(is_forged(forged(1, 11, huge_ino)), "inode never handed out");
+        assert!(
+            is_forged(forged(1, 11, replay_ino(1, 11, ROOT_INO))),
+            "the root"
+        );
+        assert!(
+            is_forged(forged(1, 11, replay_ino(1, 11, 5000))),
+            "at the ino ceiling"
+        );
+        assert_eq!(
+            forged(1, 10, replay(1, 10)),
+            Err(Refusal::TooLate),
+            "durable already"
+        );
+        assert!(r.state.lock().parked.is_empty(), "nothing claimed");
+        assert!(skipped.lock().is_empty(), "nothing skipped");
+        // The honest replays still run, in order.
+        rt.block_on(async {
+            replay_one(&r, 1, 11).await.unwrap();
+            replay_one(&r, 2, 12).await.unwrap();
+        });
+        r.client_done(1);
+        r.client_done(2);
+        assert!(!r.is_open());
+    }
+
+    /// Two copies of one replay (its client resent it on another connection, or on two
+    /// partitions at once): one claims the transno, the other is refused without waiting,
+    /// so no transno is ever executed twice or skipped under a replay that took it
+    /// (regression: both passed the turn check, and the loser's empty record could replace
+    /// the winner's).
+    #[test]
+    fn each_transno_and_inode_number_is_claimed_once() {
+        let rt = rt();
+        let r = recovery(vec![1]);
+        rt.block_on(async {
+            let first = r.turn(1, replay_ino(1, 11, 100)).await.unwrap();
+            assert_eq!(
+                r.turn(1, replay_ino(1, 11, 100)).await.map(drop),
+                Err(Refusal::TooLate),
+                "a second copy while the first holds its turn"
+            );
+            first.executed();
+            assert_eq!(
+                replay_one(&r, 1, 11).await,
+                Err(Refusal::TooLate),
+                "replayed already"
+            );
+            // The same inode number under another transno (with a ticket for it: only a
+            // leaked key makes one) is still refused.
+            assert_eq!(
+                r.turn(1, replay_ino(1, 12, 100)).await.map(drop),
+                Err(Refusal::TooLate)
+            );
+        });
+    }
+
+    /// A replay that got its turn and was then refused, answered from a record or failed to
+    /// execute drops its turn: its transno is skipped and the next replay goes on at once
+    /// (regression: such a replay never moved the turn on, and every other client waited for
+    /// the window to expire).
+    #[test]
+    fn a_turn_dropped_without_executing_skips_its_transno_and_lets_the_next_one_run() {
+        let rt = rt();
+        let r = recovery(vec![1, 2]);
+        let skipped = Arc::new(Mutex::new(Vec::new()));
+        r.on_skip({
+            let skipped = skipped.clone();
+            Box::new(move |from, to| skipped.lock().push((from, to)))
+        });
+        let second = {
+            let r = r.clone();
+            rt.spawn(async move { replay_one(&r, 2, 12).await })
+        };
+        rt.block_on(async {
+            let turn = r.turn(1, replay(1, 11)).await.unwrap();
+            drop(turn); // refused after its turn came (say, 65 groups)
+            tokio::time::timeout(std::time::Duration::from_secs(10), second)
+                .await
+                .expect("the next replay runs without waiting for the window")
+                .unwrap()
+                .unwrap();
+        });
+        assert_eq!(*skipped.lock(), vec![(11, 11)]);
     }
 }

@@ -124,6 +124,13 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
     let options = JournalOptions {
         fail_after_commits: config.inject_journal_failure_after,
         fault: config.inject_journal_failure,
+        leases: journal::Leases {
+            // Past the cap on uncommitted work, with room for what each partition executes
+            // between its look at the cap and its transno: the ceiling is never what stops
+            // a mutation.
+            transnos: config.limits.max_uncommitted.saturating_mul(2),
+            ..journal::Leases::default()
+        },
     };
     let (journal, mut recovered) = Journal::open(&config.data, options)
         .with_context(|| format!("opening the journal in {}", config.data.display()))?;
@@ -174,10 +181,14 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
             max_batch: config.max_batch,
         },
     );
-    let sessions = Arc::new(Sessions::new());
+    let sessions = Arc::new(Sessions::new(config.limits.max_resend_records));
     let resend_clients = recovered.resend.len();
     let records = sessions
-        .restore(std::mem::take(&mut recovered.resend))
+        .restore(
+            std::mem::take(&mut recovered.resend),
+            std::mem::take(&mut recovered.sessions),
+            &recovered.known_clients,
+        )
         .map_err(|e| {
             anyhow::anyhow!("the store holds a resend record this build cannot read: {e}")
         })?;
@@ -198,6 +209,12 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
     // The window opens with the recovery state, before the partitions accept anyone: a
     // client may come back, replay and close it before the task that times it has started.
     let recovery_opened = std::time::Instant::now();
+    let replay_key = crate::ticket::ReplayKey::new(&recovered.replay_key);
+    let bounds = crate::recovery::Bounds {
+        last_committed: recovered.last_committed,
+        transno_ceiling: recovered.ceilings.transno,
+        ino_ceiling: recovered.ceilings.ino,
+    };
     let shared = Arc::new(Shared {
         namespace: namespace.clone(),
         engine: engine.clone(),
@@ -207,7 +224,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         sessions: sessions.clone(),
         cos: config.cos,
         ack_early: config.ack_early,
-        recovery: Recovery::new(recovered.known_clients.clone(), recovered.last_committed),
+        recovery: Recovery::new(recovered.known_clients.clone(), bounds, replay_key.clone()),
         cos_conflicts: Default::default(),
         boot: boot_id(),
         partitions: config.partitions,
@@ -217,6 +234,9 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         progress,
         auth: config.auth_key.as_deref().cloned().map(Authenticator::new),
         tls: config.tls.clone().map(tokio_rustls::TlsAcceptor::from),
+        replay_key,
+        unauthenticated: Default::default(),
+        cred_check: config.cred_check,
     });
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let mut threads = Vec::with_capacity(config.partitions);
@@ -247,7 +267,15 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
 
     rt.block_on(async {
         let metrics_listener = tokio::net::TcpListener::from_std(listeners.metrics)?;
-        info!("metrics endpoint on {}", metrics_listener.local_addr()?);
+        let metrics_addr = metrics_listener.local_addr()?;
+        info!("metrics endpoint on {metrics_addr}");
+        if !metrics_addr.ip().is_loopback() {
+            warn!(
+                metrics_listen = %metrics_addr,
+                "the metrics endpoint listens beyond loopback: anyone who can reach it reads \
+                 the server's figures (client counts, rates, store sizes); it takes no key"
+            );
+        }
         let extras: crate::metrics::ScrapeExtras = {
             let (journal, engine, sessions) = (journal.clone(), engine.clone(), sessions.clone());
             let (namespace, stats) = (namespace.clone(), shared.commit_stats.clone());
@@ -274,6 +302,13 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
                     "gauge",
                     "Replies waiting for their commit, all partitions.",
                     &[("", engine.total_depth() as f64)],
+                );
+                crate::metrics::write_family(
+                    out,
+                    crate::metrics::UNAUTHENTICATED,
+                    "gauge",
+                    "Connections accepted that have not completed their handshake (TLS, CONNECT and its proofs), all partitions.",
+                    &[("", recovery_shared.unauthenticated.total() as f64)],
                 );
                 crate::metrics::write_family(
                     out,
@@ -330,7 +365,8 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         info!("listening on {addr}");
 
         // Transnos nobody will replay are skipped by empty records (the committer keeps
-        // `last_committed` contiguous through them). A weak reference: no cycle through Shared.
+        // `last_committed` contiguous through them), in one message however many: recovery
+        // bounds every range by the ceiling. A weak reference: no cycle through Shared.
         shared.recovery.on_skip({
             let shared = Arc::downgrade(&shared);
             Box::new(move |from, to| {
@@ -338,12 +374,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
                 warn!(from, to, "recovery: skipping transnos nobody replayed");
                 shared.namespace.skip_to(to);
                 metrics::counter!(crate::metrics::SKIPPED).increment(to - from + 1);
-                for transno in from..=to {
-                    shared.to_committer(CommitMsg::Record(journal::TxRecord {
-                        transno,
-                        ops: Vec::new(),
-                    }));
-                }
+                shared.to_committer(CommitMsg::Skip { from, to });
             })
         });
         if shared.recovery.is_open() {
@@ -439,10 +470,22 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         // none has anything to replay, and the next start need wait for none of them. (Not
         // while a recovery window is open: clients that have not replayed yet hold replies
         // from before the crash.)
-        match journal.forget_known_clients() {
+        let forgotten = journal.forget_known_clients();
+        match &forgotten {
             Ok(0) => {}
             Ok(forgotten) => info!(forgotten, "every reply is durable: known clients forgotten"),
             Err(e) => warn!("forgetting known clients failed: {e}; the next start waits for them"),
+        }
+        // And no client was told of anything above what is durable: the next start needs no
+        // lease of room above it (while clients stay known, it keeps the one they may hold
+        // numbers from).
+        if forgotten.is_ok()
+            && let Err(e) =
+                journal.settle_ceilings(namespace.last_transno(), namespace.inode_counter())
+        {
+            warn!(
+                "settling the ceilings failed: {e}; the next start skips a lease of inode numbers"
+            );
         }
     }
     if !journal.is_failed() {
@@ -508,8 +551,10 @@ async fn close_recovery_window(
         info!(?open_for, "recovery done: every known client replayed");
         return;
     }
+    // Not before what they may have replayed before they went is durable.
+    let after = shared.namespace.last_transno();
     for &client in &evicted {
-        shared.to_committer(CommitMsg::ForgetClient { client, after: 0 });
+        shared.to_committer(CommitMsg::ForgetClient { client, after });
     }
     info!(
         evicted = evicted.len(),

@@ -14,13 +14,14 @@
 //! identities are random and a load run makes thousands of them. One that still holds records
 //! waits for its client to come back and resend, up to `--session-expiry`.
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
 use journal::ClientResend;
+use mds_client::auth::SessionSecret;
 use mds_proto::{self as protocol, Body};
 use parking_lot::Mutex;
 
@@ -36,11 +37,18 @@ type Shard = Mutex<HashMap<u64, Arc<Session>>>;
 /// Every live session, by client identity.
 pub struct Sessions {
     shards: Box<[CachePadded<Shard>]>,
+    /// Most resend records one session keeps (executed mutations whose replies its client
+    /// has not acknowledged): past it, new mutations are refused with EBUSY until the client
+    /// advances its watermark, so one client cannot grow the server's memory or the
+    /// committer's work without bound.
+    max_records: usize,
 }
 
 /// One client's session.
 pub struct Session {
     client: u64,
+    /// Most resend records it keeps (`Sessions::max_records`).
+    max_records: usize,
     state: Mutex<State>,
     /// The client's watermark: every xid at or below it has its reply at the client.
     acked_xid: AtomicU64,
@@ -67,54 +75,80 @@ struct State {
     answered: AnsweredLog,
     /// The journal holds resend records of this client: forgetting the session drops them.
     journaled: bool,
+    /// The secret whoever attaches to this session must prove; `None` for a session restored
+    /// from a store that kept none (written by a build before bindings), which the next
+    /// attach binds.
+    secret: Option<SessionSecret>,
+    /// The journal has the secret (`BindSession`), so a restart restores it with the session.
+    bound: bool,
     /// When the client's last connection closed; `None` while it has one.
     away_since: Option<Instant>,
 }
 
-/// Answers by xid, oldest first. A client's mutations mostly execute in xid order, so an
-/// answer is appended and the watermark trims from the front: no allocation per request once
-/// the deque has grown to the client's window, unlike a tree map's nodes.
+/// Answers by xid. A client's mutations mostly execute in xid order, so an answer is appended
+/// to a deque and the watermark trims from its front: no allocation per request once the
+/// deque has grown to the client's window, unlike a tree map's nodes. Answers that come out
+/// of order (requests of one client on two connections) go to a tree beside it instead of
+/// into the middle of the deque, which would cost a shift of everything after them: every
+/// operation stays O(log n) whatever order a client's xids arrive in.
 #[derive(Debug, Default)]
-struct AnsweredLog(VecDeque<(u64, Answered)>);
+struct AnsweredLog {
+    /// Ascending xids, each above every xid before it.
+    in_order: VecDeque<(u64, Answered)>,
+    /// Answers whose xid was below the deque's last when they came.
+    stragglers: BTreeMap<u64, Answered>,
+}
 
 impl AnsweredLog {
     fn insert(&mut self, xid: u64, answered: Answered) {
-        match self.0.back() {
+        match self.in_order.back() {
             Some(&(last, _)) if last >= xid => {
-                // Out of order (requests of one client on two connections): keep it sorted.
-                match self.0.binary_search_by_key(&xid, |(x, _)| *x) {
-                    Ok(at) => self.0[at].1 = answered,
-                    Err(at) => self.0.insert(at, (xid, answered)),
+                if let Ok(at) = self.in_order.binary_search_by_key(&xid, |(x, _)| *x) {
+                    self.in_order[at].1 = answered;
+                } else {
+                    self.stragglers.insert(xid, answered);
                 }
             }
-            _ => self.0.push_back((xid, answered)),
+            _ => self.in_order.push_back((xid, answered)),
         }
     }
 
     fn get(&self, xid: u64) -> Option<&Answered> {
-        let at = self.0.binary_search_by_key(&xid, |(x, _)| *x).ok()?;
-        Some(&self.0[at].1)
+        match self.in_order.binary_search_by_key(&xid, |(x, _)| *x) {
+            Ok(at) => Some(&self.in_order[at].1),
+            Err(_) => self.stragglers.get(&xid),
+        }
     }
 
     fn remove(&mut self, xid: u64) {
-        if let Ok(at) = self.0.binary_search_by_key(&xid, |(x, _)| *x) {
-            self.0.remove(at);
+        if self.stragglers.remove(&xid).is_some() {
+            return;
+        }
+        if let Ok(at) = self.in_order.binary_search_by_key(&xid, |(x, _)| *x) {
+            self.in_order.remove(at);
         }
     }
 
     /// Drops the answers at or below the client's watermark: it has those replies.
     fn trim(&mut self, acked_xid: u64) {
-        while self.0.front().is_some_and(|(x, _)| *x <= acked_xid) {
-            self.0.pop_front();
+        while self.in_order.front().is_some_and(|(x, _)| *x <= acked_xid) {
+            self.in_order.pop_front();
+        }
+        if self
+            .stragglers
+            .first_key_value()
+            .is_some_and(|(&x, _)| x <= acked_xid)
+        {
+            self.stragglers = self.stragglers.split_off(&(acked_xid + 1));
         }
     }
 
     fn len(&self) -> usize {
-        self.0.len()
+        self.in_order.len() + self.stragglers.len()
     }
 
     fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.len() == 0
     }
 }
 
@@ -134,6 +168,9 @@ pub enum Begin {
     Joined,
     /// A resend of a request already executed and answered: answer it the same way again.
     Answered(Answered),
+    /// The session keeps as many resend records as it may: refuse it (EBUSY) until the
+    /// client's watermark lets some go.
+    Full,
 }
 
 /// What CONNECT did to a session.
@@ -141,20 +178,35 @@ pub struct Attached {
     pub session: Arc<Session>,
     /// The connection this one replaced; the caller closes it.
     pub replaced: Option<Arc<ConnOutput>>,
+    /// The secret of a session this attach started (or bound): the client is told it.
+    pub issued: Option<SessionSecret>,
 }
+
+/// Why a connection may not attach to a session.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AttachRefused {
+    /// The server keeps a session for this identity and the connection did not prove its
+    /// secret.
+    Unproved,
+}
+
+/// Most resend records a session keeps by default: twice the most mutations one connection
+/// may have waiting for their commit (`Limits::max_inflight_per_conn`).
+pub const DEFAULT_MAX_RECORDS: usize = 8192;
 
 impl Default for Sessions {
     fn default() -> Self {
-        Sessions::new()
+        Sessions::new(DEFAULT_MAX_RECORDS)
     }
 }
 
 impl Sessions {
-    pub fn new() -> Sessions {
+    pub fn new(max_records: usize) -> Sessions {
         Sessions {
             shards: (0..SHARDS)
                 .map(|_| CachePadded::new(Mutex::new(HashMap::new())))
                 .collect(),
+            max_records,
         }
     }
 
@@ -163,32 +215,81 @@ impl Sessions {
         &self.shards[(client as usize) & (SHARDS - 1)]
     }
 
-    /// Makes `conn` the connection of `client`'s session, creating the session if needed.
-    pub fn attach(&self, client: u64, conn: Arc<ConnOutput>) -> Attached {
-        let session = self
-            .shard(client)
+    /// Whether a connection that would attach to `client`'s session must prove its secret:
+    /// the server keeps a bound session for that identity.
+    pub fn requires_proof(&self, client: u64) -> bool {
+        self.shard(client)
             .lock()
-            .entry(client)
-            .or_insert_with(|| Session::new(client))
-            .clone();
-        let replaced = {
-            let mut state = session.state.lock();
-            state.away_since = None;
-            state.conn.replace(conn)
-        };
-        Attached { session, replaced }
+            .get(&client)
+            .is_some_and(|s| s.state.lock().secret.is_some())
     }
 
-    /// Sessions of clients whose resend records the journal kept across a restart: away until
-    /// they reconnect, or expire.
-    pub fn restore(&self, clients: Vec<ClientResend>) -> Result<usize, String> {
+    /// Makes `conn` the connection of `client`'s session, creating the session (with a fresh
+    /// secret) if there is none. An existing session's secret must pass `proved`, checked
+    /// under the shard's lock, so that nobody can attach between the check and the attach.
+    pub fn attach(
+        &self,
+        client: u64,
+        conn: Arc<ConnOutput>,
+        proved: impl FnOnce(&SessionSecret) -> bool,
+    ) -> Result<Attached, AttachRefused> {
+        let mut shard = self.shard(client).lock();
+        let session = shard
+            .entry(client)
+            .or_insert_with(|| Session::new(client, None, self.max_records))
+            .clone();
+        let mut state = session.state.lock();
+        let issued = match &state.secret {
+            Some(secret) if proved(secret) => None,
+            Some(_) => return Err(AttachRefused::Unproved),
+            None => {
+                // A new session, or one restored without a binding: bind it to this client.
+                let secret = SessionSecret::random();
+                state.secret = Some(secret);
+                Some(secret)
+            }
+        };
+        drop(shard);
+        state.away_since = None;
+        let replaced = state.conn.replace(conn);
+        drop(state);
+        Ok(Attached {
+            session,
+            replaced,
+            issued,
+        })
+    }
+
+    /// Sessions of clients whose resend records the journal kept across a restart, and of
+    /// the clients it knows or keeps a session secret for: away until they reconnect (proving
+    /// the secret the journal kept), or expire.
+    pub fn restore(
+        &self,
+        clients: Vec<ClientResend>,
+        bindings: Vec<(u64, [u8; journal::SECRET_LEN])>,
+        known: &[u64],
+    ) -> Result<usize, String> {
+        let mut secrets: HashMap<u64, SessionSecret> = bindings
+            .into_iter()
+            .map(|(client, secret)| (client, SessionSecret::from_bytes(secret)))
+            .collect();
         let mut records = 0;
+        let bound: Vec<u64> = secrets.keys().copied().collect();
+        let mut restored = |client: u64| {
+            let session = Session::new(client, secrets.remove(&client), self.max_records);
+            {
+                let mut state = session.state.lock();
+                state.bound = state.secret.is_some();
+                // Forgetting it drops what the journal keeps of it, the binding included.
+                state.journaled = true;
+            }
+            session
+        };
         for found in clients {
-            let session = Session::new(found.client);
+            let session = restored(found.client);
             session.note_acked(found.acked_xid);
             {
                 let mut state = session.state.lock();
-                state.journaled = true;
                 for record in found.records {
                     let body = protocol::decode(&record.reply).map_err(|e| {
                         format!(
@@ -207,6 +308,12 @@ impl Sessions {
             self.shard(found.client)
                 .lock()
                 .insert(found.client, session);
+        }
+        // Known clients (replays) and bound ones with no record left: their identity stays
+        // theirs while the journal keeps anything of them.
+        for client in known.iter().copied().chain(bound) {
+            let mut shard = self.shard(client).lock();
+            shard.entry(client).or_insert_with(|| restored(client));
         }
         Ok(records)
     }
@@ -271,6 +378,11 @@ impl Sessions {
         false
     }
 
+    /// Most resend records a session keeps.
+    pub fn max_records(&self) -> usize {
+        self.max_records
+    }
+
     /// Sessions the server knows.
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.lock().len()).sum()
@@ -299,9 +411,10 @@ pub struct Know {
 }
 
 impl Session {
-    fn new(client: u64) -> Arc<Session> {
+    fn new(client: u64, secret: Option<SessionSecret>, max_records: usize) -> Arc<Session> {
         Arc::new(Session {
             client,
+            max_records,
             state: Mutex::new(State {
                 conn: None,
                 pending: HashSet::new(),
@@ -310,6 +423,8 @@ impl Session {
                 known_at: 0,
                 answered: AnsweredLog::default(),
                 journaled: false,
+                secret,
+                bound: false,
                 away_since: Some(Instant::now()),
             }),
             acked_xid: AtomicU64::new(0),
@@ -335,8 +450,25 @@ impl Session {
         if let Some(answered) = state.answered.get(xid) {
             return Begin::Answered(answered.clone());
         }
+        // Pending requests may each leave a record when they execute: counted too.
+        if state.answered.len() + state.pending.len() >= self.max_records {
+            return Begin::Full;
+        }
         state.pending.insert(xid);
         Begin::New
+    }
+
+    /// The first time the session's journal record is about to be written: calls `bind`
+    /// (the caller's BindSession to the committer) with its secret, under the session's lock,
+    /// so it reaches the committer before any record of the session sent after it.
+    pub fn bind_once(&self, bind: impl FnOnce(&SessionSecret)) {
+        let mut state = self.state.lock();
+        if !state.bound {
+            state.bound = true;
+            if let Some(secret) = &state.secret {
+                bind(secret);
+            }
+        }
     }
 
     /// `xid` executed as `transno` and is answered with `body`: kept until the client's
@@ -487,6 +619,11 @@ impl State {
 mod tests {
     use super::*;
 
+    /// Attaches `conn` as `client`, proving whatever secret the session has.
+    fn attach(sessions: &Sessions, client: u64, conn: Arc<ConnOutput>) -> Attached {
+        sessions.attach(client, conn, |_| true).unwrap()
+    }
+
     /// `Sessions::expire`, with the clients whose records it drops.
     fn expire(sessions: &Sessions, expiry: Duration) -> (Vec<u64>, usize) {
         let mut dropped = Vec::new();
@@ -496,10 +633,10 @@ mod tests {
 
     #[test]
     fn a_second_connect_replaces_the_first_and_a_resend_joins_its_original() {
-        let sessions = Sessions::new();
+        let sessions = Sessions::default();
         let first = Arc::new(ConnOutput::new(1 << 10));
         let second = Arc::new(ConnOutput::new(1 << 10));
-        let a = sessions.attach(42, first.clone());
+        let a = attach(&sessions, 42, first.clone());
         assert!(a.replaced.is_none());
         assert_eq!(a.session.begin(7), Begin::New, "first time: execute");
         assert_eq!(
@@ -508,7 +645,7 @@ mod tests {
             "resend while pending: join, do not execute"
         );
 
-        let b = sessions.attach(42, second.clone());
+        let b = attach(&sessions, 42, second.clone());
         assert!(
             Arc::ptr_eq(&a.session, &b.session),
             "same identity, same session"
@@ -530,9 +667,9 @@ mod tests {
 
     #[test]
     fn a_resend_of_an_answered_mutation_is_answered_from_its_record_until_acked() {
-        let sessions = Sessions::new();
+        let sessions = Sessions::default();
         let conn = Arc::new(ConnOutput::new(1 << 10));
-        let s = sessions.attach(42, conn.clone()).session;
+        let s = attach(&sessions, 42, conn.clone()).session;
         assert_eq!(s.begin(3), Begin::New);
         s.remember(3, 30, Body::Done);
         assert_eq!(s.begin(4), Begin::New);
@@ -548,7 +685,7 @@ mod tests {
         assert!(sessions.detach(&s, &conn));
         assert!(!sessions.forget_if_idle(42, || {}));
         assert_eq!(sessions.len(), 1);
-        let back = sessions.attach(42, conn.clone()).session;
+        let back = attach(&sessions, 42, conn.clone()).session;
         assert!(Arc::ptr_eq(&s, &back));
         // The client has the reply of 3 now: its record goes; 4's stays.
         back.note_acked(3);
@@ -568,8 +705,22 @@ mod tests {
         assert!(sessions.is_empty());
     }
 
+    impl AnsweredLog {
+        /// Every xid held, in order.
+        fn xids(&self) -> Vec<u64> {
+            let mut all: Vec<u64> = self
+                .in_order
+                .iter()
+                .map(|(x, _)| *x)
+                .chain(self.stragglers.keys().copied())
+                .collect();
+            all.sort_unstable();
+            all
+        }
+    }
+
     #[test]
-    fn the_answer_log_stays_sorted_and_trims_from_the_front() {
+    fn the_answer_log_finds_every_answer_and_trims_below_the_watermark() {
         let answer = |transno| Answered {
             transno,
             body: Body::Done,
@@ -578,23 +729,108 @@ mod tests {
         for xid in [3, 5, 4, 9, 1] {
             log.insert(xid, answer(xid * 10));
         }
-        let xids: Vec<u64> = log.0.iter().map(|(x, _)| *x).collect();
-        assert_eq!(xids, [1, 3, 4, 5, 9]);
+        assert_eq!(log.xids(), [1, 3, 4, 5, 9]);
         assert_eq!(log.get(4).map(|a| a.transno), Some(40));
+        assert_eq!(log.get(1).map(|a| a.transno), Some(10));
         assert!(log.get(2).is_none());
+        log.insert(4, answer(44));
+        assert_eq!(log.get(4).map(|a| a.transno), Some(44), "replaced");
+        assert_eq!(log.len(), 5);
         log.remove(5);
+        log.remove(1);
         log.trim(3);
-        let xids: Vec<u64> = log.0.iter().map(|(x, _)| *x).collect();
-        assert_eq!(xids, [4, 9]);
+        assert_eq!(log.xids(), [4, 9]);
         log.trim(100);
         assert!(log.is_empty());
     }
 
+    /// Out-of-order xids (a client's requests on two connections) go beside the in-order
+    /// deque, not into its middle: inserting them costs no shift of what comes after
+    /// (regression: each one moved the whole tail, O(n) per mutation).
+    #[test]
+    fn out_of_order_answers_do_not_shift_the_in_order_ones() {
+        let mut log = AnsweredLog::default();
+        let answer = Answered {
+            transno: 1,
+            body: Body::Done,
+        };
+        for xid in (0..10_000u64).map(|x| x * 2 + 1000) {
+            log.insert(xid, answer.clone());
+        }
+        // Every even xid below the last, late.
+        for xid in (0..10_000u64).map(|x| x * 2 + 999) {
+            log.insert(xid, answer.clone());
+        }
+        assert_eq!(log.in_order.len(), 10_000, "the deque was not touched");
+        assert_eq!(log.stragglers.len(), 10_000);
+        assert!(log.get(999).is_some() && log.get(1000).is_some());
+        log.trim(1999);
+        assert_eq!(
+            log.len(),
+            20_000 - 1001,
+            "500 in order and 501 late at or below 1999"
+        );
+    }
+
+    #[test]
+    fn a_session_keeps_at_most_its_cap_of_records_and_pending_requests() {
+        let sessions = Sessions::new(3);
+        let conn = Arc::new(ConnOutput::new(1 << 10));
+        let s = attach(&sessions, 9, conn.clone()).session;
+        for xid in 1..=2 {
+            assert_eq!(s.begin(xid), Begin::New);
+            s.remember(xid, xid, Body::Done);
+            s.release(xid, true, &conn);
+        }
+        assert_eq!(
+            s.begin(3),
+            Begin::New,
+            "two records, one pending: at the cap"
+        );
+        assert_eq!(s.begin(4), Begin::Full);
+        assert!(
+            matches!(s.begin(1), Begin::Answered(_)),
+            "resends still answered"
+        );
+        s.note_acked(2);
+        assert_eq!(s.begin(4), Begin::New, "the watermark let two go");
+    }
+
+    /// A session started by one connection is bound to it: another attach with its identity
+    /// must prove the secret issued then; a session restored without a secret (a store of a
+    /// build before bindings) is bound by the next attach.
+    #[test]
+    fn a_session_is_bound_to_the_secret_its_first_connect_was_issued() {
+        let sessions = Sessions::default();
+        let conn = Arc::new(ConnOutput::new(4));
+        let first = sessions.attach(5, conn.clone(), |_| false).unwrap();
+        let secret = first.issued.expect("a new session is issued a secret");
+        assert!(sessions.requires_proof(5));
+        assert!(!sessions.requires_proof(6));
+        assert_eq!(
+            sessions.attach(5, conn.clone(), |_| false).err(),
+            Some(AttachRefused::Unproved)
+        );
+        let again = sessions.attach(5, conn.clone(), |s| *s == secret).unwrap();
+        assert!(again.issued.is_none());
+        // Restored with its binding: the same secret guards it.
+        let restored = Sessions::default();
+        restored
+            .restore(vec![], vec![(5, *secret.bytes())], &[7])
+            .unwrap();
+        assert!(restored.requires_proof(5));
+        assert!(restored.attach(5, conn.clone(), |s| *s == secret).is_ok());
+        // Known without a binding: the next attach binds it.
+        assert!(!restored.requires_proof(7));
+        let bound = restored.attach(7, conn, |_| false).unwrap();
+        assert!(bound.issued.is_some());
+    }
+
     #[test]
     fn a_mutation_whose_commit_failed_keeps_no_record() {
-        let sessions = Sessions::new();
+        let sessions = Sessions::default();
         let conn = Arc::new(ConnOutput::new(1 << 10));
-        let s = sessions.attach(43, conn.clone()).session;
+        let s = attach(&sessions, 43, conn.clone()).session;
         assert_eq!(s.begin(1), Begin::New);
         s.remember(1, 10, Body::Done);
         s.release(1, false, &conn);
@@ -604,9 +840,9 @@ mod tests {
 
     #[test]
     fn an_away_session_with_records_expires_and_restored_ones_count_as_away() {
-        let sessions = Sessions::new();
+        let sessions = Sessions::default();
         let conn = Arc::new(ConnOutput::new(1 << 10));
-        let s = sessions.attach(5, conn.clone()).session;
+        let s = attach(&sessions, 5, conn.clone()).session;
         assert_eq!(s.begin(1), Begin::New);
         s.remember(1, 10, Body::Done);
         s.release(1, true, &conn);
@@ -618,18 +854,22 @@ mod tests {
 
         let reply = protocol::encode(&Body::Done);
         let restored = sessions
-            .restore(vec![ClientResend {
-                client: 6,
-                acked_xid: 1,
-                records: vec![journal::ResendRecord {
-                    xid: 2,
-                    transno: 20,
-                    reply,
+            .restore(
+                vec![ClientResend {
+                    client: 6,
+                    acked_xid: 1,
+                    records: vec![journal::ResendRecord {
+                        xid: 2,
+                        transno: 20,
+                        reply,
+                    }],
                 }],
-            }])
+                vec![],
+                &[],
+            )
             .unwrap();
         assert_eq!(restored, 1);
-        let s = sessions.attach(6, conn.clone()).session;
+        let s = attach(&sessions, 6, conn.clone()).session;
         assert_eq!(s.acked_xid(), 1);
         assert!(matches!(s.begin(2), Begin::Answered(a) if a.transno == 20));
         let bad = ClientResend {
@@ -641,14 +881,19 @@ mod tests {
                 reply: vec![0xff, 0xff],
             }],
         };
-        assert!(sessions.restore(vec![bad]).unwrap_err().contains("xid 1"));
+        assert!(
+            sessions
+                .restore(vec![bad], vec![], &[])
+                .unwrap_err()
+                .contains("xid 1")
+        );
     }
 
     #[test]
     fn a_session_is_forgotten_once_it_has_no_connection_and_nothing_pending() {
-        let sessions = Sessions::new();
+        let sessions = Sessions::default();
         let conn = Arc::new(ConnOutput::new(1 << 10));
-        let s = sessions.attach(5, conn.clone()).session;
+        let s = attach(&sessions, 5, conn.clone()).session;
         assert_eq!(s.begin(1), Begin::New);
         sessions.detach(&s, &conn);
         assert!(!sessions.forget_if_idle(5, || {}));
@@ -667,15 +912,15 @@ mod tests {
 
     #[test]
     fn a_reply_released_to_a_newer_connection_is_counted_in_flight_there() {
-        let sessions = Sessions::new();
+        let sessions = Sessions::default();
         let (old, new) = (
             Arc::new(ConnOutput::new(1 << 10)),
             Arc::new(ConnOutput::new(1 << 10)),
         );
-        let s = sessions.attach(11, old.clone()).session;
+        let s = attach(&sessions, 11, old.clone()).session;
         assert_eq!(s.begin(1), Begin::New);
         assert_eq!(s.begin(2), Begin::New);
-        sessions.attach(11, new.clone());
+        attach(&sessions, 11, new.clone());
         assert_eq!(s.begin(1), Begin::Joined);
         assert!(s.owes_replies_to(&new) && !s.owes_replies_to(&old));
         // Released: no longer owed, but counted on the connection it will leave through
@@ -697,9 +942,9 @@ mod tests {
     /// (its early replies then unprotected by a crash). The forget is sent under the lock.
     #[test]
     fn a_forget_reaches_the_committer_before_the_know_of_a_client_that_came_back() {
-        let sessions = Arc::new(Sessions::new());
+        let sessions = Arc::new(Sessions::default());
         let conn = Arc::new(ConnOutput::new(4));
-        let s = sessions.attach(8, conn.clone()).session;
+        let s = attach(&sessions, 8, conn.clone()).session;
         let committer = Arc::new(Mutex::new(Vec::new()));
         assert!(s.know(5, || committer.lock().push("know")).first);
         assert!(sessions.detach(&s, &conn));
@@ -712,7 +957,7 @@ mod tests {
             let (started_tx, started) = std::sync::mpsc::channel();
             back = Some(std::thread::spawn(move || {
                 started_tx.send(()).unwrap();
-                let s = sessions.attach(8, Arc::new(ConnOutput::new(4))).session;
+                let s = attach(&sessions, 8, Arc::new(ConnOutput::new(4))).session;
                 s.know(6, || theirs.lock().push("know")).first
             }));
             // Give it every chance to overtake: it runs, and has time to reach the lock.

@@ -64,6 +64,11 @@ pub const RECOVERY_DURATION: &str = "mds_recovery_duration_seconds";
 pub const PARTNER_DRAINS: &str = "mds_partner_drains_total";
 pub const SERVICE_LOCK_WAIT: &str = "mds_service_lock_wait_seconds";
 pub const AUTH_FAILURES: &str = "mds_auth_failures_total";
+pub const UNAUTHENTICATED_REFUSED: &str = "mds_unauthenticated_refused_total";
+pub const UNAUTHENTICATED: &str = "mds_unauthenticated_connections";
+pub const RESEND_FULL: &str = "mds_resend_full_total";
+pub const CREDENTIALS_REFUSED: &str = "mds_credentials_refused_total";
+pub const METRICS_REFUSED: &str = "mds_metrics_connections_refused_total";
 
 /// Lock-wait buckets, seconds: 100 ns to 100 ms. An uncontended acquisition costs tens of
 /// nanoseconds, a contended one microseconds, a waiter descheduled behind the holder
@@ -170,7 +175,7 @@ fn describe() {
     );
     describe_counter!(
         PROTOCOL_ERRORS,
-        "Connections closed for bad input, by kind (oversized, malformed, handshake, tls: a TLS handshake that failed, e.g. a plain-TCP client on a TLS port)."
+        "Connections closed for bad input, by kind (oversized, malformed, handshake, tls: a TLS handshake that failed, e.g. a plain-TCP client on a TLS port; forged_replay: a replay no honest client can send during recovery, from a client the journal did not know, without the ticket of its early reply, or past the ceilings)."
     );
     describe_counter!(
         SLOW_CLIENTS,
@@ -245,7 +250,27 @@ fn describe() {
     );
     describe_counter!(
         AUTH_FAILURES,
-        "Connections refused at CONNECT by the shared-key check (--auth-key), by reason: missing (the challenge got no proof), wrong (a proof under another key), replayed (a proof already accepted on another connection)."
+        "Connections refused at CONNECT, by reason: missing (the challenge got no proof), wrong (a proof under another key), replayed (a proof already accepted on another connection), session (the server keeps a session for the identity and its secret was not proved), credentials (--cred-check owner: no owner the server can learn)."
+    );
+    describe_counter!(
+        UNAUTHENTICATED_REFUSED,
+        "Connections refused at accept because too many have not completed their handshake, by reason: partition (its --max-unauthenticated handshake slots are taken) or address (that address has its cap of connections in their handshake)."
+    );
+    describe_gauge!(
+        UNAUTHENTICATED,
+        "Connections accepted that have not completed their handshake (TLS, CONNECT and its proofs), all partitions."
+    );
+    describe_counter!(
+        RESEND_FULL,
+        "Mutations refused with EBUSY because their session keeps as many resend records as it may: its client has not acknowledged the replies of that many executed requests."
+    );
+    describe_counter!(
+        CREDENTIALS_REFUSED,
+        "Requests refused with EPERM by --cred-check owner: credentials other than their connection owner's, on a connection from an unprivileged port without the key."
+    );
+    describe_counter!(
+        METRICS_REFUSED,
+        "Connections to the metrics endpoint closed unanswered: too many open at once, or no complete request in time."
     );
     describe_gauge!(
         COS_WAITING,

@@ -113,6 +113,12 @@ pub struct PartitionMetrics {
     pub replayed: Counter,
     /// Resent mutations answered from their resend record rather than executed again.
     pub resent_answered: Counter,
+    /// Mutations refused because their session keeps as many resend records as it may.
+    pub resend_full: Counter,
+    /// Requests refused by `--cred-check owner`.
+    pub credentials_refused: Counter,
+    /// Replays refused as forged during recovery (their connection is closed).
+    pub forged_replays: Counter,
     /// Times a reader stopped executing requests: its client's unwritten replies passed the
     /// high-water mark, or the server's uncommitted work reached its cap.
     pub paused_output: Counter,
@@ -153,6 +159,11 @@ impl PartitionMetrics {
         };
         let resent_answered = metrics::counter!(RESENT_ANSWERED);
         resent_answered.increment(0);
+        let from_start = |name: &'static str| {
+            let c = metrics::counter!(name);
+            c.increment(0);
+            c
+        };
         let cos_conflicts = Op::NAMES
             .iter()
             .map(|op| metrics::counter!(COS_CONFLICTS, "op" => *op))
@@ -190,6 +201,13 @@ impl PartitionMetrics {
             commit_notices: metrics::counter!(COMMIT_NOTICES),
             replayed: metrics::counter!(REPLAYED),
             resent_answered,
+            resend_full: from_start(RESEND_FULL),
+            credentials_refused: from_start(CREDENTIALS_REFUSED),
+            forged_replays: {
+                let c = protocol("forged_replay");
+                c.increment(0);
+                c
+            },
             paused_output: paused("output"),
             paused_uncommitted: paused("uncommitted"),
         }

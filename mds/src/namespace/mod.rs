@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
-use journal::{Journal, Recovered, TxRecord};
+use journal::{Ceilings, Journal, Recovered, TxRecord};
 use parking_lot::Mutex;
 
 use mds_proto::{Attr, Body, Cred, Errno, Kind};
@@ -100,6 +100,10 @@ pub struct Namespace {
     next_ino: AtomicU64,
     /// The last transno handed out.
     last_transno: CachePadded<AtomicU64>,
+    /// What may be handed out: the journal's durable ceilings ([`Namespace::publish_ceilings`]).
+    /// Neither counter passes its ceiling, and neither can wrap: past it an operation is
+    /// refused (EBUSY) rather than take a number a crash could not account for.
+    ceilings: CeilingsNow,
     /// Serialises cross-directory renames, so the "not into its own subtree" check sees a
     /// tree that cannot change under it (the kernel's `s_vfs_rename_mutex`). Rare by nature.
     rename_lock: Mutex<()>,
@@ -112,6 +116,44 @@ pub struct Namespace {
     /// Root squash (`--root-squash`): requests from uid 0 run as nobody. Applied by
     /// [`Namespace::effective_cred`] to each request's credentials as they are decoded.
     root_squash: bool,
+}
+
+/// The ceilings the counters may not pass, and when to ask for higher ones.
+#[derive(Debug)]
+struct CeilingsNow {
+    /// The last transno that may be handed out.
+    transno: AtomicU64,
+    /// Inode numbers below this one may be handed out.
+    ino: AtomicU64,
+    /// Past this inode number, the ceiling should be raised before it is reached: creates
+    /// that fail burn numbers without a commit to raise it.
+    ino_low_water: AtomicU64,
+    /// Set when an allocation passed `ino_low_water`; taken by [`Namespace::take_ceiling_request`].
+    wanted: AtomicBool,
+}
+
+impl CeilingsNow {
+    fn new(c: Ceilings, inode_counter: u64) -> CeilingsNow {
+        let now = CeilingsNow {
+            transno: AtomicU64::new(0),
+            ino: AtomicU64::new(0),
+            ino_low_water: AtomicU64::new(0),
+            wanted: AtomicBool::new(false),
+        };
+        now.raise(c, inode_counter);
+        now
+    }
+
+    /// Raises the ceilings to `c`; the next request for more comes once half of the inode
+    /// numbers left above `inode_counter` are used.
+    fn raise(&self, c: Ceilings, inode_counter: u64) {
+        self.transno.fetch_max(c.transno, Ordering::AcqRel);
+        let ino = self.ino.fetch_max(c.ino, Ordering::AcqRel).max(c.ino);
+        let left = ino.saturating_sub(inode_counter);
+        self.ino_low_water
+            .fetch_max(ino - left / 2, Ordering::AcqRel);
+        self.wanted.store(false, Ordering::Release);
+    }
 }
 
 impl std::fmt::Debug for Namespace {
@@ -128,10 +170,14 @@ impl Namespace {
     /// middle of an operation that already holds its transno (an UNLINK of such an entry
     /// once panicked a partition there, and every commit after it waited forever).
     pub fn load(journal: &Journal, recovered: &Recovered) -> anyhow::Result<Namespace> {
+        // Above every number handed out before this start (a crash may have lost creates that
+        // clients were told of early): none is ever handed out twice.
+        let next_ino = recovered.next_ino.max(recovered.ceilings.ino);
         let ns = Namespace {
             table: Table::new(),
-            next_ino: AtomicU64::new(recovered.next_ino),
+            next_ino: AtomicU64::new(next_ino),
             last_transno: CachePadded::new(AtomicU64::new(recovered.last_committed)),
+            ceilings: CeilingsNow::new(recovered.leased, next_ino),
             rename_lock: Mutex::new(()),
             directories: AtomicU64::new(0),
             files: AtomicU64::new(0),
@@ -219,14 +265,68 @@ impl Namespace {
     }
 
     /// Recovery: transnos up to `upto` will never be replayed (their clients did not come
-    /// back); the next mutation takes `upto + 1`. Only while nothing else executes.
+    /// back); the next mutation takes `upto + 1`. Only while nothing else executes, and never
+    /// past the ceiling (recovery validates what it skips to against the ceiling at start,
+    /// which this one is at least).
     pub fn skip_to(&self, upto: u64) {
-        self.last_transno.fetch_max(upto, Ordering::SeqCst);
+        let ceiling = self.ceilings.transno.load(Ordering::Acquire);
+        self.last_transno
+            .fetch_max(upto.min(ceiling), Ordering::SeqCst);
     }
 
-    /// Takes the next transno. Called with the operation's locks held.
-    fn next_transno(&self) -> u64 {
-        self.last_transno.fetch_add(1, Ordering::SeqCst) + 1
+    /// Takes the next transno, called with the operation's locks held before it changes
+    /// anything; EBUSY past the ceiling (the journal has not made room for it yet).
+    fn next_transno(&self) -> Result<u64, Errno> {
+        let ceiling = self.ceilings.transno.load(Ordering::Acquire);
+        self.last_transno
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |t| {
+                (t < ceiling).then(|| t + 1)
+            })
+            .map(|t| t + 1)
+            .map_err(|_| Errno::EBUSY)
+    }
+
+    /// Takes an inode number for a create; EBUSY at the ceiling. A create that then fails
+    /// burns it (numbers are never taken back).
+    fn allocate_ino(&self) -> Result<u64, Errno> {
+        let ceiling = self.ceilings.ino.load(Ordering::Acquire);
+        let ino = self
+            .next_ino
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |i| {
+                (i < ceiling).then(|| i + 1)
+            })
+            .map_err(|_| {
+                self.ceilings.wanted.store(true, Ordering::Release);
+                Errno::EBUSY
+            })?;
+        if ino >= self.ceilings.ino_low_water.load(Ordering::Relaxed) {
+            self.ceilings.wanted.store(true, Ordering::Release);
+        }
+        Ok(ino)
+    }
+
+    /// Whether `ino` is below the inode ceiling: a number that may have been handed out.
+    fn below_ino_ceiling(&self, ino: u64) -> bool {
+        ino < self.ceilings.ino.load(Ordering::Acquire)
+    }
+
+    /// The journal made these ceilings durable: the counters may go up to them.
+    pub fn publish_ceilings(&self, ceilings: Ceilings) {
+        self.ceilings.raise(ceilings, self.inode_counter());
+    }
+
+    /// Whether inode numbers run short of the ceiling with no commit coming to raise it
+    /// (creates that fail burn them); the caller asks the journal for a higher one. Taken:
+    /// true once per shortage.
+    pub fn take_ceiling_request(&self) -> bool {
+        self.ceilings.wanted.load(Ordering::Relaxed)
+            && self.ceilings.wanted.swap(false, Ordering::AcqRel)
+    }
+
+    /// The next inode number a create would take (burned ones counted): the journal keeps
+    /// its ceiling a lease above this.
+    pub fn inode_counter(&self) -> u64 {
+        self.next_ino.load(Ordering::Relaxed)
     }
 
     /// Refuses all mutations from now on (the journal failed).

@@ -266,23 +266,32 @@ impl Namespace {
         check_name(&name)?;
         self.writable()?;
         let ino = match cx.caller.reuse_ino {
-            // A replay takes its inode number again; later creates go above it.
+            // A replay takes its inode number again: one handed out before the crash, below
+            // the ceiling this start's own numbers begin at (recovery checked it, and it is
+            // below the ceiling now, so the counter cannot wrap past it).
             Some(ino) => {
-                let above = ino.checked_add(1).ok_or(Errno::EINVAL)?;
-                self.next_ino.fetch_max(above, Ordering::Relaxed);
+                if ino <= journal::ROOT_INO || !self.below_ino_ceiling(ino) {
+                    return Err(Errno::EINVAL);
+                }
+                self.next_ino.fetch_max(ino + 1, Ordering::Relaxed);
                 ino
             }
-            None => self.next_ino.fetch_add(1, Ordering::Relaxed),
+            None => self.allocate_ino()?,
         };
         let now = now_ns();
         let is_dir = kind == FileKind::Directory;
         let mut l = self.table.lock(&[parent, ino]);
-        if cx.caller.reuse_ino.is_some() && l.get(ino).is_some() {
+        if l.get(ino).is_some() {
             // A replayed create's inode number was handed out before the crash and lost with
-            // it, and only replays run until recovery ends, so no live inode has it. One that
-            // does is the client's mistake, and must not replace that inode: the replay no
-            // longer applies.
-            return Err(Errno::EINVAL);
+            // it, and only replays run until recovery ends, so no live inode has it; a new
+            // one is above every number ever handed out. Either way, a live inode with it
+            // must never be replaced: the replay no longer applies.
+            return Err(if cx.caller.reuse_ino.is_some() {
+                Errno::EINVAL
+            } else {
+                tracing::error!(ino, "a new inode number is in use; refusing the create");
+                Errno::EIO
+            });
         }
         let p = dir_mut(cx, &mut l, parent)?;
         cx.see(&p.stamp);
@@ -316,7 +325,7 @@ impl Namespace {
             .unwrap_or_default();
         cx.see(&removed_stamp);
         may_write?;
-        let transno = self.next_transno();
+        let transno = self.next_transno()?;
         if let Some(r) = removed.as_mut() {
             r.remove(&name);
         }
@@ -352,7 +361,9 @@ impl Namespace {
         let body = Body::Attr(to_attr(&attr));
         let mut node = Node::new(attr, is_dir.then(BTreeMap::new));
         node.stamp = cx.stamp(Stamp::default(), transno);
-        l.insert(node);
+        if !l.insert(node) {
+            unreachable!("inode {ino} was checked vacant under the same lock");
+        }
         drop(l);
         if is_dir {
             self.directories.fetch_add(1, Ordering::Relaxed);
@@ -424,7 +435,7 @@ impl Namespace {
         let cred = cx.caller.cred;
         perm::may_setattr(cred, &node.attr, &set)?;
         let mode = perm::mode_after_setattr(cred, &node.attr, &set);
-        let transno = self.next_transno();
+        let transno = self.next_transno()?;
         node.stamp = cx.stamp(node.stamp, transno);
         let attr = &mut node.attr;
         attr.mode = mode;
@@ -540,7 +551,7 @@ impl Namespace {
             if want == FileKind::Directory && c.entries.as_ref().is_some_and(|e| !e.is_empty()) {
                 return Err(Errno::ENOTEMPTY);
             }
-            let transno = self.next_transno();
+            let transno = self.next_transno()?;
             let p = dir_mut(cx, &mut l, parent)?;
             p.content = cx.stamp(p.content, transno);
             entries_mut(p).remove(name.as_bytes());

@@ -216,9 +216,18 @@ impl Locked<'_> {
         }
     }
 
-    pub fn insert(&mut self, node: Node) {
+    /// Inserts a new inode, and says whether it did: a live inode with its number is never
+    /// replaced.
+    #[must_use]
+    pub fn insert(&mut self, node: Node) -> bool {
         let ino = node.attr.ino;
-        self.stripe_mut(ino).nodes.insert(ino, node);
+        match self.stripe_mut(ino).nodes.entry(ino) {
+            std::collections::hash_map::Entry::Vacant(slot) => {
+                slot.insert(node);
+                true
+            }
+            std::collections::hash_map::Entry::Occupied(_) => false,
+        }
     }
 
     pub fn remove(&mut self, ino: u64) -> Option<Node> {
@@ -381,6 +390,24 @@ mod tests {
             Err(Stamp::default()),
             "durable and purged: holds nobody"
         );
+    }
+
+    /// A live inode is never replaced (regression: a create whose number had wrapped onto
+    /// the root's replaced it, in memory and in the journal).
+    #[test]
+    fn an_insert_never_replaces_a_live_inode() {
+        use crate::namespace::node::{FileKind, InodeAttr};
+        let t = Table::new();
+        let node = |mode| {
+            let mut attr = InodeAttr::from_record(journal::Inode::root(0));
+            attr.kind = FileKind::File;
+            attr.mode = mode;
+            Node::new(attr, None)
+        };
+        let mut l = t.lock(&[1]);
+        assert!(l.insert(node(0o644)));
+        assert!(!l.insert(node(0o600)), "refused");
+        assert_eq!(l.get(1).unwrap().attr.mode, 0o644, "the first one stays");
     }
 
     #[test]

@@ -17,6 +17,13 @@ pub(super) fn empty() -> Namespace {
         table: Table::new(),
         next_ino: AtomicU64::new(ROOT_INO + 1),
         last_transno: CachePadded::new(AtomicU64::new(0)),
+        ceilings: CeilingsNow::new(
+            Ceilings {
+                transno: u64::MAX - 1,
+                ino: u64::MAX - 1,
+            },
+            ROOT_INO + 1,
+        ),
         rename_lock: Mutex::new(()),
         directories: AtomicU64::new(1),
         files: AtomicU64::new(0),
@@ -360,4 +367,75 @@ fn loading_the_committed_records_rebuilds_the_live_namespace() {
     assert_eq!(reloaded.0, live.0, "inodes differ after commit and load");
     assert_eq!(loaded.counts(), ns.counts());
     assert_eq!(loaded.last_transno(), ns.last_transno());
+}
+
+/// Neither counter passes its ceiling, whatever a client does: a create at the inode
+/// ceiling, or a mutation at the transno ceiling, is refused EBUSY with nothing changed, and
+/// raising the ceiling lets the next one through (regression: `fetch_add` with no check
+/// wrapped the inode counter to 0 and 1, and the next creates replaced the root).
+#[test]
+fn the_counters_stop_at_their_ceilings_and_never_wrap() {
+    let ns = empty();
+    let mut records = Vec::new();
+    let first = ino_of(run(
+        &ns,
+        Op::Create {
+            parent: ROOT_INO,
+            name: "a".into(),
+            mode: 0o644,
+        },
+        &mut records,
+    ));
+    ns.ceilings.ino.store(first + 3, Ordering::SeqCst);
+    ns.ceilings
+        .transno
+        .store(ns.last_transno() + 1, Ordering::SeqCst);
+    let create = |name: &str, records: &mut Vec<TxRecord>| {
+        run(
+            &ns,
+            Op::Create {
+                parent: ROOT_INO,
+                name: name.into(),
+                mode: 0o644,
+            },
+            records,
+        )
+    };
+    assert!(
+        create("b", &mut records).is_ok(),
+        "the last transno below the ceiling"
+    );
+    let before = snapshot(&ns);
+    assert_eq!(
+        create("c", &mut records),
+        Err(Errno::EBUSY),
+        "transno ceiling"
+    );
+    assert_eq!(snapshot(&ns), before, "nothing changed");
+    ns.publish_ceilings(Ceilings {
+        transno: u64::MAX - 1,
+        ino: first + 3,
+    });
+    // "c" took (and burned) the last inode number below the ceiling before its transno
+    // was refused: the counter is at the ceiling now.
+    assert_eq!(ns.inode_counter(), first + 3);
+    assert_eq!(
+        create("d", &mut records),
+        Err(Errno::EBUSY),
+        "inode ceiling"
+    );
+    assert!(ns.take_ceiling_request(), "asks for a higher one");
+    assert!(!ns.take_ceiling_request(), "once per shortage");
+    assert_eq!(snapshot(&ns), before);
+    ns.publish_ceilings(Ceilings {
+        transno: u64::MAX - 1,
+        ino: u64::MAX - 1,
+    });
+    assert!(create("d", &mut records).is_ok());
+    // At the very end of the range: refused, never wrapped onto the root.
+    ns.next_ino.store(u64::MAX - 1, Ordering::SeqCst);
+    assert_eq!(create("e", &mut records), Err(Errno::EBUSY));
+    assert_eq!(ns.inode_counter(), u64::MAX - 1);
+    let l = ns.table.lock(&[ROOT_INO]);
+    assert_eq!(l.get(ROOT_INO).unwrap().attr.kind, FileKind::Directory);
 }

@@ -31,6 +31,10 @@ pub struct ConnOutput {
     /// `buf`'s length, set under its lock: the reader checks it before every request, and
     /// an atomic load there costs less than the lock.
     buffered: AtomicUsize,
+    /// Bytes of replies held in the reply engine for another client's commit (commit-on-
+    /// share) that will leave through this connection: owed output as much as `buffered`,
+    /// and bounded with it.
+    held: AtomicUsize,
     /// Wakes the writer.
     ready: Notify,
     /// Mutations of this connection waiting for their commit.
@@ -55,8 +59,11 @@ impl ConnOutput {
     pub fn new(max_inflight: usize) -> ConnOutput {
         ConnOutput {
             id: NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed),
-            buf: Mutex::new(BytesMut::with_capacity(16 << 10)),
+            // Empty until the first reply: a connection that never completes its handshake
+            // holds no buffer beyond its refusal's.
+            buf: Mutex::new(BytesMut::new()),
             buffered: AtomicUsize::new(0),
+            held: AtomicUsize::new(0),
             ready: Notify::new(),
             inflight: AtomicUsize::new(0),
             max_inflight,
@@ -88,9 +95,34 @@ impl ConnOutput {
         was_empty
     }
 
+    /// Appends the refusal of a client of another protocol version, in the layout every
+    /// version reads ([`mds_proto::encode_version_refusal`]).
+    pub fn append_version_refusal(&self, xid: u64, last_committed: u64) {
+        let mut buf = self.buf.lock();
+        mds_proto::encode_version_refusal(xid, last_committed, mds_proto::Errno::EPROTO, &mut buf);
+        self.buffered.store(buf.len(), Ordering::Release);
+    }
+
     /// Reply bytes not yet handed to the socket.
     pub fn buffered(&self) -> usize {
         self.buffered.load(Ordering::Acquire)
+    }
+
+    /// Reply bytes this connection owes its client: buffered, and held for a commit.
+    pub fn owed(&self) -> usize {
+        self.buffered() + self.held.load(Ordering::Acquire)
+    }
+
+    /// A reply of about `bytes` is held for a commit and will leave through here.
+    pub fn hold(&self, bytes: usize) {
+        self.held.fetch_add(bytes, Ordering::AcqRel);
+    }
+
+    /// A held reply of `bytes` left the reply engine (appended here, or elsewhere): a
+    /// reader paused on owed output looks again.
+    pub fn unhold(&self, bytes: usize) {
+        self.held.fetch_sub(bytes, Ordering::AcqRel);
+        self.drained.notify_one();
     }
 
     pub fn wake_writer(&self) {
@@ -124,10 +156,15 @@ impl ConnOutput {
         }
     }
 
-    /// Waits until fewer than `limit` reply bytes are unwritten, or the connection closed.
+    /// Waits until fewer than `limit` reply bytes are owed (unwritten or held), or the
+    /// connection closed.
     pub async fn wait_for_output_below(&self, limit: usize) {
-        while self.buffered() >= limit && !self.is_closed() {
-            self.drained.notified().await;
+        loop {
+            let drained = self.drained.notified();
+            if self.owed() < limit || self.is_closed() {
+                return;
+            }
+            drained.await;
         }
     }
 
@@ -182,7 +219,7 @@ pub async fn write_loop<W: AsyncWrite + Unpin>(
     conn: std::sync::Arc<ConnOutput>,
     cut: CancellationToken,
 ) {
-    let mut spare = BytesMut::with_capacity(16 << 10);
+    let mut spare = BytesMut::new();
     loop {
         {
             let mut buf = conn.buf.lock();
@@ -230,12 +267,7 @@ mod tests {
     use mds_proto::{Body, decode};
 
     fn reply(xid: u64) -> Reply {
-        Reply {
-            xid,
-            transno: xid,
-            last_committed: xid,
-            result: Ok(Body::Done),
-        }
+        Reply::new(xid, xid, xid, Ok(Body::Done))
     }
 
     #[test]

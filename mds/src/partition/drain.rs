@@ -103,12 +103,7 @@ fn release(
                 && conn.owes_notice(last_committed)
             {
                 metrics.commit_notices.increment(1);
-                let notice = Reply {
-                    xid: 0,
-                    transno: 0,
-                    last_committed,
-                    result: Ok(Body::Notice),
-                };
+                let notice = Reply::new(0, 0, last_committed, Ok(Body::Notice));
                 if conn.append(&notice) {
                     touched.push(conn);
                 }
@@ -144,12 +139,18 @@ fn release(
     if idle {
         shared.forget_if_idle(session.client());
     }
+    if p.held_bytes > 0 {
+        // From held to buffered (or gone): counted once either way.
+        p.origin.unhold(p.held_bytes);
+    }
     if let Some(conn) = to {
+        let ok = result.is_ok();
         let reply = Reply {
             xid: p.xid,
-            transno: if result.is_ok() { p.transno } else { 0 },
+            transno: if ok { p.transno } else { 0 },
             last_committed,
             result,
+            ticket: if ok { p.ticket } else { 0 },
         };
         let owes_wake = conn.append(&reply);
         if conn.id() != p.origin.id() {
@@ -377,10 +378,18 @@ mod tests {
             wakes,
             commit_tx,
             commit_stats: Arc::new(CommitStats::default()),
-            sessions: Arc::new(Sessions::new()),
+            sessions: Arc::new(Sessions::new(usize::MAX)),
             cos: true,
             ack_early: false,
-            recovery: crate::recovery::Recovery::new(vec![], 0),
+            recovery: crate::recovery::Recovery::new(
+                vec![],
+                crate::recovery::Bounds {
+                    last_committed: 0,
+                    transno_ceiling: 0,
+                    ino_ceiling: 0,
+                },
+                crate::ticket::ReplayKey::new(&[0; journal::SECRET_LEN]),
+            ),
             cos_conflicts: Default::default(),
             boot: 1,
             partitions: 2,
@@ -390,6 +399,9 @@ mod tests {
             progress: Default::default(),
             auth: None,
             tls: None,
+            replay_key: crate::ticket::ReplayKey::new(&[0; journal::SECRET_LEN]),
+            unauthenticated: Default::default(),
+            cred_check: Default::default(),
         })
     }
 
@@ -415,6 +427,8 @@ mod tests {
                     received: quanta::Instant::now(),
                     result: Ok(Body::Done),
                     cos: false,
+                    ticket: 0,
+                    held_bytes: 0,
                 }),
             },
         );
@@ -432,7 +446,11 @@ mod tests {
         let mut client_side = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server_side, _) = listener.accept().unwrap();
         let conn = Arc::new(ConnOutput::new(usize::MAX));
-        let session = shared.sessions.attach(7, conn.clone()).session;
+        let session = shared
+            .sessions
+            .attach(7, conn.clone(), |_| true)
+            .unwrap()
+            .session;
         let writer = {
             let (conn, cut) = (conn.clone(), shared.cut.clone());
             std::thread::spawn(move || {
@@ -506,7 +524,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let shared = per_cpu_shared(dir.path());
         let conn = Arc::new(ConnOutput::new(usize::MAX));
-        let session = shared.sessions.attach(7, conn.clone()).session;
+        let session = shared
+            .sessions
+            .attach(7, conn.clone(), |_| true)
+            .unwrap()
+            .session;
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let drainer = {
             let (shared, stop) = (shared.clone(), stop.clone());
@@ -550,10 +572,21 @@ mod tests {
         let shared = per_cpu_shared(dir.path());
         let old = Arc::new(ConnOutput::new(usize::MAX));
         let new = Arc::new(ConnOutput::new(usize::MAX));
-        let session = shared.sessions.attach(7, old.clone()).session;
+        let session = shared
+            .sessions
+            .attach(7, old.clone(), |_| true)
+            .unwrap()
+            .session;
         assert_eq!(session.begin(1), crate::session::Begin::New);
         push_reply(&shared, &session, &old, 1);
-        assert!(shared.sessions.attach(7, new.clone()).replaced.is_some());
+        assert!(
+            shared
+                .sessions
+                .attach(7, new.clone(), |_| true)
+                .unwrap()
+                .replaced
+                .is_some()
+        );
         assert_eq!(session.begin(1), crate::session::Begin::Joined);
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()

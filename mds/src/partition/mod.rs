@@ -8,6 +8,7 @@
 //! session's and the connection's own small locks, and this partition's reply queue; one clock
 //! read per socket read and one per drain.
 
+mod admission;
 mod conn;
 mod drain;
 mod replies;
@@ -32,6 +33,7 @@ use crate::namespace::Namespace;
 use crate::recovery::Recovery;
 use crate::session::{Session, Sessions};
 
+pub use admission::{CredCheck, Unauthenticated};
 pub use conn::ConnOutput;
 pub use drain::{DrainWakes, drain_partition, serve_global};
 pub use replies::{Replies, ReplyPath};
@@ -71,6 +73,12 @@ struct HeldReply {
     result: Result<Body, Errno>,
     /// A read or an error held back by commit-on-share (counted in a gauge while it waits).
     cos: bool,
+    /// The replay ticket of an early reply (0: none).
+    ticket: u64,
+    /// The bytes this reply counts against its connection's output bound while it waits
+    /// (`ConnOutput::hold`): a READDIR page held for another client's commit is as much
+    /// output as one buffered.
+    held_bytes: usize,
 }
 
 impl Payload {
@@ -105,6 +113,15 @@ pub struct Limits {
     pub connect_deadline: Duration,
     /// How long a connection with nothing in flight may stay silent before it is closed.
     pub idle_timeout: Duration,
+    /// Connections per partition that have not completed their handshake (TLS, CONNECT and
+    /// its proof): bounded apart from `max_connections`, so a flood of them never takes a
+    /// slot an authenticated client needs.
+    pub max_unauthenticated: usize,
+    /// Connections from one address that have not completed their handshake, server-wide.
+    pub max_unauthenticated_per_address: usize,
+    /// Resend records one session keeps (its client's executed mutations whose replies it
+    /// has not acknowledged); past it the session's mutations are refused with EBUSY.
+    pub max_resend_records: usize,
 }
 
 impl Default for Limits {
@@ -117,6 +134,9 @@ impl Default for Limits {
             max_uncommitted: 1 << 16,
             connect_deadline: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(600),
+            max_unauthenticated: 1024,
+            max_unauthenticated_per_address: 64,
+            max_resend_records: crate::session::DEFAULT_MAX_RECORDS,
         }
     }
 }
@@ -156,6 +176,12 @@ pub struct Shared {
     pub auth: Option<Authenticator>,
     /// TLS on the client port (`--tls-cert`); none: plain TCP.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
+    /// Makes the replay tickets of early replies.
+    pub replay_key: crate::ticket::ReplayKey,
+    /// Connections that have not completed their handshake, by address.
+    pub unauthenticated: Unauthenticated,
+    /// Whose credentials a request may carry (`--cred-check`).
+    pub cred_check: CredCheck,
 }
 
 impl Shared {
@@ -206,6 +232,7 @@ pub fn spawn(
                 .build()
                 .expect("building a partition runtime");
             let local = tokio::task::LocalSet::new();
+            let limits = shared.limits;
             let partition = Rc::new(Partition {
                 id,
                 shared,
@@ -213,6 +240,8 @@ pub fn spawn(
                 active: Cell::new(0),
                 idle: Notify::new(),
                 touched: RefCell::new(Vec::new()),
+                slots: Arc::new(Semaphore::new(limits.max_connections)),
+                handshakes: Arc::new(Semaphore::new(limits.max_unauthenticated)),
             });
             local.block_on(&rt, partition.run(listener));
             drop(done);
@@ -228,6 +257,10 @@ struct Partition {
     idle: Notify,
     /// Scratch of the drains run on this thread: the connections they appended to.
     touched: RefCell<Vec<Arc<ConnOutput>>>,
+    /// Connection slots: one per connection that completed its handshake.
+    slots: Arc<Semaphore>,
+    /// Handshake slots: one per connection that has not completed its handshake yet.
+    handshakes: Arc<Semaphore>,
 }
 
 /// Tells a client the server is full (an EBUSY reply with xid 0, which every waiting request
@@ -236,12 +269,7 @@ async fn refuse(mut stream: tokio::net::TcpStream) {
     use tokio::io::AsyncWriteExt;
     let mut frame = bytes::BytesMut::new();
     mds_proto::encode_frame(
-        &mds_proto::Reply {
-            xid: 0,
-            transno: 0,
-            last_committed: 0,
-            result: Err(mds_proto::Errno::EBUSY),
-        },
+        &mds_proto::Reply::new(0, 0, 0, Err(mds_proto::Errno::EBUSY)),
         &mut frame,
     );
     let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&frame)).await;
@@ -263,9 +291,7 @@ impl Partition {
             .engine
             .engine()
             .map(|_| tokio::task::spawn_local(self.clone().drain_loop()));
-        let permits = Arc::new(Semaphore::new(self.shared.limits.max_connections));
-        let refused = metrics::counter!(crate::metrics::CONNECTIONS_REFUSED);
-        refused.increment(0);
+        let refused = admission::RefusedCounters::register();
         let mut backoff = Duration::from_millis(1);
         loop {
             let accepted = tokio::select! {
@@ -275,15 +301,19 @@ impl Partition {
             match accepted {
                 Ok((stream, peer)) => {
                     backoff = Duration::from_millis(1);
-                    match permits.clone().try_acquire_owned() {
-                        Ok(permit) => {
-                            tokio::task::spawn_local(self.clone().accept(stream, peer, permit));
+                    // A handshake slot of its own, and one of its address's: a connection
+                    // takes a connection slot only once it has proved itself
+                    // (`serve/handshake.rs`), so unauthenticated ones never crowd out
+                    // clients.
+                    match self.handshake_slot(peer) {
+                        Ok(slot) => {
+                            tokio::task::spawn_local(self.clone().accept(stream, peer, slot));
                         }
-                        Err(_) => {
+                        Err(why) => {
                             // Full: say so and close, rather than leave the client hanging in
                             // the kernel's backlog with no idea why.
-                            warn!(partition = self.id, %peer, limit = self.shared.limits.max_connections, "refusing connection: connection limit reached");
-                            refused.increment(1);
+                            warn!(partition = self.id, %peer, "refusing connection: {}", why.describe(&self.shared.limits));
+                            refused.count(why);
                             tokio::task::spawn_local(refuse(stream));
                         }
                     }

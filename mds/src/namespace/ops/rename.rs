@@ -107,7 +107,7 @@ impl Namespace {
                     return Err(Errno::ENOTEMPTY);
                 }
             }
-            let transno = self.next_transno();
+            let transno = self.next_transno()?;
             let is_dir = src.kind == FileKind::Directory;
             let mut ops = Vec::with_capacity(6 + RESEND_OPS);
 

@@ -1,50 +1,69 @@
-//! The CONNECT handshake: the protocol version check, the shared-key challenge and its proof
-//! (AUTHENTICATE) when the server has a key, and attaching the connection to its client's
-//! session — everything a connection does before it has a session.
+//! The CONNECT handshake: the protocol version check, the challenge and its proofs
+//! (AUTHENTICATE) — the shared key when the server has one, the session secret when the
+//! server keeps a session for the identity — the connection slot, and attaching the
+//! connection to its client's session: everything a connection does before it has a session.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use mds_proto::{self as protocol, Body, Errno, Op, PROTOCOL_VERSION, Request};
+use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, warn};
 
 use super::Refused;
 use crate::auth::{AuthFailure, Authenticator};
 use crate::partition::Partition;
+use crate::partition::admission::{Credentials, HandshakeSlot};
 use crate::partition::conn::ConnOutput;
-use crate::session::Session;
+use crate::session::{AttachRefused, Session};
 
 /// CONNECT's opcode, for metrics of a handshake that may not have decoded.
 pub(super) const CONNECT: u8 = 0;
 /// AUTHENTICATE's opcode, for the same.
 const AUTHENTICATE: u8 = 13;
 
-/// A connection before its session exists: who is at the other end, and the challenge its
-/// CONNECT was sent, while it waits for the proof.
+/// A connection before its session exists, and what it holds of the partition's limits:
+/// who is at the other end, the challenge its CONNECT was sent while it waits for the proof,
+/// its handshake slot until then, and its connection slot after.
 pub(super) struct Handshaking {
     peer: SocketAddr,
+    /// The server's end of the connection (the owner of a loopback peer is looked up by both).
+    local: SocketAddr,
     challenge: Option<Challenge>,
+    /// Held until the handshake completes.
+    slot: Option<HandshakeSlot>,
+    /// Taken when it completes; held for the connection's life.
+    connection: Option<OwnedSemaphorePermit>,
+    /// What the connection's requests may say they are (`--cred-check`).
+    pub(super) credentials: Credentials,
 }
 
 /// A challenge sent and not yet answered. Taken out at the first request after it, whatever
 /// that request is: one proof per nonce.
 struct Challenge {
     nonce: [u8; protocol::NONCE_LEN],
-    /// The identity the CONNECT gave, which the proof must be made for.
+    /// The identity the CONNECT gave, which the proofs must be made for.
     client: u64,
     acked_xid: u64,
+    /// It asked for the shared key's proof. (Whether the session secret must be proved is
+    /// decided again at attach, under the session table's lock.)
+    key: bool,
 }
 
 impl Handshaking {
-    pub(super) fn new(peer: SocketAddr) -> Handshaking {
+    pub(super) fn new(peer: SocketAddr, local: SocketAddr, slot: HandshakeSlot) -> Handshaking {
         Handshaking {
             peer,
+            local,
             challenge: None,
+            slot: Some(slot),
+            connection: None,
+            credentials: Credentials::Any,
         }
     }
 
     /// The connection ended: if it was challenged and gave no proof (it left, or timed out),
-    /// that is a client without the key, counted and logged as such.
+    /// that is a client without the key (or the secret), counted and logged as such.
     pub(super) fn count_if_unproved(&self, partition: usize, conn: u64) {
         if self.challenge.is_some() {
             warn!(
@@ -61,9 +80,10 @@ impl Handshaking {
 
 impl Partition {
     /// A frame before the connection's session exists: CONNECT of this protocol version, or a
-    /// refusal; with a shared key, CONNECT is answered with a challenge and the next frame
-    /// must be its proof. The version is read from the prefix every version shares, so a
-    /// client of another version is told so rather than failing to decode.
+    /// refusal; when something must be proved (the shared key, or the secret of a session
+    /// the server keeps for the identity), CONNECT is answered with a challenge and the next
+    /// frame must be its proof. The version is read from the prefix every version shares, so
+    /// a client of another version is told so rather than failing to decode.
     pub(super) fn handshake(
         &self,
         conn: &Arc<ConnOutput>,
@@ -73,8 +93,7 @@ impl Partition {
         answered: &mut Vec<(u8, Result<(), Errno>)>,
     ) -> Result<(), Refused> {
         if let Some(challenge) = handshaking.challenge.take() {
-            let peer = handshaking.peer;
-            return self.authenticate(conn, session, peer, challenge, frame, answered);
+            return self.authenticate(conn, session, handshaking, challenge, frame, answered);
         }
         let mut refuse = |xid: u64, why: &str| {
             warn!(
@@ -91,13 +110,18 @@ impl Partition {
             && prefix.opcode == 0
             && prefix.version != PROTOCOL_VERSION
         {
-            return refuse(
-                prefix.xid,
-                &format!(
-                    "client speaks protocol version {}; this server speaks {PROTOCOL_VERSION}",
-                    prefix.version
-                ),
+            warn!(
+                partition = self.id,
+                conn = conn.id(),
+                "closing connection: client speaks protocol version {}; this server speaks \
+                 {PROTOCOL_VERSION}",
+                prefix.version
             );
+            self.metrics.handshake.increment(1);
+            answered.push((CONNECT, Err(Errno::EPROTO)));
+            // In the layout every version reads.
+            conn.append_version_refusal(prefix.xid, self.shared.engine.last_committed());
+            return Err(Refused);
         }
         let request: Request = match protocol::decode(frame) {
             Ok(r) => r,
@@ -109,36 +133,60 @@ impl Partition {
         if client == 0 {
             return refuse(request.xid, "client identity 0");
         }
-        if self.shared.auth.is_some() {
-            // Nothing of the client's session is touched before it has proved the key: an
-            // impostor cannot even replace a real client's connection.
+        let key = self.shared.auth.is_some();
+        let secret = self.shared.sessions.requires_proof(client);
+        if key || secret {
+            // Nothing of the client's session is touched before it has proved what it must:
+            // an impostor cannot even replace a real client's connection.
             let nonce = Authenticator::nonce();
             handshaking.challenge = Some(Challenge {
                 nonce,
                 client,
                 acked_xid: request.acked_xid,
+                key,
             });
             answered.push((CONNECT, Ok(())));
-            self.reply_now(conn, request.xid, Ok(Body::Challenge { nonce }));
+            self.reply_now(
+                conn,
+                request.xid,
+                Ok(Body::Challenge {
+                    nonce,
+                    key,
+                    session: secret,
+                }),
+            );
             return Ok(());
         }
-        self.attach(conn, session, client, request.acked_xid, request.xid);
-        answered.push((CONNECT, Ok(())));
-        Ok(())
+        self.attach(
+            conn,
+            session,
+            handshaking,
+            Attach {
+                client,
+                acked_xid: request.acked_xid,
+                xid: request.xid,
+                opcode: CONNECT,
+                keyed: false,
+                session_proof: None,
+            },
+            answered,
+        )
     }
 
-    /// The frame after a challenge: an AUTHENTICATE whose proof matches, which completes the
-    /// CONNECT it answers; anything else is refused with EAUTH (EPROTO if it does not even
-    /// decode), counted and logged with the peer's address, and the connection closed.
+    /// The frame after a challenge: an AUTHENTICATE with the proofs it asked for, which
+    /// completes the CONNECT it answers; anything else is refused with EAUTH (EPROTO if it
+    /// does not even decode), counted and logged with the peer's address, and the connection
+    /// closed.
     fn authenticate(
         &self,
         conn: &Arc<ConnOutput>,
         session: &mut Option<Arc<Session>>,
-        peer: SocketAddr,
+        handshaking: &mut Handshaking,
         challenge: Challenge,
         frame: &[u8],
         answered: &mut Vec<(u8, Result<(), Errno>)>,
     ) -> Result<(), Refused> {
+        let peer = handshaking.peer;
         let mut refuse = |xid: u64, opcode: u8, errno: Errno, failure: AuthFailure| {
             warn!(
                 partition = self.id,
@@ -157,38 +205,118 @@ impl Partition {
             self.metrics.handshake.increment(1);
             return refuse(0, AUTHENTICATE, Errno::EPROTO, AuthFailure::Missing);
         };
-        let Op::Authenticate { proof } = request.op else {
+        let Op::Authenticate {
+            proof,
+            session: session_proof,
+        } = request.op
+        else {
             let opcode = request.op.opcode();
             return refuse(request.xid, opcode, Errno::EAUTH, AuthFailure::Missing);
         };
-        let auth = self
-            .shared
-            .auth
-            .as_ref()
-            .expect("only a server with a key sends a challenge");
-        if let Err(failure) =
-            auth.check(&challenge.nonce, challenge.client, PROTOCOL_VERSION, &proof)
-        {
-            return refuse(request.xid, AUTHENTICATE, Errno::EAUTH, failure);
+        if challenge.key {
+            let auth = self
+                .shared
+                .auth
+                .as_ref()
+                .expect("only a server with a key asks for its proof");
+            let Some(proof) = proof else {
+                return refuse(
+                    request.xid,
+                    AUTHENTICATE,
+                    Errno::EAUTH,
+                    AuthFailure::Missing,
+                );
+            };
+            if let Err(failure) =
+                auth.check(&challenge.nonce, challenge.client, PROTOCOL_VERSION, &proof)
+            {
+                return refuse(request.xid, AUTHENTICATE, Errno::EAUTH, failure);
+            }
         }
-        let acked_xid = request.acked_xid.max(challenge.acked_xid);
-        self.attach(conn, session, challenge.client, acked_xid, request.xid);
-        answered.push((AUTHENTICATE, Ok(())));
-        Ok(())
+        self.attach(
+            conn,
+            session,
+            handshaking,
+            Attach {
+                client: challenge.client,
+                acked_xid: request.acked_xid.max(challenge.acked_xid),
+                xid: request.xid,
+                opcode: AUTHENTICATE,
+                keyed: challenge.key,
+                session_proof: session_proof.map(|p| (challenge.nonce, p)),
+            },
+            answered,
+        )
     }
 
-    /// Completes a handshake: the connection becomes its client's session's, replacing an
-    /// older one, and is answered `Connected` under `xid` (the CONNECT's, or the
-    /// AUTHENTICATE's that proved it).
+    /// Completes a handshake: the connection takes a connection slot, its credentials policy
+    /// is settled, and it becomes its client's session's, replacing an older one — if it
+    /// proved the session's secret, or started the session — and is answered `Connected`
+    /// under the CONNECT's xid, or the AUTHENTICATE's that proved it.
     fn attach(
         &self,
         conn: &Arc<ConnOutput>,
         session: &mut Option<Arc<Session>>,
-        client: u64,
-        acked_xid: u64,
-        xid: u64,
-    ) {
-        let attached = self.shared.sessions.attach(client, conn.clone());
+        handshaking: &mut Handshaking,
+        attach: Attach,
+        answered: &mut Vec<(u8, Result<(), Errno>)>,
+    ) -> Result<(), Refused> {
+        let Attach {
+            client,
+            acked_xid,
+            xid,
+            opcode,
+            keyed,
+            session_proof,
+        } = attach;
+        let peer = handshaking.peer;
+        let credentials = match Credentials::of(
+            self.shared.cred_check,
+            peer,
+            handshaking.local,
+            keyed,
+        ) {
+            Ok(c) => c,
+            Err(why) => {
+                warn!(partition = self.id, conn = conn.id(), %peer, client, "closing connection: {why}");
+                AuthFailure::Credentials.count();
+                answered.push((opcode, Err(Errno::EAUTH)));
+                self.reply_now(conn, xid, Err(Errno::EAUTH));
+                return Err(Refused);
+            }
+        };
+        let Some(slot) = self.connection_slot() else {
+            let why = super::super::admission::Refused::Connections;
+            warn!(partition = self.id, %peer, "refusing connection: {}", why.describe(&self.shared.limits));
+            metrics::counter!(crate::metrics::CONNECTIONS_REFUSED).increment(1);
+            answered.push((opcode, Err(Errno::EBUSY)));
+            self.reply_now(conn, 0, Err(Errno::EBUSY));
+            return Err(Refused);
+        };
+        let proved = |secret: &mds_client::auth::SessionSecret| {
+            session_proof.is_some_and(|(nonce, proof)| secret.verify(&nonce, client, &proof))
+        };
+        let attached = match self.shared.sessions.attach(client, conn.clone(), proved) {
+            Ok(attached) => attached,
+            Err(AttachRefused::Unproved) => {
+                warn!(
+                    partition = self.id,
+                    conn = conn.id(),
+                    %peer,
+                    client,
+                    reason = AuthFailure::Session.reason(),
+                    "closing connection: the server keeps a session for this identity, and \
+                     the connection did not prove its secret"
+                );
+                AuthFailure::Session.count();
+                answered.push((opcode, Err(Errno::EAUTH)));
+                self.reply_now(conn, xid, Err(Errno::EAUTH));
+                return Err(Refused);
+            }
+        };
+        handshaking.connection = Some(slot);
+        handshaking.slot = None;
+        handshaking.credentials = credentials;
         let recovering = self.shared.recovery.expects(client);
         // A client the journal knew from before the restart: noted, so the window's close
         // does not evict it; forgotten when it is done replaying, unless its replays make it
@@ -208,6 +336,7 @@ impl Partition {
         attached.session.note_acked(acked_xid);
         attached.session.note_replied(xid);
         *session = Some(attached.session);
+        answered.push((opcode, Ok(())));
         self.reply_now(
             conn,
             xid,
@@ -218,7 +347,23 @@ impl Partition {
                 ack_early: self.shared.ack_early,
                 recovering,
                 evicted: self.shared.recovery.evicted(client),
+                session_secret: attached.issued.map(|s| *s.bytes()),
             }),
         );
+        Ok(())
     }
+}
+
+/// What completing a handshake needs to know of it.
+struct Attach {
+    client: u64,
+    acked_xid: u64,
+    /// The xid `Connected` answers.
+    xid: u64,
+    /// For metrics: CONNECT, or the AUTHENTICATE that proved it.
+    opcode: u8,
+    /// The connection proved the shared key.
+    keyed: bool,
+    /// The nonce and the session proof the AUTHENTICATE carried, if any.
+    session_proof: Option<([u8; protocol::NONCE_LEN], [u8; protocol::PROOF_LEN])>,
 }

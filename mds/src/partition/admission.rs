@@ -1,0 +1,354 @@
+//! Who gets in, and what they may claim to be: the bounds on connections that have not
+//! completed their handshake, the connection slot taken once one has, and the check of the
+//! credentials each request carries (`--cred-check`).
+//!
+//! A connection is accepted into a *handshake slot* — one of its partition's
+//! `max_unauthenticated`, and one of its address's `max_unauthenticated_per_address` — and
+//! moves to a *connection slot* (`max_connections`) only when its CONNECT (with its TLS
+//! handshake and proofs, under one deadline) has completed. So a flood of connections that
+//! never authenticate holds handshake slots alone: it can neither fill the connection slots
+//! clients hold nor, from a few addresses, take every handshake slot.
+//!
+//! Credentials are the client's word, as in NFS's AUTH_SYS. With `--cred-check owner` a
+//! request may carry credentials other than its connection owner's only if the connection
+//! came from a privileged source port (below 1024: only root can bind one) or proved the
+//! shared key, as NFS's `secure` export option asks of its clients; otherwise its uid must be
+//! the owner's and its groups the owner's groups. The owner of a loopback connection is the
+//! user the kernel says holds the client's socket (`/proc/net/tcp`); a connection from
+//! elsewhere has no owner the server can learn, and is refused at CONNECT.
+
+use std::collections::HashMap;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::Arc;
+
+use mds_proto::Cred;
+use parking_lot::Mutex;
+use tokio::sync::OwnedSemaphorePermit;
+
+use super::{Limits, Partition};
+
+/// Connections that have not completed their handshake, by address, server-wide.
+#[derive(Clone, Debug, Default)]
+pub struct Unauthenticated {
+    by_address: Arc<Mutex<HashMap<IpAddr, usize>>>,
+}
+
+impl Unauthenticated {
+    /// Connections from `ip` in their handshake now.
+    pub fn from(&self, ip: IpAddr) -> usize {
+        self.by_address.lock().get(&ip).copied().unwrap_or(0)
+    }
+
+    /// All connections in their handshake now.
+    pub fn total(&self) -> usize {
+        self.by_address.lock().values().sum()
+    }
+}
+
+/// A connection's place while it has not completed its handshake: released when it does, or
+/// when it ends.
+#[derive(Debug)]
+pub struct HandshakeSlot {
+    _permit: OwnedSemaphorePermit,
+    ip: IpAddr,
+    counts: Unauthenticated,
+}
+
+impl Drop for HandshakeSlot {
+    fn drop(&mut self) {
+        let mut by_address = self.counts.by_address.lock();
+        if let Some(n) = by_address.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                by_address.remove(&self.ip);
+            }
+        }
+    }
+}
+
+/// Why a connection was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Refused {
+    /// Its partition's connection slots are all held by clients that completed their
+    /// handshake.
+    Connections,
+    /// Its partition's handshake slots are all taken.
+    Handshakes,
+    /// Its address has its cap of connections in their handshake.
+    Address,
+}
+
+impl Refused {
+    pub fn describe(self, limits: &Limits) -> String {
+        match self {
+            Refused::Connections => format!(
+                "connection limit reached ({} per partition)",
+                limits.max_connections
+            ),
+            Refused::Handshakes => format!(
+                "{} connections of this partition are in their handshake",
+                limits.max_unauthenticated
+            ),
+            Refused::Address => format!(
+                "{} connections from this address are in their handshake",
+                limits.max_unauthenticated_per_address
+            ),
+        }
+    }
+}
+
+/// The refusal counters, registered once per partition (series present from start-up).
+pub struct RefusedCounters {
+    connections: metrics::Counter,
+    handshakes: metrics::Counter,
+    address: metrics::Counter,
+}
+
+impl RefusedCounters {
+    pub fn register() -> RefusedCounters {
+        let unauthenticated = |reason: &'static str| {
+            let c = metrics::counter!(crate::metrics::UNAUTHENTICATED_REFUSED, "reason" => reason);
+            c.increment(0);
+            c
+        };
+        let connections = metrics::counter!(crate::metrics::CONNECTIONS_REFUSED);
+        connections.increment(0);
+        RefusedCounters {
+            connections,
+            handshakes: unauthenticated("partition"),
+            address: unauthenticated("address"),
+        }
+    }
+
+    pub fn count(&self, why: Refused) {
+        match why {
+            Refused::Connections => &self.connections,
+            Refused::Handshakes => &self.handshakes,
+            Refused::Address => &self.address,
+        }
+        .increment(1);
+    }
+}
+
+impl Partition {
+    /// A handshake slot for a connection from `peer`, or why there is none.
+    pub(super) fn handshake_slot(&self, peer: SocketAddr) -> Result<HandshakeSlot, Refused> {
+        let permit = self
+            .handshakes
+            .clone()
+            .try_acquire_owned()
+            .map_err(|_| Refused::Handshakes)?;
+        let counts = self.shared.unauthenticated.clone();
+        let ip = peer.ip();
+        {
+            let mut by_address = counts.by_address.lock();
+            let n = by_address.entry(ip).or_insert(0);
+            if *n >= self.shared.limits.max_unauthenticated_per_address {
+                if *n == 0 {
+                    by_address.remove(&ip);
+                }
+                return Err(Refused::Address);
+            }
+            *n += 1;
+        }
+        Ok(HandshakeSlot {
+            _permit: permit,
+            ip,
+            counts,
+        })
+    }
+
+    /// A connection slot for a connection that completed its handshake, or `None`: the
+    /// partition serves as many as it may.
+    pub(super) fn connection_slot(&self) -> Option<OwnedSemaphorePermit> {
+        self.slots.clone().try_acquire_owned().ok()
+    }
+}
+
+/// Whose credentials requests may carry (`--cred-check`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum CredCheck {
+    /// Any: credentials are the client's word (NFS's AUTH_SYS without `secure`).
+    #[default]
+    Off,
+    /// The connection owner's only, unless the connection came from a privileged port or
+    /// proved the shared key.
+    Owner,
+}
+
+/// What one connection's requests may say they are.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Credentials {
+    /// Anyone: `--cred-check off`, a privileged source port, the shared key, or root's own.
+    Any,
+    /// Only this user, with groups among these (its primary group first).
+    Owner { uid: u32, groups: Vec<u32> },
+}
+
+impl Credentials {
+    /// Whether a request may carry `cred`.
+    pub fn admit(&self, cred: &Cred) -> bool {
+        match self {
+            Credentials::Any => true,
+            Credentials::Owner { uid, groups } => {
+                cred.uid == *uid
+                    && groups.contains(&cred.gid)
+                    && cred.groups.iter().all(|g| groups.contains(g))
+            }
+        }
+    }
+
+    /// What a connection from `peer` to `local` may carry under `check`, given whether it
+    /// proved the shared key; `Err` says why it may not connect at all.
+    pub fn of(
+        check: CredCheck,
+        peer: SocketAddr,
+        local: SocketAddr,
+        keyed: bool,
+    ) -> Result<Credentials, &'static str> {
+        if check == CredCheck::Off || keyed || peer.port() < 1024 {
+            return Ok(Credentials::Any);
+        }
+        if !peer.ip().is_loopback() {
+            return Err(
+                "--cred-check owner: a connection from another host must come from a \
+                        privileged port or prove the shared key",
+            );
+        }
+        let uid = socket_owner(peer, local)
+            .ok_or("--cred-check owner: the kernel does not say who holds this connection")?;
+        if uid == 0 {
+            return Ok(Credentials::Any);
+        }
+        let groups = user_groups(uid).ok_or("--cred-check owner: the owner is not a known user")?;
+        Ok(Credentials::Owner { uid, groups })
+    }
+}
+
+/// The user holding the socket at `peer` connected to `local`, both on this host: the `uid`
+/// column of its line in `/proc/net/tcp` (or `tcp6`), where its local address is `peer` and
+/// its remote one `local`.
+pub fn socket_owner(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
+    let table = match peer {
+        SocketAddr::V4(_) => "/proc/net/tcp",
+        SocketAddr::V6(_) => "/proc/net/tcp6",
+    };
+    let text = std::fs::read_to_string(table).ok()?;
+    let (want_local, want_remote) = (proc_address(peer), proc_address(local));
+    text.lines().skip(1).find_map(|line| {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        (fields.len() > 7
+            && fields[1].eq_ignore_ascii_case(&want_local)
+            && fields[2].eq_ignore_ascii_case(&want_remote))
+        .then(|| fields[7].parse().ok())
+        .flatten()
+    })
+}
+
+/// An address as `/proc/net/tcp{,6}` writes it: the address's 32-bit words in host byte
+/// order as hex, a colon, the port as hex.
+fn proc_address(addr: SocketAddr) -> String {
+    let ip = match addr.ip() {
+        IpAddr::V4(v4) => format!("{:08X}", u32::from_ne_bytes(v4.octets())),
+        IpAddr::V6(v6) => v6
+            .octets()
+            .chunks(4)
+            .map(|w| format!("{:08X}", u32::from_ne_bytes(w.try_into().expect("4 bytes"))))
+            .collect(),
+    };
+    format!("{ip}:{:04X}", addr.port())
+}
+
+/// The groups of user `uid` (its primary group first), from the user database.
+pub fn user_groups(uid: u32) -> Option<Vec<u32>> {
+    let mut buf = vec![0u8; 16 << 10];
+    // SAFETY: a zeroed passwd is a valid out-parameter.
+    let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer is valid for the call, the buffer's length is the one passed, and
+    // `found` is set to `&pwd` or null.
+    let rc = unsafe {
+        libc::getpwuid_r(
+            uid,
+            &mut pwd,
+            buf.as_mut_ptr().cast(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if rc != 0 || found.is_null() {
+        return None;
+    }
+    let primary = pwd.pw_gid;
+    let mut groups = vec![0 as libc::gid_t; 256];
+    let mut n = groups.len() as libc::c_int;
+    // SAFETY: `pw_name` points into `buf`, alive here; `groups` holds `n` entries, and on
+    // return `n` says how many were written (or needed, when -1 is returned).
+    let rc = unsafe { libc::getgrouplist(pwd.pw_name, primary, groups.as_mut_ptr(), &mut n) };
+    let mut out = vec![primary];
+    if rc >= 0 {
+        groups.truncate(n.max(0) as usize);
+        out.extend(groups.into_iter().filter(|&g| g != primary));
+    }
+    Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_kernel_names_the_owner_of_a_loopback_connection() {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let client = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
+        let (_served, peer) = listener.accept().unwrap();
+        assert_eq!(peer, client.local_addr().unwrap());
+        // SAFETY: geteuid cannot fail.
+        let me = unsafe { libc::geteuid() };
+        assert_eq!(socket_owner(peer, listener.local_addr().unwrap()), Some(me));
+        let unknown = "127.0.0.1:1".parse().unwrap();
+        assert_eq!(socket_owner(unknown, listener.local_addr().unwrap()), None);
+    }
+
+    #[test]
+    fn an_owner_may_carry_only_its_own_uid_and_groups() {
+        let owner = Credentials::Owner {
+            uid: 1000,
+            groups: vec![1000, 27],
+        };
+        let cred = |uid, gid, groups: &[u32]| Cred {
+            uid,
+            gid,
+            groups: groups.to_vec(),
+        };
+        assert!(owner.admit(&cred(1000, 1000, &[27])));
+        assert!(owner.admit(&cred(1000, 27, &[])));
+        assert!(!owner.admit(&cred(0, 1000, &[])), "another uid");
+        assert!(!owner.admit(&cred(1000, 0, &[])), "a group it is not in");
+        assert!(
+            !owner.admit(&cred(1000, 1000, &[27, 0])),
+            "a supplementary group"
+        );
+        assert!(Credentials::Any.admit(&cred(0, 0, &[0])));
+    }
+
+    #[test]
+    fn who_may_carry_any_credentials() {
+        let local: SocketAddr = "127.0.0.1:7400".parse().unwrap();
+        let privileged: SocketAddr = "10.1.2.3:700".parse().unwrap();
+        let remote: SocketAddr = "10.1.2.3:40000".parse().unwrap();
+        let of = |check, peer, keyed| Credentials::of(check, peer, local, keyed);
+        assert_eq!(of(CredCheck::Off, remote, false), Ok(Credentials::Any));
+        assert_eq!(
+            of(CredCheck::Owner, privileged, false),
+            Ok(Credentials::Any)
+        );
+        assert_eq!(of(CredCheck::Owner, remote, true), Ok(Credentials::Any));
+        assert!(of(CredCheck::Owner, remote, false).is_err());
+        assert_eq!(
+            user_groups(0).map(|g| g[0]),
+            Some(0),
+            "root's primary group"
+        );
+    }
+}
