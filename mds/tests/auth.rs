@@ -105,7 +105,7 @@ impl Raw {
     fn challenge(&mut self, client: u64) -> [u8; NONCE_LEN] {
         let version = PROTOCOL_VERSION;
         match self.call(Op::Connect { version, client }).result {
-            Ok(Body::Challenge { nonce }) => nonce,
+            Ok(Body::Challenge { nonce, .. }) => nonce,
             other => panic!("expected a challenge, got {other:?}"),
         }
     }
@@ -147,7 +147,10 @@ async fn refusals_are_counted_by_reason_and_the_key_works_across_reconnects() {
     let mut first = Raw::open(&server);
     let nonce = first.challenge(client);
     let proof = the_key.proof(&nonce, client, PROTOCOL_VERSION);
-    let accepted = first.call(Op::Authenticate { proof });
+    let accepted = first.call(Op::Authenticate {
+        proof: Some(proof),
+        session: None,
+    });
     assert!(
         matches!(accepted.result, Ok(Body::Connected { .. })),
         "{accepted:?}"
@@ -156,7 +159,10 @@ async fn refusals_are_counted_by_reason_and_the_key_works_across_reconnects() {
     let mut replay = Raw::open(&server);
     let other_nonce = replay.challenge(client);
     assert_ne!(other_nonce, nonce, "every connection gets a fresh nonce");
-    let refused = replay.call(Op::Authenticate { proof });
+    let refused = replay.call(Op::Authenticate {
+        proof: Some(proof),
+        session: None,
+    });
     assert_eq!(refused.result, Err(Errno::EAUTH));
     assert!(replay.closed(), "a refused connection is closed");
     wait_failures(&server, "replayed", 1.0);

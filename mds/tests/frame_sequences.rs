@@ -105,7 +105,12 @@ fn frame() -> impl Strategy<Value = Frame> {
                 op,
                 acked_xid: acked_xid % 64,
                 cred: Cred { uid: 1000, gid: 1000, groups },
-                replay: replay.map(|(transno, ino)| Replay { transno, ino }),
+                replay: replay.map(|(transno, ino)| Replay {
+                    xid: xid % 64 + 1,
+                    transno,
+                    ino,
+                    ticket: transno ^ ino,
+                }),
             })),
         1 => proptest::collection::vec(any::<u8>(), 0..64).prop_map(Frame::Garbage),
     ]
@@ -188,4 +193,214 @@ fn arbitrary_frame_sequences_leave_the_server_serving_and_consistent() {
     server.stop().unwrap();
     let (code, out) = common::fsck(dir.path());
     assert_eq!(code, 0, "{out}");
+}
+
+/// Who sends a case's frames during the recovery window.
+#[derive(Clone, Copy, Debug)]
+enum Sender {
+    /// Client B, a known client with its own session secret: it can harm only itself.
+    KnownB,
+    /// An identity nobody knew.
+    Stranger,
+    /// A's identity without A's secret: refused at CONNECT.
+    ImpostorA,
+}
+
+/// A frame an attacker sends during the window: mostly replays, built from real replies'
+/// numbers, nearby ones and arbitrary ones, with real or forged tickets.
+#[derive(Clone, Debug)]
+struct Attack {
+    sender: Sender,
+    /// Which real reply's numbers to start from (a1, a2, b1, b2).
+    base: usize,
+    transno: Choice,
+    ino: Choice,
+    ticket: Choice,
+    xid: Choice,
+    /// Not a replay: any request (it ends B's replaying, if B sends it).
+    plain: Option<Op>,
+}
+
+/// A number: the real one, one nearby, or anything.
+#[derive(Clone, Copy, Debug)]
+enum Choice {
+    Real,
+    Near(i8),
+    Any(u64),
+}
+
+impl Choice {
+    fn pick(self, real: u64) -> u64 {
+        match self {
+            Choice::Real => real,
+            Choice::Near(d) => real.wrapping_add_signed(i64::from(d)),
+            Choice::Any(n) => n,
+        }
+    }
+}
+
+fn choice() -> impl Strategy<Value = Choice> {
+    prop_oneof![
+        3 => Just(Choice::Real),
+        2 => any::<i8>().prop_map(|d| Choice::Near(d % 4)),
+        1 => any::<u64>().prop_map(Choice::Any),
+        1 => Just(Choice::Any(u64::MAX)),
+        1 => Just(Choice::Any(u64::MAX - 1)),
+    ]
+}
+
+fn attack() -> impl Strategy<Value = Attack> {
+    (
+        prop_oneof![
+            3 => Just(Sender::KnownB),
+            1 => Just(Sender::Stranger),
+            1 => Just(Sender::ImpostorA)
+        ],
+        0usize..4,
+        (choice(), choice(), choice(), choice()),
+        proptest::option::weighted(0.15, op()),
+    )
+        .prop_map(
+            |(sender, base, (transno, ino, ticket, xid), plain)| Attack {
+                sender,
+                base,
+                transno,
+                ino,
+                ticket,
+                xid,
+                plain,
+            },
+        )
+}
+
+fn reply_ino(reply: &mds_proto::Reply) -> u64 {
+    match &reply.result {
+        Ok(mds_proto::Body::Attr(a)) => a.ino,
+        other => panic!("not an Attr: {other:?}"),
+    }
+}
+
+/// Recovery under arbitrary replays: two known clients hold early (unsafe) creates when the
+/// server is killed; during the recovery window that follows, a known client, a stranger and
+/// an impostor of the other client send replays made of real and forged numbers and tickets,
+/// and other requests. Whatever they send, the client that sent nothing loses nothing it was
+/// answered, every create of it is there with the inode number it was told, the window
+/// closes, and the store restarts fsck-clean.
+#[test]
+fn arbitrary_replays_in_a_recovery_window_take_nothing_from_an_honest_client() {
+    use common::raw::{Raw, request};
+    use mds_client::{Client, Session};
+    use std::sync::Arc;
+
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let flags = [
+        "--ack",
+        "early",
+        "--commit-interval",
+        "60s",
+        "--recovery-window",
+        "3s",
+    ];
+    let config = ProptestConfig {
+        cases: 6,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    };
+    proptest!(config, |(attacks in proptest::collection::vec(attack(), 1..24))| {
+        let dir = tempfile::tempdir().unwrap();
+        let server = common::start(dir.path(), &flags);
+        let (sa, sb) = (Arc::new(Session::new()), Arc::new(Session::new()));
+        let told = rt.block_on(async {
+            let a = Client::connect_session(server.addr, sa.clone()).await.unwrap();
+            let b = Client::connect_session(server.addr, sb.clone()).await.unwrap();
+            a.create(ROOT, "a0", 0o644).await.unwrap();
+            b.create(ROOT, "b0", 0o644).await.unwrap();
+            let mut told = Vec::new();
+            for (c, name) in [(&a, "a1"), (&a, "a2"), (&b, "b1"), (&b, "b2")] {
+                let op = Op::Create { parent: ROOT, name: name.into(), mode: 0o644 };
+                told.push(c.call_reply(op).await.unwrap());
+            }
+            told
+        });
+        server.kill();
+        let server = common::start(dir.path(), &flags);
+        let stranger = Session::new();
+        let mut conns: [Option<Raw>; 3] = [None, None, None];
+        for a in &attacks {
+            let slot = a.sender as usize;
+            if conns[slot].is_none() {
+                let mut raw = Raw::open(server.addr);
+                raw.stream.set_read_timeout(Some(Duration::from_millis(200))).unwrap();
+                let session: &Session = match a.sender {
+                    Sender::KnownB => &sb,
+                    Sender::Stranger => &stranger,
+                    // A's identity, no secret: a session of its own whose id is A's.
+                    Sender::ImpostorA => &Session::new(),
+                };
+                let connected = if let Sender::ImpostorA = a.sender {
+                    let connect = Op::Connect { version: PROTOCOL_VERSION, client: sa.id() };
+                    raw.send(&request(1, connect, None));
+                    raw.reply()
+                } else {
+                    Some(raw.handshake(session, None))
+                };
+                if !matches!(connected.map(|r| r.result), Some(Ok(mds_proto::Body::Connected { .. }))) {
+                    // Refused (or challenged, for the impostor): nothing more on it.
+                    continue;
+                }
+                conns[slot] = Some(raw);
+            }
+            let raw = conns[slot].as_mut().unwrap();
+            let base = &told[a.base];
+            let frame = match &a.plain {
+                Some(op) => request(a.xid.pick(base.xid) % 1000 + 5000, op.clone(), None),
+                None => request(
+                    9000 + a.xid.pick(base.xid) % 1000,
+                    Op::Create { parent: ROOT, name: "forged".into(), mode: 0o644 },
+                    Some(Replay {
+                        xid: a.xid.pick(base.xid),
+                        transno: a.transno.pick(base.transno),
+                        ino: a.ino.pick(reply_ino(base)),
+                        ticket: a.ticket.pick(base.ticket),
+                    }),
+                ),
+            };
+            raw.send(&frame);
+            if raw.reply().is_none() {
+                conns[slot] = None; // closed by the server (or a wait for its turn: left)
+            }
+        }
+        drop(conns);
+        // The honest clients come back; A sent nothing of its own.
+        let (a, b) = rt.block_on(async {
+            tokio::time::timeout(Duration::from_secs(60), async {
+                tokio::join!(
+                    Client::connect_session(server.addr, sa.clone()),
+                    Client::connect_session(server.addr, sb.clone())
+                )
+            })
+            .await
+            .expect("the window closes")
+        });
+        let (a, b) = (a.unwrap(), b.unwrap());
+        prop_assert_eq!(sa.lost(), 0, "A lost what it was told");
+        rt.block_on(async {
+            for (name, reply) in [("a1", &told[0]), ("a2", &told[1])] {
+                let found = a.lookup(ROOT, name).await.unwrap();
+                assert_eq!(found.ino, reply_ino(reply), "{name}");
+            }
+            a.sync().await.unwrap();
+        });
+        drop((a, b));
+        assert!(server.stop().success());
+        let (code, out) = common::fsck(dir.path());
+        prop_assert_eq!(code, 0, "{}", out);
+        let server = common::start(dir.path(), &flags);
+        rt.block_on(async {
+            let c = Client::connect(server.addr).await.unwrap();
+            c.getattr(ROOT).await.unwrap();
+            c.lookup(ROOT, "a2").await.unwrap();
+        });
+        assert!(server.stop().success());
+    });
 }

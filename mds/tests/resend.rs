@@ -27,9 +27,18 @@ struct Raw {
     partition: u32,
 }
 
+/// The session secret the server issued each identity, proved when it reconnects as it.
+fn secrets() -> &'static std::sync::Mutex<std::collections::HashMap<u64, [u8; 32]>> {
+    static SECRETS: std::sync::OnceLock<
+        std::sync::Mutex<std::collections::HashMap<u64, [u8; 32]>>,
+    > = std::sync::OnceLock::new();
+    SECRETS.get_or_init(Default::default)
+}
+
 impl Raw {
     /// Connects and sends CONNECT as client `id` (xid 0 would mean a notice: CONNECTs here
-    /// use xids from 1000 up, apart from the test's own).
+    /// use xids from 1000 up, apart from the test's own), proving the session secret the
+    /// server issued `id` when it asks for it, as the client library does.
     fn connect(addr: SocketAddr, id: u64) -> Raw {
         let stream = TcpStream::connect(addr).unwrap();
         stream
@@ -47,8 +56,36 @@ impl Raw {
                 client: id,
             },
         );
+        let reply = match reply.result {
+            Ok(Body::Challenge {
+                nonce,
+                session: true,
+                ..
+            }) => {
+                let secret = secrets().lock().unwrap()[&id];
+                let proof = mds_client::auth::SessionSecret::from_bytes(secret).proof(&nonce, id);
+                raw.call(
+                    1001,
+                    0,
+                    Op::Authenticate {
+                        proof: None,
+                        session: Some(proof),
+                    },
+                )
+            }
+            _ => reply,
+        };
         match reply.result {
-            Ok(Body::Connected { partition, .. }) => raw.partition = partition,
+            Ok(Body::Connected {
+                partition,
+                session_secret,
+                ..
+            }) => {
+                raw.partition = partition;
+                if let Some(secret) = session_secret {
+                    secrets().lock().unwrap().insert(id, secret);
+                }
+            }
             other => panic!("{other:?}"),
         }
         raw

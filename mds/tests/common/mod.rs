@@ -4,6 +4,8 @@
 //! (SIGKILL, SIGTERM, the process's exit status and logs), and a scrape of `/metrics`.
 #![allow(dead_code)]
 
+pub mod raw;
+
 use std::net::SocketAddr;
 use std::path::Path;
 use std::thread::JoinHandle;
