@@ -224,7 +224,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         sessions: sessions.clone(),
         cos: config.cos,
         ack_early: config.ack_early,
-        recovery: Recovery::new(recovered.known_clients.clone(), bounds, replay_key.clone()),
+        recovery: Recovery::new(recovered.known_clients.clone(), bounds, replay_key),
         cos_conflicts: Default::default(),
         boot: boot_id(),
         partitions: config.partitions,

@@ -47,6 +47,9 @@ pub struct Sessions {
 /// One client's session.
 pub struct Session {
     client: u64,
+    /// `State::bound`, readable without the lock: set once, and then every mutation's
+    /// `bind_once` is one load.
+    bound: std::sync::atomic::AtomicBool,
     /// Most resend records it keeps (`Sessions::max_records`).
     max_records: usize,
     state: Mutex<State>,
@@ -280,6 +283,7 @@ impl Sessions {
             {
                 let mut state = session.state.lock();
                 state.bound = state.secret.is_some();
+                session.bound.store(state.bound, Ordering::Release);
                 // Forgetting it drops what the journal keeps of it, the binding included.
                 state.journaled = true;
             }
@@ -414,6 +418,7 @@ impl Session {
     fn new(client: u64, secret: Option<SessionSecret>, max_records: usize) -> Arc<Session> {
         Arc::new(Session {
             client,
+            bound: std::sync::atomic::AtomicBool::new(false),
             max_records,
             state: Mutex::new(State {
                 conn: None,
@@ -462,6 +467,9 @@ impl Session {
     /// (the caller's BindSession to the committer) with its secret, under the session's lock,
     /// so it reaches the committer before any record of the session sent after it.
     pub fn bind_once(&self, bind: impl FnOnce(&SessionSecret)) {
+        if self.bound.load(Ordering::Acquire) {
+            return;
+        }
         let mut state = self.state.lock();
         if !state.bound {
             state.bound = true;
@@ -469,6 +477,7 @@ impl Session {
                 bind(secret);
             }
         }
+        self.bound.store(true, Ordering::Release);
     }
 
     /// `xid` executed as `transno` and is answered with `body`: kept until the client's
