@@ -119,10 +119,17 @@ ROWS = [
            "client running as the wrong user, or a directory with the wrong mode.", 12),
         ts("Authentication failures by reason", "reqps",
            [(f"sum by (reason) ({rate('mds_auth_failures_total')})", "{{reason}}")],
-           "Connections refused at CONNECT by the shared-key check (--auth-key): missing (no "
-           "proof: a client without the key), wrong (another key), replayed (a proof already "
-           "accepted on another connection: a captured handshake sent again). Zero on a "
-           "server without a key.", 12),
+           "Connections refused at CONNECT: missing (no proof: a client without the key), wrong "
+           "(another key), replayed (a proof already accepted on another connection: a captured "
+           "handshake sent again), session (an identity the server keeps a session for, without "
+           "that session's secret: someone naming another client), credentials (--cred-check "
+           "owner: no owner the server can learn).", 12),
+        ts("Refused by the record cap and --cred-check", "reqps",
+           [(f"sum by (instance) ({rate('mds_resend_full_total')})", "{{instance}} resend records full"),
+            (f"sum by (instance) ({rate('mds_credentials_refused_total')})", "{{instance}} credentials")],
+           "Mutations refused EBUSY because their session keeps as many resend records as it may "
+           "(its client does not acknowledge replies), and requests refused EPERM by --cred-check "
+           "owner (credentials other than their connection owner's).", 12),
     ]),
     ("Group commit", [
         ts("Commits per second by instance", "ops",
@@ -211,6 +218,14 @@ ROWS = [
         ts("Session reconnects", "ops", [(f"sum by (instance) ({rate('mds_session_reconnects_total')})", "{{instance}}")],
            "CONNECTs with a client identity that already had a connection, which they replaced: "
            "clients coming back after a broken connection.", 4),
+        ts("Connections in their handshake", "short",
+           [(f"sum by (instance) (mds_unauthenticated_connections{{{SEL}}})", "{{instance}} in handshake"),
+            (f"sum by (instance, reason) ({rate('mds_unauthenticated_refused_total')})",
+             "{{instance}} refused/s: {{reason}}")],
+           "Connections accepted that have not completed their handshake (TLS, CONNECT, its proof), "
+           "and those refused because too many were: partition (its handshake slots) or address "
+           "(one address's cap). A flood of connections that never authenticate shows here, and "
+           "takes none of the clients' connection slots.", 8),
         ts("Protocol errors and slow clients", "ops",
            [(f"sum by (instance, kind) ({rate('mds_protocol_errors_total')})", "{{instance}} {{kind}}"),
             (f"sum by (instance) ({rate('mds_slow_client_disconnects_total')})", "{{instance}} slow clients")],
