@@ -129,7 +129,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
             // between its look at the cap and its transno: the ceiling is never what stops
             // a mutation.
             transnos: config.limits.max_uncommitted.saturating_mul(2),
-            ..journal::Leases::default()
+            inos: config.limits.ino_lease,
         },
     };
     let (journal, mut recovered) = Journal::open(&config.data, options)

@@ -470,3 +470,42 @@ fn cred_check_owner_holds_a_connection_to_its_owners_credentials() {
     drop((theirs, privileged, roots));
     server.stop().unwrap();
 }
+
+/// Creates that fail burn inode numbers without committing anything: when they run the
+/// counter past half the room the ceiling leaves, the ceiling is raised on its own (a write
+/// of its own, with no commit to carry it), so creates go on being served — a create that
+/// reaches the ceiling before the raise is durable is refused EBUSY, never given a number
+/// past it — and the next one that succeeds takes a number above all those burned.
+#[test]
+fn failed_creates_that_burn_inode_numbers_raise_the_ceiling_on_their_own() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::config(dir.path());
+    config.limits.ino_lease = 64;
+    let server = common::InProcess::start(config);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let c = server.client().await;
+        c.create(ROOT, "taken", 0o644).await.unwrap();
+        // Each EEXIST burns a number: ten leases' worth, nothing committed between.
+        let (mut burned, mut busy) = (0, 0);
+        while burned < 640 {
+            match c.create(ROOT, "taken", 0o644).await.unwrap_err().errno() {
+                Some(Errno::EEXIST) => burned += 1,
+                Some(Errno::EBUSY) => busy += 1, // the raise is on its way
+                other => panic!("{other:?}"),
+            }
+            assert!(busy < 10_000, "the ceiling is never raised");
+        }
+        let made = loop {
+            match c.create(ROOT, "next", 0o644).await {
+                Ok(made) => break made,
+                Err(e) if e.errno() == Some(Errno::EBUSY) => {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        assert!(made.ino > 640, "above every burned number: {}", made.ino);
+    });
+    server.stop().unwrap();
+}

@@ -122,6 +122,10 @@ pub struct Limits {
     /// Resend records one session keeps (its client's executed mutations whose replies it
     /// has not acknowledged); past it the session's mutations are refused with EBUSY.
     pub max_resend_records: usize,
+    /// Inode numbers the journal makes room for above the server's inode counter, each
+    /// commit (`journal::Leases::inos`): what a crash may skip, and how far failed creates may
+    /// burn numbers before the ceiling must be raised on its own.
+    pub ino_lease: u64,
 }
 
 impl Default for Limits {
@@ -137,6 +141,7 @@ impl Default for Limits {
             max_unauthenticated: 1024,
             max_unauthenticated_per_address: 64,
             max_resend_records: crate::session::DEFAULT_MAX_RECORDS,
+            ino_lease: journal::Leases::default().inos,
         }
     }
 }
