@@ -14,8 +14,11 @@ use parking_lot::Mutex;
 
 use crate::auth::SessionSecret;
 
-/// A client identity and its xid bookkeeping; share it between the connections of one client
-/// (`Arc<Session>`).
+/// A client identity and its xid bookkeeping; share it between the successive connections of
+/// one client (`Arc<Session>`: a reconnect takes the place of the connection it lost). The
+/// server keeps one connection per identity — a second CONNECT replaces the first, and must
+/// prove the session secret the first was issued — so a pool of connections wants a session
+/// each.
 #[derive(Debug)]
 pub struct Session {
     id: u64,

@@ -23,8 +23,10 @@
 //! skipping the transno if it did not execute, so no path leaves every other client waiting
 //! for the window.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
 
 use mds_proto::{ROOT_INO, Replay};
 use parking_lot::Mutex;
@@ -32,23 +34,31 @@ use tokio::sync::Notify;
 
 use crate::ticket::ReplayKey;
 
+/// After the window closes, how long a known client that is still connected but has nothing
+/// waiting may stay quiet before it is evicted too: one between two replays, or about to say
+/// it is done, is never quiet that long; one that sits on its connection must not keep
+/// everyone waiting.
+pub const QUIET_AFTER_EXPIRY: Duration = Duration::from_secs(5);
+
 /// The recovery window's state, shared by every partition.
 pub struct Recovery {
     /// While set, new requests wait and known clients may replay.
     open: AtomicBool,
     state: Mutex<State>,
-    /// Woken on every change of `state` (a replay done, a client done, a skip, the end).
-    changed: Notify,
+    /// Woken once, when the window closes.
+    closed: Notify,
+    /// Woken on every change the closing of an expired window waits for.
+    progress: Notify,
     /// Journals an empty record for each transno in `from..=to` and moves the namespace past
-    /// `to` (set by the server; a no-op until then).
-    skip: Mutex<Option<Skipper>>,
+    /// `to`.
+    skip: Skipper,
     /// What the crashed start can have handed out.
     bounds: Bounds,
     /// Checks the tickets replays carry.
     key: ReplayKey,
 }
 
-/// What skipping transnos nobody will replay takes: see [`Recovery::on_skip`].
+/// What skipping transnos nobody will replay takes: see [`Recovery::new`].
 pub type Skipper = Box<dyn Fn(u64, u64) + Send + Sync>;
 
 /// What the journal recorded at start: the limits of every replay.
@@ -62,6 +72,12 @@ pub struct Bounds {
     pub ino_ceiling: u64,
 }
 
+/// A replay waiting for its turn (or executing): whose, and what wakes it.
+struct Parked {
+    client: u64,
+    wake: Arc<Notify>,
+}
+
 struct State {
     /// The next transno to replay: `last_committed + 1` at start.
     next: u64,
@@ -69,17 +85,65 @@ struct State {
     waiting_for: HashSet<u64>,
     /// The clients the journal knew at start.
     known: HashSet<u64>,
-    /// Known clients that have connected since the start.
-    returned: HashSet<u64>,
+    /// Connections of known clients open now.
+    present: HashMap<u64, usize>,
+    /// When each known client last claimed or finished a replay.
+    active_at: HashMap<u64, Instant>,
     /// Known clients the window closed on: told so when they come back.
     evicted: HashSet<u64>,
-    /// Replays waiting for their turn or executing: transno → client. The window's close
-    /// must not skip past them.
-    parked: BTreeMap<u64, u64>,
+    /// Replays waiting for their turn or executing, by transno. The window's close must not
+    /// skip past them.
+    parked: BTreeMap<u64, Parked>,
+    /// How many of `parked` each client has.
+    parked_by: HashMap<u64, usize>,
     /// Inode numbers replays have claimed: each is handed out again at most once.
     claimed_inos: HashSet<u64>,
-    /// The window closed: no new replay is accepted; what is parked is finished by skipping.
+    /// The window closed: clients that are gone (or quiet) are evicted, what is parked is
+    /// finished by skipping.
     expired: bool,
+}
+
+impl State {
+    /// Every known client still replaying waits with a replay: nothing can come below the
+    /// lowest one.
+    fn everyone_waits(&self) -> bool {
+        self.waiting_for
+            .iter()
+            .all(|c| self.parked_by.contains_key(c))
+    }
+
+    fn unpark(&mut self, transno: u64) {
+        if let Some(parked) = self.parked.remove(&transno)
+            && let Some(n) = self.parked_by.get_mut(&parked.client)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.parked_by.remove(&parked.client);
+            }
+        }
+    }
+
+    /// Wakes the replay whose turn it is now, if it is parked.
+    fn wake_next(&self) {
+        if let Some(parked) = self.parked.get(&self.next) {
+            parked.wake.notify_one();
+        }
+    }
+
+    /// Evicts the waiting clients `evict` says to: they replay nothing more.
+    fn evict(&mut self, evict: impl Fn(&State, u64) -> bool) -> Vec<u64> {
+        let gone: Vec<u64> = self
+            .waiting_for
+            .iter()
+            .copied()
+            .filter(|&c| evict(self, c))
+            .collect();
+        for c in &gone {
+            self.waiting_for.remove(c);
+            self.evicted.insert(*c);
+        }
+        gone
+    }
 }
 
 /// Why a replay cannot be executed.
@@ -128,8 +192,10 @@ impl Drop for Turn<'_> {
 
 impl Recovery {
     /// A recovery waiting for `known` clients, replaying from `bounds.last_committed + 1` with
-    /// tickets made under `key`; closed at once when nobody is known.
-    pub fn new(known: Vec<u64>, bounds: Bounds, key: ReplayKey) -> Recovery {
+    /// tickets made under `key`; closed at once when nobody is known. `skip(from, to)` must
+    /// journal an empty record for each transno in `from..=to` and move the namespace past
+    /// `to`: it is how transnos nobody will replay are skipped.
+    pub fn new(known: Vec<u64>, bounds: Bounds, key: ReplayKey, skip: Skipper) -> Recovery {
         let open = !known.is_empty();
         Recovery {
             open: AtomicBool::new(open),
@@ -137,33 +203,28 @@ impl Recovery {
                 next: bounds.last_committed.saturating_add(1),
                 waiting_for: known.iter().copied().collect(),
                 known: known.into_iter().collect(),
-                returned: HashSet::new(),
+                present: HashMap::new(),
+                active_at: HashMap::new(),
                 evicted: HashSet::new(),
                 parked: BTreeMap::new(),
+                parked_by: HashMap::new(),
                 claimed_inos: HashSet::new(),
                 expired: false,
             }),
-            changed: Notify::new(),
-            skip: Mutex::new(None),
+            closed: Notify::new(),
+            progress: Notify::new(),
+            skip,
             bounds,
             key,
         }
-    }
-
-    /// Sets how transnos nobody will replay are skipped.
-    pub fn on_skip(&self, skip: Skipper) {
-        *self.skip.lock() = Some(skip);
     }
 
     /// Journals empty records for `from..=to` (within the ceiling: every caller skips below
     /// a parked replay, whose transno was checked against it).
     fn skip(&self, from: u64, to: u64) {
         let to = to.min(self.bounds.transno_ceiling);
-        if from > to {
-            return;
-        }
-        if let Some(skip) = self.skip.lock().as_ref() {
-            skip(from, to);
+        if from <= to {
+            (self.skip)(from, to);
         }
     }
 
@@ -171,20 +232,23 @@ impl Recovery {
     /// client still replaying has come back and waits with a replay above the gap. The gap is
     /// then a request executed before the crash whose reply its client never got: the client
     /// sends it again as a new request, after recovery, and nobody replays its transno.
-    fn unstick(&self, state: &mut State) -> bool {
+    fn unstick(&self, state: &mut State) {
         let Some((&first, _)) = state.parked.first_key_value() else {
-            return false;
+            return;
         };
-        let everyone_waits = state
-            .waiting_for
-            .iter()
-            .all(|c| state.parked.values().any(|p| p == c));
-        if first <= state.next || !everyone_waits {
-            return false;
+        if first > state.next && state.everyone_waits() {
+            self.skip(state.next, first - 1);
+            state.next = first;
+            state.wake_next();
         }
-        self.skip(state.next, first - 1);
-        state.next = first;
-        true
+    }
+
+    /// Closes the window once nobody is waited for and nothing is parked.
+    fn close_if_finished(&self, state: &mut State) {
+        if self.is_open() && state.waiting_for.is_empty() && state.parked.is_empty() {
+            self.open.store(false, Ordering::Release);
+            self.closed.notify_waiters();
+        }
     }
 
     /// Whether new requests must still wait.
@@ -197,18 +261,33 @@ impl Recovery {
         self.is_open() && self.state.lock().waiting_for.contains(&client)
     }
 
-    /// `client` connected. Returns whether the journal knew it at start (its session is a
-    /// known client's again: it must be forgotten when it leaves with nothing unsafe).
+    /// A connection of `client` completed its handshake. Returns whether the journal knew it
+    /// at start (its session is a known client's again: it must be forgotten when it leaves
+    /// with nothing unsafe).
     pub fn connected(&self, client: u64) -> bool {
         let mut state = self.state.lock();
         let known = state.known.contains(&client);
         if known {
-            state.returned.insert(client);
+            *state.present.entry(client).or_default() += 1;
+            state.active_at.insert(client, Instant::now());
         }
         known
     }
 
-    /// Whether the window closed before `client` came back.
+    /// A connection of `client` that [`Recovery::connected`] counted has closed.
+    pub fn disconnected(&self, client: u64) {
+        let mut state = self.state.lock();
+        if let Some(n) = state.present.get_mut(&client) {
+            *n -= 1;
+            if *n == 0 {
+                state.present.remove(&client);
+            }
+        }
+        drop(state);
+        self.progress.notify_waiters();
+    }
+
+    /// Whether the window closed before `client` finished replaying.
     pub fn evicted(&self, client: u64) -> bool {
         self.state.lock().evicted.contains(&client)
     }
@@ -222,58 +301,50 @@ impl Recovery {
     pub fn client_done(&self, client: u64) {
         let mut state = self.state.lock();
         if state.waiting_for.remove(&client) {
-            self.close_if_finished(&mut state);
             self.unstick(&mut state);
+            self.close_if_finished(&mut state);
             drop(state);
-            self.changed.notify_waiters();
-        }
-    }
-
-    fn close_if_finished(&self, state: &mut State) {
-        if state.waiting_for.is_empty() && state.parked.is_empty() {
-            self.open.store(false, Ordering::Release);
+            self.progress.notify_waiters();
         }
     }
 
     /// Waits until recovery is over.
     pub async fn closed(&self) {
-        loop {
-            let notified = self.changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            if !self.is_open() {
-                return;
-            }
-            notified.await;
+        let closed = self.closed.notified();
+        tokio::pin!(closed);
+        closed.as_mut().enable();
+        if self.is_open() {
+            closed.await;
         }
     }
 
     /// Whether `client` may replay `replay` at all, and claims its transno and inode number
-    /// if so. Under the state's lock: two copies of one replay (or a replay and a forgery of
-    /// it) cannot both claim.
-    fn claim(&self, state: &mut State, client: u64, replay: Replay) -> Result<(), Refusal> {
+    /// if so: returns what wakes it when its turn comes. Under the state's lock: two copies of
+    /// one replay (or a replay and a forgery of it) cannot both claim.
+    fn claim(
+        &self,
+        state: &mut State,
+        client: u64,
+        replay: Replay,
+        op: &[u8],
+    ) -> Result<Arc<Notify>, Refusal> {
         let Replay {
             xid,
             transno,
             ino,
             ticket,
         } = replay;
-        // Once the window has closed, only clients that were still replaying (a replay of
-        // theirs was waiting) may go on.
-        if !self.is_open()
-            || (state.expired
-                && (state.evicted.contains(&client) || !state.returned.contains(&client)))
-        {
+        if !self.is_open() || state.evicted.contains(&client) {
             return Err(Refusal::TooLate);
         }
         if !state.known.contains(&client) {
             return Err(Refusal::Forged("the journal did not know the client"));
         }
-        if !self.key.verify(ticket, client, xid, transno, ino) {
+        if !self.key.verify(ticket, client, xid, transno, ino, op) {
             return Err(Refusal::Forged("its ticket does not prove it"));
         }
-        // The ticket proves the server issued these numbers; a ticket made with a key that
-        // leaked still claims nothing past what the journal recorded.
+        // The ticket proves the server issued these numbers for this operation; a ticket
+        // made with a key that leaked still claims nothing past what the journal recorded.
         if transno > self.bounds.transno_ceiling {
             return Err(Refusal::Forged("its transno is above the ceiling"));
         }
@@ -287,33 +358,41 @@ impl Recovery {
         {
             return Err(Refusal::TooLate);
         }
-        state.parked.insert(transno, client);
+        let wake = Arc::new(Notify::new());
+        state.parked.insert(
+            transno,
+            Parked {
+                client,
+                wake: wake.clone(),
+            },
+        );
+        *state.parked_by.entry(client).or_default() += 1;
+        state.active_at.insert(client, Instant::now());
         if ino != 0 {
             state.claimed_inos.insert(ino);
         }
-        Ok(())
+        Ok(wake)
     }
 
-    /// Waits for the turn of `client`'s replay. Once the window has closed, only clients
-    /// that were still replaying may go on.
-    pub async fn turn(&self, client: u64, replay: Replay) -> Result<Turn<'_>, Refusal> {
+    /// Waits for the turn of `client`'s replay of `op` (its encoding, as the ticket covers
+    /// it). Once the window has closed, only clients still replaying may go on.
+    pub async fn turn(&self, client: u64, replay: Replay, op: &[u8]) -> Result<Turn<'_>, Refusal> {
         let transno = replay.transno;
-        self.claim(&mut self.state.lock(), client, replay)?;
+        let wake = {
+            let mut state = self.state.lock();
+            let wake = self.claim(&mut state, client, replay, op)?;
+            // It may fill the last gap, or be the one everyone waits for now.
+            self.unstick(&mut state);
+            wake
+        };
+        self.progress.notify_waiters();
         loop {
-            let notified = self.changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
             {
                 let mut state = self.state.lock();
-                if transno < state.next || !self.is_open() {
-                    // Skipped past by the window's close (or closed under it): not its turn
-                    // any more.
-                    state.parked.remove(&transno);
-                    if state.expired {
-                        self.close_if_finished(&mut state);
-                    }
-                    drop(state);
-                    self.changed.notify_waiters();
+                if transno < state.next {
+                    // Skipped past (nothing skips a parked replay: a safeguard).
+                    state.unpark(transno);
+                    self.close_if_finished(&mut state);
                     return Err(Refusal::TooLate);
                 }
                 if transno == state.next {
@@ -323,76 +402,83 @@ impl Recovery {
                         executed: false,
                     });
                 }
-                if self.unstick(&mut state) {
-                    drop(state);
-                    self.changed.notify_waiters();
-                    continue;
-                }
             }
-            notified.await;
+            // A wake before this await is kept as a permit: none is lost.
+            wake.notified().await;
         }
     }
 
     /// The replay of `transno` (whose turn it was) is done, executed or skipped.
     fn finished(&self, transno: u64) {
         let mut state = self.state.lock();
-        state.parked.remove(&transno);
-        state.next = state.next.max(transno.saturating_add(1));
-        if state.expired {
-            self.close_if_finished(&mut state);
+        if let Some(parked) = state.parked.get(&transno) {
+            let client = parked.client;
+            state.active_at.insert(client, Instant::now());
         }
+        state.unpark(transno);
+        state.next = state.next.max(transno.saturating_add(1));
+        state.wake_next();
+        self.unstick(&mut state);
+        self.close_if_finished(&mut state);
         drop(state);
-        self.changed.notify_waiters();
+        self.progress.notify_waiters();
     }
 
-    /// The window closed. Stops accepting replays, evicts the known clients that had not
-    /// finished replaying and have no replay waiting (returned, for the caller to forget),
-    /// and lets each replay still waiting run by skipping the transnos below it that nobody
-    /// replayed: `skip(from, to)` must journal an empty record for each transno in
-    /// `from..=to` and move the namespace past `to`. A client evicted after it came back
-    /// (its connection went before it finished) is evicted all the same: what it had not
-    /// replayed is skipped, and it must be told so when it returns, or it would take those
-    /// skipped transnos, below `last_committed` now, for durable.
-    pub async fn expire(&self) -> Vec<u64> {
-        let evicted: Vec<u64> = {
+    /// The window closed. Evicts the known clients that had not finished replaying and are
+    /// gone (or never came back) — their unsafe changes are lost, and they are told so when
+    /// they return — and then, as long as the window stays open for the others: any that has
+    /// stayed quiet for `quiet` with nothing waiting (connected, but sending nothing). It lets
+    /// each replay still waiting run by skipping the transnos below it that nobody will
+    /// replay. Returns every client it evicted, for the caller to forget.
+    pub async fn expire(&self, quiet: Duration) -> Vec<u64> {
+        let mut evicted = {
             let mut state = self.state.lock();
             state.expired = true;
-            let waiting: Vec<u64> = state.waiting_for.drain().collect();
-            let evicted: Vec<u64> = waiting
-                .into_iter()
-                .filter(|c| !state.parked.values().any(|p| p == c))
-                .collect();
-            state.evicted.extend(evicted.iter().copied());
-            evicted
+            let gone = state.evict(|s, c| !s.present.contains_key(&c));
+            self.unstick(&mut state);
+            self.close_if_finished(&mut state);
+            gone
         };
         loop {
-            let notified = self.changed.notified();
-            tokio::pin!(notified);
-            notified.as_mut().enable();
-            let skipped = {
+            let progress = self.progress.notified();
+            tokio::pin!(progress);
+            progress.as_mut().enable();
+            let next_look = {
                 let mut state = self.state.lock();
-                match state.parked.first_key_value().map(|(&t, _)| t) {
-                    None => {
-                        self.open.store(false, Ordering::Release);
-                        break;
-                    }
-                    Some(first) if first > state.next => {
-                        self.skip(state.next, first - 1);
-                        state.next = first;
-                        true
-                    }
-                    Some(_) => false, // its turn: wait for it to execute
+                if !self.is_open() {
+                    break;
                 }
+                let now = Instant::now();
+                let quiet_ones = state.evict(|s, c| {
+                    !s.present.contains_key(&c)
+                        || (!s.parked_by.contains_key(&c)
+                            && s.active_at.get(&c).is_some_and(|&t| now - t >= quiet))
+                });
+                evicted.extend(quiet_ones);
+                self.unstick(&mut state);
+                self.close_if_finished(&mut state);
+                if !self.is_open() {
+                    break;
+                }
+                // When the quietest client still waited for would be evicted.
+                let oldest = state
+                    .waiting_for
+                    .iter()
+                    .filter(|c| !state.parked_by.contains_key(c))
+                    .map(|c| state.active_at.get(c).copied().unwrap_or(now))
+                    .min();
+                oldest.map(|t| t + quiet)
             };
-            if skipped {
-                // Wake the replay whose turn it is now; look again without waiting (our own
-                // wait would be woken by this very notification).
-                self.changed.notify_waiters();
-                continue;
+            match next_look {
+                Some(at) => {
+                    tokio::select! {
+                        _ = &mut progress => {}
+                        _ = tokio::time::sleep_until(at.into()) => {}
+                    }
+                }
+                None => progress.await,
             }
-            notified.await;
         }
-        self.changed.notify_waiters();
         evicted
     }
 }
@@ -400,7 +486,6 @@ impl Recovery {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::sync::Arc;
 
     fn rt() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_multi_thread()
@@ -420,8 +505,20 @@ mod tests {
         ino_ceiling: 5000,
     };
 
-    fn recovery(known: Vec<u64>) -> Arc<Recovery> {
-        Arc::new(Recovery::new(known, BOUNDS, key()))
+    /// The operation every test replay is: a create of "f" in the root.
+    const OP: &[u8] = b"create f";
+
+    /// The ranges a test recovery skipped, in order.
+    type Skipped = Arc<Mutex<Vec<(u64, u64)>>>;
+
+    /// A recovery waiting for `known`, and the ranges it skipped.
+    fn recovery(known: Vec<u64>) -> (Arc<Recovery>, Skipped) {
+        let skipped = Arc::new(Mutex::new(Vec::new()));
+        let skip: Skipper = Box::new({
+            let skipped = skipped.clone();
+            move |from, to| skipped.lock().push((from, to))
+        });
+        (Arc::new(Recovery::new(known, BOUNDS, key(), skip)), skipped)
     }
 
     /// A replay of `transno` by `client`, whose original had xid `transno` (the tests need no
@@ -435,19 +532,21 @@ mod tests {
             xid: transno,
             transno,
             ino,
-            ticket: key().ticket(client, transno, transno, ino),
+            ticket: key().ticket(client, transno, transno, ino, OP),
         }
     }
 
     /// Runs `client`'s replay of `transno` to the end of its turn, executed.
     async fn replay_one(r: &Recovery, client: u64, transno: u64) -> Result<(), Refusal> {
-        r.turn(client, replay(client, transno)).await?.executed();
+        r.turn(client, replay(client, transno), OP)
+            .await?
+            .executed();
         Ok(())
     }
 
     #[test]
     fn nobody_known_means_no_recovery() {
-        let r = recovery(vec![]);
+        let (r, _) = recovery(vec![]);
         assert!(!r.is_open());
         rt().block_on(async {
             r.closed().await;
@@ -458,14 +557,14 @@ mod tests {
     #[test]
     fn replays_run_in_transno_order_whatever_order_they_arrive_in() {
         let rt = rt();
-        let r = recovery(vec![1, 2]);
+        let (r, _) = recovery(vec![1, 2]);
         let order = Arc::new(Mutex::new(Vec::new()));
         // Each client replays in transno order on its own connection, one after the other.
         let client = |id: u64, transnos: Vec<u64>| {
             let (r, order) = (r.clone(), order.clone());
             rt.spawn(async move {
                 for t in transnos {
-                    let turn = r.turn(id, replay(id, t)).await.unwrap();
+                    let turn = r.turn(id, replay(id, t), OP).await.unwrap();
                     order.lock().push(t);
                     turn.executed();
                 }
@@ -493,12 +592,7 @@ mod tests {
     #[test]
     fn a_gap_nobody_can_fill_is_skipped_without_waiting_for_the_window() {
         let rt = rt();
-        let r = recovery(vec![1, 2]);
-        let skipped = Arc::new(Mutex::new(Vec::new()));
-        r.on_skip({
-            let skipped = skipped.clone();
-            Box::new(move |from, to| skipped.lock().push((from, to)))
-        });
+        let (r, skipped) = recovery(vec![1, 2]);
         assert!(r.connected(1) && r.connected(2));
         // 11 was client 1's, executed and never answered: client 1 will send it again after
         // recovery, not replay it. Client 1 replays 12, client 2 replays 13.
@@ -524,15 +618,10 @@ mod tests {
     #[test]
     fn an_expired_window_skips_what_nobody_replayed_and_evicts_who_did_not_finish() {
         let rt = rt();
-        let r = recovery(vec![1, 2]);
+        let (r, skipped) = recovery(vec![1, 2]);
         // Client 1 never comes back; client 2 waits with 13 (11 and 12 were client 1's).
         assert!(r.connected(2));
         assert!(!r.connected(3), "not known before the restart");
-        let skipped = Arc::new(Mutex::new(Vec::new()));
-        r.on_skip({
-            let skipped = skipped.clone();
-            Box::new(move |from, to| skipped.lock().push((from, to)))
-        });
         let waiting = {
             let r = r.clone();
             rt.spawn(async move { replay_one(&r, 2, 13).await.unwrap() })
@@ -545,7 +634,16 @@ mod tests {
                 r.is_open(),
                 "client 1 may still fill the gap: no skip before the window"
             );
-            r.expire().await
+            let expire = tokio::spawn({
+                let r = r.clone();
+                async move { r.expire(QUIET_AFTER_EXPIRY).await }
+            });
+            // Client 2 is done once its replay ran.
+            while r.state.lock().next <= 13 {
+                tokio::task::yield_now().await;
+            }
+            r.client_done(2);
+            expire.await.unwrap()
         });
         rt.block_on(waiting).unwrap();
         assert_eq!(evicted, vec![1], "client 2 came back: it stays known");
@@ -559,54 +657,86 @@ mod tests {
         );
     }
 
+    /// At the window's close a known client that came back and is still connected — done
+    /// replaying, its last word on its way — is not evicted: the window waits for it (it
+    /// was, and then lost its changes and the journal forgot it while it still held unsafe
+    /// replies). One that came back and left is evicted like one that never came; one that
+    /// stays connected and quiet is evicted after `quiet`.
+    #[test]
+    fn the_close_evicts_who_left_or_stays_quiet_not_who_is_still_there() {
+        let rt = rt();
+        let (r, _) = recovery(vec![1, 2, 3]);
+        assert!(r.connected(1) && r.connected(2) && r.connected(3));
+        r.disconnected(2); // came back, then left
+        rt.block_on(replay_one(&r, 1, 11)).unwrap();
+        let expire = rt.spawn({
+            let r = r.clone();
+            async move { r.expire(Duration::from_millis(300)).await }
+        });
+        std::thread::sleep(Duration::from_millis(50));
+        assert!(r.is_open(), "1 and 3 are still there");
+        assert!(r.evicted(2) && !r.evicted(1) && !r.evicted(3));
+        r.client_done(1);
+        // 3 says nothing: evicted once quiet for 300 ms, and the window closes.
+        let evicted = rt.block_on(expire).unwrap();
+        assert_eq!(evicted, vec![2, 3]);
+        assert!(!r.is_open() && !r.evicted(1));
+    }
+
     /// What no honest client can send is refused before it waits for anything, so it can
     /// neither hold the window open nor make recovery skip another client's transnos: a
-    /// client the journal did not know, a ticket that does not prove the replay, a transno
-    /// above the ceiling (u64::MAX once had the skipper journal 2^64 empty records) or an
-    /// inode number never handed out (2^64 - 2 once moved the inode counter to the end).
+    /// client the journal did not know, a ticket that does not prove the replay (another
+    /// client's, another xid's, another operation's), a transno above the ceiling (u64::MAX
+    /// once had the skipper journal 2^64 empty records) or an inode number never handed out
+    /// (2^64 - 2 once moved the inode counter to the end).
     #[test]
     fn forged_replays_are_refused_before_they_claim_anything() {
         let rt = rt();
-        let r = recovery(vec![1, 2]);
-        let skipped = Arc::new(Mutex::new(Vec::new()));
-        r.on_skip({
-            let skipped = skipped.clone();
-            Box::new(move |from, to| skipped.lock().push((from, to)))
-        });
-        let forged = |client, xid, replay: Replay| {
+        let (r, skipped) = recovery(vec![1, 2]);
+        let forged = |client, xid, replay: Replay, op: &[u8]| {
             let replay = Replay { xid, ..replay };
-            rt.block_on(async { r.turn(client, replay).await.map(drop) })
+            rt.block_on(async { r.turn(client, replay, op).await.map(drop) })
         };
         let is_forged = |result: Result<(), Refusal>| matches!(result, Err(Refusal::Forged(_)));
-        assert!(is_forged(forged(3, 11, replay(3, 11))), "not known");
+        assert!(is_forged(forged(3, 11, replay(3, 11), OP)), "not known");
         let mut wrong = replay(1, 11);
         wrong.ticket ^= 1;
-        assert!(is_forged(forged(1, 11, wrong)), "wrong ticket");
+        assert!(is_forged(forged(1, 11, wrong, OP)), "wrong ticket");
         assert!(
-            is_forged(forged(1, 12, replay(1, 11))),
+            is_forged(forged(1, 12, replay(1, 11), OP)),
             "another xid's ticket"
         );
-        assert!(is_forged(forged(2, 11, replay(1, 11))), "client 1's ticket");
         assert!(
-            is_forged(forged(1, u64::MAX, replay(1, u64::MAX))),
+            is_forged(forged(2, 11, replay(1, 11), OP)),
+            "client 1's ticket"
+        );
+        assert!(
+            is_forged(forged(1, 11, replay(1, 11), b"unlink b")),
+            "another operation"
+        );
+        assert!(
+            is_forged(forged(1, u64::MAX, replay(1, u64::MAX), OP)),
             "past the ceiling"
         );
         assert!(
-            is_forged(forged(1, 1001, replay(1, 1001))),
+            is_forged(forged(1, 1001, replay(1, 1001), OP)),
             "past the ceiling"
         );
         let huge_ino = replay_ino(1, 11, u64::MAX - 1);
-        assert!(is_forged(forged(1, 11, huge_ino)), "inode never handed out");
         assert!(
-            is_forged(forged(1, 11, replay_ino(1, 11, ROOT_INO))),
+            is_forged(forged(1, 11, huge_ino, OP)),
+            "inode never handed out"
+        );
+        assert!(
+            is_forged(forged(1, 11, replay_ino(1, 11, ROOT_INO), OP)),
             "the root"
         );
         assert!(
-            is_forged(forged(1, 11, replay_ino(1, 11, 5000))),
+            is_forged(forged(1, 11, replay_ino(1, 11, 5000), OP)),
             "at the ino ceiling"
         );
         assert_eq!(
-            forged(1, 10, replay(1, 10)),
+            forged(1, 10, replay(1, 10), OP),
             Err(Refusal::TooLate),
             "durable already"
         );
@@ -630,11 +760,11 @@ mod tests {
     #[test]
     fn each_transno_and_inode_number_is_claimed_once() {
         let rt = rt();
-        let r = recovery(vec![1]);
+        let (r, _) = recovery(vec![1]);
         rt.block_on(async {
-            let first = r.turn(1, replay_ino(1, 11, 100)).await.unwrap();
+            let first = r.turn(1, replay_ino(1, 11, 100), OP).await.unwrap();
             assert_eq!(
-                r.turn(1, replay_ino(1, 11, 100)).await.map(drop),
+                r.turn(1, replay_ino(1, 11, 100), OP).await.map(drop),
                 Err(Refusal::TooLate),
                 "a second copy while the first holds its turn"
             );
@@ -647,38 +777,51 @@ mod tests {
             // The same inode number under another transno (with a ticket for it: only a
             // leaked key makes one) is still refused.
             assert_eq!(
-                r.turn(1, replay_ino(1, 12, 100)).await.map(drop),
+                r.turn(1, replay_ino(1, 12, 100), OP).await.map(drop),
                 Err(Refusal::TooLate)
             );
         });
     }
 
-    /// A replay that got its turn and was then refused, answered from a record or failed to
-    /// execute drops its turn: its transno is skipped and the next replay goes on at once
-    /// (regression: such a replay never moved the turn on, and every other client waited for
-    /// the window to expire).
+    /// A replay that got its turn and was then refused or failed to execute drops its turn:
+    /// its transno is skipped and the next replay goes on at once (regression: such a replay
+    /// never moved the turn on, and every other client waited for the window to expire).
     #[test]
     fn a_turn_dropped_without_executing_skips_its_transno_and_lets_the_next_one_run() {
         let rt = rt();
-        let r = recovery(vec![1, 2]);
-        let skipped = Arc::new(Mutex::new(Vec::new()));
-        r.on_skip({
-            let skipped = skipped.clone();
-            Box::new(move |from, to| skipped.lock().push((from, to)))
-        });
+        let (r, skipped) = recovery(vec![1, 2]);
         let second = {
             let r = r.clone();
             rt.spawn(async move { replay_one(&r, 2, 12).await })
         };
         rt.block_on(async {
-            let turn = r.turn(1, replay(1, 11)).await.unwrap();
-            drop(turn); // refused after its turn came (say, 65 groups)
-            tokio::time::timeout(std::time::Duration::from_secs(10), second)
+            let turn = r.turn(1, replay(1, 11), OP).await.unwrap();
+            drop(turn); // refused after its turn came, or failed to execute
+            tokio::time::timeout(Duration::from_secs(10), second)
                 .await
                 .expect("the next replay runs without waiting for the window")
                 .unwrap()
                 .unwrap();
         });
         assert_eq!(*skipped.lock(), vec![(11, 11)]);
+    }
+
+    /// Everyone is done while nothing is left parked: the window closes then, not at its
+    /// timer (regression: once the last replay finished after its client's last word, the
+    /// window waited for the timer).
+    #[test]
+    fn the_window_closes_when_the_last_replay_finishes_after_everyone_is_done() {
+        let rt = rt();
+        let (r, _) = recovery(vec![1, 2]);
+        rt.block_on(async {
+            let turn = r.turn(1, replay(1, 11), OP).await.unwrap();
+            r.client_done(1);
+            r.client_done(2);
+            assert!(r.is_open(), "a replay is still executing");
+            turn.executed();
+            tokio::time::timeout(Duration::from_secs(10), r.closed())
+                .await
+                .expect("closed without the timer");
+        });
     }
 }

@@ -215,6 +215,22 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         transno_ceiling: recovered.ceilings.transno,
         ino_ceiling: recovered.ceilings.ino,
     };
+    // Transnos nobody will replay are skipped by empty records (the committer keeps
+    // `last_committed` contiguous through them), in one message however many: recovery bounds
+    // every range by the ceiling. Given to the recovery before any partition accepts anyone.
+    let skipper: crate::recovery::Skipper = {
+        let (namespace, commit_tx) = (namespace.clone(), committer.sender());
+        Box::new(move |from, to| {
+            warn!(from, to, "recovery: skipping transnos nobody replayed");
+            namespace.skip_to(to);
+            metrics::counter!(crate::metrics::SKIPPED).increment(to - from + 1);
+            if commit_tx.send(CommitMsg::Skip { from, to }).is_err() {
+                tracing::error!("the committer is gone; stopping rather than hang every client");
+                std::process::abort();
+            }
+        })
+    };
+    let recovery = Recovery::new(recovered.known_clients.clone(), bounds, replay_key, skipper);
     let shared = Arc::new(Shared {
         namespace: namespace.clone(),
         engine: engine.clone(),
@@ -224,7 +240,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         sessions: sessions.clone(),
         cos: config.cos,
         ack_early: config.ack_early,
-        recovery: Recovery::new(recovered.known_clients.clone(), bounds, replay_key),
+        recovery,
         cos_conflicts: Default::default(),
         boot: boot_id(),
         partitions: config.partitions,
@@ -364,19 +380,6 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         }
         info!("listening on {addr}");
 
-        // Transnos nobody will replay are skipped by empty records (the committer keeps
-        // `last_committed` contiguous through them), in one message however many: recovery
-        // bounds every range by the ceiling. A weak reference: no cycle through Shared.
-        shared.recovery.on_skip({
-            let shared = Arc::downgrade(&shared);
-            Box::new(move |from, to| {
-                let Some(shared) = shared.upgrade() else { return };
-                warn!(from, to, "recovery: skipping transnos nobody replayed");
-                shared.namespace.skip_to(to);
-                metrics::counter!(crate::metrics::SKIPPED).increment(to - from + 1);
-                shared.to_committer(CommitMsg::Skip { from, to });
-            })
-        });
         if shared.recovery.is_open() {
             info!(
                 clients = recovered.known_clients.len(),
@@ -543,7 +546,7 @@ async fn close_recovery_window(
     let evicted = if every_client_replayed {
         Vec::new()
     } else {
-        recovery.expire().await
+        recovery.expire(crate::recovery::QUIET_AFTER_EXPIRY).await
     };
     let open_for = opened.elapsed();
     metrics::gauge!(crate::metrics::RECOVERY_DURATION).set(open_for.as_secs_f64());
@@ -551,10 +554,15 @@ async fn close_recovery_window(
         info!(?open_for, "recovery done: every known client replayed");
         return;
     }
-    // Not before what they may have replayed before they went is durable.
+    // Not before what they may have replayed before they went is durable; a session of
+    // theirs is told under its lock, so its next early mutation makes it known again.
     let after = shared.namespace.last_transno();
     for &client in &evicted {
-        shared.to_committer(CommitMsg::ForgetClient { client, after });
+        let forget = || shared.to_committer(CommitMsg::ForgetClient { client, after });
+        match shared.sessions.get(client) {
+            Some(session) => session.evicted(forget),
+            None => forget(),
+        }
     }
     info!(
         evicted = evicted.len(),

@@ -160,6 +160,9 @@ impl AnsweredLog {
 pub struct Answered {
     pub transno: u64,
     pub body: Body,
+    /// The replay ticket its early reply carried (0: none, or a record restored after a
+    /// restart, whose transno is durable and needs no replay).
+    pub ticket: u64,
 }
 
 /// What to do with a mutation, from the session's records.
@@ -216,6 +219,11 @@ impl Sessions {
     fn shard(&self, client: u64) -> &Shard {
         // Identities are random: their low bits spread as well as any hash would.
         &self.shards[(client as usize) & (SHARDS - 1)]
+    }
+
+    /// `client`'s session, if the server keeps one.
+    pub fn get(&self, client: u64) -> Option<Arc<Session>> {
+        self.shard(client).lock().get(&client).cloned()
     }
 
     /// Whether a connection that would attach to `client`'s session must prove its secret:
@@ -304,6 +312,7 @@ impl Sessions {
                     let answered = Answered {
                         transno: record.transno,
                         body,
+                        ticket: 0,
                     };
                     state.answered.insert(record.xid, answered);
                     records += 1;
@@ -446,6 +455,17 @@ impl Session {
     /// released), or of one executed and answered already (answer it from its record).
     /// Records at or below the client's watermark go first: it has their replies.
     pub fn begin(&self, xid: u64) -> Begin {
+        self.begin_capped(xid, true)
+    }
+
+    /// [`Session::begin`] for a replay: not held to the cap on records, which a client's
+    /// replays all sent at once may pass (they are bounded by what the crashed start could
+    /// leave uncommitted, and refusing one would lose a change its client was told of).
+    pub fn begin_replay(&self, xid: u64) -> Begin {
+        self.begin_capped(xid, false)
+    }
+
+    fn begin_capped(&self, xid: u64, capped: bool) -> Begin {
         let acked = self.acked_xid();
         let mut state = self.state.lock();
         state.answered.trim(acked);
@@ -456,7 +476,7 @@ impl Session {
             return Begin::Answered(answered.clone());
         }
         // Pending requests may each leave a record when they execute: counted too.
-        if state.answered.len() + state.pending.len() >= self.max_records {
+        if capped && state.answered.len() + state.pending.len() >= self.max_records {
             return Begin::Full;
         }
         state.pending.insert(xid);
@@ -480,11 +500,18 @@ impl Session {
         self.bound.store(true, Ordering::Release);
     }
 
-    /// `xid` executed as `transno` and is answered with `body`: kept until the client's
-    /// watermark passes it. The caller journals the same record with the mutation.
-    pub fn remember(&self, xid: u64, transno: u64, body: Body) {
+    /// `xid` executed as `transno` and is answered with `body` (and `ticket`): kept until the
+    /// client's watermark passes it. The caller journals the same record with the mutation.
+    pub fn remember(&self, xid: u64, transno: u64, body: Body, ticket: u64) {
         let mut state = self.state.lock();
-        state.answered.insert(xid, Answered { transno, body });
+        state.answered.insert(
+            xid,
+            Answered {
+                transno,
+                body,
+                ticket,
+            },
+        );
         state.journaled = true;
     }
 
@@ -587,6 +614,15 @@ impl Session {
         false
     }
 
+    /// The window closed before the client finished replaying: the journal forgets it
+    /// (`forget`, the caller's ForgetClient, sent under the session's lock as `settle`'s is),
+    /// and its next early mutation makes it known again.
+    pub fn evicted(&self, forget: impl FnOnce()) {
+        let mut state = self.state.lock();
+        state.known = false;
+        forget();
+    }
+
     /// Whether the journal knows the client.
     pub fn is_known(&self) -> bool {
         self.state.lock().known
@@ -680,14 +716,15 @@ mod tests {
         let conn = Arc::new(ConnOutput::new(1 << 10));
         let s = attach(&sessions, 42, conn.clone()).session;
         assert_eq!(s.begin(3), Begin::New);
-        s.remember(3, 30, Body::Done);
+        s.remember(3, 30, Body::Done, 0);
         assert_eq!(s.begin(4), Begin::New);
-        s.remember(4, 31, Body::Pong);
+        s.remember(4, 31, Body::Pong, 0);
         s.release(3, true, &conn);
         s.release(4, true, &conn);
         let again = Answered {
             transno: 30,
             body: Body::Done,
+            ticket: 0,
         };
         assert_eq!(s.begin(3), Begin::Answered(again));
         // Away with records: kept for the client's return, not forgotten at once.
@@ -733,6 +770,7 @@ mod tests {
         let answer = |transno| Answered {
             transno,
             body: Body::Done,
+            ticket: 0,
         };
         let mut log = AnsweredLog::default();
         for xid in [3, 5, 4, 9, 1] {
@@ -762,6 +800,7 @@ mod tests {
         let answer = Answered {
             transno: 1,
             body: Body::Done,
+            ticket: 0,
         };
         for xid in (0..10_000u64).map(|x| x * 2 + 1000) {
             log.insert(xid, answer.clone());
@@ -788,7 +827,7 @@ mod tests {
         let s = attach(&sessions, 9, conn.clone()).session;
         for xid in 1..=2 {
             assert_eq!(s.begin(xid), Begin::New);
-            s.remember(xid, xid, Body::Done);
+            s.remember(xid, xid, Body::Done, 0);
             s.release(xid, true, &conn);
         }
         assert_eq!(
@@ -841,7 +880,7 @@ mod tests {
         let conn = Arc::new(ConnOutput::new(1 << 10));
         let s = attach(&sessions, 43, conn.clone()).session;
         assert_eq!(s.begin(1), Begin::New);
-        s.remember(1, 10, Body::Done);
+        s.remember(1, 10, Body::Done, 0);
         s.release(1, false, &conn);
         assert_eq!(s.remembered(), 0);
         assert_eq!(s.begin(1), Begin::New, "a resend is not told it succeeded");
@@ -853,7 +892,7 @@ mod tests {
         let conn = Arc::new(ConnOutput::new(1 << 10));
         let s = attach(&sessions, 5, conn.clone()).session;
         assert_eq!(s.begin(1), Begin::New);
-        s.remember(1, 10, Body::Done);
+        s.remember(1, 10, Body::Done, 0);
         s.release(1, true, &conn);
         assert_eq!(expire(&sessions, Duration::ZERO), (vec![], 0), "connected");
         assert!(sessions.detach(&s, &conn));

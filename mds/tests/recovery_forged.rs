@@ -84,13 +84,23 @@ async fn crash_with_two_unsafe_creates(server: common::Server) -> Crashed {
 /// secret), as a new request, and returns the answer and whether the server closed the
 /// connection after it.
 fn replay_as(addr: std::net::SocketAddr, session: &Session, replay: Replay) -> (Reply, bool) {
+    replay_op_as(addr, session, replay, create(ROOT, "forged"))
+}
+
+/// As [`replay_as`], replaying `op`.
+fn replay_op_as(
+    addr: std::net::SocketAddr,
+    session: &Session,
+    replay: Replay,
+    op: Op,
+) -> (Reply, bool) {
     let (mut raw, connected) = Raw::connect(addr, session, None);
     assert!(
         matches!(connected.result, Ok(Body::Connected { .. })),
         "{connected:?}"
     );
     let (xid, _) = session.begin();
-    let reply = raw.call(&request(xid, create(ROOT, "forged"), Some(replay)));
+    let reply = raw.call(&request(xid, op, Some(replay)));
     let closed = raw.closed();
     (reply, closed)
 }
@@ -176,6 +186,21 @@ async fn forged_replays_are_refused_and_every_answered_create_survives() {
         assert_eq!(reply.result, Err(Errno::EPROTO), "{what}");
         assert!(closed, "{what}: its connection is closed");
     }
+    // B's own numbers and ticket, as another operation than the one it was told of: an
+    // UNLINK of A's committed file, ahead of A's replays.
+    let b1_itself = Replay {
+        xid: b1.xid,
+        transno: b1.transno,
+        ino: ino(b1),
+        ticket: b1.ticket,
+    };
+    let unlink = Op::Unlink {
+        parent: ROOT,
+        name: "a0".into(),
+    };
+    let (reply, closed) = replay_op_as(server.addr, &crashed.sb, b1_itself, unlink);
+    assert_eq!(reply.result, Err(Errno::EPROTO), "another operation");
+    assert!(closed);
     // A client the journal never knew, whatever it claims.
     let stranger = Session::new();
     let (reply, closed) = replay_as(
@@ -208,7 +233,7 @@ async fn forged_replays_are_refused_and_every_answered_create_survives() {
             &metrics,
             "mds_protocol_errors_total{kind=\"forged_replay\"}"
         ),
-        Some(5.0)
+        Some(6.0)
     );
     assert_eq!(
         common::sample(&metrics, "mds_skipped_transnos_total"),

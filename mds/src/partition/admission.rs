@@ -14,12 +14,16 @@
 //! came from a privileged source port (below 1024: only root can bind one) or proved the
 //! shared key, as NFS's `secure` export option asks of its clients; otherwise its uid must be
 //! the owner's and its groups the owner's groups. The owner of a loopback connection is the
-//! user the kernel says holds the client's socket (`/proc/net/tcp`); a connection from
-//! elsewhere has no owner the server can learn, and is refused at CONNECT.
+//! user the kernel says holds the client's socket (one exact sock_diag lookup by the
+//! connection's addresses, as `ss` makes; the user's groups from the user database, cached a
+//! minute); a connection from elsewhere has no owner the server can learn, and is refused at
+//! CONNECT.
 
 use std::collections::HashMap;
 use std::net::{IpAddr, SocketAddr};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use mds_proto::Cred;
 use parking_lot::Mutex;
@@ -209,6 +213,8 @@ impl Credentials {
         if check == CredCheck::Off || keyed || peer.port() < 1024 {
             return Ok(Credentials::Any);
         }
+        // An IPv4 client of a listener on `[::]` arrives as `::ffff:a.b.c.d`.
+        let (peer, local) = (canonical(peer), canonical(local));
         if !peer.ip().is_loopback() {
             return Err(
                 "--cred-check owner: a connection from another host must come from a \
@@ -225,10 +231,119 @@ impl Credentials {
     }
 }
 
-/// The user holding the socket at `peer` connected to `local`, both on this host: the `uid`
-/// column of its line in `/proc/net/tcp` (or `tcp6`), where its local address is `peer` and
-/// its remote one `local`.
+/// `addr` with an IPv4-mapped IPv6 address as the IPv4 address it is.
+fn canonical(addr: SocketAddr) -> SocketAddr {
+    SocketAddr::new(addr.ip().to_canonical(), addr.port())
+}
+
+/// The user holding the TCP socket at `peer` connected to `local`, both on this host: one
+/// sock_diag request for exactly that socket (the kernel finds it by its four addresses, as
+/// `ss` asks), or, where netlink is not to be had, its line in `/proc/net/tcp`.
 pub fn socket_owner(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
+    sock_diag_owner(peer, local).or_else(|| proc_owner(peer, local))
+}
+
+/// `SOCK_DIAG_BY_FAMILY`, `NLM_F_REQUEST`, `NLMSG_ERROR` (linux/sock_diag.h, netlink.h).
+const SOCK_DIAG_BY_FAMILY: u16 = 20;
+const NLM_F_REQUEST: u16 = 1;
+const NLMSG_ERROR: u16 = 2;
+
+/// The owner from one `inet_diag_req_v2` for the socket whose source is `peer` and destination
+/// `local`; `None` if netlink refuses or the kernel does not find it.
+fn sock_diag_owner(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
+    let family = match peer {
+        SocketAddr::V4(_) => libc::AF_INET,
+        SocketAddr::V6(_) => libc::AF_INET6,
+    };
+    // struct nlmsghdr (16 bytes), then struct inet_diag_req_v2 (56): family, protocol, ext,
+    // pad, states, and the socket id — ports and addresses in network order, the interface,
+    // and the cookie INET_DIAG_NOCOOKIE (all ones).
+    let mut req = Vec::with_capacity(72);
+    req.extend_from_slice(&72u32.to_ne_bytes());
+    req.extend_from_slice(&SOCK_DIAG_BY_FAMILY.to_ne_bytes());
+    req.extend_from_slice(&NLM_F_REQUEST.to_ne_bytes());
+    req.extend_from_slice(&1u32.to_ne_bytes()); // seq
+    req.extend_from_slice(&0u32.to_ne_bytes()); // pid: the kernel's
+    req.extend_from_slice(&[family as u8, libc::IPPROTO_TCP as u8, 0, 0]);
+    req.extend_from_slice(&u32::MAX.to_ne_bytes()); // every state
+    req.extend_from_slice(&peer.port().to_be_bytes());
+    req.extend_from_slice(&local.port().to_be_bytes());
+    for ip in [peer.ip(), local.ip()] {
+        let mut words = [0u8; 16];
+        match ip {
+            IpAddr::V4(v4) => words[..4].copy_from_slice(&v4.octets()),
+            IpAddr::V6(v6) => words.copy_from_slice(&v6.octets()),
+        }
+        req.extend_from_slice(&words);
+    }
+    req.extend_from_slice(&0u32.to_ne_bytes()); // any interface
+    req.extend_from_slice(&[0xff; 8]);
+    debug_assert_eq!(req.len(), 72);
+    // SAFETY: socket(2) with constant arguments; the descriptor, if any, is owned at once.
+    let fd = unsafe {
+        libc::socket(
+            libc::AF_NETLINK,
+            libc::SOCK_DGRAM | libc::SOCK_CLOEXEC,
+            libc::NETLINK_SOCK_DIAG,
+        )
+    };
+    if fd < 0 {
+        return None;
+    }
+    // SAFETY: `fd` is a descriptor this function just opened and nothing else owns.
+    let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+    let timeout = libc::timeval {
+        tv_sec: 1,
+        tv_usec: 0,
+    };
+    // SAFETY: the option value is a timeval of the size passed, alive for the call.
+    unsafe {
+        libc::setsockopt(
+            fd.as_raw_fd(),
+            libc::SOL_SOCKET,
+            libc::SO_RCVTIMEO,
+            (&raw const timeout).cast(),
+            std::mem::size_of::<libc::timeval>() as libc::socklen_t,
+        )
+    };
+    // SAFETY: a zeroed sockaddr_nl is valid; the family makes it the kernel's address.
+    let mut kernel: libc::sockaddr_nl = unsafe { std::mem::zeroed() };
+    kernel.nl_family = libc::AF_NETLINK as libc::sa_family_t;
+    // SAFETY: the buffer and the address are valid for the lengths passed.
+    let sent = unsafe {
+        libc::sendto(
+            fd.as_raw_fd(),
+            req.as_ptr().cast(),
+            req.len(),
+            0,
+            (&raw const kernel).cast(),
+            std::mem::size_of::<libc::sockaddr_nl>() as libc::socklen_t,
+        )
+    };
+    if sent != req.len() as isize {
+        return None;
+    }
+    let mut reply = [0u8; 1024];
+    // SAFETY: the buffer is valid for its length.
+    let got = unsafe { libc::recv(fd.as_raw_fd(), reply.as_mut_ptr().cast(), reply.len(), 0) };
+    // nlmsghdr, then struct inet_diag_msg: family, state, timer, retrans, the socket id (48
+    // bytes), expires, rqueue, wqueue, then the uid.
+    let uid_at = 16 + 4 + 48 + 12;
+    if got < (uid_at + 4) as isize {
+        return None;
+    }
+    let kind = u16::from_ne_bytes([reply[4], reply[5]]);
+    if kind != SOCK_DIAG_BY_FAMILY || kind == NLMSG_ERROR {
+        return None;
+    }
+    Some(u32::from_ne_bytes(
+        reply[uid_at..uid_at + 4].try_into().expect("4 bytes"),
+    ))
+}
+
+/// The `uid` column of the socket's line in `/proc/net/tcp` (or `tcp6`), where its local
+/// address is `peer` and its remote one `local`: reads the whole table, so only a fallback.
+fn proc_owner(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
     let table = match peer {
         SocketAddr::V4(_) => "/proc/net/tcp",
         SocketAddr::V6(_) => "/proc/net/tcp6",
@@ -259,8 +374,32 @@ fn proc_address(addr: SocketAddr) -> String {
     format!("{ip}:{:04X}", addr.port())
 }
 
-/// The groups of user `uid` (its primary group first), from the user database.
+/// How long the groups of a user are taken from the cache rather than the user database (a
+/// lookup may go to the network, and a busy port would make one per CONNECT).
+const GROUPS_FOR: Duration = Duration::from_secs(60);
+
+/// Each user's groups, with when they were looked up.
+type GroupsCache = HashMap<u32, (Instant, Vec<u32>)>;
+
+/// The groups of user `uid` (its primary group first), from the user database, cached.
 pub fn user_groups(uid: u32) -> Option<Vec<u32>> {
+    static CACHE: parking_lot::Mutex<Option<GroupsCache>> = parking_lot::Mutex::new(None);
+    if let Some((at, groups)) = CACHE.lock().get_or_insert_with(HashMap::new).get(&uid)
+        && at.elapsed() < GROUPS_FOR
+    {
+        return Some(groups.clone());
+    }
+    let groups = lookup_groups(uid)?;
+    let mut cache = CACHE.lock();
+    let cache = cache.get_or_insert_with(HashMap::new);
+    if cache.len() >= 4096 {
+        cache.clear();
+    }
+    cache.insert(uid, (Instant::now(), groups.clone()));
+    Some(groups)
+}
+
+fn lookup_groups(uid: u32) -> Option<Vec<u32>> {
     let mut buf = vec![0u8; 16 << 10];
     // SAFETY: a zeroed passwd is a valid out-parameter.
     let mut pwd: libc::passwd = unsafe { std::mem::zeroed() };

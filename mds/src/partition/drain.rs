@@ -389,6 +389,7 @@ mod tests {
                     ino_ceiling: 0,
                 },
                 crate::ticket::ReplayKey::new(&[0; journal::SECRET_LEN]),
+                Box::new(|_, _| {}),
             ),
             cos_conflicts: Default::default(),
             boot: 1,

@@ -27,6 +27,7 @@ use crate::committer::CommitMsg;
 use crate::namespace::{Caller, Exec, Journaling};
 use crate::recovery::{Refusal, Turn};
 use crate::session::{Answered, Begin, Session};
+use crate::ticket::ReplayKey;
 use handshake::{CONNECT, Handshaking};
 
 /// Longest frame a connection may send before its handshake completes: CONNECT and
@@ -214,8 +215,9 @@ impl Partition {
             if conn.is_closed() {
                 break Ended::Normally;
             }
-            if self.shared.over_uncommitted_cap() {
-                // The disk is behind the clients: wait for commits before executing more.
+            if session.is_some() && self.shared.over_uncommitted_cap() {
+                // The disk is behind the clients: wait for commits before executing more (a
+                // handshake goes on: it executes nothing, and has its deadline to keep).
                 self.metrics.paused_uncommitted.increment(1);
                 let progress = self.shared.progress.notified();
                 if self.shared.over_uncommitted_cap() {
@@ -264,7 +266,9 @@ impl Partition {
             unexecuted = false;
             let received = quanta::Instant::now();
             loop {
-                if conn.owed() >= limits.output_high_water || self.shared.over_uncommitted_cap() {
+                if conn.owed() >= limits.output_high_water
+                    || (session.is_some() && self.shared.over_uncommitted_cap())
+                {
                     // Checked per request, not per read: one read of small requests with
                     // large replies (READDIR pages) would otherwise buffer them all.
                     unexecuted = true;
@@ -391,6 +395,9 @@ impl Partition {
                 let _ = writer.await;
             }
         }
+        if let Some(session) = &session {
+            self.shared.recovery.disconnected(session.client());
+        }
         if let Some(session) = &session
             && self.shared.sessions.detach(session, &conn)
         {
@@ -412,31 +419,37 @@ impl Partition {
         }
     }
 
-    /// The client reads slower than it asks: executes nothing more for it until its writer
-    /// has made room, and cuts it if the writer makes none for long. `Some` ends the
+    /// The client reads slower than it asks (or its replies wait for commits): executes
+    /// nothing more for it until the owed output is below half the bound, and cuts it if its
+    /// writer leaves unwritten bytes above that for long. Bytes held for a commit are the
+    /// server's wait, not the client's: they pause it, but never cut it. `Some` ends the
     /// connection.
     async fn pause_for_output(&self, conn: &ConnOutput) -> Option<Ended> {
         let limits = self.shared.limits;
         self.metrics.paused_output.increment(1);
         conn.wake_writer();
         let room = limits.output_high_water / 2;
-        tokio::select! {
-            biased;
-            _ = self.shared.shutdown.cancelled() => Some(Ended::Normally),
-            _ = conn.replaced().cancelled() => Some(Ended::Replaced),
-            r = tokio::time::timeout(limits.output_stall, conn.wait_for_output_below(room)) => {
-                if r.is_err() {
-                    warn!(
-                        partition = self.id,
-                        conn = conn.id(),
-                        owed = conn.owed(),
-                        stall = ?limits.output_stall,
-                        "closing connection: client is not reading its replies"
-                    );
-                    self.metrics.slow_clients.increment(1);
-                    return Some(Ended::SlowClient);
+        loop {
+            tokio::select! {
+                biased;
+                _ = self.shared.shutdown.cancelled() => return Some(Ended::Normally),
+                _ = conn.replaced().cancelled() => return Some(Ended::Replaced),
+                r = tokio::time::timeout(limits.output_stall, conn.wait_for_output_below(room)) => {
+                    if r.is_ok() {
+                        return None;
+                    }
+                    if conn.buffered() >= room {
+                        warn!(
+                            partition = self.id,
+                            conn = conn.id(),
+                            buffered = conn.buffered(),
+                            stall = ?limits.output_stall,
+                            "closing connection: client is not reading its replies"
+                        );
+                        self.metrics.slow_clients.increment(1);
+                        return Some(Ended::SlowClient);
+                    }
                 }
-                None
             }
         }
     }
@@ -527,8 +540,7 @@ impl Partition {
         }
         let (xid, opcode) = (request.xid, request.op.opcode());
         session.note_acked(request.acked_xid);
-        // A replay's answer carries no ticket: its client keeps the original's.
-        if !self.begin_mutation(asker, xid, opcode, None, answered) {
+        if !self.begin_mutation(asker, xid, opcode, true, answered) {
             return Admitted::Answered;
         }
         let refused = |answered: &mut Vec<(u8, Result<(), Errno>)>| {
@@ -543,7 +555,9 @@ impl Partition {
             return refused(answered);
         }
         conn.wake_writer();
-        match recovery.turn(session.client(), replay).await {
+        let mut buf = [0u8; 1024];
+        let op = ReplayKey::encode_op(&request.op, &mut buf);
+        match recovery.turn(session.client(), replay, &op).await {
             Ok(turn) => Admitted::Go(Some(turn)),
             Err(Refusal::TooLate) => refused(answered),
             Err(Refusal::Forged(why)) => {
@@ -555,30 +569,36 @@ impl Partition {
 
     /// Looks a mutation up in its session before it executes: `true` to execute it; `false`
     /// when it was answered — joined to a copy still waiting (its reply answers both),
-    /// answered from its resend record (it executed already), or refused because the session
-    /// keeps as many records as it may. `ticketed`: an answer from the record carries the
-    /// replay ticket (not for a replay, `creates` saying whether it made an inode).
+    /// answered from its resend record (it executed already; with the ticket its first
+    /// answer carried), or refused because the session keeps as many records as it may (not
+    /// a `replay`, whose change its client was told of).
     fn begin_mutation(
         &self,
         asker: &Asker<'_>,
         xid: u64,
         opcode: u8,
-        ticketed: Option<bool>,
+        replay: bool,
         answered: &mut Vec<(u8, Result<(), Errno>)>,
     ) -> bool {
         let Asker { conn, session, .. } = *asker;
-        match session.begin(xid) {
+        let begun = if replay {
+            session.begin_replay(xid)
+        } else {
+            session.begin(xid)
+        };
+        match begun {
             Begin::New => true,
             Begin::Joined => false,
-            Begin::Answered(Answered { transno, body }) => {
+            Begin::Answered(Answered {
+                transno,
+                body,
+                ticket,
+            }) => {
                 // Executed already, its reply lost on the way (a replay cut off among them):
                 // the same answer again, never a second execution.
                 self.metrics.resent_answered.increment(1);
                 answered.push((opcode, Ok(())));
                 session.note_replied(xid);
-                let ticket = ticketed.map_or(0, |creates| {
-                    self.ticket(session, xid, transno, creates, &body)
-                });
                 self.reply_unsafe(conn, xid, transno, Ok(body), ticket);
                 false
             }
@@ -716,10 +736,7 @@ impl Partition {
         let mutation = op.is_mutation();
         // A replay with its turn was looked up in its session by `admit` already.
         let replayed = turn.is_some();
-        if mutation
-            && !replayed
-            && !self.begin_mutation(asker, xid, opcode, Some(creates), answered)
-        {
+        if mutation && !replayed && !self.begin_mutation(asker, xid, opcode, false, answered) {
             return;
         }
         if replay.is_some() && !replayed {
@@ -797,6 +814,11 @@ impl Partition {
                 acked_xid: current.acked_xid(),
             }),
         };
+        // The ticket binds the operation as its request encoded it; made only for what can be
+        // answered early.
+        let mut buf = [0u8; 1024];
+        let op_bytes = (self.shared.ack_early && mutation && !replayed)
+            .then(|| ReplayKey::encode_op(&op, &mut buf));
         let exec = self.shared.namespace.execute(op, &caller);
         let Exec::Mutation {
             transno,
@@ -850,12 +872,10 @@ impl Partition {
         // Its record (with the resend record) is with the committer already; the session
         // keeps how it was answered for resends. A replay's answer carries no ticket: its
         // client keeps the original's, made for the original's xid.
-        let ticket = if replayed {
-            0
-        } else {
-            self.ticket(current, xid, transno, creates, &body)
-        };
-        current.remember(xid, transno, body.clone());
+        let ticket = op_bytes.map_or(0, |op| {
+            self.ticket(current, xid, transno, creates, &body, &op)
+        });
+        current.remember(xid, transno, body.clone(), ticket);
         let answer = Answering {
             xid,
             opcode,
@@ -944,20 +964,25 @@ impl Partition {
         self.defer_notice(current, transno);
     }
 
-    /// The replay ticket of a successful mutation's reply under `--ack early` (0 otherwise):
+    /// The replay ticket of a successful mutation's reply (`op` as its request encoded it):
     /// what its replay must carry after a restart. The inode number is the one a CREATE or
     /// MKDIR made, as the client library records it.
-    fn ticket(&self, session: &Session, xid: u64, transno: u64, creates: bool, body: &Body) -> u64 {
-        if !self.shared.ack_early {
-            return 0;
-        }
+    fn ticket(
+        &self,
+        session: &Session,
+        xid: u64,
+        transno: u64,
+        creates: bool,
+        body: &Body,
+        op: &[u8],
+    ) -> u64 {
         let ino = match (creates, body) {
             (true, Body::Attr(attr)) => attr.ino,
             _ => 0,
         };
         self.shared
             .replay_key
-            .ticket(session.client(), xid, transno, ino)
+            .ticket(session.client(), xid, transno, ino, op)
     }
 
     /// A request built on another client's uncommitted change: count it and ask for the
