@@ -45,31 +45,18 @@ for build in "${BUILDS[@]}"; do
   writer=$!
   sleep 1
   before=$(status_kib "$pid" VmRSS)
-  python3 - "$MDS_ADDR" "$ino" "$version" <<'PY'
-import os, socket, struct, sys, time
+  python3 - "$MDS_ADDR" "$ino" "$version" "$(dirname "$0")" <<'PY'
+import socket, sys, time
+sys.path.insert(0, sys.argv[4])
+from wire import connect, readdir
 host, port = sys.argv[1].rsplit(":", 1)
 ino, version = int(sys.argv[2]), int(sys.argv[3])
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-def frame(payload):
-    return struct.pack(">I", len(payload)) + payload
-cred = varint(0) + varint(0) + varint(0)
-identity = int.from_bytes(os.urandom(7), "big") + 1
 s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
 s.connect((host, int(port)))
-s.sendall(frame(varint(1) + varint(0) + varint(version) + varint(identity) + varint(0) + cred + b"\0"))
+s.sendall(connect(version))
 s.recv(4096)  # Connected
-asks = b"".join(
-    frame(varint(10 + i) + varint(7) + varint(ino) + b"\0" + varint(1024) + varint(0) + cred + b"\0")
-    for i in range(4096)
-)
+asks = b"".join(readdir(10 + i, ino) for i in range(4096))
 s.sendall(asks)
 time.sleep(4)  # reading nothing
 s.close()

@@ -46,8 +46,10 @@ for flood in silent parked; do
   before=$(rss_kib "$pid")
   # The flood, and a client from another address while it holds.
   read -r after kept refused client_ms < <(python3 - "$MDS_ADDR" "$CONNS" "$SOURCES" "$HOLD" \
-    "$pid" "$flood" "$version" <<'PY'
-import os, socket, struct, sys, time
+    "$pid" "$flood" "$version" "$(dirname "$0")" <<'PY'
+import socket, struct, sys, time
+sys.path.insert(0, sys.argv[8])
+from wire import connect, getattr_
 host, port = sys.argv[1].rsplit(":", 1)
 conns, sources, hold, pid = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
 flood, version = sys.argv[6], int(sys.argv[7])
@@ -76,25 +78,12 @@ for s in socks:
         refused += 1
 # A client from an address of its own: CONNECT (xid 1, version 3, a random identity) and
 # GETATTR of the root (xid 2), postcard-encoded by hand.
-def varint(n):
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        out.append(b | (0x80 if n else 0))
-        if not n:
-            return bytes(out)
-def frame(payload):
-    return struct.pack(">I", len(payload)) + payload
-cred = varint(0) + varint(0) + varint(0)
-connect = varint(1) + varint(0) + varint(version) + varint(int.from_bytes(os.urandom(7), "big") + 1) + varint(0) + cred + b"\0"
-getattr_ = varint(2) + varint(5) + varint(1) + varint(1) + cred + b"\0"
 start = time.monotonic()
 c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
 c.settimeout(10)
 c.bind(("127.0.0.250", 0))
 c.connect((host, int(port)))
-c.sendall(frame(connect) + frame(getattr_))
+c.sendall(connect(version) + getattr_(2, 1, acked_xid=1))
 got = b""
 replies = 0
 while replies < 2:

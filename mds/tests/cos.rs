@@ -11,7 +11,7 @@ mod common;
 
 use std::time::Duration;
 
-use common::InProcess;
+use common::{InProcess, create};
 use mds_client::{Client, ROOT};
 use mds_proto::{Body, Errno, Op, Reply, SetAttr, StatFs};
 use tokio::task::JoinHandle;
@@ -45,14 +45,6 @@ async fn uncommitted(
             return (now.last_transno, reply);
         }
         tokio::time::sleep(Duration::from_millis(2)).await;
-    }
-}
-
-fn create(parent: u64, name: &str) -> Op {
-    Op::Create {
-        parent,
-        name: name.into(),
-        mode: 0o644,
     }
 }
 

@@ -10,23 +10,10 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::{create, ino};
+
 use mds_client::{Client, ROOT, Session};
-use mds_proto::{Body, Errno, Op, Reply};
-
-fn create(parent: u64, name: &str) -> Op {
-    Op::Create {
-        parent,
-        name: name.into(),
-        mode: 0o644,
-    }
-}
-
-fn ino(reply: &Reply) -> u64 {
-    match &reply.result {
-        Ok(Body::Attr(a)) => a.ino,
-        other => panic!("not an Attr: {other:?}"),
-    }
-}
+use mds_proto::{Errno, Op};
 
 /// Two clients A and B on `addr`, each with its first mutation (`/a0`, `/b0`) done: that one
 /// is committed before its reply, since it makes the journal know the client; later ones

@@ -15,24 +15,11 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
+use common::{create, ino};
+
 use common::raw::{Raw, request};
 use mds_client::{Client, ROOT, Session};
 use mds_proto::{Body, Cred, Errno, Op, Replay, Reply};
-
-fn create(parent: u64, name: &str) -> Op {
-    Op::Create {
-        parent,
-        name: name.into(),
-        mode: 0o644,
-    }
-}
-
-fn ino(reply: &Reply) -> u64 {
-    match &reply.result {
-        Ok(Body::Attr(a)) => a.ino,
-        other => panic!("not an Attr: {other:?}"),
-    }
-}
 
 /// Early replies, no commit of its own accord, and a recovery window longer than any test
 /// waits unless it sets its own.

@@ -14,6 +14,7 @@ use mds::config::{ServeArgs, ServerConfig};
 use mds::partition::ReplyPath;
 use mds::server::{Listeners, Stop};
 use mds_client::Client;
+use mds_proto::{Body, Op, Reply};
 pub use mds_testkit::Server;
 
 pub const MDS: &str = env!("CARGO_BIN_EXE_mds");
@@ -145,4 +146,21 @@ pub fn scrape(metrics: SocketAddr) -> String {
 /// The value of the series `name` without labels in `text` (a [`scrape`]), if it is there.
 pub fn sample(text: &str, name: &str) -> Option<f64> {
     mds_testkit::metric_value(text, name)
+}
+
+/// A CREATE of `name` in `parent`, mode 0644, as the raw operation.
+pub fn create(parent: u64, name: &str) -> Op {
+    Op::Create {
+        parent,
+        name: name.into(),
+        mode: 0o644,
+    }
+}
+
+/// The inode number of an Attr reply.
+pub fn ino(reply: &Reply) -> u64 {
+    match &reply.result {
+        Ok(Body::Attr(a)) => a.ino,
+        other => panic!("not an Attr: {other:?}"),
+    }
 }

@@ -1,0 +1,50 @@
+"""The few frames of the mds protocol the memory benchmarks send by hand, postcard-encoded.
+
+Kept beside the scripts that import it (`sys.path` is the bench directory): a raw client is
+what those benchmarks are about, so they cannot use the client library.
+"""
+import os
+import struct
+
+
+def varint(n):
+    """An unsigned LEB128 varint, postcard's integer encoding."""
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        out.append(b | (0x80 if n else 0))
+        if not n:
+            return bytes(out)
+
+
+def frame(payload):
+    """A frame: the payload's length as 4 big-endian bytes, then the payload."""
+    return struct.pack(">I", len(payload)) + payload
+
+
+# Credentials uid 0, gid 0, no supplementary groups.
+CRED = varint(0) + varint(0) + varint(0)
+
+
+def request(xid, op, acked_xid=0):
+    """A Request: its xid, the encoded operation, the acknowledged watermark, root's
+    credentials and no replay."""
+    return frame(varint(xid) + op + varint(acked_xid) + CRED + b"\0")
+
+
+def connect(version, identity=None):
+    """CONNECT (xid 1) at protocol `version` for `identity` (random when None)."""
+    if identity is None:
+        identity = int.from_bytes(os.urandom(7), "big") + 1
+    return request(1, varint(0) + varint(version) + varint(identity))
+
+
+def getattr_(xid, ino, acked_xid=0):
+    """GETATTR of `ino`."""
+    return request(xid, varint(5) + varint(ino), acked_xid)
+
+
+def readdir(xid, ino, max_bytes=1024):
+    """READDIR of `ino` from its first entry, pages of at most `max_bytes`."""
+    return request(xid, varint(7) + varint(ino) + b"\0" + varint(max_bytes))
