@@ -1,9 +1,15 @@
 #!/usr/bin/env python3
-"""Generates the Grafana dashboard for mds. The JSON is never edited by hand: change this
-script and run it again.
+"""Owns the Grafana dashboard for mds: builds dashboards/mds.json with Grafana's own
+dashboards-as-code library, grafana-foundation-sdk (the exact version pinned in
+dashboards/requirements.txt: its types for Grafana 11.6). The JSON is never edited by hand:
+change this script and run it again.
 
+    python3 -m pip install -r dashboards/requirements.txt   # once, in a venv of your own
     python3 dashboards/generate.py          # writes dashboards/mds.json
     python3 dashboards/generate.py --check  # fails if mds.json is not what this script writes
+
+scripts/test.sh installs the pinned SDK in a venv outside the clone (/var/tmp/mds-venv, or
+$MDS_VENV) and runs the check with that venv's python.
 
 Every query uses `$instance` (a variable over the scraped mds instances) and
 `$__rate_interval`; the dashboards test runs each one against a real Prometheus scraping a
@@ -15,11 +21,45 @@ sum over servers would hide which one is bad.
 import json
 import os
 import sys
+from importlib import metadata
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REQUIREMENTS = os.path.join(HERE, "requirements.txt")
+SDK = "grafana-foundation-sdk"
+
+try:
+    from grafana_foundation_sdk.builders import common as common_builders
+    from grafana_foundation_sdk.builders import dashboard as dash
+    from grafana_foundation_sdk.builders import heatmap as heatmap_panel
+    from grafana_foundation_sdk.builders import prometheus
+    from grafana_foundation_sdk.builders import stat as stat_panel
+    from grafana_foundation_sdk.builders import timeseries
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.models import common
+    from grafana_foundation_sdk.models import dashboard as model
+    from grafana_foundation_sdk.models.heatmap import HeatmapColorMode
+    from grafana_foundation_sdk.models.prometheus import PromQueryFormat
+except ImportError:
+    sys.exit(f"generate.py needs {SDK}: python3 -m pip install -r {REQUIREMENTS} "
+             "(scripts/test.sh installs it in /var/tmp/mds-venv; run that venv's bin/python3)")
+
+
+def pinned_sdk_version():
+    """The version dashboards/requirements.txt pins the SDK to."""
+    with open(REQUIREMENTS) as f:
+        for line in f:
+            name, sep, version = line.split("#", 1)[0].strip().partition("==")
+            if sep and name.strip().lower().replace("_", "-") == SDK:
+                return version.strip()
+    sys.exit(f"{REQUIREMENTS} pins no version of {SDK}")
+
 
 SEL = 'instance=~"$instance"'
 RI = "$__rate_interval"
 CREATE_OK = 'op="create",result="ok"'
 NOT_OK = 'result!="ok"'
+# Every panel and query reads the Prometheus the dashboard's `datasource` variable selects.
+DATASOURCE = model.DataSourceRef(type_val="prometheus", uid="${datasource}")
 
 
 def rate(metric, extra=""):
@@ -40,30 +80,74 @@ def quantiles(metric, by, qs=(0.5, 0.99, 0.999)):
 
 BY_INSTANCE = "instance"  # the label a per-server breakdown groups by
 
+PANEL_HEIGHT = 8
+STAT_HEIGHT = 4
+
+
+def queries(targets, query_format=None):
+    """Prometheus queries from (expr, legend) pairs, lettered A, B, ... in order."""
+    out = []
+    for j, (expr, legend) in enumerate(targets):
+        q = (prometheus.Dataquery().ref_id(chr(ord("A") + j)).expr(expr).legend_format(legend)
+             .datasource(DATASOURCE))
+        if query_format is not None:
+            q = q.format(query_format)
+        out.append(q)
+    return out
+
 
 def ts(title, unit, targets, description, width=12):
     """A time-series panel: one unit for all its queries."""
-    return {"type": "timeseries", "title": title, "unit": unit, "targets": targets,
-            "description": description, "width": width}
+    return (timeseries.Panel().title(title).description(description).datasource(DATASOURCE)
+            .unit(unit).targets(queries(targets)).span(width).height(PANEL_HEIGHT)
+            .legend(common_builders.VizLegendOptions().show_legend(True)
+                    .display_mode(common.LegendDisplayMode.LIST)
+                    .placement(common.LegendPlacement.BOTTOM))
+            .tooltip(common_builders.VizTooltipOptions().mode(common.TooltipDisplayMode.MULTI)
+                     .sort(common.SortOrder.NONE)))
 
 
-def stat(title, unit, targets, description, width=4, mappings=None, text_mode="value_and_name"):
-    """A stat panel: the latest value of each series (one per instance)."""
-    return {"type": "stat", "title": title, "unit": unit, "targets": targets,
-            "description": description, "width": width, "mappings": mappings or [],
-            "text_mode": text_mode}
+def stat(title, unit, targets, description, width=4, mappings=None,
+         text_mode=common.BigValueTextMode.VALUE_AND_NAME):
+    """A stat panel: the latest value of each series (one per instance). Without mappings
+    the value is drawn in the text color; with them, in the color its mapping names."""
+    color = model.FieldColorModeId.THRESHOLDS if mappings else model.FieldColorModeId.FIXED
+    return (stat_panel.Panel().title(title).description(description).datasource(DATASOURCE)
+            .unit(unit).targets(queries(targets)).span(width).height(STAT_HEIGHT)
+            .mappings(mappings or [])
+            .color_scheme(dash.FieldColor().mode(color).fixed_color("text"))
+            .thresholds(dash.ThresholdsConfig().mode(model.ThresholdsMode.ABSOLUTE)
+                        .steps([model.Threshold(value=None, color="text")]))
+            .reduce_options(common_builders.ReduceDataOptions().calcs(["lastNotNull"])
+                            .fields("").values(False))
+            .text_mode(text_mode).color_mode(common.BigValueColorMode.VALUE)
+            .graph_mode(common.BigValueGraphMode.NONE)
+            .justify_mode(common.BigValueJustifyMode.AUTO)
+            .orientation(common.VizOrientation.AUTO))
 
 
 def heatmap(title, unit, expr, description, width=24):
     """A heatmap of a Prometheus histogram: one bucket per row, counts per interval."""
-    return {"type": "heatmap", "title": title, "unit": unit, "targets": [(expr, "{{le}}")],
-            "description": description, "width": width}
+    return (heatmap_panel.Panel().title(title).description(description).datasource(DATASOURCE)
+            .unit(unit).targets(queries([(expr, "{{le}}")], PromQueryFormat.HEATMAP))
+            .span(width).height(PANEL_HEIGHT)
+            # The buckets are Prometheus's own: drawn as they are, never re-bucketed.
+            .calculate(False).cell_gap(1)
+            .y_axis(heatmap_panel.YAxisConfig().axis_placement(common.AxisPlacement.LEFT).unit(unit))
+            .rows_frame(heatmap_panel.RowsHeatmapOptions().layout(common.HeatmapCellLayout.LE))
+            # fill and exponent are Grafana's defaults, which the SDK's zero values would
+            # replace (both only matter in the opacity color mode).
+            .color(heatmap_panel.HeatmapColorOptions().mode(HeatmapColorMode.SCHEME)
+                   .scheme("Oranges").steps(64).fill("dark-orange").exponent(0.5))
+            .mode(common.TooltipDisplayMode.SINGLE).show_y_histogram()
+            .show_legend())
 
 
 def value_map(*pairs):
     """Value mappings: (value, text, color)."""
-    return [{"type": "value", "options": {
-        str(v): {"text": text, "color": color, "index": i} for i, (v, text, color) in enumerate(pairs)}}]
+    return [model.ValueMap(options={
+        str(v): model.ValueMappingResult(text=text, color=color, index=i)
+        for i, (v, text, color) in enumerate(pairs)})]
 
 
 # (row title, [panels]). Rows are expanded when the dashboard opens, and each can be
@@ -76,7 +160,7 @@ ROWS = [
              mappings=value_map((1, "UP", "green"), (0, "DOWN", "red"))),
         stat("Version", "none", [(f"mds_build_info{{{SEL}}}", "{{instance}} {{version}}")],
              "The version each server runs (mds_build_info's version label).",
-             text_mode="name"),
+             text_mode=common.BigValueTextMode.NAME),
         stat("Uptime", "s", [(f"time() - process_start_time_seconds{{{SEL}}}", "{{instance}}")],
              "Time since each server process started."),
         stat("Read-only", "none", [(f"max by (instance) (mds_read_only{{{SEL}}})", "{{instance}}")],
@@ -265,102 +349,72 @@ ROWS = [
     ]),
 ]
 
-PANEL_HEIGHT = 8
-STAT_HEIGHT = 4
+GRID_COLUMNS = 24
 
 
-def target(j, expr, legend, kind):
-    t = {"refId": chr(ord("A") + j), "expr": expr, "legendFormat": legend,
-         "datasource": {"type": "prometheus", "uid": "${datasource}"}}
-    if kind == "heatmap":
-        t["format"] = "heatmap"
-    return t
-
-
-def panel(pid, grid, p):
-    kind = p["type"]
-    out = {
-        "id": pid,
-        "type": kind,
-        "title": p["title"],
-        "description": p["description"],
-        "datasource": {"type": "prometheus", "uid": "${datasource}"},
-        "gridPos": grid,
-        "fieldConfig": {"defaults": {"unit": p["unit"]}, "overrides": []},
-        "targets": [target(j, expr, legend, kind) for j, (expr, legend) in enumerate(p["targets"])],
-    }
-    if kind == "timeseries":
-        out["options"] = {"legend": {"displayMode": "list", "placement": "bottom"},
-                          "tooltip": {"mode": "multi"}}
-    elif kind == "stat":
-        out["fieldConfig"]["defaults"]["mappings"] = p["mappings"]
-        out["fieldConfig"]["defaults"]["color"] = {"mode": "fixed" if not p["mappings"] else "thresholds",
-                                                   "fixedColor": "text"}
-        out["fieldConfig"]["defaults"]["thresholds"] = {
-            "mode": "absolute", "steps": [{"color": "text", "value": None}]}
-        out["options"] = {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-                          "textMode": p["text_mode"], "colorMode": "value", "graphMode": "none",
-                          "justifyMode": "auto", "orientation": "auto"}
-    elif kind == "heatmap":
-        out["options"] = {"calculate": False, "cellGap": 1,
-                          "yAxis": {"axisPlacement": "left", "unit": p["unit"]},
-                          "rowsFrame": {"layout": "le"},
-                          "color": {"mode": "scheme", "scheme": "Oranges", "steps": 64},
-                          "tooltip": {"mode": "single", "yHistogram": True},
-                          "legend": {"show": True}}
-    return out
-
-
-def layout():
+def layout(board):
     """Rows in order, each a row panel followed by its panels, filling 24 columns left to
-    right. Rows are left expanded (`collapsed: false`; click a row's title to fold it):
-    Grafana keeps the panels of a collapsed row inside the row, out of the top-level list
-    the dashboard test reads."""
-    panels, y, pid = [], 0, 1
+    right; a panel that does not fit beside the last starts a new line. Positions are set
+    here rather than left to the SDK's flow, which wraps only once a line is full and would
+    put a full-width panel after a partial line (Clients) past the grid's edge. Rows are left
+    expanded (`collapsed: false`; click a row's title to fold it): Grafana keeps the panels
+    of a collapsed row inside the row, out of the top-level list the dashboard test reads."""
+    y, pid = 0, 1
     for title, members in ROWS:
-        panels.append({"id": pid, "type": "row", "title": title, "collapsed": False,
-                       "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}, "panels": [], "targets": []})
+        board.with_row(dash.Row(title).id(pid).collapsed(False)
+                       .grid_pos(model.GridPos(h=1, w=GRID_COLUMNS, x=0, y=y)))
         pid, y, x, row_h = pid + 1, y + 1, 0, 0
         for p in members:
-            w = p["width"]
-            h = STAT_HEIGHT if p["type"] == "stat" else PANEL_HEIGHT
-            if x + w > 24:
+            grid = p.build().grid_pos
+            if x + grid.w > GRID_COLUMNS:
                 x, y, row_h = 0, y + row_h, 0
-            panels.append(panel(pid, {"h": h, "w": w, "x": x, "y": y}, p))
-            pid, x, row_h = pid + 1, x + w, max(row_h, h)
+            grid.x, grid.y = x, y
+            board.with_panel(p.id(pid))
+            pid, x, row_h = pid + 1, x + grid.w, max(row_h, grid.h)
         y += row_h
-    return panels
+    return board
 
 
 def dashboard():
-    return {
-        "title": "mds",
-        "uid": "mds-overview",
-        "description": "mds metadata server: overview, requests, group commit, reply drain, clients, RocksDB, process.",
-        "tags": ["mds", "metadata"],
-        "timezone": "browser",
-        "schemaVersion": 39,
-        "version": 1,
-        "editable": True,
-        "refresh": "10s",
-        "time": {"from": "now-15m", "to": "now"},
-        "templating": {"list": [
-            {"name": "datasource", "label": "Prometheus", "type": "datasource", "query": "prometheus",
-             "current": {}, "hide": 0},
-            {"name": "instance", "label": "instance", "type": "query",
-             "datasource": {"type": "prometheus", "uid": "${datasource}"},
-             "query": {"query": "label_values(mds_commits_total, instance)", "refId": "instance"},
-             "definition": "label_values(mds_commits_total, instance)",
-             "includeAll": True, "multi": True, "allValue": ".+", "current": {}, "refresh": 2, "hide": 0},
-        ]},
-        "panels": layout(),
-    }
+    board = (
+        dash.Dashboard("mds")
+        .uid("mds-overview")
+        .description("mds metadata server: overview, requests, group commit, reply drain, clients, RocksDB, process.")
+        .tags(["mds", "metadata"])
+        .timezone("browser")
+        .editable()
+        .version(1)
+        .refresh("10s")
+        .time("now-15m", "now")
+        .with_variable(dash.DatasourceVariable("datasource").label("Prometheus").type("prometheus")
+                       .hide(model.VariableHide.DONT_HIDE))
+        .with_variable(dash.QueryVariable("instance").label("instance").datasource(DATASOURCE)
+                       .query({"query": "label_values(mds_commits_total, instance)", "refId": "instance"})
+                       .include_all(True).multi(True).all_value(".+")
+                       .refresh(model.VariableRefresh.ON_TIME_RANGE_CHANGED)
+                       .hide(model.VariableHide.DONT_HIDE))
+    )
+    return layout(board).build()
+
+
+def dashboard_json():
+    out = json.loads(JSONEncoder(indent=2).encode(dashboard()))
+    # The SDK's row panel has no `targets`; the dashboards test (mds/tests/observability.rs)
+    # reads `targets` of every top-level panel, rows included, as an array.
+    for panel in out["panels"]:
+        if panel["type"] == "row":
+            panel["targets"] = []
+    return json.dumps(out, indent=2) + "\n"
 
 
 if __name__ == "__main__":
-    here = os.path.dirname(os.path.abspath(__file__))
-    path = os.path.join(here, "mds.json")
-    text = json.dumps(dashboard(), indent=2) + "\n"
+    pinned, installed = pinned_sdk_version(), metadata.version(SDK)
+    if installed != pinned:
+        # The JSON's shape is the SDK's: another version writes another file.
+        sys.exit(f"{SDK} {installed} is installed; {REQUIREMENTS} pins {pinned}: "
+                 f"python3 -m pip install -r {REQUIREMENTS}")
+    path = os.path.join(HERE, "mds.json")
+    text = dashboard_json()
     if "--check" in sys.argv[1:]:
         current = open(path).read() if os.path.exists(path) else ""
         if current != text:
