@@ -8,6 +8,10 @@
 //! [`errno`] *are* the numbering and must never be reordered (add at the end, bump the
 //! version for anything else).
 
+// Nothing here needs `unsafe`; kept so. (What does — credentials from libc, socket
+// options, signals — is in mds, the client library's credentials and the test kit.)
+#![forbid(unsafe_code)]
+
 mod errno;
 mod frame;
 mod names;
@@ -20,7 +24,7 @@ pub use frame::{
     encode_version_refusal, peek_handshake,
 };
 pub use names::check_name;
-pub use op::{Cred, MAX_GROUPS, Op, Replay, Request, SetAttr};
+pub use op::{Cred, MAX_GROUPS, Op, Replay, Request, SetAttr, opcode};
 pub use reply::{Attr, Body, DirEntry, Kind, Reply, StatFs};
 
 /// Version carried in CONNECT; a server refuses any other with EPROTO.

@@ -49,11 +49,17 @@ pub struct Replay {
     pub ticket: u64,
 }
 
-/// Declares [`Op`] from one table: opcode, variant with its fields, and the lowercase name
-/// used in logs and metric labels. The opcode must equal the variant's position (postcard
+/// Declares [`Op`] from one table: opcode, its constant in [`opcode`], variant with its
+/// fields, and the lowercase name used in logs and metric labels. The opcode must equal the variant's position (postcard
 /// numbers variants by position); a test checks that for every operation.
 macro_rules! operations {
-    ($( $(#[$doc:meta])* $code:literal $name:literal $variant:ident $({ $($field:ident : $ty:ty),* $(,)? })? ;)*) => {
+    ($( $(#[$doc:meta])* $code:literal $konst:ident $name:literal $variant:ident $({ $($field:ident : $ty:ty),* $(,)? })? ;)*) => {
+        /// Each operation's opcode, by name: for code that must name one before (or without)
+        /// decoding a request, such as the metrics of a handshake that did not decode.
+        pub mod opcode {
+            $( pub const $konst: u8 = $code; )*
+        }
+
         /// Operations. The variant index is the opcode.
         #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
         pub enum Op {
@@ -81,30 +87,30 @@ macro_rules! operations {
 
 operations! {
     /// Must come first on a connection; `client` identifies the client across reconnects.
-    0 "connect" Connect { version: u32, client: u64 };
-    1 "ping" Ping;
+    0 CONNECT "connect" Connect { version: u32, client: u64 };
+    1 PING "ping" Ping;
     /// Owner from the request's credentials.
-    2 "mkdir" Mkdir { parent: u64, name: String, mode: u32 };
+    2 MKDIR "mkdir" Mkdir { parent: u64, name: String, mode: u32 };
     /// Exclusive create of a regular file; owner from the request's credentials.
-    3 "create" Create { parent: u64, name: String, mode: u32 };
-    4 "lookup" Lookup { parent: u64, name: String };
-    5 "getattr" Getattr { ino: u64 };
-    6 "setattr" Setattr { ino: u64, attr: SetAttr };
+    3 CREATE "create" Create { parent: u64, name: String, mode: u32 };
+    4 LOOKUP "lookup" Lookup { parent: u64, name: String };
+    5 GETATTR "getattr" Getattr { ino: u64 };
+    6 SETATTR "setattr" Setattr { ino: u64, attr: SetAttr };
     /// Entries after `cursor` (a name returned by the previous page), at most `limit`.
-    7 "readdir" Readdir { ino: u64, cursor: Option<String>, limit: u32 };
-    8 "unlink" Unlink { parent: u64, name: String };
-    9 "rmdir" Rmdir { parent: u64, name: String };
-    10 "rename" Rename { src_parent: u64, src_name: String, dst_parent: u64, dst_name: String };
-    11 "statfs" Statfs;
+    7 READDIR "readdir" Readdir { ino: u64, cursor: Option<String>, limit: u32 };
+    8 UNLINK "unlink" Unlink { parent: u64, name: String };
+    9 RMDIR "rmdir" Rmdir { parent: u64, name: String };
+    10 RENAME "rename" Rename { src_parent: u64, src_name: String, dst_parent: u64, dst_name: String };
+    11 STATFS "statfs" Statfs;
     /// Replies once every mutation the server has executed so far is durable.
-    12 "sync" Sync;
+    12 SYNC "sync" Sync;
     /// The answer to a CONNECT's [`crate::Body::Challenge`], on the same connection and before
     /// anything else, with what the challenge asked for. `proof` is HMAC-SHA256 under the
     /// shared key of [`crate::AUTH_CONTEXT`], the challenge's nonce, the client identity and
     /// the protocol version (big-endian). `session` is HMAC-SHA256 under the session secret
     /// the server issued this identity (`Connected::session_secret`) of
     /// [`crate::SESSION_CONTEXT`], the nonce and the identity.
-    13 "authenticate" Authenticate {
+    13 AUTHENTICATE "authenticate" Authenticate {
         proof: Option<[u8; crate::PROOF_LEN]>,
         session: Option<[u8; crate::PROOF_LEN]>,
     };
