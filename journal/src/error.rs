@@ -47,12 +47,20 @@ pub enum Error {
     /// An earlier commit failed; the journal is stopped and accepts no more writes.
     #[error("journal stopped after an earlier write failure")]
     Failed,
-    /// A failure injected for tests (`JournalOptions::fail_after_commits`).
+    /// A failure injected for tests ([`crate::Journal::inject_failure`]).
     #[error("injected journal failure: {0}")]
     Injected(Fault),
 }
 
-/// A storage fault a test can inject into a commit (`JournalOptions`).
+/// A failure a test injects into the journal: the commit after `after_commits` successful
+/// ones fails with `fault`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InjectedFailure {
+    pub after_commits: u64,
+    pub fault: Fault,
+}
+
+/// A storage fault a test can inject into a commit ([`InjectedFailure`]).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Fault {
     /// The write fails: nothing of the batch reaches the disk.
@@ -88,20 +96,56 @@ impl std::str::FromStr for Fault {
     }
 }
 
+/// What RocksDB's status says of a full disk: the binding's C API hands over only the
+/// status's text, whose code (`kind()`) and subcode are fixed strings from RocksDB's
+/// `status.cc` — `IO error` and the `kNoSpace` subcode's `No space available` — followed by
+/// the operating system's `strerror(ENOSPC)` where the error came from a system call.
+const NO_SPACE: [&str; 2] = ["No space available", "No space left on device"];
+
 impl Error {
-    /// Whether the failure was a full disk (injected or RocksDB's own `NoSpace` I/O error):
-    /// clients are told ENOSPC rather than EIO.
+    /// Whether the failure was a full disk (injected, or RocksDB's IO error of the `NoSpace`
+    /// subcode): clients are told ENOSPC rather than EIO.
     pub fn is_no_space(&self) -> bool {
         match self {
             Error::Injected(Fault::NoSpace) => true,
-            Error::Rocks(e) => {
-                let text = e.to_string();
-                text.contains("No space left") || text.contains("NoSpace")
-            }
+            Error::Rocks(e) => rocks_no_space(e.kind(), e.as_ref()),
             _ => false,
         }
     }
 }
 
+/// A RocksDB status of `kind` and text `status` is a full disk: an IO error whose subcode
+/// (or errno) says so. Anything else of that text — a corruption naming a file called
+/// "No space", say — is not.
+fn rocks_no_space(kind: rocksdb::ErrorKind, status: &str) -> bool {
+    kind == rocksdb::ErrorKind::IOError && NO_SPACE.iter().any(|m| status.contains(m))
+}
+
 /// Shorthand for journal results.
 pub type Result<T> = std::result::Result<T, Error>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rocksdb::ErrorKind;
+
+    #[test]
+    fn a_full_disk_is_an_io_error_of_the_no_space_subcode() {
+        assert!(rocks_no_space(
+            ErrorKind::IOError,
+            "IO error: No space availableWhile appending to file: /d/000012.log: No space left on device"
+        ));
+        assert!(rocks_no_space(
+            ErrorKind::IOError,
+            "IO error: While open a file for appending: /d/LOG: No space left on device"
+        ));
+        assert!(!rocks_no_space(
+            ErrorKind::IOError,
+            "IO error: While fsync: /d/000012.log: Input/output error"
+        ));
+        assert!(!rocks_no_space(
+            ErrorKind::Corruption,
+            "Corruption: block checksum mismatch in /d/No space left on device.sst"
+        ));
+    }
+}

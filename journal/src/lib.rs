@@ -6,13 +6,17 @@
 //! namespace rules: the server hands it finished records and it makes them durable in
 //! transno order, or fails stop.
 
+// Nothing here needs `unsafe`; kept so. (What does — credentials from libc, socket
+// options, signals — is in mds, the client library's credentials and the test kit.)
+#![forbid(unsafe_code)]
+
 mod error;
 mod options;
 mod resend;
 mod schema;
 mod store;
 
-pub use error::{Error, Fault, Result};
+pub use error::{Error, Fault, InjectedFailure, Result};
 pub use resend::ClientResend;
 pub use schema::{
     Dentry, FileKind, Inode, JournalOp, ROOT_INO, ResendRecord, ResendSlot, SCHEMA_VERSION,

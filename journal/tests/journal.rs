@@ -3,8 +3,8 @@
 //! storage fault (write error, sync error, full disk).
 
 use journal::{
-    Dentry, Error, Fault, FileKind, Inode, Journal, JournalOp, JournalOptions, ROOT_INO,
-    ResendRecord, TxRecord,
+    Dentry, Error, Fault, FileKind, InjectedFailure, Inode, Journal, JournalOp, JournalOptions,
+    ROOT_INO, ResendRecord, TxRecord,
 };
 
 fn file(ino: u64, transno: u64) -> Inode {
@@ -202,12 +202,11 @@ fn a_failed_commit_stops_the_journal_and_a_reopen_finds_what_the_fault_left() {
     ] {
         let dir = tempfile::tempdir().unwrap();
         {
-            let opts = JournalOptions {
-                fail_after_commits: Some(1),
+            let (mut j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+            j.inject_failure(InjectedFailure {
+                after_commits: 1,
                 fault,
-                ..JournalOptions::default()
-            };
-            let (j, _) = Journal::open(dir.path(), opts).unwrap();
+            });
             j.commit(&[create(1, 5, "kept")]).unwrap();
             let err = j.commit(&[create(2, 6, "unknown")]).unwrap_err();
             assert!(matches!(err, Error::Injected(f) if f == fault), "{err}");

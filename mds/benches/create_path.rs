@@ -32,7 +32,6 @@ fn create(ns: &Namespace, cred: &Cred, parent: u64, name: String) -> Exec {
         cred,
         last_committed: 0,
         reuse_ino: None,
-        journal: None,
     };
     ns.execute(
         Op::Create {
@@ -72,7 +71,6 @@ fn creates(c: &mut Criterion) {
                 cred: &cred,
                 last_committed: 0,
                 reuse_ino: None,
-                journal: None,
             },
         )
         else {
@@ -101,7 +99,6 @@ fn creates(c: &mut Criterion) {
                     cred: &cred,
                     last_committed: u64::MAX,
                     reuse_ino: None,
-                    journal: None,
                 };
                 for name in names {
                     ns.execute(

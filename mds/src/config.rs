@@ -1,359 +1,449 @@
-//! Server configuration: command-line flags, an optional TOML file with the same keys, and
-//! the validated result. Flags win over the file; the file wins over defaults.
+//! Server configuration, each key written once: [`Config`] is both the flags of `mds serve`
+//! and the keys of its TOML file (`--config`, kebab-case), and its `Default` holds every
+//! default. A flag wins over the file and the file over the default: the file's values become
+//! the flags' defaults before the command line is parsed ([`parse_command_line`]), so `--help`
+//! shows what the server would run with. [`Config::resolve`] checks it and loads what it
+//! names (addresses, the key file, the certificate) into the [`ServerConfig`] the server runs
+//! with. Test hooks ([`Testing`]) are hidden flags, never file keys.
 
+use std::ffi::OsString;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::Duration;
 
-use std::sync::Arc;
-
 use anyhow::{Context, bail};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 
 use mds_client::auth::AuthKey;
 use mds_client::units::{parse_count, parse_duration};
 
-use crate::partition::{Limits, ReplyPath};
+use crate::queue::ReplyPath;
 
-/// `mds serve` flags.
-#[derive(Debug, Default, clap::Args)]
-pub struct ServeArgs {
-    /// Data directory (RocksDB store); created if missing. Default: ./mds-data
+/// Commit-on-share (`--cos`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Cos {
+    /// A request that would observe or build on another client's uncommitted change asks for
+    /// an immediate commit and waits for it.
+    #[default]
+    On,
+    /// Other clients see uncommitted state at once (faster, weaker).
+    Off,
+}
+
+/// When a mutation's reply leaves (`--ack`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Ack {
+    /// Once it is durable.
+    #[default]
+    Commit,
+    /// At once, with its transno; the client keeps what is not durable and replays it after a
+    /// restart.
+    Early,
+}
+
+/// A behaviour switched on or off (`--root-squash`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Switch {
+    On,
+    #[default]
+    Off,
+}
+
+impl Switch {
+    pub fn is_on(self) -> bool {
+        self == Switch::On
+    }
+}
+
+/// Whose credentials requests may carry (`--cred-check`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Deserialize, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum CredCheck {
+    /// Any: credentials are the client's word (NFS's AUTH_SYS without `secure`).
+    #[default]
+    Off,
+    /// The connection owner's only, unless the connection came from a privileged port or
+    /// proved the shared key.
+    Owner,
+}
+
+/// Bounds that keep one client from hurting the others.
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    /// Mutations of one connection waiting for their commit; past it the connection is not
+    /// read until replies leave.
+    pub max_inflight_per_conn: usize,
+    /// Unwritten reply bytes of one connection past which its requests are no longer
+    /// executed, even within one read, until its writer has brought it below half of this.
+    pub output_high_water: usize,
+    /// How long a connection may stay above its high-water mark without its writer making
+    /// room: past it the client is not reading its replies and is cut (its requests stay
+    /// journaled; it may reconnect and resend).
+    pub output_stall: Duration,
+    /// Open connections per partition; accepting waits for a free slot.
+    pub max_connections: usize,
+    /// Mutations executed but not durable yet, server-wide, past which no partition executes
+    /// another request until commits catch up: memory stays bounded when the disk (or a
+    /// RocksDB write stall) is slower than the clients.
+    pub max_uncommitted: u64,
+    /// How long a new connection may take to send CONNECT.
+    pub connect_deadline: Duration,
+    /// How long a connection with nothing in flight may stay silent before it is closed.
+    pub idle_timeout: Duration,
+    /// Connections per partition that have not completed their handshake (TLS, CONNECT and
+    /// its proof): bounded apart from `max_connections`, so a flood of them never takes a
+    /// slot an authenticated client needs.
+    pub max_unauthenticated: usize,
+    /// Connections from one address that have not completed their handshake, server-wide.
+    pub max_unauthenticated_per_address: usize,
+    /// Resend records one session keeps (its client's executed mutations whose replies it
+    /// has not acknowledged); past it the session's mutations are refused with EBUSY.
+    pub max_resend_records: usize,
+    /// Inode numbers the journal makes room for above the server's inode counter, each
+    /// commit (`journal::Leases::inos`): what a crash may skip, and how far failed creates may
+    /// burn numbers before the ceiling must be raised on its own.
+    pub ino_lease: u64,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_inflight_per_conn: 4096,
+            output_high_water: 1 << 20,
+            output_stall: Duration::from_secs(30),
+            max_connections: 8192,
+            max_uncommitted: 1 << 16,
+            connect_deadline: Duration::from_secs(10),
+            idle_timeout: Duration::from_secs(600),
+            max_unauthenticated: 1024,
+            max_unauthenticated_per_address: 64,
+            max_resend_records: crate::session::DEFAULT_MAX_RECORDS,
+            ino_lease: journal::Leases::default().inos,
+        }
+    }
+}
+
+/// `mds serve`'s flags and its config file's keys.
+#[derive(Clone, Debug, clap::Args, Deserialize, Serialize)]
+#[serde(default, deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Config {
+    /// Data directory (RocksDB store); created if missing.
     #[arg(long)]
-    pub data: Option<PathBuf>,
-    /// Client address, HOST:PORT. Default: 127.0.0.1:7400 (port 0 picks a free port).
+    pub data: PathBuf,
+    /// Client address, HOST:PORT (port 0 picks a free port).
     #[arg(long)]
-    pub listen: Option<String>,
-    /// Prometheus endpoint address, HOST:PORT. Default: 127.0.0.1:9400.
+    pub listen: String,
+    /// Prometheus endpoint address, HOST:PORT.
     #[arg(long)]
-    pub metrics_listen: Option<String>,
-    /// Partitions (threads bound to cores, each with its own listener and reply queue).
-    /// Default: the number of cores this process may use.
+    pub metrics_listen: String,
+    /// Partitions (threads bound to cores, each with its own listener and reply queue). The
+    /// default is the number of cores this process may use.
     #[arg(long)]
-    pub partitions: Option<usize>,
-    /// How long a commit gathers mutations before it starts (e.g. 0, 500us, 5ms, 5s).
-    /// Default 0: as soon as the previous commit has finished.
+    pub partitions: usize,
+    /// How long a commit gathers mutations before it starts (e.g. 0, 500us, 5ms, 5s); 0: as
+    /// soon as the previous commit has finished.
     #[arg(long, value_parser = parse_duration)]
-    pub commit_interval: Option<Duration>,
-    /// Most mutations in one commit (e.g. 4096, 16k). Default: 8192.
+    #[serde(with = "duration_text")]
+    pub commit_interval: Duration,
+    /// Most mutations in one commit (e.g. 4096, 16k).
     #[arg(long, value_parser = parse_count)]
-    pub max_batch: Option<usize>,
+    pub max_batch: usize,
     /// At SIGTERM/SIGINT, how long connections may take to send their last replies before
-    /// those whose clients do not read are cut (e.g. 500ms, 10s). Default: 10s. A second
-    /// signal cuts them at once.
+    /// those whose clients do not read are cut (e.g. 500ms, 10s). A second signal cuts them
+    /// at once.
     #[arg(long, value_parser = parse_duration)]
-    pub shutdown_grace: Option<Duration>,
-    /// Commit-on-share: `on` (default) makes a request that would observe or build on
-    /// another client's uncommitted change ask for an immediate commit and wait for it;
-    /// `off` lets other clients see uncommitted state at once (faster, weaker).
-    #[arg(long, value_parser = parse_on_off)]
-    pub cos: Option<bool>,
-    /// When a mutation's reply leaves: `commit` (default) once it is durable; `early` at
-    /// once, with its transno, as Lustre and CephFS do — the client learns what is durable from
-    /// `last_committed` on every reply and from commit notices, keeps what is not, and replays
-    /// it after a restart.
-    #[arg(long, value_parser = parse_ack)]
-    pub ack: Option<bool>,
-    /// After a restart, how long clients known before it may take to come back and replay what
-    /// they were told early (e.g. 30s). Default: 30s.
+    #[serde(with = "duration_text")]
+    pub shutdown_grace: Duration,
+    /// Commit-on-share: `on` makes a request that would observe or build on another client's
+    /// uncommitted change ask for an immediate commit and wait for it; `off` lets other
+    /// clients see uncommitted state at once (faster, weaker).
+    #[arg(long, value_enum)]
+    pub cos: Cos,
+    /// When a mutation's reply leaves: `commit` once it is durable; `early` at once, with its
+    /// transno, as Lustre and CephFS do — the client learns what is durable from
+    /// `last_committed` on every reply and from commit notices, keeps what is not, and
+    /// replays it after a restart.
+    #[arg(long, value_enum)]
+    pub ack: Ack,
+    /// After a restart, how long clients known before it may take to come back and replay
+    /// what they were told early (e.g. 30s).
     #[arg(long, value_parser = parse_duration)]
-    pub recovery_window: Option<Duration>,
+    #[serde(with = "duration_text")]
+    pub recovery_window: Duration,
     /// How long the server keeps the session of a client that went away with replies it may
     /// not have received (e.g. 5m): a resend within that time is answered from its record,
-    /// never executed twice. Default: 5m.
+    /// never executed twice.
     #[arg(long, value_parser = parse_duration)]
-    pub session_expiry: Option<Duration>,
+    #[serde(with = "duration_text")]
+    pub session_expiry: Duration,
     /// Where SIGUSR1 writes a checkpoint of the store while it serves (a consistent copy, a
-    /// new `checkpoint-<unix seconds>` directory each time). Default: none (SIGUSR1 is
-    /// logged and ignored).
+    /// new `checkpoint-<unix seconds>` directory each time). None: SIGUSR1 is logged and
+    /// ignored.
     #[arg(long)]
     pub checkpoint_dir: Option<PathBuf>,
-    /// Where replies wait for their commit: `per-cpu` (default), a queue per partition drained
-    /// by its own thread, or by a partner when it is late; `global`, one service-wide locked
-    /// list drained by `--service-threads` threads that every commit wakes together — the
-    /// design per-CPU queues replace, kept to measure them against.
+    /// Where replies wait for their commit: `per-cpu`, a queue per partition drained by its
+    /// own thread, or by a partner when it is late; `global`, one service-wide locked list
+    /// drained by `--service-threads` threads that every commit wakes together — the design
+    /// per-CPU queues replace, kept to measure them against.
     #[arg(long, value_enum)]
-    pub reply_path: Option<ReplyPath>,
-    /// Service threads of `--reply-path global`. Default: 16.
+    pub reply_path: ReplyPath,
+    /// Service threads of `--reply-path global`.
     #[arg(long)]
-    pub service_threads: Option<usize>,
+    pub service_threads: usize,
     /// Per-CPU path: how long a partition woken by a commit may take to begin draining
     /// before the next partition drains its queue for it (e.g. 2ms; 0 turns partner draining
-    /// off). Default: 2ms.
+    /// off).
     #[arg(long, value_parser = parse_duration)]
-    pub partner_drain_after: Option<Duration>,
+    #[serde(with = "duration_text")]
+    pub partner_drain_after: Duration,
     /// Root squash, as NFS's `root_squash`: requests that say uid 0 run as uid 65534
     /// (nobody), and group 0, primary or supplementary, as group 65534, so root on a client
     /// has no power over the namespace. `--root-squash` alone means on; `--root-squash off`
-    /// overrides a config file that says on. Default: off.
-    #[arg(long, value_parser = parse_on_off, num_args = 0..=1, default_missing_value = "on")]
-    pub root_squash: Option<bool>,
+    /// overrides a config file that says on.
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "on")]
+    pub root_squash: Switch,
     /// Require clients to prove this shared key at CONNECT (HMAC-SHA256 over a fresh nonce
     /// per connection). Every byte of the file is the key, at least 16 of them; only its
     /// owner may have access to it (mode 600 or 400), or the server refuses to start. Make
-    /// one with `head -c 32 /dev/urandom > FILE && chmod 600 FILE`. Default: none (anyone
-    /// who can reach --listen may connect).
+    /// one with `head -c 32 /dev/urandom > FILE && chmod 600 FILE`. None: anyone who can
+    /// reach --listen may connect.
     #[arg(long)]
     pub auth_key: Option<PathBuf>,
-    /// Whose credentials a request may carry: `off` (default), anyone's — credentials are
-    /// the client's word, as NFS's AUTH_SYS; `owner`, only its connection owner's (the user
-    /// the kernel says holds a loopback client's socket) unless the connection comes from a
-    /// privileged port (below 1024) or proved --auth-key. Connections from other hosts on
-    /// unprivileged ports without the key are then refused.
+    /// Whose credentials a request may carry: `off`, anyone's — credentials are the client's
+    /// word, as NFS's AUTH_SYS; `owner`, only its connection owner's (the user the kernel
+    /// says holds a loopback client's socket) unless the connection comes from a privileged
+    /// port (below 1024) or proved --auth-key. Connections from other hosts on unprivileged
+    /// ports without the key are then refused.
     #[arg(long, value_enum)]
-    pub cred_check: Option<crate::partition::CredCheck>,
+    pub cred_check: CredCheck,
     /// TLS on the client port: the server's certificate chain, PEM, leaf first. Needs
-    /// --tls-key. Default: none (plain TCP).
-    #[arg(long, requires = "tls_key")]
+    /// --tls-key. None: plain TCP.
+    #[arg(long)]
     pub tls_cert: Option<PathBuf>,
     /// The private key of --tls-cert, PEM (PKCS#8, PKCS#1 or SEC1).
-    #[arg(long, requires = "tls_cert")]
+    #[arg(long)]
     pub tls_key: Option<PathBuf>,
     /// TOML file with any of the keys above (kebab-case); flags override it.
     #[arg(long)]
+    #[serde(skip)]
     pub config: Option<PathBuf>,
+    #[command(flatten)]
+    #[serde(skip)]
+    pub testing: Testing,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            data: "mds-data".into(),
+            listen: "127.0.0.1:7400".into(),
+            metrics_listen: "127.0.0.1:9400".into(),
+            partitions: default_partitions(),
+            commit_interval: Duration::ZERO,
+            max_batch: 8192,
+            shutdown_grace: Duration::from_secs(10),
+            cos: Cos::On,
+            ack: Ack::Commit,
+            recovery_window: Duration::from_secs(30),
+            session_expiry: Duration::from_secs(300),
+            checkpoint_dir: None,
+            reply_path: ReplyPath::PerCpu,
+            service_threads: 16,
+            partner_drain_after: Duration::from_millis(2),
+            root_squash: Switch::Off,
+            auth_key: None,
+            cred_check: CredCheck::Off,
+            tls_cert: None,
+            tls_key: None,
+            config: None,
+            testing: Testing::default(),
+        }
+    }
+}
+
+/// Hooks for tests, as hidden flags: faults injected into the journal and the drain, and a
+/// bound tests move. Never read from a config file.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct Testing {
     /// Test hook: the commit after this many fails as a disk error would.
-    #[arg(long, hide = true)]
-    pub inject_journal_failure_after: Option<u64>,
+    #[arg(long = "inject-journal-failure-after", hide = true)]
+    pub journal_failure_after: Option<u64>,
+    /// Test hook: which disk error (`write`, `sync`, `nospace`). Default: write.
+    #[arg(long = "inject-journal-failure", hide = true)]
+    pub journal_failure: Option<journal::Fault>,
     /// Test hook: unwritten reply bytes per connection past which its requests wait
     /// (default 1 MiB); tests raise it to make a writer block on a client that does not read.
     #[arg(long, hide = true, value_parser = parse_count)]
     pub output_high_water: Option<usize>,
-    /// Test hook: which disk error (`write`, `sync`, `nospace`). Default: write.
-    #[arg(long, hide = true)]
-    pub inject_journal_failure: Option<journal::Fault>,
     /// Test hook: partition 0's drain waits this long after each commit wakes it before it
     /// begins, as if its core were busy elsewhere (its partner drains for it).
-    #[arg(long, hide = true, value_parser = parse_duration)]
-    pub inject_drain_stall: Option<Duration>,
+    #[arg(long = "inject-drain-stall", hide = true, value_parser = parse_duration)]
+    pub drain_stall: Option<Duration>,
 }
 
-/// The keys a config file may hold.
-#[derive(Debug, Default, Deserialize)]
-#[serde(deny_unknown_fields, rename_all = "kebab-case")]
-struct FileConfig {
-    data: Option<PathBuf>,
-    listen: Option<String>,
-    metrics_listen: Option<String>,
-    partitions: Option<usize>,
-    commit_interval: Option<String>,
-    max_batch: Option<usize>,
-    shutdown_grace: Option<String>,
-    cos: Option<String>,
-    ack: Option<String>,
-    recovery_window: Option<String>,
-    session_expiry: Option<String>,
-    checkpoint_dir: Option<PathBuf>,
-    reply_path: Option<String>,
-    service_threads: Option<usize>,
-    partner_drain_after: Option<String>,
-    root_squash: Option<String>,
-    auth_key: Option<PathBuf>,
-    cred_check: Option<String>,
-    tls_cert: Option<PathBuf>,
-    tls_key: Option<PathBuf>,
+impl Testing {
+    /// The journal failure to inject, if any.
+    pub fn journal_failure(&self) -> Option<journal::InjectedFailure> {
+        self.journal_failure_after
+            .map(|after_commits| journal::InjectedFailure {
+                after_commits,
+                fault: self.journal_failure.unwrap_or_default(),
+            })
+    }
 }
 
-/// A validated server configuration.
+/// A validated configuration, with what it names loaded.
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
-    pub data: PathBuf,
+    /// The keys as given.
+    pub keys: Config,
     pub listen: SocketAddr,
     pub metrics_listen: SocketAddr,
-    pub partitions: usize,
-    pub commit_interval: Duration,
-    pub max_batch: usize,
-    /// How long shutdown lets connections write their last replies before it cuts them.
-    pub shutdown_grace: Duration,
-    /// Commit-on-share on or off.
-    pub cos: bool,
-    /// Early replies (`--ack early`) rather than commit-deferred ones.
-    pub ack_early: bool,
-    /// How long a restart waits for known clients to replay.
-    pub recovery_window: Duration,
-    /// How long an away session keeps its resend records.
-    pub session_expiry: Duration,
-    /// Where SIGUSR1 writes checkpoints.
-    pub checkpoint_dir: Option<PathBuf>,
-    /// Where replies wait for their commit.
-    pub reply_path: ReplyPath,
-    /// Service threads of the global reply path.
-    pub service_threads: usize,
-    /// How late a partition's drain may begin before its partner drains for it; zero: never.
-    pub partner_drain_after: Duration,
-    pub inject_drain_stall: Option<Duration>,
-    /// Requests from uid 0 (and group 0) run as nobody.
-    pub root_squash: bool,
     /// The shared key clients must prove at CONNECT; none: anyone may connect.
     pub auth_key: Option<Arc<AuthKey>>,
-    /// Whose credentials a request may carry.
-    pub cred_check: crate::partition::CredCheck,
     /// TLS on the client port; none: plain TCP.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub limits: Limits,
-    pub inject_journal_failure_after: Option<u64>,
-    pub inject_journal_failure: journal::Fault,
 }
 
-impl ServeArgs {
-    /// Merges flags over the config file over defaults, and validates.
+impl Config {
+    /// Reads a config file: its keys over the defaults; an unknown key is an error.
+    pub fn from_file(path: &Path) -> anyhow::Result<Config> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading config file {}", path.display()))?;
+        let mut config: Config = toml::from_str(&text)
+            .with_context(|| format!("parsing config file {}", path.display()))?;
+        config.config = Some(path.to_owned());
+        Ok(config)
+    }
+
+    /// `serve` (the command whose flags flatten this) with this configuration's values as
+    /// its flags' defaults.
+    pub fn as_defaults(&self, mut serve: clap::Command) -> clap::Command {
+        let keys = toml::Table::try_from(self).expect("a configuration is a TOML table");
+        for (key, value) in keys {
+            let text = match value {
+                toml::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            serve = serve.mut_arg(key.replace('-', "_"), |arg| {
+                arg.default_value(text).required(false)
+            });
+        }
+        serve
+    }
+
+    /// Checks the values and loads what they name.
     pub fn resolve(self) -> anyhow::Result<ServerConfig> {
-        let file = match &self.config {
-            Some(path) => read_file(path)?,
-            None => FileConfig::default(),
-        };
-        let interval = match (self.commit_interval, file.commit_interval) {
-            (Some(d), _) => d,
-            (None, Some(s)) => parse_duration(&s).map_err(anyhow::Error::msg)?,
-            (None, None) => Duration::ZERO,
-        };
-        let shutdown_grace = match (self.shutdown_grace, file.shutdown_grace) {
-            (Some(d), _) => d,
-            (None, Some(s)) => parse_duration(&s).map_err(anyhow::Error::msg)?,
-            (None, None) => Duration::from_secs(10),
-        };
-        let cos = match (self.cos, file.cos) {
-            (Some(on), _) => on,
-            (None, Some(s)) => parse_on_off(&s).map_err(|e| anyhow::anyhow!("cos: {e}"))?,
-            (None, None) => true,
-        };
-        let ack_early = match (self.ack, file.ack) {
-            (Some(early), _) => early,
-            (None, Some(s)) => parse_ack(&s).map_err(|e| anyhow::anyhow!("ack: {e}"))?,
-            (None, None) => false,
-        };
-        let recovery_window = match (self.recovery_window, file.recovery_window) {
-            (Some(d), _) => d,
-            (None, Some(s)) => parse_duration(&s).map_err(anyhow::Error::msg)?,
-            (None, None) => Duration::from_secs(30),
-        };
-        let session_expiry = match (self.session_expiry, file.session_expiry) {
-            (Some(d), _) => d,
-            (None, Some(s)) => parse_duration(&s).map_err(anyhow::Error::msg)?,
-            (None, None) => Duration::from_secs(300),
-        };
-        let root_squash = match (self.root_squash, file.root_squash) {
-            (Some(on), _) => on,
-            (None, Some(s)) => parse_on_off(&s).map_err(|e| anyhow::anyhow!("root-squash: {e}"))?,
-            (None, None) => false,
-        };
-        if session_expiry.is_zero() {
+        if self.session_expiry.is_zero() {
             bail!("--session-expiry must be above zero: a client needs time to reconnect");
         }
-        let partitions = self
-            .partitions
-            .or(file.partitions)
-            .unwrap_or_else(default_partitions);
-        if partitions == 0 || partitions > 1024 {
-            bail!("--partitions must be between 1 and 1024, got {partitions}");
+        if self.partitions == 0 || self.partitions > 1024 {
+            bail!(
+                "--partitions must be between 1 and 1024, got {}",
+                self.partitions
+            );
         }
-        let reply_path = match (self.reply_path, file.reply_path) {
-            (Some(p), _) => p,
-            (None, Some(s)) => <ReplyPath as clap::ValueEnum>::from_str(&s, false)
-                .map_err(|e| anyhow::anyhow!("reply-path: {e}"))?,
-            (None, None) => ReplyPath::PerCpu,
-        };
-        let service_threads = self.service_threads.or(file.service_threads).unwrap_or(16);
-        if service_threads == 0 || service_threads > 1024 {
-            bail!("--service-threads must be between 1 and 1024, got {service_threads}");
+        if self.service_threads == 0 || self.service_threads > 1024 {
+            bail!(
+                "--service-threads must be between 1 and 1024, got {}",
+                self.service_threads
+            );
         }
-        let partner_drain_after = match (self.partner_drain_after, file.partner_drain_after) {
-            (Some(d), _) => d,
-            (None, Some(s)) => parse_duration(&s).map_err(anyhow::Error::msg)?,
-            (None, None) => Duration::from_millis(2),
-        };
-        let cred_check = match (self.cred_check, file.cred_check) {
-            (Some(c), _) => c,
-            (None, Some(s)) => {
-                <crate::partition::CredCheck as clap::ValueEnum>::from_str(&s, false)
-                    .map_err(|e| anyhow::anyhow!("cred-check: {e}"))?
-            }
-            (None, None) => crate::partition::CredCheck::Off,
-        };
-        let auth_key = match self.auth_key.or(file.auth_key) {
-            Some(path) => Some(Arc::new(AuthKey::from_file(&path).context("--auth-key")?)),
+        if self.max_batch == 0 {
+            bail!("--max-batch must be at least 1");
+        }
+        let auth_key = match &self.auth_key {
+            Some(path) => Some(Arc::new(AuthKey::from_file(path).context("--auth-key")?)),
             None => None,
         };
-        let tls = match (
-            self.tls_cert.or(file.tls_cert),
-            self.tls_key.or(file.tls_key),
-        ) {
-            (Some(cert), Some(key)) => Some(crate::tls::server_config(&cert, &key)?),
+        let tls = match (&self.tls_cert, &self.tls_key) {
+            (Some(cert), Some(key)) => Some(crate::tls::server_config(cert, key)?),
             (None, None) => None,
             (Some(_), None) => bail!("--tls-cert needs --tls-key (its private key)"),
             (None, Some(_)) => bail!("--tls-key needs --tls-cert (its certificate)"),
         };
-        let max_batch = self.max_batch.or(file.max_batch).unwrap_or(8192);
-        if max_batch == 0 {
-            bail!("--max-batch must be at least 1");
-        }
+        let defaults = Limits::default();
+        let limits = Limits {
+            output_high_water: self
+                .testing
+                .output_high_water
+                .unwrap_or(defaults.output_high_water),
+            ..defaults
+        };
         Ok(ServerConfig {
-            data: self.data.or(file.data).unwrap_or_else(|| "mds-data".into()),
-            listen: resolve_addr(
-                "--listen",
-                &self
-                    .listen
-                    .or(file.listen)
-                    .unwrap_or_else(|| "127.0.0.1:7400".into()),
-            )?,
-            metrics_listen: resolve_addr(
-                "--metrics-listen",
-                &self
-                    .metrics_listen
-                    .or(file.metrics_listen)
-                    .unwrap_or_else(|| "127.0.0.1:9400".into()),
-            )?,
-            partitions,
-            commit_interval: interval,
-            max_batch,
-            shutdown_grace,
-            cos,
-            ack_early,
-            recovery_window,
-            session_expiry,
-            checkpoint_dir: self.checkpoint_dir.or(file.checkpoint_dir),
-            reply_path,
-            service_threads,
-            partner_drain_after,
-            inject_drain_stall: self.inject_drain_stall,
-            root_squash,
+            listen: resolve_addr("--listen", &self.listen)?,
+            metrics_listen: resolve_addr("--metrics-listen", &self.metrics_listen)?,
             auth_key,
-            cred_check,
             tls,
-            limits: Limits {
-                output_high_water: self
-                    .output_high_water
-                    .unwrap_or(Limits::default().output_high_water),
-                ..Limits::default()
-            },
-            inject_journal_failure_after: self.inject_journal_failure_after,
-            inject_journal_failure: self.inject_journal_failure.unwrap_or_default(),
+            limits,
+            keys: self,
         })
     }
 }
 
-/// `commit` or `early`: whether replies are early.
-fn parse_ack(s: &str) -> Result<bool, String> {
-    match s {
-        "commit" => Ok(false),
-        "early" => Ok(true),
-        other => Err(format!("expected commit or early, got {other:?}")),
+/// Parses the command line `args` of `C`, whose `serve` subcommand flattens [`Config`]: when
+/// it names a config file, the file's keys become the defaults the flags override. Errors
+/// of the command line are clap's (help and version among them); of the file, its own.
+pub fn parse_command_line<C: clap::Parser>(args: Vec<OsString>) -> Result<C, CommandLine> {
+    let with_defaults =
+        |config: &Config| C::command().mut_subcommand("serve", |serve| config.as_defaults(serve));
+    let first = with_defaults(&Config::default()).try_get_matches_from(&args)?;
+    let file = first
+        .subcommand_matches("serve")
+        .and_then(|serve| serve.get_one::<PathBuf>("config"));
+    let matches = match file {
+        Some(path) => {
+            let config = Config::from_file(path).map_err(CommandLine::File)?;
+            with_defaults(&config).try_get_matches_from(&args)?
+        }
+        None => first,
+    };
+    Ok(C::from_arg_matches(&matches)?)
+}
+
+/// Why a command line was not taken.
+#[derive(Debug)]
+pub enum CommandLine {
+    /// The flags (or `--help`, `--version`): clap prints and exits.
+    Flags(clap::Error),
+    /// The config file could not be read, or has an unknown or invalid key.
+    File(anyhow::Error),
+}
+
+impl From<clap::Error> for CommandLine {
+    fn from(e: clap::Error) -> Self {
+        CommandLine::Flags(e)
     }
 }
 
-/// `on` or `off`, as the flags that switch a behaviour take it.
-fn parse_on_off(s: &str) -> Result<bool, String> {
-    match s {
-        "on" => Ok(true),
-        "off" => Ok(false),
-        other => Err(format!("expected on or off, got {other:?}")),
+/// Durations in a config file as people write them (`5ms`, `2s`, `0`), and as
+/// `humantime` writes them back for the flags' defaults.
+mod duration_text {
+    use std::time::Duration;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(&humantime::format_duration(*d))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+        let text = String::deserialize(d)?;
+        mds_client::units::parse_duration(&text).map_err(serde::de::Error::custom)
     }
 }
 
-fn read_file(path: &Path) -> anyhow::Result<FileConfig> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("reading config file {}", path.display()))?;
-    toml::from_str(&text).with_context(|| format!("parsing config file {}", path.display()))
+/// A mode's name as its flag takes it (`on`, `early`, `per-cpu`), for logs.
+pub fn name<T: clap::ValueEnum>(value: &T) -> String {
+    value
+        .to_possible_value()
+        .map(|v| v.get_name().to_owned())
+        .unwrap_or_default()
 }
 
 fn default_partitions() -> usize {
@@ -371,9 +461,47 @@ fn resolve_addr(flag: &str, value: &str) -> anyhow::Result<SocketAddr> {
         .with_context(|| format!("{flag}: {value:?} resolves to no address"))
 }
 
+impl std::fmt::Display for CommandLine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CommandLine::Flags(e) => write!(f, "{e}"),
+            CommandLine::File(e) => write!(f, "{e:#}"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[derive(clap::Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: Command,
+    }
+
+    #[derive(clap::Subcommand)]
+    enum Command {
+        Serve(Box<Config>),
+    }
+
+    /// `mds serve ARGS`, parsed as the binary parses it.
+    fn parse(args: &[&str]) -> Result<Config, String> {
+        let argv = ["mds", "serve"].iter().chain(args).map(OsString::from);
+        parse_command_line::<Cli>(argv.collect())
+            .map(|cli| match cli.command {
+                Command::Serve(config) => *config,
+            })
+            .map_err(|e| e.to_string())
+    }
+
+    fn resolve(args: &[&str]) -> Result<ServerConfig, String> {
+        parse(args)?.resolve().map_err(|e| format!("{e:#}"))
+    }
+
+    fn path_arg(path: &Path) -> String {
+        path.display().to_string()
+    }
 
     #[test]
     fn flags_override_the_file_which_overrides_defaults() {
@@ -384,46 +512,42 @@ mod tests {
             "commit-interval = \"5ms\"\nmax-batch = 100\npartitions = 3\nlisten = \"127.0.0.1:0\"\n",
         )
         .unwrap();
-        let cfg = ServeArgs {
-            config: Some(path.clone()),
-            max_batch: Some(7),
-            ..Default::default()
-        }
-        .resolve()
-        .unwrap();
-        assert_eq!(cfg.commit_interval, Duration::from_millis(5));
-        assert_eq!(cfg.max_batch, 7);
-        assert_eq!(cfg.partitions, 3);
+        let cfg = resolve(&["--config", &path_arg(&path), "--max-batch", "7"]).unwrap();
+        assert_eq!(cfg.keys.commit_interval, Duration::from_millis(5));
+        assert_eq!(cfg.keys.max_batch, 7);
+        assert_eq!(cfg.keys.partitions, 3);
         assert_eq!(cfg.listen.port(), 0);
         assert_eq!(cfg.metrics_listen.port(), 9400);
 
         std::fs::write(&path, "no-such-key = 1\n").unwrap();
-        let err = ServeArgs {
-            config: Some(path),
-            ..Default::default()
+        let err = parse(&["--config", &path_arg(&path)]).unwrap_err();
+        assert!(err.contains("no-such-key"), "{err}");
+    }
+
+    #[test]
+    fn every_key_is_a_flag_and_the_defaults_parse_back_unchanged() {
+        let keys = |c: &Config| toml::Table::try_from(c).unwrap();
+        let defaults = Config::default();
+        assert_eq!(keys(&parse(&[]).unwrap()), keys(&defaults));
+        // Each key a file may hold, set to its default as the flag: taken the same.
+        for (key, value) in keys(&defaults) {
+            let text = match value {
+                toml::Value::String(s) => s,
+                other => other.to_string(),
+            };
+            let parsed = parse(&[&format!("--{key}"), &text])
+                .unwrap_or_else(|e| panic!("--{key} {text}: {e}"));
+            assert_eq!(keys(&parsed), keys(&defaults), "--{key} {text}");
         }
-        .resolve()
-        .unwrap_err();
-        assert!(format!("{err:#}").contains("no-such-key"), "{err:#}");
     }
 
     #[test]
     fn root_squash_is_a_bare_flag_that_a_value_can_turn_off_over_the_file() {
-        use clap::Parser;
-        #[derive(Parser)]
-        struct Cli {
-            #[command(flatten)]
-            serve: ServeArgs,
-        }
-        let parse = |args: &[&str]| {
-            Cli::try_parse_from(std::iter::once("mds").chain(args.iter().copied()))
-                .map(|cli| cli.serve)
-        };
-        assert_eq!(parse(&[]).unwrap().root_squash, None);
-        assert_eq!(parse(&["--root-squash"]).unwrap().root_squash, Some(true));
+        assert_eq!(parse(&[]).unwrap().root_squash, Switch::Off);
+        assert_eq!(parse(&["--root-squash"]).unwrap().root_squash, Switch::On);
         assert_eq!(
             parse(&["--root-squash", "off"]).unwrap().root_squash,
-            Some(false)
+            Switch::Off
         );
         assert!(parse(&["--root-squash", "maybe"]).is_err());
 
@@ -431,13 +555,20 @@ mod tests {
         let path = dir.path().join("mds.toml");
         std::fs::write(&path, "root-squash = \"on\"\n").unwrap();
         let from_file = |args: &[&str]| {
-            let mut serve = parse(args).unwrap();
-            serve.config = Some(path.clone());
-            serve.resolve().unwrap().root_squash
+            let mut all = vec!["--config", path.to_str().unwrap()];
+            all.extend_from_slice(args);
+            parse(&all).unwrap().root_squash
         };
-        assert!(from_file(&[]));
-        assert!(!from_file(&["--root-squash", "off"]));
-        assert!(!ServeArgs::default().resolve().unwrap().root_squash);
+        assert!(from_file(&[]).is_on());
+        assert!(!from_file(&["--root-squash", "off"]).is_on());
+        assert!(
+            !Config::default()
+                .resolve()
+                .unwrap()
+                .keys
+                .root_squash
+                .is_on()
+        );
     }
 
     #[test]
@@ -452,17 +583,11 @@ mod tests {
             format!("auth-key = {:?}\n", key.display().to_string()),
         )
         .unwrap();
-        let from_file = || {
-            ServeArgs {
-                config: Some(config.clone()),
-                ..Default::default()
-            }
-            .resolve()
-        };
+        let from_file = || resolve(&["--config", &path_arg(&config)]);
         assert!(from_file().unwrap().auth_key.is_some());
-        assert!(ServeArgs::default().resolve().unwrap().auth_key.is_none());
+        assert!(Config::default().resolve().unwrap().auth_key.is_none());
         std::fs::set_permissions(&key, std::fs::Permissions::from_mode(0o644)).unwrap();
-        let err = format!("{:#}", from_file().unwrap_err());
+        let err = from_file().unwrap_err();
         assert!(err.contains("--auth-key") && err.contains("0644"), "{err}");
 
         let cert = dir.path().join("cert.pem");
@@ -471,33 +596,18 @@ mod tests {
             format!("tls-cert = {:?}\n", cert.display().to_string()),
         )
         .unwrap();
-        let err = format!("{:#}", from_file().unwrap_err());
+        let err = from_file().unwrap_err();
         assert!(err.contains("--tls-cert needs --tls-key"), "{err}");
     }
 
     #[test]
     fn invalid_values_are_refused_with_the_flag_named() {
-        let err = ServeArgs {
-            partitions: Some(0),
-            ..Default::default()
-        }
-        .resolve()
-        .unwrap_err();
-        assert!(err.to_string().contains("--partitions"));
-        let err = ServeArgs {
-            listen: Some("nonsense".into()),
-            ..Default::default()
-        }
-        .resolve()
-        .unwrap_err();
-        assert!(err.to_string().contains("--listen"));
-        let err = ServeArgs {
-            service_threads: Some(0),
-            ..Default::default()
-        }
-        .resolve()
-        .unwrap_err();
-        assert!(err.to_string().contains("--service-threads"));
+        let err = resolve(&["--partitions", "0"]).unwrap_err();
+        assert!(err.contains("--partitions"), "{err}");
+        let err = resolve(&["--listen", "nonsense"]).unwrap_err();
+        assert!(err.contains("--listen"), "{err}");
+        let err = resolve(&["--service-threads", "0"]).unwrap_err();
+        assert!(err.contains("--service-threads"), "{err}");
     }
 
     #[test]
@@ -510,28 +620,18 @@ mod tests {
              cred-check = \"owner\"\n",
         )
         .unwrap();
-        let cfg = ServeArgs {
-            config: Some(path.clone()),
-            ..Default::default()
-        }
-        .resolve()
-        .unwrap();
+        let cfg = parse(&["--config", &path_arg(&path)]).unwrap();
         assert_eq!(cfg.reply_path, ReplyPath::Global);
         assert_eq!(cfg.service_threads, 4);
         assert_eq!(cfg.partner_drain_after, Duration::ZERO);
-        assert_eq!(cfg.cred_check, crate::partition::CredCheck::Owner);
-        let defaults = ServeArgs::default().resolve().unwrap();
+        assert_eq!(cfg.cred_check, CredCheck::Owner);
+        let defaults = parse(&[]).unwrap();
         assert_eq!(defaults.reply_path, ReplyPath::PerCpu);
         assert_eq!(defaults.service_threads, 16);
         assert_eq!(defaults.partner_drain_after, Duration::from_millis(2));
-        assert_eq!(defaults.cred_check, crate::partition::CredCheck::Off);
+        assert_eq!(defaults.cred_check, CredCheck::Off);
         std::fs::write(&path, "reply-path = \"sideways\"\n").unwrap();
-        let err = ServeArgs {
-            config: Some(path),
-            ..Default::default()
-        }
-        .resolve()
-        .unwrap_err();
-        assert!(format!("{err:#}").contains("reply-path"), "{err:#}");
+        let err = parse(&["--config", &path_arg(&path)]).unwrap_err();
+        assert!(err.contains("reply-path"), "{err}");
     }
 }

@@ -73,57 +73,8 @@ pub fn check(data: &Path) -> anyhow::Result<Report> {
     })?;
     report.inodes = inodes.len() as u64;
     let f = &mut report.findings;
-
-    // References to each inode, subdirectories and entries of each directory.
-    let mut names: HashMap<u64, Vec<u64>> = HashMap::new();
-    let mut subdirs: HashMap<u64, u32> = HashMap::new();
-    let mut entries: HashMap<u64, u64> = HashMap::new();
-    let mut children: HashMap<u64, Vec<u64>> = HashMap::new();
-    let mut count = 0u64;
-    journal.scan_dentries(|parent, name, entry| {
-        count += 1;
-        let at = format!("entry {parent}/{name:?}");
-        if check_name(&name).is_err() {
-            f.push(format!("{at}: invalid name"));
-        }
-        match inodes.get(&parent) {
-            None => f.push(format!("{at}: parent {parent} does not exist")),
-            Some(p) if p.kind != FileKind::Directory => {
-                f.push(format!("{at}: parent {parent} is not a directory"))
-            }
-            Some(_) => {}
-        }
-        match inodes.get(&entry.ino) {
-            None => f.push(format!(
-                "{at}: names inode {} which does not exist",
-                entry.ino
-            )),
-            Some(child) if child.kind != entry.kind => f.push(format!(
-                "{at}: says {:?} but inode {} is {:?}",
-                entry.kind, entry.ino, child.kind
-            )),
-            Some(child) => {
-                if child.kind == FileKind::Directory {
-                    *subdirs.entry(parent).or_default() += 1;
-                    if child.parent != parent {
-                        f.push(format!(
-                            "{at}: directory {} records parent {}",
-                            entry.ino, child.parent
-                        ));
-                    }
-                }
-            }
-        }
-        if entry.ino == ROOT_INO {
-            f.push(format!("{at}: names the root"));
-        }
-        names.entry(entry.ino).or_default().push(parent);
-        children.entry(parent).or_default().push(entry.ino);
-        *entries.entry(parent).or_default() += 1;
-        Ok(())
-    })?;
-    report.entries = count;
-
+    let tree = Tree::scan(&journal, &inodes, f)?;
+    report.entries = tree.count;
     match inodes.get(&ROOT_INO) {
         None => f.push("root inode 1 is missing".into()),
         Some(root) if root.kind != FileKind::Directory => {
@@ -131,91 +82,188 @@ pub fn check(data: &Path) -> anyhow::Result<Report> {
         }
         Some(_) => {}
     }
-    // Walk down from the root along the entries: what is named but never reached hangs off
-    // an orphan directory or sits in a cycle of directories.
-    let mut reached: HashSet<u64> = HashSet::new();
-    let mut stack = vec![ROOT_INO];
-    while let Some(dir) = stack.pop() {
-        if reached.insert(dir) {
-            stack.extend(children.get(&dir).into_iter().flatten().copied());
-        }
-    }
+    let reached = tree.reachable();
     let mut sorted: Vec<&Inode> = inodes.values().collect();
     sorted.sort_by_key(|i| i.ino);
-    let mut in_reported_cycle: HashSet<u64> = HashSet::new();
-    for inode in &sorted {
-        if inode.kind != FileKind::Directory
-            || reached.contains(&inode.ino)
-            || in_reported_cycle.contains(&inode.ino)
-        {
-            continue;
-        }
-        // Follow the entries naming each directory upward; coming back to one on the path
-        // is a cycle.
-        let mut path: Vec<u64> = Vec::new();
-        let mut at = inode.ino;
-        while !reached.contains(&at) && !in_reported_cycle.contains(&at) {
-            if let Some(start) = path.iter().position(|&p| p == at) {
-                let cycle = &path[start..];
-                let shown: Vec<String> = cycle.iter().chain([&at]).map(u64::to_string).collect();
-                f.push(format!("directory cycle: {}", shown.join(" -> ")));
-                in_reported_cycle.extend(cycle.iter().copied());
-                break;
-            }
-            path.push(at);
-            match names.get(&at).and_then(|parents| parents.first()) {
-                Some(&parent) => at = parent,
-                None => break,
-            }
-        }
-    }
+    tree.find_cycles(&sorted, &reached, f);
     for inode in sorted {
-        let at = format!("inode {}", inode.ino);
-        if inode.transno > recovered.last_committed {
-            f.push(format!(
-                "{at}: transno {} is above last_committed {}",
-                inode.transno, recovered.last_committed
-            ));
-        }
-        if inode.ino >= recovered.next_ino {
-            f.push(format!("{at}: at or above next_ino {}", recovered.next_ino));
-        }
-        let refs = names.get(&inode.ino).map_or(0, |v| v.len()) as u32;
-        if inode.ino != ROOT_INO && refs == 0 {
-            f.push(format!("{at}: orphan (no entry names it)"));
-        } else if !reached.contains(&inode.ino) {
-            f.push(format!("{at}: not reachable from the root"));
-        }
-        match inode.kind {
-            FileKind::Directory => {
-                if refs > 1 {
-                    f.push(format!("{at}: directory named {refs} times"));
+        check_inode(inode, &recovered, &tree, &reached, f);
+    }
+    check_resend_records(&recovered, f);
+    Ok(report)
+}
+
+/// What the entries say: who names each inode, and each directory's entries.
+#[derive(Default)]
+struct Tree {
+    /// The directories whose entries name each inode.
+    names: HashMap<u64, Vec<u64>>,
+    /// Subdirectories of each directory.
+    subdirs: HashMap<u64, u32>,
+    /// Entries of each directory.
+    entries: HashMap<u64, u64>,
+    /// The inodes each directory's entries name.
+    children: HashMap<u64, Vec<u64>>,
+    /// Entries in all.
+    count: u64,
+}
+
+impl Tree {
+    /// Reads every entry, noting what is wrong with each on its own.
+    fn scan(
+        journal: &Journal,
+        inodes: &HashMap<u64, Inode>,
+        f: &mut Vec<String>,
+    ) -> journal::Result<Tree> {
+        let mut tree = Tree::default();
+        journal.scan_dentries(|parent, name, entry| {
+            tree.count += 1;
+            let at = format!("entry {parent}/{name:?}");
+            if check_name(&name).is_err() {
+                f.push(format!("{at}: invalid name"));
+            }
+            match inodes.get(&parent) {
+                None => f.push(format!("{at}: parent {parent} does not exist")),
+                Some(p) if p.kind != FileKind::Directory => {
+                    f.push(format!("{at}: parent {parent} is not a directory"))
                 }
-                let expect_nlink = 2 + subdirs.get(&inode.ino).copied().unwrap_or(0);
-                if inode.nlink != expect_nlink {
-                    f.push(format!(
-                        "{at}: nlink {} but {expect_nlink} expected",
-                        inode.nlink
-                    ));
-                }
-                let n = entries.get(&inode.ino).copied().unwrap_or(0);
-                if inode.entries != n {
-                    f.push(format!(
-                        "{at}: records {} entries but has {n}",
-                        inode.entries
-                    ));
+                Some(_) => {}
+            }
+            match inodes.get(&entry.ino) {
+                None => f.push(format!(
+                    "{at}: names inode {} which does not exist",
+                    entry.ino
+                )),
+                Some(child) if child.kind != entry.kind => f.push(format!(
+                    "{at}: says {:?} but inode {} is {:?}",
+                    entry.kind, entry.ino, child.kind
+                )),
+                Some(child) => {
+                    if child.kind == FileKind::Directory {
+                        *tree.subdirs.entry(parent).or_default() += 1;
+                        if child.parent != parent {
+                            f.push(format!(
+                                "{at}: directory {} records parent {}",
+                                entry.ino, child.parent
+                            ));
+                        }
+                    }
                 }
             }
-            FileKind::File => {
-                if refs > 0 && inode.nlink != refs {
-                    f.push(format!(
-                        "{at}: nlink {} but named {refs} times",
-                        inode.nlink
-                    ));
+            if entry.ino == ROOT_INO {
+                f.push(format!("{at}: names the root"));
+            }
+            tree.names.entry(entry.ino).or_default().push(parent);
+            tree.children.entry(parent).or_default().push(entry.ino);
+            *tree.entries.entry(parent).or_default() += 1;
+            Ok(())
+        })?;
+        Ok(tree)
+    }
+
+    /// Walks down from the root along the entries: what is named but never reached hangs off
+    /// an orphan directory or sits in a cycle of directories.
+    fn reachable(&self) -> HashSet<u64> {
+        let mut reached: HashSet<u64> = HashSet::new();
+        let mut stack = vec![ROOT_INO];
+        while let Some(dir) = stack.pop() {
+            if reached.insert(dir) {
+                stack.extend(self.children.get(&dir).into_iter().flatten().copied());
+            }
+        }
+        reached
+    }
+
+    /// Reports each cycle of directories not reached from the root, once.
+    fn find_cycles(&self, sorted: &[&Inode], reached: &HashSet<u64>, f: &mut Vec<String>) {
+        let mut in_reported_cycle: HashSet<u64> = HashSet::new();
+        for inode in sorted {
+            if inode.kind != FileKind::Directory
+                || reached.contains(&inode.ino)
+                || in_reported_cycle.contains(&inode.ino)
+            {
+                continue;
+            }
+            // Follow the entries naming each directory upward; coming back to one on the
+            // path is a cycle.
+            let mut path: Vec<u64> = Vec::new();
+            let mut at = inode.ino;
+            while !reached.contains(&at) && !in_reported_cycle.contains(&at) {
+                if let Some(start) = path.iter().position(|&p| p == at) {
+                    let cycle = &path[start..];
+                    let shown: Vec<String> =
+                        cycle.iter().chain([&at]).map(u64::to_string).collect();
+                    f.push(format!("directory cycle: {}", shown.join(" -> ")));
+                    in_reported_cycle.extend(cycle.iter().copied());
+                    break;
+                }
+                path.push(at);
+                match self.names.get(&at).and_then(|parents| parents.first()) {
+                    Some(&parent) => at = parent,
+                    None => break,
                 }
             }
         }
     }
+}
+
+/// One inode against the store's counters and what the entries say of it.
+fn check_inode(
+    inode: &Inode,
+    recovered: &journal::Recovered,
+    tree: &Tree,
+    reached: &HashSet<u64>,
+    f: &mut Vec<String>,
+) {
+    let at = format!("inode {}", inode.ino);
+    if inode.transno > recovered.last_committed {
+        f.push(format!(
+            "{at}: transno {} is above last_committed {}",
+            inode.transno, recovered.last_committed
+        ));
+    }
+    if inode.ino >= recovered.next_ino {
+        f.push(format!("{at}: at or above next_ino {}", recovered.next_ino));
+    }
+    let refs = tree.names.get(&inode.ino).map_or(0, |v| v.len()) as u32;
+    if inode.ino != ROOT_INO && refs == 0 {
+        f.push(format!("{at}: orphan (no entry names it)"));
+    } else if !reached.contains(&inode.ino) {
+        f.push(format!("{at}: not reachable from the root"));
+    }
+    match inode.kind {
+        FileKind::Directory => {
+            if refs > 1 {
+                f.push(format!("{at}: directory named {refs} times"));
+            }
+            let expect_nlink = 2 + tree.subdirs.get(&inode.ino).copied().unwrap_or(0);
+            if inode.nlink != expect_nlink {
+                f.push(format!(
+                    "{at}: nlink {} but {expect_nlink} expected",
+                    inode.nlink
+                ));
+            }
+            let n = tree.entries.get(&inode.ino).copied().unwrap_or(0);
+            if inode.entries != n {
+                f.push(format!(
+                    "{at}: records {} entries but has {n}",
+                    inode.entries
+                ));
+            }
+        }
+        FileKind::File => {
+            if refs > 0 && inode.nlink != refs {
+                f.push(format!(
+                    "{at}: nlink {} but named {refs} times",
+                    inode.nlink
+                ));
+            }
+        }
+    }
+}
+
+/// Every resend record is durable and decodes.
+fn check_resend_records(recovered: &journal::Recovered, f: &mut Vec<String>) {
     for client in &recovered.resend {
         for record in &client.records {
             let at = format!(
@@ -233,5 +281,4 @@ pub fn check(data: &Path) -> anyhow::Result<Report> {
             }
         }
     }
-    Ok(report)
 }

@@ -1,20 +1,27 @@
 //! The mds metadata server.
 //!
-//! `namespace` holds the file-system rules and the in-memory state; `committer` turns journal
-//! records into group commits; `partition` runs one core's connections and its reply drain;
-//! `session` remembers each client across its connections; `auth` checks the shared key at
-//! CONNECT and `tls` loads the client port's certificate; `ticket` makes and checks the
-//! replay tickets of early replies; `server` wires them together
-//! (and runs in-process for tests); `fsck` checks an offline store. The wire protocol is the
-//! `mds-proto` crate and the client library `mds-client`.
+//! One request's path: `partition` reads it off its connection (`partition/serve/mod.rs`) and
+//! hands it to `dispatch`, which decides everything about it — the session's records, the
+//! recovery window, the `namespace`'s execution, the journal record for the `committer`,
+//! commit-on-share, early or commit-deferred — and says when its reply leaves; the connection
+//! appends it to its `output`, or pushes it to the reply `queue`, whose drain
+//! (`partition/drain.rs`) appends it after the commit. `session` remembers each client across
+//! its connections; `recovery` orders replays after a restart; `auth` checks the shared key
+//! at CONNECT and `tls` loads the client port's certificate; `ticket` makes and checks the
+//! replay tickets of early replies; `config` is the configuration; `server` wires them
+//! together (and runs in-process for tests); `fsck` checks an offline store; `metrics` serves
+//! Prometheus. The wire protocol is the `mds-proto` crate and the client library `mds-client`.
 
 pub mod auth;
 pub mod committer;
 pub mod config;
+pub mod dispatch;
 pub mod fsck;
 pub mod metrics;
 pub mod namespace;
+pub mod output;
 pub mod partition;
+pub mod queue;
 pub mod recovery;
 pub mod server;
 pub mod session;

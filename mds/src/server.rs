@@ -18,8 +18,10 @@ use tracing::{debug, info, warn};
 use crate::auth::{AuthFailure, Authenticator};
 use crate::committer::{CommitMsg, CommitPolicy, Committer};
 use crate::config::ServerConfig;
+use crate::dispatch::Core;
 use crate::namespace::Namespace;
-use crate::partition::{self, DrainWakes, Replies, ReplyPath, Shared};
+use crate::partition::{self, DrainWakes, Net, Shared};
+use crate::queue::{Replies, ReplyPath};
 use crate::recovery::Recovery;
 use crate::session::Sessions;
 
@@ -34,7 +36,7 @@ pub struct Listeners {
 impl Listeners {
     /// Binds `--listen` once per partition and `--metrics-listen`.
     pub fn bind(config: &ServerConfig) -> anyhow::Result<Listeners> {
-        let client = bind_listeners(config.listen, config.partitions)?;
+        let client = bind_listeners(config.listen, config.keys.partitions)?;
         let metrics = std::net::TcpListener::bind(config.metrics_listen).with_context(|| {
             format!("binding the metrics listener on {}", config.metrics_listen)
         })?;
@@ -104,7 +106,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
 
 /// Serves on `listeners` until `stop` is requested, then shuts down: no new connections or
 /// requests, every pending mutation committed and answered, connections whose clients do not
-/// read cut after `config.shutdown_grace` (or at a second request). Returns an error if it
+/// read cut after `config.keys.shutdown_grace` (or at a second request). Returns an error if it
 /// could not start, or if the journal failed while it ran. Tests call this in-process.
 pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::Result<()> {
     let prometheus = crate::metrics::install()?;
@@ -112,18 +114,127 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         .enable_all()
         .build()
         .context("building the main runtime")?;
+    let (journal, mut recovered) = open_journal(&config)?;
+    let namespace = Arc::new(
+        Namespace::load(&journal, &recovered)?.squashing_root(config.keys.root_squash.is_on()),
+    );
+    let (dirs, files) = namespace.counts();
+    info!(directories = dirs, files, "namespace loaded");
+    let addr = listeners.client_addr();
+    let progress = Arc::new(Notify::new());
+    let wakes = DrainWakes::new(
+        config.keys.partitions,
+        config.keys.partner_drain_after,
+        config.keys.testing.drain_stall,
+    );
+    let replies = reply_queue(&config, &wakes, &progress, recovered.last_committed);
+    let committer = Committer::start(
+        journal.clone(),
+        namespace.clone(),
+        replies.clone(),
+        CommitPolicy {
+            interval: config.keys.commit_interval,
+            max_batch: config.keys.max_batch,
+        },
+    );
+    let sessions = restore_sessions(&config, &mut recovered)?;
+    register_zero_series();
+    // The window opens with the recovery state, before the partitions accept anyone: a
+    // client may come back, replay and close it before the task that times it has started.
+    let recovery_opened = std::time::Instant::now();
+    let replay_key = crate::ticket::ReplayKey::new(&recovered.replay_key);
+    let shared = Arc::new(Shared {
+        core: Core {
+            namespace: namespace.clone(),
+            replies: replies.clone(),
+            commit_tx: committer.sender(),
+            commit_stats: committer.stats(),
+            sessions,
+            cos: config.keys.cos,
+            ack: config.keys.ack,
+            recovery: open_recovery(&recovered, &namespace, &committer, replay_key),
+            replay_key,
+            cos_conflicts: Default::default(),
+            partitions: config.keys.partitions,
+            max_uncommitted: config.limits.max_uncommitted,
+        },
+        net: Net {
+            limits: config.limits,
+            auth: config.auth_key.as_deref().cloned().map(Authenticator::new),
+            tls: config.tls.clone().map(tokio_rustls::TlsAcceptor::from),
+            unauthenticated: Default::default(),
+            cred_check: config.keys.cred_check,
+            boot: boot_id(),
+        },
+        wakes,
+        progress,
+        shutdown: CancellationToken::new(),
+        cut: CancellationToken::new(),
+    });
+    let (threads, done_rx) = start_partitions(listeners.client, &shared)?;
+    let service_threads = start_service_threads(&config, &shared)?;
+    rt.block_on(async {
+        let metrics_task = serve_metrics(listeners.metrics, prometheus, &journal, &shared)?;
+        log_serving(&config, addr);
+        if shared.core.recovery.is_open() {
+            info!(
+                clients = recovered.known_clients.len(),
+                window = ?config.keys.recovery_window,
+                "recovery: waiting for known clients to replay; new requests wait"
+            );
+            tokio::spawn(close_recovery_window(
+                shared.clone(),
+                recovery_opened,
+                config.keys.recovery_window,
+            ));
+        }
+        tokio::spawn(expire_sessions(shared.clone(), config.keys.session_expiry));
+        tokio::spawn(write_checkpoints(
+            shared.clone(),
+            stop.clone(),
+            config.keys.checkpoint_dir.clone(),
+        ));
+        // systemd's Type=notify: serving from here on (a no-op without NOTIFY_SOCKET).
+        notify_service_manager(&[
+            sd_notify::NotifyState::Ready,
+            sd_notify::NotifyState::Status("serving"),
+        ]);
+        stop.first.cancelled().await;
+        shut_down(&shared, &stop, config.keys.shutdown_grace, done_rx).await;
+        metrics_task.abort();
+        anyhow::Ok(())
+    })?;
+    for t in threads {
+        let _ = t.join();
+    }
+    // Partitions end once their replies have left: the service threads have nothing more.
+    if let Some(list) = replies.global_list() {
+        list.stop();
+    }
+    for t in service_threads {
+        let _ = t.join();
+    }
+    committer.shutdown();
+    settle_store(&journal, &namespace, &shared);
+    info!(last_committed = journal.last_committed(), "stopped");
+    if journal.is_failed() {
+        bail!("the journal failed while serving; the last mutations were refused with EIO");
+    }
+    Ok(())
+}
 
-    if let Some(pid) = crate::fsck::lock_holder(&config.data.join("LOCK")) {
+/// Opens the store in `config.keys.data` (refusing one a running server holds), with the leases
+/// the limits call for.
+fn open_journal(config: &ServerConfig) -> anyhow::Result<(Arc<Journal>, journal::Recovered)> {
+    if let Some(pid) = crate::fsck::lock_holder(&config.keys.data.join("LOCK")) {
         bail!(
             "{} is in use by a running server (pid {pid}); stop it first",
-            config.data.display()
+            config.keys.data.display()
         );
     }
-    std::fs::create_dir_all(&config.data)
-        .with_context(|| format!("creating data directory {}", config.data.display()))?;
+    std::fs::create_dir_all(&config.keys.data)
+        .with_context(|| format!("creating data directory {}", config.keys.data.display()))?;
     let options = JournalOptions {
-        fail_after_commits: config.inject_journal_failure_after,
-        fault: config.inject_journal_failure,
         leases: journal::Leases {
             // Past the cap on uncommitted work, with room for what each partition executes
             // between its look at the cap and its transno: the ceiling is never what stops
@@ -132,55 +243,55 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
             inos: config.limits.ino_lease,
         },
     };
-    let (journal, mut recovered) = Journal::open(&config.data, options)
-        .with_context(|| format!("opening the journal in {}", config.data.display()))?;
+    let (mut journal, recovered) = Journal::open(&config.keys.data, options)
+        .with_context(|| format!("opening the journal in {}", config.keys.data.display()))?;
+    if let Some(failure) = config.keys.testing.journal_failure() {
+        journal.inject_failure(failure);
+    }
     info!(
-        data = %config.data.display(),
+        data = %config.keys.data.display(),
         last_committed = recovered.last_committed,
         next_ino = recovered.next_ino,
         created = recovered.created,
         "journal open"
     );
-    let journal = Arc::new(journal);
-    let namespace =
-        Arc::new(Namespace::load(&journal, &recovered)?.squashing_root(config.root_squash));
-    let (dirs, files) = namespace.counts();
-    info!(directories = dirs, files, "namespace loaded");
+    Ok((Arc::new(journal), recovered))
+}
 
-    let addr = listeners.client_addr();
-    let wakes = DrainWakes::new(
-        config.partitions,
-        config.partner_drain_after,
-        config.inject_drain_stall,
-    );
-    let progress = Arc::new(Notify::new());
+/// The reply queue of `--reply-path`, starting at the store's `last_committed`.
+fn reply_queue(
+    config: &ServerConfig,
+    wakes: &Arc<DrainWakes>,
+    progress: &Arc<Notify>,
+    last_committed: u64,
+) -> Arc<Replies> {
     // Each path's own series exist on both, at zero where they cannot move, so one dashboard
     // serves either.
-    for p in 0..config.partitions {
+    for p in 0..config.keys.partitions {
         metrics::counter!(crate::metrics::PARTNER_DRAINS, "partition" => p.to_string())
             .increment(0);
     }
     let lock_wait = metrics::histogram!(crate::metrics::SERVICE_LOCK_WAIT);
-    let engine = Arc::new(match config.reply_path {
+    Arc::new(match config.keys.reply_path {
         ReplyPath::PerCpu => Replies::per_cpu(
-            (0..config.partitions).map(|p| wakes.waker(p)).collect(),
-            recovered.last_committed,
+            (0..config.keys.partitions)
+                .map(|p| wakes.waker(p))
+                .collect(),
+            last_committed,
         ),
         ReplyPath::Global => {
-            let list = GlobalReplies::new(recovered.last_committed)
+            let list = GlobalReplies::new(last_committed)
                 .observe_lock_wait(move |waited| lock_wait.record(waited.as_secs_f64()));
-            Replies::global(list, progress.clone(), config.partitions)
+            Replies::global(list, progress.clone(), config.keys.partitions)
         }
-    });
-    let committer = Committer::start(
-        journal.clone(),
-        namespace.clone(),
-        engine.clone(),
-        CommitPolicy {
-            interval: config.commit_interval,
-            max_batch: config.max_batch,
-        },
-    );
+    })
+}
+
+/// The sessions the store kept across the restart: resend records, known clients, bindings.
+fn restore_sessions(
+    config: &ServerConfig,
+    recovered: &mut journal::Recovered,
+) -> anyhow::Result<Arc<Sessions>> {
     let sessions = Arc::new(Sessions::new(config.limits.max_resend_records));
     let resend_clients = recovered.resend.len();
     let records = sessions
@@ -196,28 +307,37 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         info!(
             clients = resend_clients,
             records,
-            expiry = ?config.session_expiry,
+            expiry = ?config.keys.session_expiry,
             "resend records restored: resends of these requests are answered from them"
         );
     }
-    // From the start, so their dashboard panels show zero rather than no data.
+    Ok(sessions)
+}
+
+/// Series that exist from the start, so their dashboard panels show zero rather than no data.
+fn register_zero_series() {
     metrics::counter!(crate::metrics::SKIPPED).increment(0);
     for failure in AuthFailure::ALL {
         metrics::counter!(crate::metrics::AUTH_FAILURES, "reason" => failure.reason()).increment(0);
     }
     metrics::gauge!(crate::metrics::RECOVERY_DURATION).set(0.0);
-    // The window opens with the recovery state, before the partitions accept anyone: a
-    // client may come back, replay and close it before the task that times it has started.
-    let recovery_opened = std::time::Instant::now();
-    let replay_key = crate::ticket::ReplayKey::new(&recovered.replay_key);
+}
+
+/// The recovery window over what the store says the crashed start handed out. Transnos
+/// nobody will replay are skipped by empty records (the committer keeps `last_committed`
+/// contiguous through them), in one message however many: recovery bounds every range by the
+/// ceiling. Made before any partition accepts anyone.
+fn open_recovery(
+    recovered: &journal::Recovered,
+    namespace: &Arc<Namespace>,
+    committer: &Committer,
+    replay_key: crate::ticket::ReplayKey,
+) -> Recovery {
     let bounds = crate::recovery::Bounds {
         last_committed: recovered.last_committed,
         transno_ceiling: recovered.ceilings.transno,
         ino_ceiling: recovered.ceilings.ino,
     };
-    // Transnos nobody will replay are skipped by empty records (the committer keeps
-    // `last_committed` contiguous through them), in one message however many: recovery bounds
-    // every range by the ceiling. Given to the recovery before any partition accepts anyone.
     let skipper: crate::recovery::Skipper = {
         let (namespace, commit_tx) = (namespace.clone(), committer.sender());
         Box::new(move |from, to| {
@@ -230,34 +350,22 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
             }
         })
     };
-    let recovery = Recovery::new(recovered.known_clients.clone(), bounds, replay_key, skipper);
-    let shared = Arc::new(Shared {
-        namespace: namespace.clone(),
-        engine: engine.clone(),
-        wakes,
-        commit_tx: committer.sender(),
-        commit_stats: committer.stats(),
-        sessions: sessions.clone(),
-        cos: config.cos,
-        ack_early: config.ack_early,
-        recovery,
-        cos_conflicts: Default::default(),
-        boot: boot_id(),
-        partitions: config.partitions,
-        limits: config.limits,
-        shutdown: CancellationToken::new(),
-        cut: CancellationToken::new(),
-        progress,
-        auth: config.auth_key.as_deref().cloned().map(Authenticator::new),
-        tls: config.tls.clone().map(tokio_rustls::TlsAcceptor::from),
-        replay_key,
-        unauthenticated: Default::default(),
-        cred_check: config.cred_check,
-    });
+    Recovery::new(recovered.known_clients.clone(), bounds, replay_key, skipper)
+}
+
+/// Finished partitions drop their sender of the returned channel: `None` from it once all
+/// have.
+type PartitionsDone = tokio::sync::mpsc::Receiver<()>;
+
+/// One partition per listener, each pinned to a core of its own where there are enough.
+fn start_partitions(
+    listeners: Vec<std::net::TcpListener>,
+    shared: &Arc<Shared>,
+) -> anyhow::Result<(Vec<std::thread::JoinHandle<()>>, PartitionsDone)> {
     let cores = core_affinity::get_core_ids().unwrap_or_default();
-    let mut threads = Vec::with_capacity(config.partitions);
-    let (done_tx, mut done_rx) = tokio::sync::mpsc::channel::<()>(1);
-    for (id, listener) in listeners.client.into_iter().enumerate() {
+    let mut threads = Vec::with_capacity(listeners.len());
+    let (done_tx, done_rx) = tokio::sync::mpsc::channel::<()>(1);
+    for (id, listener) in listeners.into_iter().enumerate() {
         let core = (!cores.is_empty()).then(|| cores[id % cores.len()]);
         threads.push(partition::spawn(
             id,
@@ -267,212 +375,207 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
             done_tx.clone(),
         )?);
     }
-    drop(done_tx);
-    // The global baseline's service threads, woken together by every commit.
-    let service_threads: Vec<_> = match config.reply_path {
+    Ok((threads, done_rx))
+}
+
+/// The global baseline's service threads, woken together by every commit (none per-CPU).
+fn start_service_threads(
+    config: &ServerConfig,
+    shared: &Arc<Shared>,
+) -> anyhow::Result<Vec<std::thread::JoinHandle<u64>>> {
+    Ok(match config.keys.reply_path {
         ReplyPath::PerCpu => Vec::new(),
-        ReplyPath::Global => (0..config.service_threads)
+        ReplyPath::Global => (0..config.keys.service_threads)
             .map(|i| {
                 let shared = shared.clone();
                 std::thread::Builder::new()
                     .name(format!("mds-service-{i}"))
-                    .spawn(move || partition::serve_global(&shared))
+                    .spawn(move || partition::serve_global(&shared.core))
             })
             .collect::<Result<_, _>>()?,
+    })
+}
+
+/// The Prometheus endpoint, with the gauges read at scrape time and the health check.
+fn serve_metrics(
+    listener: std::net::TcpListener,
+    prometheus: metrics_exporter_prometheus::PrometheusHandle,
+    journal: &Arc<Journal>,
+    shared: &Arc<Shared>,
+) -> anyhow::Result<tokio::task::JoinHandle<()>> {
+    let metrics_listener = tokio::net::TcpListener::from_std(listener)?;
+    let metrics_addr = metrics_listener.local_addr()?;
+    info!("metrics endpoint on {metrics_addr}");
+    if !metrics_addr.ip().is_loopback() {
+        warn!(
+            metrics_listen = %metrics_addr,
+            "the metrics endpoint listens beyond loopback: anyone who can reach it reads \
+             the server's figures (client counts, rates, store sizes); it takes no key"
+        );
+    }
+    let extras: crate::metrics::ScrapeExtras = {
+        let (journal, shared) = (journal.clone(), shared.clone());
+        Arc::new(move |out: &mut String| scrape_state(out, &journal, &shared))
     };
+    let health: crate::metrics::Health = {
+        let namespace = shared.core.namespace.clone();
+        Arc::new(move || {
+            if namespace.is_read_only() {
+                Err("read-only: the journal failed; mutations are refused until a restart".into())
+            } else {
+                Ok(())
+            }
+        })
+    };
+    Ok(tokio::spawn(crate::metrics::serve(
+        metrics_listener,
+        prometheus,
+        extras,
+        health,
+    )))
+}
 
-    rt.block_on(async {
-        let metrics_listener = tokio::net::TcpListener::from_std(listeners.metrics)?;
-        let metrics_addr = metrics_listener.local_addr()?;
-        info!("metrics endpoint on {metrics_addr}");
-        if !metrics_addr.ip().is_loopback() {
-            warn!(
-                metrics_listen = %metrics_addr,
-                "the metrics endpoint listens beyond loopback: anyone who can reach it reads \
-                 the server's figures (client counts, rates, store sizes); it takes no key"
-            );
-        }
-        let extras: crate::metrics::ScrapeExtras = {
-            let (journal, engine, sessions) = (journal.clone(), engine.clone(), sessions.clone());
-            let (namespace, stats) = (namespace.clone(), shared.commit_stats.clone());
-            let recovery_shared = shared.clone();
-            Arc::new(move |out: &mut String| {
-                crate::metrics::write_state(out, &namespace, &stats);
-                crate::metrics::write_family(
-                    out,
-                    "mds_recovery_waiting_clients",
-                    "gauge",
-                    "Known clients the recovery window still waits for (0 when no recovery is open).",
-                    &[("", recovery_shared.recovery.waiting_for() as f64)],
-                );
-                crate::metrics::write_family(
-                    out,
-                    "mds_recovery_open",
-                    "gauge",
-                    "1 while the recovery window after a restart is open: new requests wait.",
-                    &[("", if recovery_shared.recovery.is_open() { 1.0 } else { 0.0 })],
-                );
-                crate::metrics::write_family(
-                    out,
-                    "mds_pending_replies",
-                    "gauge",
-                    "Replies waiting for their commit, all partitions.",
-                    &[("", engine.total_depth() as f64)],
-                );
-                crate::metrics::write_family(
-                    out,
-                    crate::metrics::UNAUTHENTICATED,
-                    "gauge",
-                    "Connections accepted that have not completed their handshake (TLS, CONNECT and its proofs), all partitions.",
-                    &[("", recovery_shared.unauthenticated.total() as f64)],
-                );
-                crate::metrics::write_family(
-                    out,
-                    "mds_sessions",
-                    "gauge",
-                    "Client sessions the server knows: connected, or away with replies pending or resend records kept for their return (up to --session-expiry).",
-                    &[("", sessions.len() as f64)],
-                );
-                crate::metrics::write_store(out, &journal.stats());
-                crate::metrics::write_process(out);
-            })
-        };
-        let health: crate::metrics::Health = {
-            let namespace = namespace.clone();
-            Arc::new(move || {
-                if namespace.is_read_only() {
-                    Err(
-                        "read-only: the journal failed; mutations are refused until a restart"
-                            .into(),
-                    )
-                } else {
-                    Ok(())
-                }
-            })
-        };
-        let metrics_task = tokio::spawn(crate::metrics::serve(
-            metrics_listener,
-            prometheus,
-            extras,
-            health,
-        ));
-        info!(partitions = config.partitions, "partitions started");
-        info!(
-            version = env!("CARGO_PKG_VERSION"),
-            data = %config.data.display(),
-            listen = %addr,
-            partitions = config.partitions,
-            commit_interval = ?config.commit_interval,
-            max_batch = config.max_batch,
-            cos = if config.cos { "on" } else { "off" },
-            ack = if config.ack_early { "early" } else { "commit" },
-            root_squash = if config.root_squash { "on" } else { "off" },
-            auth = if config.auth_key.is_some() { "shared key" } else { "none" },
-            tls = if config.tls.is_some() { "on" } else { "off" },
-            recovery_window = ?config.recovery_window,
-            shutdown_grace = ?config.shutdown_grace,
-            reply_path = ?config.reply_path,
-            "mds serving"
-        );
-        // Before "listening on": whoever waits for that line has the warning too.
-        if let Some(warning) = exposure_warning(addr, config.auth_key.is_some()) {
-            warn!(listen = %addr, "{warning}");
-        }
-        info!("listening on {addr}");
+/// The gauges read at each scrape rather than kept up to date.
+fn scrape_state(out: &mut String, journal: &Journal, shared: &Shared) {
+    let core = &shared.core;
+    crate::metrics::write_state(out, &core.namespace, &core.commit_stats);
+    crate::metrics::write_family(
+        out,
+        "mds_recovery_waiting_clients",
+        "gauge",
+        "Known clients the recovery window still waits for (0 when no recovery is open).",
+        &[("", core.recovery.waiting_for() as f64)],
+    );
+    crate::metrics::write_family(
+        out,
+        "mds_recovery_open",
+        "gauge",
+        "1 while the recovery window after a restart is open: new requests wait.",
+        &[("", if core.recovery.is_open() { 1.0 } else { 0.0 })],
+    );
+    crate::metrics::write_family(
+        out,
+        "mds_pending_replies",
+        "gauge",
+        "Replies waiting for their commit, all partitions.",
+        &[("", core.replies.total_depth() as f64)],
+    );
+    crate::metrics::write_family(
+        out,
+        crate::metrics::UNAUTHENTICATED,
+        "gauge",
+        "Connections accepted that have not completed their handshake (TLS, CONNECT and its proofs), all partitions.",
+        &[("", shared.net.unauthenticated.total() as f64)],
+    );
+    crate::metrics::write_family(
+        out,
+        "mds_sessions",
+        "gauge",
+        "Client sessions the server knows: connected, or away with replies pending or resend records kept for their return (up to --session-expiry).",
+        &[("", core.sessions.len() as f64)],
+    );
+    crate::metrics::write_store(out, &journal.stats());
+    crate::metrics::write_process(out);
+}
 
-        if shared.recovery.is_open() {
-            info!(
-                clients = recovered.known_clients.len(),
-                window = ?config.recovery_window,
-                "recovery: waiting for known clients to replay; new requests wait"
-            );
-            tokio::spawn(close_recovery_window(
-                shared.clone(),
-                recovery_opened,
-                config.recovery_window,
-            ));
-        }
-        tokio::spawn(expire_sessions(shared.clone(), config.session_expiry));
-        tokio::spawn({
-            let (shared, stop, dir) = (shared.clone(), stop.clone(), config.checkpoint_dir.clone());
-            async move {
-                loop {
-                    stop.checkpoint.notified().await;
-                    let Some(dir) = &dir else {
-                        warn!("checkpoint asked for, but no --checkpoint-dir is set");
-                        continue;
-                    };
-                    let name = format!(
-                        "checkpoint-{}",
-                        std::time::SystemTime::now()
-                            .duration_since(std::time::UNIX_EPOCH)
-                            .map(|d| d.as_secs())
-                            .unwrap_or(0)
-                    );
-                    if let Err(e) = std::fs::create_dir_all(dir) {
-                        warn!(dir = %dir.display(), cause = %e, "cannot create --checkpoint-dir");
-                        continue;
-                    }
-                    shared.to_committer(CommitMsg::Checkpoint(dir.join(name)));
-                }
-            }
-        });
-        // systemd's Type=notify: serving from here on (a no-op without NOTIFY_SOCKET).
-        notify_service_manager(&[
-            sd_notify::NotifyState::Ready,
-            sd_notify::NotifyState::Status("serving"),
-        ]);
-        stop.first.cancelled().await;
-        notify_service_manager(&[
-            sd_notify::NotifyState::Stopping,
-            sd_notify::NotifyState::Status("committing and answering what is pending"),
-        ]);
-        info!(
-            "shutting down: no new connections or requests; committing and answering what is \
-             pending"
+/// The lines an operator looks for at start: what runs, how, and where it listens.
+fn log_serving(config: &ServerConfig, addr: SocketAddr) {
+    info!(partitions = config.keys.partitions, "partitions started");
+    info!(
+        version = env!("CARGO_PKG_VERSION"),
+        data = %config.keys.data.display(),
+        listen = %addr,
+        partitions = config.keys.partitions,
+        commit_interval = ?config.keys.commit_interval,
+        max_batch = config.keys.max_batch,
+        cos = crate::config::name(&config.keys.cos),
+        ack = crate::config::name(&config.keys.ack),
+        root_squash = crate::config::name(&config.keys.root_squash),
+        auth = if config.auth_key.is_some() { "shared key" } else { "none" },
+        tls = if config.tls.is_some() { "on" } else { "off" },
+        recovery_window = ?config.keys.recovery_window,
+        shutdown_grace = ?config.keys.shutdown_grace,
+        reply_path = crate::config::name(&config.keys.reply_path),
+        "mds serving"
+    );
+    // Before "listening on": whoever waits for that line has the warning too.
+    if let Some(warning) = exposure_warning(addr, config.auth_key.is_some()) {
+        warn!(listen = %addr, "{warning}");
+    }
+    info!("listening on {addr}");
+}
+
+/// Writes a checkpoint into a new directory under `dir` each time one is asked for (SIGUSR1).
+async fn write_checkpoints(shared: Arc<Shared>, stop: Stop, dir: Option<std::path::PathBuf>) {
+    loop {
+        stop.checkpoint.notified().await;
+        let Some(dir) = &dir else {
+            warn!("checkpoint asked for, but no --checkpoint-dir is set");
+            continue;
+        };
+        let name = format!(
+            "checkpoint-{}",
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0)
         );
-        shared.shutdown.cancel();
-        // Partitions wait for their pending replies: commit at once from now on, never
-        // waiting for the commit interval.
-        shared.to_committer(CommitMsg::Drain);
-        tokio::select! {
-            _ = done_rx.recv() => {}
-            _ = tokio::time::sleep(config.shutdown_grace) => {
-                warn!(
-                    grace = ?config.shutdown_grace,
-                    "grace period over: cutting connections whose clients do not read"
-                );
-                shared.cut.cancel();
-            }
-            _ = stop.second.cancelled() => {
-                info!("asked again: cutting connections whose clients do not read");
-                shared.cut.cancel();
-            }
+        if let Err(e) = std::fs::create_dir_all(dir) {
+            warn!(dir = %dir.display(), cause = %e, "cannot create --checkpoint-dir");
+            continue;
         }
-        // Every partition holds a sender until it has finished: `None` once all have.
-        while done_rx.recv().await.is_some() {}
-        metrics_task.abort();
-        anyhow::Ok(())
-    })?;
-    for t in threads {
-        let _ = t.join();
+        shared
+            .core
+            .to_committer(CommitMsg::Checkpoint(dir.join(name)));
     }
-    // Partitions end once their replies have left: the service threads have nothing more.
-    if let Some(list) = engine.global_list() {
-        list.stop();
+}
+
+/// The first stop request came: no new connections or requests, everything pending
+/// committed at once and answered, connections whose clients do not read cut after `grace`
+/// (or at a second request). Returns once every partition has finished.
+async fn shut_down(
+    shared: &Shared,
+    stop: &Stop,
+    grace: std::time::Duration,
+    mut done: PartitionsDone,
+) {
+    notify_service_manager(&[
+        sd_notify::NotifyState::Stopping,
+        sd_notify::NotifyState::Status("committing and answering what is pending"),
+    ]);
+    info!(
+        "shutting down: no new connections or requests; committing and answering what is \
+         pending"
+    );
+    shared.shutdown.cancel();
+    // Partitions wait for their pending replies: commit at once from now on, never waiting
+    // for the commit interval.
+    shared.core.to_committer(CommitMsg::Drain);
+    tokio::select! {
+        _ = done.recv() => {}
+        _ = tokio::time::sleep(grace) => {
+            warn!(?grace, "grace period over: cutting connections whose clients do not read");
+            shared.cut.cancel();
+        }
+        _ = stop.second.cancelled() => {
+            info!("asked again: cutting connections whose clients do not read");
+            shared.cut.cancel();
+        }
     }
-    for t in service_threads {
-        let _ = t.join();
-    }
-    committer.shutdown();
+    // Every partition holds a sender until it has finished: `None` once all have.
+    while done.recv().await.is_some() {}
+}
+
+/// After a clean stop: when everything handed out is durable, the next start need wait for
+/// no client and lease no room above it; and the memtables are flushed so it replays no WAL.
+fn settle_store(journal: &Journal, namespace: &Namespace, shared: &Shared) {
     if !journal.is_failed()
-        && !shared.recovery.is_open()
+        && !shared.core.recovery.is_open()
         && journal.last_committed() >= namespace.last_transno()
     {
-        // Everything handed out is durable: no client holds an early reply that is not, so
-        // none has anything to replay, and the next start need wait for none of them. (Not
-        // while a recovery window is open: clients that have not replayed yet hold replies
-        // from before the crash.)
+        // No client holds an early reply that is not durable, so none has anything to
+        // replay. (Not while a recovery window is open: clients that have not replayed yet
+        // hold replies from before the crash.)
         let forgotten = journal.forget_known_clients();
         match &forgotten {
             Ok(0) => {}
@@ -492,18 +595,12 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         }
     }
     if !journal.is_failed() {
-        // The next start then opens the store without replaying its write-ahead log.
         let flushing = std::time::Instant::now();
         match journal.flush() {
             Ok(()) => info!(elapsed = ?flushing.elapsed(), "memtables flushed"),
             Err(e) => warn!("flushing memtables failed: {e}; the next start replays the WAL"),
         }
     }
-    info!(last_committed = journal.last_committed(), "stopped");
-    if journal.is_failed() {
-        bail!("the journal failed while serving; the last mutations were refused with EIO");
-    }
-    Ok(())
 }
 
 /// Forgets sessions whose client stayed away past `expiry`, and the journal's records of them.
@@ -516,8 +613,8 @@ async fn expire_sessions(shared: Arc<Shared>, expiry: std::time::Duration) {
     loop {
         every.tick().await;
         // Dropped under the sessions' locks: see `Sessions::forget_if_idle`.
-        let forgotten = shared.sessions.expire(expiry, |client| {
-            shared.to_committer(CommitMsg::DropResend(client))
+        let forgotten = shared.core.sessions.expire(expiry, |client| {
+            shared.core.to_committer(CommitMsg::DropResend(client))
         });
         if forgotten > 0 {
             debug!(forgotten, "sessions expired");
@@ -537,7 +634,7 @@ async fn close_recovery_window(
     opened: std::time::Instant,
     window: std::time::Duration,
 ) {
-    let recovery = &shared.recovery;
+    let recovery = &shared.core.recovery;
     let every_client_replayed = tokio::select! {
         _ = recovery.closed() => true,
         // Measured from the window's opening, not from this task's start, like the duration.
@@ -556,10 +653,14 @@ async fn close_recovery_window(
     }
     // Not before what they may have replayed before they went is durable; a session of
     // theirs is told under its lock, so its next early mutation makes it known again.
-    let after = shared.namespace.last_transno();
+    let after = shared.core.namespace.last_transno();
     for &client in &evicted {
-        let forget = || shared.to_committer(CommitMsg::ForgetClient { client, after });
-        match shared.sessions.get(client) {
+        let forget = || {
+            shared
+                .core
+                .to_committer(CommitMsg::ForgetClient { client, after })
+        };
+        match shared.core.sessions.get(client) {
             Some(session) => session.evicted(forget),
             None => forget(),
         }

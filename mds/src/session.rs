@@ -25,7 +25,7 @@ use mds_client::auth::SessionSecret;
 use mds_proto::{self as protocol, Body};
 use parking_lot::Mutex;
 
-use crate::partition::ConnOutput;
+use crate::output::{ConnOutput, InFlight};
 
 /// Shards of the session table; a power of two. CONNECT and the last release of an idle
 /// session are the only users, so a few shards are plenty.
@@ -526,35 +526,24 @@ impl Session {
         self.note_replied(xid);
     }
 
-    /// `xid`'s reply is released: returns where to send it (the client's connection now,
-    /// wherever the request came in) and whether the session became idle. `durable` false:
-    /// its commit failed, so its record goes too — a resend must not be told it succeeded.
+    /// `xid`'s reply is released: returns where to send it — the client's connection now,
+    /// wherever the request came in, counted in flight there until the caller drops the guard
+    /// after appending — and whether the session became idle. `durable` false: its commit
+    /// failed, so its record goes too — a resend must not be told it succeeded.
     ///
-    /// When that connection is not `origin`, where the request came in (a resend joined it
-    /// there), the reply is counted in flight on it under the lock that takes `xid` out of
-    /// `pending`: a closing reader there sees one or the other until the caller has appended
-    /// the reply and called `request_done` on it.
-    pub fn release(
-        &self,
-        xid: u64,
-        durable: bool,
-        origin: &ConnOutput,
-    ) -> (Option<Arc<ConnOutput>>, bool) {
-        let (conn, idle) = {
+    /// The guard is taken under the lock that takes `xid` out of `pending`: a closing reader
+    /// there (whose `owes_replies_to` looks at `pending`) sees one or the other throughout.
+    pub fn release(&self, xid: u64, durable: bool) -> (Option<InFlight>, bool) {
+        let (to, idle) = {
             let mut state = self.state.lock();
             state.pending.remove(&xid);
             if !durable {
                 state.answered.remove(xid);
             }
-            if let Some(conn) = &state.conn
-                && conn.id() != origin.id()
-            {
-                conn.request_started();
-            }
-            (state.conn.clone(), state.is_idle())
+            (state.conn.as_ref().map(|c| c.start(0)), state.is_idle())
         };
         self.note_replied(xid);
-        (conn, idle)
+        (to, idle)
     }
 
     /// The client's watermark from a request; it never goes down.
@@ -698,9 +687,9 @@ mod tests {
         assert_eq!(b.replaced.map(|c| c.id()), Some(first.id()));
         // The old connection closing does not take the client's new one away.
         assert!(!sessions.detach(&a.session, &first));
-        let (to, idle) = b.session.release(7, true, &first);
+        let (to, idle) = b.session.release(7, true);
         assert_eq!(
-            to.map(|c| c.id()),
+            to.map(|g| g.conn().id()),
             Some(second.id()),
             "reply follows the client"
         );
@@ -719,8 +708,8 @@ mod tests {
         s.remember(3, 30, Body::Done, 0);
         assert_eq!(s.begin(4), Begin::New);
         s.remember(4, 31, Body::Pong, 0);
-        s.release(3, true, &conn);
-        s.release(4, true, &conn);
+        s.release(3, true);
+        s.release(4, true);
         let again = Answered {
             transno: 30,
             body: Body::Done,
@@ -828,7 +817,7 @@ mod tests {
         for xid in 1..=2 {
             assert_eq!(s.begin(xid), Begin::New);
             s.remember(xid, xid, Body::Done, 0);
-            s.release(xid, true, &conn);
+            s.release(xid, true);
         }
         assert_eq!(
             s.begin(3),
@@ -881,7 +870,7 @@ mod tests {
         let s = attach(&sessions, 43, conn.clone()).session;
         assert_eq!(s.begin(1), Begin::New);
         s.remember(1, 10, Body::Done, 0);
-        s.release(1, false, &conn);
+        s.release(1, false);
         assert_eq!(s.remembered(), 0);
         assert_eq!(s.begin(1), Begin::New, "a resend is not told it succeeded");
     }
@@ -893,7 +882,7 @@ mod tests {
         let s = attach(&sessions, 5, conn.clone()).session;
         assert_eq!(s.begin(1), Begin::New);
         s.remember(1, 10, Body::Done, 0);
-        s.release(1, true, &conn);
+        s.release(1, true);
         assert_eq!(expire(&sessions, Duration::ZERO), (vec![], 0), "connected");
         assert!(sessions.detach(&s, &conn));
         assert_eq!(expire(&sessions, Duration::from_secs(3600)), (vec![], 0));
@@ -946,7 +935,7 @@ mod tests {
         sessions.detach(&s, &conn);
         assert!(!sessions.forget_if_idle(5, || {}));
         assert_eq!(sessions.len(), 1, "a reply is still pending");
-        let (to, idle) = s.release(1, true, &conn);
+        let (to, idle) = s.release(1, true);
         assert!(to.is_none() && idle, "nobody to send it to");
         assert!(
             !sessions.forget_if_idle(s.client(), || {}),
@@ -972,15 +961,16 @@ mod tests {
         assert_eq!(s.begin(1), Begin::Joined);
         assert!(s.owes_replies_to(&new) && !s.owes_replies_to(&old));
         // Released: no longer owed, but counted on the connection it will leave through
-        // until the drain has appended it.
-        let (to, _) = s.release(1, true, &old);
-        assert_eq!(to.map(|c| c.id()), Some(new.id()));
+        // until the drain has appended it and dropped the guard.
+        let (to, _) = s.release(1, true);
+        assert_eq!(to.as_ref().map(|g| g.conn().id()), Some(new.id()));
         assert_eq!(new.inflight(), 1);
         assert!(s.owes_replies_to(&new), "2 is still pending");
-        // A request of the connection it leaves through is counted there already.
-        let (to, _) = s.release(2, true, &new);
-        assert_eq!(to.map(|c| c.id()), Some(new.id()));
-        assert_eq!(new.inflight(), 1, "not counted twice");
+        drop(to);
+        assert_eq!(new.inflight(), 0, "appended: no longer in flight");
+        let (to, _) = s.release(2, true);
+        assert_eq!(to.map(|g| g.conn().id()), Some(new.id()));
+        assert_eq!(new.inflight(), 0);
         assert!(!s.owes_replies_to(&new));
     }
 

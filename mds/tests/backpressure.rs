@@ -121,7 +121,7 @@ async fn uncommitted_work_is_capped_without_deadlock() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::config(dir.path());
     config.limits.max_uncommitted = 8;
-    config.commit_interval = Duration::from_millis(20);
+    config.keys.commit_interval = Duration::from_millis(20);
     let server = InProcess::start(config);
     let clients: Vec<Client> = futures::future::join_all((0..4).map(|_| server.client())).await;
     let work = clients.iter().enumerate().map(|(i, c)| async move {
@@ -161,7 +161,7 @@ async fn connect_when_free(addr: std::net::SocketAddr) -> Client {
 async fn a_full_server_refuses_with_ebusy_and_a_silent_connection_is_closed() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::config(dir.path());
-    config.partitions = 1;
+    config.keys.partitions = 1;
     config.limits.max_connections = 2;
     config.limits.connect_deadline = Duration::from_millis(300);
     let server = InProcess::start(config);

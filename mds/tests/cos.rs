@@ -18,8 +18,12 @@ use tokio::task::JoinHandle;
 
 fn server(dir: &std::path::Path, cos: bool) -> InProcess {
     let mut config = common::config(dir);
-    config.commit_interval = Duration::from_secs(60);
-    config.cos = cos;
+    config.keys.commit_interval = Duration::from_secs(60);
+    config.keys.cos = if cos {
+        mds::config::Cos::On
+    } else {
+        mds::config::Cos::Off
+    };
     InProcess::start(config)
 }
 

@@ -92,8 +92,8 @@ const EARLY: [&str; 6] = [
 async fn early_replies_leave_at_once_and_a_notice_makes_them_safe() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::config(dir.path());
-    config.ack_early = true;
-    config.commit_interval = Duration::from_secs(60);
+    config.keys.ack = mds::config::Ack::Early;
+    config.keys.commit_interval = Duration::from_secs(60);
     let server = common::InProcess::start(config);
     let (a, b, observer) = (
         server.client().await,

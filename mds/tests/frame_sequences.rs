@@ -165,7 +165,7 @@ fn arbitrary_frame_sequences_leave_the_server_serving_and_consistent() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::config(dir.path());
     // Commits quick, so mutations of one case are durable before the next.
-    config.commit_interval = Duration::ZERO;
+    config.keys.commit_interval = Duration::ZERO;
     let server = common::InProcess::start(config);
     let addr = server.addr;
     let rt = tokio::runtime::Runtime::new().unwrap();

@@ -39,10 +39,10 @@ fn eventually(what: &str, mut check: impl FnMut() -> bool) {
 fn pages_held_for_another_clients_commit_count_against_the_output_bound() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::config(dir.path());
-    config.partitions = 1;
+    config.keys.partitions = 1;
     // One mutation per commit: A's creates take seconds to become durable, and what B
     // reads of them waits that long.
-    config.max_batch = 1;
+    config.keys.max_batch = 1;
     let server = common::InProcess::start(config);
     let rt = tokio::runtime::Runtime::new().unwrap();
     let a = rt.block_on(server.client());
@@ -149,7 +149,7 @@ fn refused_busy(stream: TcpStream) -> bool {
 fn unauthenticated_connections_are_bounded_apart_from_clients() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::config(dir.path());
-    config.partitions = 1;
+    config.keys.partitions = 1;
     config.limits.max_connections = 3;
     config.limits.max_unauthenticated = 6;
     config.limits.max_unauthenticated_per_address = 4;
@@ -424,7 +424,7 @@ fn socket_owned_by(uid: u32, port: u16, addr: SocketAddr) -> TcpStream {
 fn cred_check_owner_holds_a_connection_to_its_owners_credentials() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::config(dir.path());
-    config.cred_check = mds::partition::CredCheck::Owner;
+    config.keys.cred_check = mds::config::CredCheck::Owner;
     let server = common::InProcess::start(config);
     let nobody = 65534;
     let getattr_as = |raw: &mut Raw, xid: u64, uid: u32, gid: u32| {

@@ -798,7 +798,11 @@ fn the_server_answers_permission_questions_as_the_kernel_does() {
     let mut roots = vec![0u64; cases.len()];
     for squash in [false, true] {
         let mut config = common::config(data.path());
-        config.root_squash = squash;
+        config.keys.root_squash = if squash {
+            mds::config::Switch::On
+        } else {
+            mds::config::Switch::Off
+        };
         let server_process = InProcess::start(config);
         let addr = server_process.addr;
         rt.block_on(async {

@@ -8,7 +8,7 @@ mod common;
 use std::time::Duration;
 
 use common::{InProcess, sample, scrape};
-use mds::partition::ReplyPath;
+use mds::queue::ReplyPath;
 use mds_client::{Client, ROOT};
 
 /// Clients until one lands on `partition` (SO_REUSEPORT spreads connections by their port).
@@ -26,10 +26,10 @@ async fn client_on(server: &InProcess, partition: u32) -> Client {
 async fn a_partner_drains_for_a_partition_whose_drain_does_not_begin() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::config(dir.path());
-    config.reply_path = ReplyPath::PerCpu;
+    config.keys.reply_path = ReplyPath::PerCpu;
     // Partition 0's drain waits far longer than its partner's bound after every wake.
-    config.inject_drain_stall = Some(Duration::from_secs(3));
-    config.partner_drain_after = Duration::from_millis(2);
+    config.keys.testing.drain_stall = Some(Duration::from_secs(3));
+    config.keys.partner_drain_after = Duration::from_millis(2);
     let server = InProcess::start(config);
     let stalled = client_on(&server, 0).await;
     let dir_ino = stalled.mkdir(ROOT, "stalled", 0o755).await.unwrap().ino;
@@ -60,9 +60,9 @@ async fn a_partner_drains_for_a_partition_whose_drain_does_not_begin() {
 async fn with_partner_draining_off_a_stalled_partition_answers_only_after_its_stall() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::config(dir.path());
-    config.reply_path = ReplyPath::PerCpu;
-    config.inject_drain_stall = Some(Duration::from_millis(300));
-    config.partner_drain_after = Duration::ZERO;
+    config.keys.reply_path = ReplyPath::PerCpu;
+    config.keys.testing.drain_stall = Some(Duration::from_millis(300));
+    config.keys.partner_drain_after = Duration::ZERO;
     let server = InProcess::start(config);
     let stalled = client_on(&server, 0).await;
     let started = std::time::Instant::now();
@@ -83,8 +83,8 @@ async fn with_partner_draining_off_a_stalled_partition_answers_only_after_its_st
 async fn the_global_path_answers_every_client_and_reports_its_lock_wait() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::config(dir.path());
-    config.reply_path = ReplyPath::Global;
-    config.service_threads = 4;
+    config.keys.reply_path = ReplyPath::Global;
+    config.keys.service_threads = 4;
     let server = InProcess::start(config);
     let clients: Vec<Client> = futures::future::join_all((0..8).map(|_| server.client())).await;
     let dirs: Vec<u64> =

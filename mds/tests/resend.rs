@@ -225,9 +225,9 @@ fn a_resend_whose_reply_was_lost_is_answered_from_its_record_also_after_sigkill(
 async fn with_early_replies_a_resend_gets_the_same_unsafe_answer() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::config(dir.path());
-    config.ack_early = true;
+    config.keys.ack = mds::config::Ack::Early;
     // Nothing commits by itself during the test: the answers stay unsafe.
-    config.commit_interval = Duration::from_secs(30);
+    config.keys.commit_interval = Duration::from_secs(30);
     let server = InProcess::start(config);
     let addr = server.addr;
     tokio::task::spawn_blocking(move || {
@@ -257,7 +257,7 @@ async fn with_early_replies_a_resend_gets_the_same_unsafe_answer() {
 async fn a_session_away_past_its_expiry_is_forgotten_with_its_records() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::config(dir.path());
-    config.session_expiry = Duration::from_millis(200);
+    config.keys.session_expiry = Duration::from_millis(200);
     let server = InProcess::start(config);
     let (addr, metrics) = (server.addr, server.metrics);
     const ID: u64 = 0x5e5e_0003;
@@ -341,11 +341,11 @@ fn after_a_failed_sync_the_resend_tells_the_outcome() {
 fn a_resend_joined_on_another_partition_is_answered_at_shutdown() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::config(dir.path());
-    config.partitions = 3;
-    config.partner_drain_after = Duration::ZERO;
-    config.commit_interval = Duration::from_secs(60);
+    config.keys.partitions = 3;
+    config.keys.partner_drain_after = Duration::ZERO;
+    config.keys.commit_interval = Duration::from_secs(60);
     // Longer than the replies' read timeout: a reply stuck until the grace cut fails the read.
-    config.shutdown_grace = Duration::from_secs(120);
+    config.keys.shutdown_grace = Duration::from_secs(120);
     let server = InProcess::start(config);
     const ID: u64 = 0x5e5e_0005;
     let mut first = Raw::connect(server.addr, ID);

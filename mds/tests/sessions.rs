@@ -17,7 +17,7 @@ async fn a_reconnect_takes_over_the_pending_reply_and_a_resend_joins_it() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::config(dir.path());
     // Long enough that the create below is still waiting when the client comes back.
-    config.commit_interval = Duration::from_secs(2);
+    config.keys.commit_interval = Duration::from_secs(2);
     let server = InProcess::start(config);
     let observer = server.client().await;
     let before = observer.statfs().await.unwrap();

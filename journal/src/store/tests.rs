@@ -625,10 +625,7 @@ fn commits_raise_the_ceilings_a_lease_ahead_and_they_survive_a_restart() {
         transnos: 100,
         inos: 1000,
     };
-    let options = || JournalOptions {
-        leases,
-        ..JournalOptions::default()
-    };
+    let options = || JournalOptions { leases };
     {
         let (j, recovered) = Journal::open(dir.path(), options()).unwrap();
         assert_eq!(

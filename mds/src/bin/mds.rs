@@ -4,7 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use mds::config::ServeArgs;
+use mds::config::{CommandLine, Config};
 
 #[derive(Parser)]
 #[command(name = "mds", version, about = "A commit-deferred metadata server")]
@@ -16,7 +16,7 @@ struct Cli {
 #[derive(Subcommand)]
 enum Command {
     /// Serve a namespace until SIGTERM/SIGINT.
-    Serve(Box<ServeArgs>),
+    Serve(Box<Config>),
     /// Check an offline store; exits 1 if anything is wrong, printing each finding.
     Fsck {
         /// Data directory of a stopped server.
@@ -37,8 +37,17 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    match Cli::parse().command {
-        Command::Serve(args) => match args.resolve().and_then(mds::server::run) {
+    // A config file's keys are the defaults its flags override.
+    let cli: Cli = match mds::config::parse_command_line(std::env::args_os().collect()) {
+        Ok(cli) => cli,
+        Err(CommandLine::Flags(e)) => e.exit(),
+        Err(CommandLine::File(e)) => {
+            eprintln!("mds: {e:#}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match cli.command {
+        Command::Serve(config) => match config.resolve().and_then(mds::server::run) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("mds: {e:#}");

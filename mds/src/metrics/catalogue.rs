@@ -101,7 +101,15 @@ pub fn install() -> anyhow::Result<PrometheusHandle> {
     Ok(handle)
 }
 
+/// Every series' help text and unit, registered once at install.
 fn describe() {
+    describe_requests_and_commits();
+    describe_partitions();
+    describe_sessions_and_security();
+}
+
+/// Requests, commits and the journal.
+fn describe_requests_and_commits() {
     use metrics::{describe_counter, describe_gauge, describe_histogram};
     describe_counter!(
         REQUESTS,
@@ -151,6 +159,11 @@ fn describe() {
         LAST_TRANSNO,
         "The last transno handed out; minus last_committed, the commit lag."
     );
+}
+
+/// Each partition: its queue, drains, connections and commit-on-share.
+fn describe_partitions() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
     describe_gauge!(
         QUEUE_DEPTH,
         "Replies waiting for their commit in one partition's queue."
@@ -198,6 +211,11 @@ fn describe() {
         Unit::Seconds,
         "How long replies held back by commit-on-share waited, from their request to their release."
     );
+}
+
+/// Early replies and recovery, sessions, admission and authentication.
+fn describe_sessions_and_security() {
+    use metrics::{describe_counter, describe_gauge, describe_histogram};
     describe_gauge!(
         UNSAFE_REPLIES,
         "Replies sent before their commit (--ack early) whose commit is not durable yet."

@@ -70,7 +70,7 @@ impl CommitMetrics {
 /// `1 + i` in [`Errno::ALL`] order.
 const RESULTS: usize = 1 + Errno::ALL.len();
 
-/// The operations a permission check can refuse (`namespace/ops.rs`): the series of
+/// The operations a permission check can refuse (`namespace/ops/mod.rs`): the series of
 /// [`PERMISSION_DENIED`] exist for these, from start-up, and for no other.
 const PERMISSION_CHECKED: [&str; 8] = [
     "mkdir", "create", "lookup", "setattr", "readdir", "unlink", "rmdir", "rename",

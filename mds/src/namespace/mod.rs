@@ -42,32 +42,6 @@ pub struct Caller<'a> {
     /// A replayed CREATE or MKDIR (recovery) takes the inode number it had before the
     /// restart again, so what its client was told stays true.
     pub reuse_ino: Option<u64>,
-    /// Where a mutation's record goes as soon as it is built; without it the record is
-    /// returned in [`Exec::Mutation`] (tests).
-    pub journal: Option<Journaling<'a>>,
-}
-
-/// Hands a mutation's record to the journal from inside [`Namespace::execute`], with its
-/// resend record added, the moment the operation has built it: a partition that took a
-/// transno holds every commit until that transno's record arrives, so nothing the partition
-/// does for the reply (session, reply queue) may come between the two.
-pub struct Journaling<'a> {
-    pub send: &'a dyn Fn(TxRecord),
-    /// The client the resend record is kept for (the caller's `client` may be 0 after a
-    /// journal failure).
-    pub client: u64,
-    pub xid: u64,
-    /// The client's acknowledged xid, journaled with its resend record.
-    pub acked_xid: u64,
-}
-
-impl std::fmt::Debug for Journaling<'_> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Journaling")
-            .field("client", &self.client)
-            .field("xid", &self.xid)
-            .finish()
-    }
 }
 
 /// What executing one operation produced.
@@ -80,9 +54,9 @@ pub enum Exec {
         result: Result<Body, Errno>,
         wait: u64,
     },
-    /// A mutation: `record` must reach the committer (it did already, and is left empty, when
-    /// the caller gave [`Journaling`]). With commit-deferred replies its reply
-    /// (`body`) leaves once `transno` is durable. `built_on` is 0, or the newest transno of
+    /// A mutation: `record` must reach the committer at once (the caller adds its resend
+    /// record): until it does, no later commit can be made. With commit-deferred replies its
+    /// reply (`body`) leaves once `transno` is durable. `built_on` is 0, or the newest transno of
     /// another client's uncommitted change it built on: that commit should start now, and an
     /// early reply must wait for it.
     Mutation {
@@ -240,6 +214,13 @@ impl Namespace {
             *dir = entries;
         }
         Ok(ns)
+    }
+
+    /// A namespace of the root alone, with no store behind it and no ceiling that matters:
+    /// for tests of what runs above the namespace.
+    #[cfg(test)]
+    pub(crate) fn empty() -> Namespace {
+        tests::empty()
     }
 
     /// The same namespace, root-squashing (`--root-squash`) or not.

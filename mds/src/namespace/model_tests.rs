@@ -897,7 +897,6 @@ impl Harness {
             cred: &self.creds[client],
             last_committed,
             reuse_ino: None,
-            journal: None,
         };
         let exec = self.ns.execute(op.clone(), &caller);
         self.log
@@ -917,7 +916,6 @@ impl Harness {
             cred: &self.creds[0],
             last_committed: COS_OFF,
             reuse_ino: None,
-            journal: None,
         };
         match self.ns.execute(op.clone(), &caller) {
             Exec::Now { result, wait: 0 } => Ok(result),
@@ -1166,7 +1164,6 @@ fn as_client(ns: &Namespace, client: u64, last_committed: u64, op: Op) -> Exec {
         cred: &cred,
         last_committed,
         reuse_ino: None,
-        journal: None,
     };
     ns.execute(op, &caller)
 }

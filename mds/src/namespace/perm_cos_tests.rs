@@ -37,7 +37,6 @@ fn run(ns: &Namespace, client: u64, last_committed: u64, op: Op) -> Exec {
             cred: &cred,
             last_committed,
             reuse_ino: None,
-            journal: None,
         },
     )
 }

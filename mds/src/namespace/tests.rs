@@ -101,7 +101,6 @@ fn run(ns: &Namespace, op: Op, records: &mut Vec<TxRecord>) -> Result<Body, Errn
         cred: &Cred::default(),
         last_committed: 0,
         reuse_ino: None,
-        journal: None,
     };
     match ns.execute(op, &caller) {
         Exec::Now { result, .. } => result,
@@ -150,7 +149,6 @@ fn a_replayed_create_may_not_take_a_live_inode_number() {
             cred: &Cred::default(),
             last_committed: 0,
             reuse_ino: Some(ino),
-            journal: None,
         };
         match ns.execute(
             Op::Create {

@@ -29,7 +29,8 @@ use mds_proto::Cred;
 use parking_lot::Mutex;
 use tokio::sync::OwnedSemaphorePermit;
 
-use super::{Limits, Partition};
+use super::Partition;
+use crate::config::{CredCheck, Limits};
 
 /// Connections that have not completed their handshake, by address, server-wide.
 #[derive(Clone, Debug, Default)]
@@ -142,12 +143,12 @@ impl Partition {
             .clone()
             .try_acquire_owned()
             .map_err(|_| Refused::Handshakes)?;
-        let counts = self.shared.unauthenticated.clone();
+        let counts = self.shared.net.unauthenticated.clone();
         let ip = peer.ip();
         {
             let mut by_address = counts.by_address.lock();
             let n = by_address.entry(ip).or_insert(0);
-            if *n >= self.shared.limits.max_unauthenticated_per_address {
+            if *n >= self.shared.net.limits.max_unauthenticated_per_address {
                 if *n == 0 {
                     by_address.remove(&ip);
                 }
@@ -167,17 +168,6 @@ impl Partition {
     pub(super) fn connection_slot(&self) -> Option<OwnedSemaphorePermit> {
         self.slots.clone().try_acquire_owned().ok()
     }
-}
-
-/// Whose credentials requests may carry (`--cred-check`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
-pub enum CredCheck {
-    /// Any: credentials are the client's word (NFS's AUTH_SYS without `secure`).
-    #[default]
-    Off,
-    /// The connection owner's only, unless the connection came from a privileged port or
-    /// proved the shared key.
-    Owner,
 }
 
 /// What one connection's requests may say they are.

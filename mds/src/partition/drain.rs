@@ -16,26 +16,28 @@ use mds_proto::{Body, Errno, Reply};
 use reply::{Outcome, Waker};
 use tokio::sync::Notify;
 
-use super::conn::ConnOutput;
-use super::{Partition, Payload, Shared, Waiting};
+use super::Partition;
 use crate::committer::CommitMsg;
+use crate::dispatch::Core;
 use crate::metrics::PartitionMetrics;
+use crate::output::ConnOutput;
+use crate::queue::{HeldReply, Queued, Response};
 
 /// Releases everything of `partition` that can leave now, encoding each reply into its
 /// client's connection and waking each touched writer once. `touched` is scratch space the
 /// caller keeps between drains. Returns how many replies were released. Per-CPU path only.
 pub fn drain_partition(
-    shared: &Shared,
+    core: &Core,
     partition: usize,
     metrics: &PartitionMetrics,
     touched: &mut Vec<Arc<ConnOutput>>,
 ) -> usize {
     let started = quanta::Instant::now();
-    let Some(engine) = shared.engine.engine() else {
+    let Some(engine) = core.replies.per_cpu_engine() else {
         return 0;
     };
-    let released = engine.drain(partition, |payload, outcome| {
-        release(shared, metrics, started, payload, outcome, touched);
+    let released = engine.drain(partition, |queued, outcome| {
+        release(core, metrics, started, queued, outcome, touched);
     });
     for conn in touched.drain(..) {
         conn.wake_writer();
@@ -46,24 +48,24 @@ pub fn drain_partition(
 /// A global-path service thread's life (`--reply-path global`): take one reply at a time
 /// under the service lock, release it outside, wake its writer; until the list is stopped.
 /// Metrics are the reply's own partition's.
-pub fn serve_global(shared: &Shared) -> u64 {
-    let (Some(list), Some(partitions)) = (shared.engine.global_list(), shared.engine.partitions())
+pub fn serve_global(core: &Core) -> u64 {
+    let (Some(list), Some(partitions)) = (core.replies.global_list(), core.replies.partitions())
     else {
         return 0;
     };
     let metrics: Vec<PartitionMetrics> = (0..partitions).map(PartitionMetrics::register).collect();
     let mut touched = Vec::with_capacity(1);
-    list.serve(|(partition, payload), outcome| {
+    list.serve(|(partition, queued), outcome| {
         let started = quanta::Instant::now();
         let metrics = &metrics[partition];
-        release(shared, metrics, started, payload, outcome, &mut touched);
+        release(core, metrics, started, queued, outcome, &mut touched);
         for conn in touched.drain(..) {
             conn.wake_writer();
         }
         // This path's drain duration: from the commit being durable to this reply being
         // queued for its socket (per reply; the per-CPU path records it per drain, that is,
         // for the last reply of each drain).
-        let durable = shared.commit_stats.durable_at_ns.load(Ordering::Acquire);
+        let durable = core.commit_stats.durable_at_ns.load(Ordering::Acquire);
         let spent = crate::metrics::monotonic_ns().saturating_sub(durable);
         metrics.drain_duration.record(spent as f64 / 1e9);
     })
@@ -73,28 +75,27 @@ pub fn serve_global(shared: &Shared) -> u64 {
 /// its session, and appends it to its client's connection of now, pushing that connection on
 /// `touched` when it owes its writer a wake.
 fn release(
-    shared: &Shared,
+    core: &Core,
     metrics: &PartitionMetrics,
     started: quanta::Instant,
-    payload: Payload,
+    queued: Queued,
     outcome: Outcome,
     touched: &mut Vec<Arc<ConnOutput>>,
 ) {
-    let Payload { session, what } = payload;
-    let p = match what {
-        Waiting::Reply(held) => held,
-        Waiting::Notice(transno) => {
+    let held = match queued {
+        Queued::Reply(held) => held,
+        Queued::Notice { session, transno } => {
             metrics.unsafe_replies.decrement(1.0);
             // Gone, and nothing it was told early is pending any more: the journal may
             // forget it (if it comes back, its next early reply makes it known first).
             let forget = |after| {
-                shared.to_committer(CommitMsg::ForgetClient {
+                core.to_committer(CommitMsg::ForgetClient {
                     client: session.client(),
                     after,
                 })
             };
             if matches!(outcome, Outcome::Committed { .. }) && session.settle(transno, forget) {
-                shared.forget_if_idle(session.client());
+                core.forget_if_idle(session.client());
             }
             // Early replies: tell the client what is durable now, once per connection
             // per `last_committed`. After a journal failure there is nothing to announce.
@@ -111,61 +112,63 @@ fn release(
             return;
         }
     };
+    let HeldReply {
+        session,
+        inflight,
+        response,
+        received,
+        cos,
+    } = held;
+    let Response {
+        xid,
+        op,
+        transno,
+        result,
+        ticket,
+    } = response;
     let (result, last_committed) = match outcome {
-        Outcome::Committed { last_committed } => (p.result, last_committed),
+        Outcome::Committed { last_committed } => (result, last_committed),
         // What it waited for is lost: a mutation is not durable, and a read built on a
         // change that will not survive must not be answered from it either.
         // A mutation is told why (ENOSPC for a full disk); a read, that what it would have
         // shown is gone (EIO).
-        Outcome::Failed if p.transno > 0 => (
-            Err(shared.namespace.refusal()),
-            shared.engine.last_committed(),
-        ),
-        Outcome::Failed => (Err(Errno::EIO), shared.engine.last_committed()),
+        Outcome::Failed if transno > 0 => {
+            (Err(core.namespace.refusal()), core.replies.last_committed())
+        }
+        Outcome::Failed => (Err(Errno::EIO), core.replies.last_committed()),
     };
-    if p.cos {
+    if cos {
         metrics.cos_waiting.decrement(1.0);
-        metrics
-            .cos_wait
-            .record((started - p.received).as_secs_f64());
+        metrics.cos_wait.record((started - received).as_secs_f64());
     }
     metrics.request(
-        p.op as usize,
+        op as usize,
         result.as_ref().map(|_| ()).map_err(|e| *e),
-        started - p.received,
+        started - received,
     );
     let durable = matches!(outcome, Outcome::Committed { .. });
-    let (to, idle) = session.release(p.xid, durable, &p.origin);
+    let (to, idle) = session.release(xid, durable);
     if idle {
-        shared.forget_if_idle(session.client());
+        core.forget_if_idle(session.client());
     }
-    if p.held_bytes > 0 {
-        // From held to buffered (or gone): counted once either way.
-        p.origin.unhold(p.held_bytes);
-    }
-    if let Some(conn) = to {
+    if let Some(to) = to {
         let ok = result.is_ok();
         let reply = Reply {
-            xid: p.xid,
-            transno: if ok { p.transno } else { 0 },
+            xid,
+            transno: if ok { transno } else { 0 },
             last_committed,
             result,
-            ticket: if ok { p.ticket } else { 0 },
+            ticket: if ok { ticket } else { 0 },
         };
-        let owes_wake = conn.append(&reply);
-        if conn.id() != p.origin.id() {
-            // A resend joined it to this newer connection, which `release` counted it on.
-            conn.request_done();
-        }
-        if owes_wake {
-            touched.push(conn);
+        if to.conn().append(&reply) {
+            touched.push(to.conn().clone());
         }
     }
-    // Only now: a closing connection waits for this count to reach zero and then lets its
-    // writer stop at the first empty buffer, so a reply counted done before it was appended
-    // could be left behind. (Without a connection, the client is away; it will resend, or
-    // has given up.)
-    p.origin.request_done();
+    // The guards drop only now, the reply appended: a closing connection waits for its
+    // count to reach zero and then lets its writer stop at the first empty buffer, so a
+    // reply counted done before it was appended could be left behind. (Without a
+    // connection, the client is away; it will resend, or has given up.)
+    drop(inflight);
 }
 
 /// The per-CPU path's wakes. Each partition has its own (the committer's, through the reply
@@ -291,7 +294,7 @@ impl Partition {
                     look_at = match wakes.claim_overdue(watched, after) {
                         Ok(()) => {
                             partner_drains.increment(1);
-                            let released = drain_partition(&self.shared, watched, &watched_metrics, &mut self.touched.borrow_mut());
+                            let released = drain_partition(&self.shared.core, watched, &watched_metrics, &mut self.touched.borrow_mut());
                             watched_metrics.drain_replies.record(released as f64);
                             self.shared.progress.notify_waiters();
                             None
@@ -322,7 +325,7 @@ impl Partition {
         // A partition whose drain is stalled on purpose (tests) begins none here either.
         let stalled = self.id == 0 && self.shared.wakes.stall.is_some();
         if !stalled
-            && self.shared.engine.engine().is_some()
+            && self.shared.core.replies.per_cpu_engine().is_some()
             && self.shared.wakes.take_woken(self.id)
         {
             self.drain_own(&mut self.touched.borrow_mut());
@@ -331,13 +334,14 @@ impl Partition {
 
     /// One drain of this partition's own queue.
     fn drain_own(&self, touched: &mut Vec<Arc<ConnOutput>>) {
-        let released = drain_partition(&self.shared, self.id, &self.metrics, touched);
+        let released = drain_partition(&self.shared.core, self.id, &self.metrics, touched);
         self.metrics.drain_wakes.increment(1);
         self.shared.progress.notify_waiters();
         self.metrics.drain_replies.record(released as f64);
         // From the commit being durable to its replies being queued for their sockets.
         let durable = self
             .shared
+            .core
             .commit_stats
             .durable_at_ns
             .load(Ordering::Acquire);
@@ -345,7 +349,7 @@ impl Partition {
         self.metrics.drain_duration.record(spent as f64 / 1e9);
         self.metrics
             .queue_depth
-            .set(self.shared.engine.depth(self.id) as f64);
+            .set(self.shared.core.replies.depth(self.id) as f64);
     }
 }
 
@@ -355,84 +359,35 @@ mod tests {
     use std::io::Read;
     use std::sync::atomic::AtomicUsize;
 
-    use journal::{Journal, JournalOptions};
     use mds_proto::Body;
-    use reply::Waker;
     use tokio_util::sync::CancellationToken;
 
-    use crate::committer::CommitStats;
+    use crate::config::{Ack, Cos};
     use crate::namespace::Namespace;
-    use crate::partition::{HeldReply, Limits, Payload, Replies, Waiting, conn::write_loop};
-    use crate::session::Sessions;
+    use crate::output::write_loop;
 
-    /// A two-partition per-CPU `Shared` on a fresh journal in `dir`, with no committer.
-    fn per_cpu_shared(dir: &std::path::Path) -> Arc<Shared> {
-        let (journal, recovered) = Journal::open(dir, JournalOptions::default()).unwrap();
-        let namespace = Arc::new(Namespace::load(&journal, &recovered).unwrap());
-        let wakers = (0..2).map(|_| Box::new(|| {}) as Waker).collect();
-        let wakes = DrainWakes::new(2, Duration::ZERO, None);
-        let (commit_tx, _commit_rx) = crossbeam_channel::unbounded();
-        Arc::new(Shared {
-            namespace,
-            engine: Arc::new(Replies::per_cpu(wakers, 0)),
-            wakes,
-            commit_tx,
-            commit_stats: Arc::new(CommitStats::default()),
-            sessions: Arc::new(Sessions::new(usize::MAX)),
-            cos: true,
-            ack_early: false,
-            recovery: crate::recovery::Recovery::new(
-                vec![],
-                crate::recovery::Bounds {
-                    last_committed: 0,
-                    transno_ceiling: 0,
-                    ino_ceiling: 0,
-                },
-                crate::ticket::ReplayKey::new(&[0; journal::SECRET_LEN]),
-                Box::new(|_, _| {}),
-            ),
-            cos_conflicts: Default::default(),
-            boot: 1,
-            partitions: 2,
-            limits: Limits::default(),
-            shutdown: CancellationToken::new(),
-            cut: CancellationToken::new(),
-            progress: Default::default(),
-            auth: None,
-            tls: None,
-            replay_key: crate::ticket::ReplayKey::new(&[0; journal::SECRET_LEN]),
-            unauthenticated: Default::default(),
-            cred_check: Default::default(),
-        })
+    /// A two-partition per-CPU core on an empty namespace, with no committer.
+    fn per_cpu_core() -> Arc<Core> {
+        let (core, _commits) = Core::for_tests(Namespace::empty(), 2, Cos::On, Ack::Commit);
+        Arc::new(core)
     }
 
     /// Queues on partition 0 the reply to a CREATE, xid and transno `t`, made on `origin`
-    /// and counted in flight there (as `Partition::defer` does).
+    /// and counted in flight there (as the connection's `deliver` does).
     fn push_reply(
-        shared: &Shared,
+        core: &Core,
         session: &Arc<crate::session::Session>,
         origin: &Arc<ConnOutput>,
         t: u64,
     ) {
-        origin.request_started();
-        shared.engine.push(
-            0,
-            t,
-            Payload {
-                session: session.clone(),
-                what: Waiting::Reply(HeldReply {
-                    origin: origin.clone(),
-                    xid: t,
-                    transno: t,
-                    op: 3,
-                    received: quanta::Instant::now(),
-                    result: Ok(Body::Done),
-                    cos: false,
-                    ticket: 0,
-                    held_bytes: 0,
-                }),
-            },
-        );
+        let held = HeldReply {
+            session: session.clone(),
+            inflight: origin.start(0),
+            response: Response::new(t, 3, t, Ok(Body::Done)),
+            received: quanta::Instant::now(),
+            cos: false,
+        };
+        core.replies.push(0, t, Queued::Reply(held));
     }
 
     /// The owner's drain and a partner's drain race over one partition's queue while the
@@ -440,20 +395,19 @@ mod tests {
     #[test]
     fn a_partner_thread_drains_beside_the_owner_and_each_reply_arrives_once() {
         const N: u64 = 20_000;
-        let dir = tempfile::tempdir().unwrap();
-        let shared = per_cpu_shared(dir.path());
+        let core = per_cpu_core();
 
         let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let mut client_side = std::net::TcpStream::connect(listener.local_addr().unwrap()).unwrap();
         let (server_side, _) = listener.accept().unwrap();
         let conn = Arc::new(ConnOutput::new(usize::MAX));
-        let session = shared
+        let session = core
             .sessions
             .attach(7, conn.clone(), |_| true)
             .unwrap()
             .session;
         let writer = {
-            let (conn, cut) = (conn.clone(), shared.cut.clone());
+            let (conn, cut) = (conn.clone(), CancellationToken::new());
             std::thread::spawn(move || {
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
@@ -470,24 +424,24 @@ mod tests {
 
         for t in 1..=N {
             assert_eq!(session.begin(t), crate::session::Begin::New);
-            push_reply(&shared, &session, &conn, t);
+            push_reply(&core, &session, &conn, t);
         }
         let released = Arc::new(AtomicUsize::new(0));
         let drainers: Vec<_> = (0..2)
             .map(|_| {
-                let (shared, released) = (shared.clone(), released.clone());
+                let (core, released) = (core.clone(), released.clone());
                 std::thread::spawn(move || {
                     let metrics = PartitionMetrics::register(0);
                     let mut touched = Vec::new();
                     while released.load(Ordering::SeqCst) < N as usize {
-                        let n = drain_partition(&shared, 0, &metrics, &mut touched);
+                        let n = drain_partition(&core, 0, &metrics, &mut touched);
                         released.fetch_add(n, Ordering::SeqCst);
                     }
                 })
             })
             .collect();
         for lc in (0..=N).step_by(997).chain([N]) {
-            shared.engine.engine().unwrap().publish(lc);
+            core.replies.per_cpu_engine().unwrap().publish(lc);
         }
         for d in drainers {
             d.join().unwrap();
@@ -522,22 +476,21 @@ mod tests {
     #[test]
     fn a_reply_is_buffered_before_its_connection_counts_it_done() {
         const N: u64 = 2_000;
-        let dir = tempfile::tempdir().unwrap();
-        let shared = per_cpu_shared(dir.path());
+        let core = per_cpu_core();
         let conn = Arc::new(ConnOutput::new(usize::MAX));
-        let session = shared
+        let session = core
             .sessions
             .attach(7, conn.clone(), |_| true)
             .unwrap()
             .session;
         let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let drainer = {
-            let (shared, stop) = (shared.clone(), stop.clone());
+            let (core, stop) = (core.clone(), stop.clone());
             std::thread::spawn(move || {
                 let metrics = PartitionMetrics::register(0);
                 let mut touched = Vec::new();
                 while !stop.load(Ordering::Acquire) {
-                    drain_partition(&shared, 0, &metrics, &mut touched);
+                    drain_partition(&core, 0, &metrics, &mut touched);
                 }
             })
         };
@@ -545,8 +498,8 @@ mod tests {
         for t in 1..=N {
             let before = conn.buffered();
             assert_eq!(session.begin(t), crate::session::Begin::New);
-            push_reply(&shared, &session, &conn, t);
-            shared.engine.engine().unwrap().publish(t);
+            push_reply(&core, &session, &conn, t);
+            core.replies.per_cpu_engine().unwrap().publish(t);
             // What `wait_until_idle` waits for, watched as closely as a thread can.
             while conn.inflight() > 0 {
                 assert!(!drainer.is_finished(), "the drainer stopped");
@@ -569,20 +522,18 @@ mod tests {
     /// through the new one. The new connection's closing reader must wait for it too.
     #[test]
     fn a_closing_connection_waits_for_a_reply_its_client_resent_on_it() {
-        let dir = tempfile::tempdir().unwrap();
-        let shared = per_cpu_shared(dir.path());
+        let core = per_cpu_core();
         let old = Arc::new(ConnOutput::new(usize::MAX));
         let new = Arc::new(ConnOutput::new(usize::MAX));
-        let session = shared
+        let session = core
             .sessions
             .attach(7, old.clone(), |_| true)
             .unwrap()
             .session;
         assert_eq!(session.begin(1), crate::session::Begin::New);
-        push_reply(&shared, &session, &old, 1);
+        push_reply(&core, &session, &old, 1);
         assert!(
-            shared
-                .sessions
+            core.sessions
                 .attach(7, new.clone(), |_| true)
                 .unwrap()
                 .replaced
@@ -602,11 +553,11 @@ mod tests {
         );
 
         let drainer = {
-            let shared = shared.clone();
+            let core = core.clone();
             std::thread::spawn(move || {
-                shared.engine.engine().unwrap().publish(1);
+                core.replies.per_cpu_engine().unwrap().publish(1);
                 let metrics = PartitionMetrics::register(0);
-                while drain_partition(&shared, 0, &metrics, &mut Vec::new()) == 0 {
+                while drain_partition(&core, 0, &metrics, &mut Vec::new()) == 0 {
                     std::thread::yield_now();
                 }
             })

@@ -1,219 +1,68 @@
 //! A partition: one OS thread bound to one core, running a single-threaded tokio runtime. It
-//! owns its connections (accepted on its own SO_REUSEPORT listener), parses, executes and
-//! answers their requests on that one thread with no hand-off, owns its queue of pending
-//! replies, and is the only writer of its sockets.
+//! owns its connections (accepted on its own SO_REUSEPORT listener), reads their requests and
+//! has them dispatched (`dispatch.rs`) on that one thread with no hand-off, delivers the
+//! answers, owns its queue of pending replies, and is the only writer of its sockets.
 //!
-//! Hot path (marked as TiKV marks its own): the read loop and `handle` in `serve.rs`, and the
-//! drain in `drain.rs`. No logging above debug, no lock but the touched inodes' stripes, the
+//! Hot path (marked as TiKV marks its own): the read loop and `deliver` in `serve.rs`,
+//! `dispatch`, and the drain in `drain.rs`. No logging above debug, no lock but the touched inodes' stripes, the
 //! session's and the connection's own small locks, and this partition's reply queue; one clock
 //! read per socket read and one per drain.
 
 mod admission;
-mod conn;
 mod drain;
-mod replies;
 mod serve;
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
-use crossbeam_channel::Sender;
-use mds_proto::{Body, Errno};
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
-use tracing::{error, warn};
+use tokio_util::task::TaskTracker;
+use tracing::warn;
 
 use crate::auth::Authenticator;
-use crate::committer::{CommitMsg, CommitStats};
+use crate::dispatch::Core;
 use crate::metrics::PartitionMetrics;
-use crate::namespace::Namespace;
-use crate::recovery::Recovery;
-use crate::session::{Session, Sessions};
+use crate::output::ConnOutput;
 
-pub use admission::{CredCheck, Unauthenticated};
-pub use conn::ConnOutput;
+pub use admission::Unauthenticated;
+
+use crate::config::{CredCheck, Limits};
 pub use drain::{DrainWakes, drain_partition, serve_global};
-pub use replies::{Replies, ReplyPath};
 
-/// What waits in the reply engine for a commit. Everything needed to deliver it is here and
-/// `Send`, so any thread may release it: the owner's drain, or a partner's.
-#[derive(Debug)]
-pub struct Payload {
-    /// The client's session: what is released goes to the client's connection at release
-    /// time, which is a newer one if the client reconnected meanwhile.
-    session: Arc<Session>,
-    what: Waiting,
-}
-
-#[derive(Debug)]
-// Not boxed: the whole payload already lives in the reply engine's per-reply allocation; a box
-// would add a second allocation to every mutation.
-enum Waiting {
-    /// A reply held back until the commit.
-    Reply(HeldReply),
-    /// An early reply with this transno was sent before its commit: its client is owed a
-    /// commit notice, and may be forgotten by the journal once it is durable.
-    Notice(u64),
-}
-
-/// A reply held back until the commit it depends on is durable.
-#[derive(Debug)]
-struct HeldReply {
-    /// The connection the request came in on: its in-flight count.
-    origin: Arc<ConnOutput>,
-    xid: u64,
-    transno: u64,
-    /// Opcode, for metrics.
-    op: u8,
-    /// When the request's bytes were read, for its latency.
-    received: quanta::Instant,
-    result: Result<Body, Errno>,
-    /// A read or an error held back by commit-on-share (counted in a gauge while it waits).
-    cos: bool,
-    /// The replay ticket of an early reply (0: none).
-    ticket: u64,
-    /// The bytes this reply counts against its connection's output bound while it waits
-    /// (`ConnOutput::hold`): a READDIR page held for another client's commit is as much
-    /// output as one buffered.
-    held_bytes: usize,
-}
-
-impl Payload {
-    fn notice(session: &Arc<Session>, transno: u64) -> Payload {
-        Payload {
-            session: session.clone(),
-            what: Waiting::Notice(transno),
-        }
-    }
-}
-
-/// Bounds that keep one client from hurting the others.
-#[derive(Clone, Copy, Debug)]
-pub struct Limits {
-    /// Mutations of one connection waiting for their commit; past it the connection is not
-    /// read until replies leave.
-    pub max_inflight_per_conn: usize,
-    /// Unwritten reply bytes of one connection past which its requests are no longer
-    /// executed, even within one read, until its writer has brought it below half of this.
-    pub output_high_water: usize,
-    /// How long a connection may stay above its high-water mark without its writer making
-    /// room: past it the client is not reading its replies and is cut (its requests stay
-    /// journaled; it may reconnect and resend).
-    pub output_stall: Duration,
-    /// Open connections per partition; accepting waits for a free slot.
-    pub max_connections: usize,
-    /// Mutations executed but not durable yet, server-wide, past which no partition executes
-    /// another request until commits catch up: memory stays bounded when the disk (or a
-    /// RocksDB write stall) is slower than the clients.
-    pub max_uncommitted: u64,
-    /// How long a new connection may take to send CONNECT.
-    pub connect_deadline: Duration,
-    /// How long a connection with nothing in flight may stay silent before it is closed.
-    pub idle_timeout: Duration,
-    /// Connections per partition that have not completed their handshake (TLS, CONNECT and
-    /// its proof): bounded apart from `max_connections`, so a flood of them never takes a
-    /// slot an authenticated client needs.
-    pub max_unauthenticated: usize,
-    /// Connections from one address that have not completed their handshake, server-wide.
-    pub max_unauthenticated_per_address: usize,
-    /// Resend records one session keeps (its client's executed mutations whose replies it
-    /// has not acknowledged); past it the session's mutations are refused with EBUSY.
-    pub max_resend_records: usize,
-    /// Inode numbers the journal makes room for above the server's inode counter, each
-    /// commit (`journal::Leases::inos`): what a crash may skip, and how far failed creates may
-    /// burn numbers before the ceiling must be raised on its own.
-    pub ino_lease: u64,
-}
-
-impl Default for Limits {
-    fn default() -> Self {
-        Limits {
-            max_inflight_per_conn: 4096,
-            output_high_water: 1 << 20,
-            output_stall: Duration::from_secs(30),
-            max_connections: 8192,
-            max_uncommitted: 1 << 16,
-            connect_deadline: Duration::from_secs(10),
-            idle_timeout: Duration::from_secs(600),
-            max_unauthenticated: 1024,
-            max_unauthenticated_per_address: 64,
-            max_resend_records: crate::session::DEFAULT_MAX_RECORDS,
-            ino_lease: journal::Leases::default().inos,
-        }
-    }
-}
-
-/// What all partitions share.
+/// What all partitions share: the [`Core`] that dispatch needs, the client port's settings,
+/// the drains' wakes, and the shutdown's two steps.
 pub struct Shared {
-    pub namespace: Arc<Namespace>,
-    /// Pending replies: the per-CPU engine or the global baseline (`--reply-path`).
-    pub engine: Arc<Replies>,
+    pub core: Core,
+    pub net: Net,
     /// The per-CPU path's drain wakes, and the partner draining they drive.
     pub wakes: Arc<DrainWakes>,
-    pub commit_tx: Sender<CommitMsg>,
-    pub commit_stats: Arc<CommitStats>,
-    pub sessions: Arc<Sessions>,
-    /// Commit-on-share is on (`--cos on`).
-    pub cos: bool,
-    /// Mutations are answered before their commit (`--ack early`).
-    pub ack_early: bool,
-    /// The recovery window after a restart (closed at once when no client is known).
-    pub recovery: Recovery,
-    /// Requests that built on another client's uncommitted change (STATFS reports it).
-    pub cos_conflicts: AtomicU64,
-    /// Identifies this server start (in CONNECT replies).
-    pub boot: u64,
-    pub partitions: usize,
-    pub limits: Limits,
+    /// Notified after each drain (per-CPU) or commit (global): commits made progress
+    /// (readers paused on `max_uncommitted` look again).
+    pub progress: Arc<Notify>,
     /// Cancelled at the first SIGTERM/SIGINT: stop accepting and reading, let pending replies
     /// leave.
     pub shutdown: CancellationToken,
     /// Cancelled when the shutdown grace period is over, or at a second signal: writers stop
     /// whether their clients read or not.
     pub cut: CancellationToken,
-    /// Notified after each drain (per-CPU) or commit (global): commits made progress
-    /// (readers paused on `max_uncommitted` look again).
-    pub progress: Arc<Notify>,
+}
+
+/// The client port's settings: who may connect, and the bounds on each connection.
+pub struct Net {
+    pub limits: Limits,
     /// The shared key CONNECT must prove (`--auth-key`); none: anyone may connect.
     pub auth: Option<Authenticator>,
     /// TLS on the client port (`--tls-cert`); none: plain TCP.
     pub tls: Option<tokio_rustls::TlsAcceptor>,
-    /// Makes the replay tickets of early replies.
-    pub replay_key: crate::ticket::ReplayKey,
     /// Connections that have not completed their handshake, by address.
     pub unauthenticated: Unauthenticated,
     /// Whose credentials a request may carry (`--cred-check`).
     pub cred_check: CredCheck,
-}
-
-impl Shared {
-    /// Whether executed-but-not-durable mutations have reached `max_uncommitted`.
-    pub fn over_uncommitted_cap(&self) -> bool {
-        // Skipped or replayed transnos may put `last_committed` ahead for a moment.
-        self.namespace
-            .last_transno()
-            .saturating_sub(self.engine.last_committed())
-            >= self.limits.max_uncommitted
-    }
-
-    /// Forgets `client`'s session if it is idle, and then the journal's records of it.
-    pub fn forget_if_idle(&self, client: u64) {
-        self.sessions
-            .forget_if_idle(client, || self.to_committer(CommitMsg::DropResend(client)));
-    }
-
-    /// Hands a message to the committer. The committer never goes away while partitions run;
-    /// if it has, the journal can no longer make anything durable, and waiting would hang
-    /// every client: stop the process (fail-stop).
-    pub fn to_committer(&self, msg: CommitMsg) {
-        if self.commit_tx.send(msg).is_err() {
-            error!("the committer is gone; stopping rather than hang every client");
-            std::process::abort();
-        }
-    }
+    /// Identifies this server start (in CONNECT replies).
+    pub boot: u64,
 }
 
 /// Starts partition `id` on its own thread, pinned to `core` when given. The thread holds
@@ -237,13 +86,12 @@ pub fn spawn(
                 .build()
                 .expect("building a partition runtime");
             let local = tokio::task::LocalSet::new();
-            let limits = shared.limits;
+            let limits = shared.net.limits;
             let partition = Rc::new(Partition {
                 id,
                 shared,
                 metrics: PartitionMetrics::register(id),
-                active: Cell::new(0),
-                idle: Notify::new(),
+                connections: TaskTracker::new(),
                 touched: RefCell::new(Vec::new()),
                 slots: Arc::new(Semaphore::new(limits.max_connections)),
                 handshakes: Arc::new(Semaphore::new(limits.max_unauthenticated)),
@@ -257,9 +105,8 @@ struct Partition {
     id: usize,
     shared: Arc<Shared>,
     metrics: PartitionMetrics,
-    /// Connections still being served; shutdown waits for zero.
-    active: Cell<usize>,
-    idle: Notify,
+    /// Connections still being served, each a task it tracks: shutdown waits for them all.
+    connections: TaskTracker,
     /// Scratch of the drains run on this thread: the connections they appended to.
     touched: RefCell<Vec<Arc<ConnOutput>>>,
     /// Connection slots: one per connection that completed its handshake.
@@ -293,8 +140,9 @@ impl Partition {
         // On the global path the service threads release replies; partitions only push.
         let drain = self
             .shared
-            .engine
-            .engine()
+            .core
+            .replies
+            .per_cpu_engine()
             .map(|_| tokio::task::spawn_local(self.clone().drain_loop()));
         let refused = admission::RefusedCounters::register();
         let mut backoff = Duration::from_millis(1);
@@ -312,12 +160,13 @@ impl Partition {
                     // clients.
                     match self.handshake_slot(peer) {
                         Ok(slot) => {
-                            tokio::task::spawn_local(self.clone().accept(stream, peer, slot));
+                            self.connections
+                                .spawn_local(self.clone().accept(stream, peer, slot));
                         }
                         Err(why) => {
                             // Full: say so and close, rather than leave the client hanging in
                             // the kernel's backlog with no idea why.
-                            warn!(partition = self.id, %peer, "refusing connection: {}", why.describe(&self.shared.limits));
+                            warn!(partition = self.id, %peer, "refusing connection: {}", why.describe(&self.shared.net.limits));
                             refused.count(why);
                             tokio::task::spawn_local(refuse(stream));
                         }
@@ -332,9 +181,8 @@ impl Partition {
             }
         }
         drop(listener);
-        while self.active.get() > 0 {
-            self.idle.notified().await;
-        }
+        self.connections.close();
+        self.connections.wait().await;
         if let Some(drain) = drain {
             // Replies still queued here may leave through another partition's connection (a
             // client that reconnected there and resent), and commit notices settle clients
@@ -342,7 +190,7 @@ impl Partition {
             // connections are cut.
             loop {
                 let progress = self.shared.progress.notified();
-                if self.shared.engine.depth(self.id) == 0 {
+                if self.shared.core.replies.depth(self.id) == 0 {
                     break;
                 }
                 tokio::select! {

@@ -10,8 +10,8 @@ use std::net::SocketAddr;
 use std::path::Path;
 use std::thread::JoinHandle;
 
-use mds::config::{ServeArgs, ServerConfig};
-use mds::partition::ReplyPath;
+use mds::config::{Config, ServerConfig};
+use mds::queue::ReplyPath;
 use mds::server::{Listeners, Stop};
 use mds_client::Client;
 use mds_proto::{Body, Op, Reply};
@@ -40,13 +40,14 @@ pub fn config(data: &Path) -> ServerConfig {
             <ReplyPath as clap::ValueEnum>::from_str(&p, false)
                 .unwrap_or_else(|e| panic!("MDS_TEST_REPLY_PATH: {e}"))
         });
-    ServeArgs {
-        data: Some(data.to_owned()),
-        listen: Some("127.0.0.1:0".into()),
-        metrics_listen: Some("127.0.0.1:0".into()),
-        partitions: Some(2),
-        reply_path,
-        ..Default::default()
+    let defaults = Config::default();
+    Config {
+        data: data.to_owned(),
+        listen: "127.0.0.1:0".into(),
+        metrics_listen: "127.0.0.1:0".into(),
+        partitions: 2,
+        reply_path: reply_path.unwrap_or(defaults.reply_path),
+        ..defaults
     }
     .resolve()
     .expect("a valid configuration")

@@ -11,6 +11,7 @@ use super::{
 };
 use crate::namespace::node::{DirName, Entry, FileKind};
 use crate::namespace::perm::{SEARCH, WRITE};
+use crate::namespace::table::Locked;
 use crate::namespace::{Exec, Namespace, now_ns};
 
 impl Namespace {
@@ -27,26 +28,7 @@ impl Namespace {
         self.writable()?;
         let _cross = (sp != dp).then(|| self.rename_lock.lock());
         loop {
-            let (src, dst) = {
-                let l = self.table.lock(&[sp, dp]);
-                let s = dir(cx, &l, sp)?;
-                cx.see(&s.stamp);
-                may(cx, s, SEARCH)?;
-                let d = dir(cx, &l, dp)?;
-                cx.see(&d.stamp);
-                may(cx, d, SEARCH)?;
-                let Some(src) = s.entry(&sn) else {
-                    cx.see(&s.removed_stamp(&sn));
-                    return Err(Errno::ENOENT);
-                };
-                cx.see(&src.stamp);
-                let dst = d.entry(&dn);
-                match &dst {
-                    Some(dst) => cx.see(&dst.stamp),
-                    None => cx.see(&d.removed_stamp(&dn)),
-                }
-                (src, dst)
-            };
+            let (src, dst) = self.rename_entries(cx, sp, &sn, dp, &dn)?;
             if sp == dp && sn == dn {
                 return Ok(now(Body::Done));
             }
@@ -76,37 +58,8 @@ impl Namespace {
             if !same(still_src, Some(src)) || !same(still_dst, dst) {
                 continue; // changed between the two lock rounds: look again
             }
-            // The stamps as they are now, under the locks.
             let src = still_src.expect("checked");
-            cx.see(&src.stamp);
-            let (s, d) = (dir(cx, &l, sp)?, dir(cx, &l, dp)?);
-            let moved = l.get(src.ino).expect("an entry names a live inode");
-            may(cx, s, WRITE | SEARCH)?;
-            may_remove(cx, s, moved)?;
-            may(cx, d, WRITE | SEARCH)?;
-            if let Some(dst) = still_dst {
-                let replaced = l.get(dst.ino).expect("an entry names a live inode");
-                may_remove(cx, d, replaced)?;
-                match (src.kind, dst.kind) {
-                    (FileKind::Directory, FileKind::File) => return Err(Errno::ENOTDIR),
-                    (FileKind::File, FileKind::Directory) => return Err(Errno::EISDIR),
-                    _ => {}
-                }
-            }
-            if src.kind == FileKind::Directory && sp != dp {
-                // Its ".." changes: a directory moves to another parent only with write
-                // permission on itself.
-                may(cx, moved, WRITE)?;
-            }
-            see_inode(cx, moved);
-            if let Some(dst) = still_dst {
-                cx.see(&dst.stamp);
-                let replaced = l.get(dst.ino).expect("an entry names a live inode");
-                see_inode(cx, replaced);
-                if replaced.entries.as_ref().is_some_and(|e| !e.is_empty()) {
-                    return Err(Errno::ENOTEMPTY);
-                }
-            }
+            rename_allowed(cx, &l, (sp, src), (dp, still_dst))?;
             let transno = self.next_transno()?;
             let is_dir = src.kind == FileKind::Directory;
             let mut ops = Vec::with_capacity(6 + RESEND_OPS);
@@ -184,6 +137,36 @@ impl Namespace {
         }
     }
 
+    /// RENAME's first look, under the two parents' locks: both are searchable directories
+    /// and the source name exists; the entries it and the target name hold now.
+    fn rename_entries(
+        &self,
+        cx: &mut Cx<'_>,
+        sp: u64,
+        sn: &str,
+        dp: u64,
+        dn: &str,
+    ) -> Result<(Entry, Option<Entry>), Errno> {
+        let l = self.table.lock(&[sp, dp]);
+        let s = dir(cx, &l, sp)?;
+        cx.see(&s.stamp);
+        may(cx, s, SEARCH)?;
+        let d = dir(cx, &l, dp)?;
+        cx.see(&d.stamp);
+        may(cx, d, SEARCH)?;
+        let Some(src) = s.entry(sn) else {
+            cx.see(&s.removed_stamp(sn));
+            return Err(Errno::ENOENT);
+        };
+        cx.see(&src.stamp);
+        let dst = d.entry(dn);
+        match &dst {
+            Some(dst) => cx.see(&dst.stamp),
+            None => cx.see(&d.removed_stamp(dn)),
+        }
+        Ok((src, dst))
+    }
+
     /// Whether directory `ancestor` is `dir` or one of its ancestors. Called under the
     /// rename lock, so no directory changes parent meanwhile. The answer rests on where each
     /// directory passed on the way up is, which another client's uncommitted move may have
@@ -214,4 +197,45 @@ impl Namespace {
             dir = parent;
         }
     }
+}
+
+/// RENAME's checks under every lock it takes, with the stamps as they are now: write and
+/// search on both parents, the sticky bit on the moved and the replaced inode, the kinds, a
+/// directory moved to another parent writable itself, and a replaced directory empty.
+fn rename_allowed(
+    cx: &mut Cx<'_>,
+    l: &Locked<'_>,
+    (sp, src): (u64, Entry),
+    (dp, dst): (u64, Option<Entry>),
+) -> Result<(), Errno> {
+    cx.see(&src.stamp);
+    let (s, d) = (dir(cx, l, sp)?, dir(cx, l, dp)?);
+    let moved = l.get(src.ino).expect("an entry names a live inode");
+    may(cx, s, WRITE | SEARCH)?;
+    may_remove(cx, s, moved)?;
+    may(cx, d, WRITE | SEARCH)?;
+    if let Some(dst) = dst {
+        let replaced = l.get(dst.ino).expect("an entry names a live inode");
+        may_remove(cx, d, replaced)?;
+        match (src.kind, dst.kind) {
+            (FileKind::Directory, FileKind::File) => return Err(Errno::ENOTDIR),
+            (FileKind::File, FileKind::Directory) => return Err(Errno::EISDIR),
+            _ => {}
+        }
+    }
+    if src.kind == FileKind::Directory && sp != dp {
+        // Its ".." changes: a directory moves to another parent only with write permission
+        // on itself.
+        may(cx, moved, WRITE)?;
+    }
+    see_inode(cx, moved);
+    if let Some(dst) = dst {
+        cx.see(&dst.stamp);
+        let replaced = l.get(dst.ino).expect("an entry names a live inode");
+        see_inode(cx, replaced);
+        if replaced.entries.as_ref().is_some_and(|e| !e.is_empty()) {
+            return Err(Errno::ENOTEMPTY);
+        }
+    }
+    Ok(())
 }

@@ -6,21 +6,17 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use mds_proto::opcode::{AUTHENTICATE, CONNECT};
 use mds_proto::{self as protocol, Body, Errno, Op, PROTOCOL_VERSION, Request};
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, warn};
 
 use super::Refused;
 use crate::auth::{AuthFailure, Authenticator};
+use crate::output::ConnOutput;
 use crate::partition::Partition;
 use crate::partition::admission::{Credentials, HandshakeSlot};
-use crate::partition::conn::ConnOutput;
 use crate::session::{AttachRefused, Session};
-
-/// CONNECT's opcode, for metrics of a handshake that may not have decoded.
-pub(super) const CONNECT: u8 = 0;
-/// AUTHENTICATE's opcode, for the same.
-const AUTHENTICATE: u8 = 13;
 
 /// A connection before its session exists, and what it holds of the partition's limits:
 /// who is at the other end, the challenge its CONNECT was sent while it waits for the proof,
@@ -107,7 +103,7 @@ impl Partition {
             Err(Refused)
         };
         if let Some(prefix) = protocol::peek_handshake(frame)
-            && prefix.opcode == 0
+            && prefix.opcode == u32::from(CONNECT)
             && prefix.version != PROTOCOL_VERSION
         {
             warn!(
@@ -120,7 +116,7 @@ impl Partition {
             self.metrics.handshake.increment(1);
             answered.push((CONNECT, Err(Errno::EPROTO)));
             // In the layout every version reads.
-            conn.append_version_refusal(prefix.xid, self.shared.engine.last_committed());
+            conn.append_version_refusal(prefix.xid, self.shared.core.replies.last_committed());
             return Err(Refused);
         }
         let request: Request = match protocol::decode(frame) {
@@ -133,8 +129,8 @@ impl Partition {
         if client == 0 {
             return refuse(request.xid, "client identity 0");
         }
-        let key = self.shared.auth.is_some();
-        let secret = self.shared.sessions.requires_proof(client);
+        let key = self.shared.net.auth.is_some();
+        let secret = self.shared.core.sessions.requires_proof(client);
         if key || secret {
             // Nothing of the client's session is touched before it has proved what it must:
             // an impostor cannot even replace a real client's connection.
@@ -216,6 +212,7 @@ impl Partition {
         if challenge.key {
             let auth = self
                 .shared
+                .net
                 .auth
                 .as_ref()
                 .expect("only a server with a key asks for its proof");
@@ -271,7 +268,7 @@ impl Partition {
         } = attach;
         let peer = handshaking.peer;
         let credentials = match Credentials::of(
-            self.shared.cred_check,
+            self.shared.net.cred_check,
             peer,
             handshaking.local,
             keyed,
@@ -287,7 +284,7 @@ impl Partition {
         };
         let Some(slot) = self.connection_slot() else {
             let why = super::super::admission::Refused::Connections;
-            warn!(partition = self.id, %peer, "refusing connection: {}", why.describe(&self.shared.limits));
+            warn!(partition = self.id, %peer, "refusing connection: {}", why.describe(&self.shared.net.limits));
             metrics::counter!(crate::metrics::CONNECTIONS_REFUSED).increment(1);
             answered.push((opcode, Err(Errno::EBUSY)));
             self.reply_now(conn, 0, Err(Errno::EBUSY));
@@ -296,7 +293,12 @@ impl Partition {
         let proved = |secret: &mds_client::auth::SessionSecret| {
             session_proof.is_some_and(|(nonce, proof)| secret.verify(&nonce, client, &proof))
         };
-        let attached = match self.shared.sessions.attach(client, conn.clone(), proved) {
+        let attached = match self
+            .shared
+            .core
+            .sessions
+            .attach(client, conn.clone(), proved)
+        {
             Ok(attached) => attached,
             Err(AttachRefused::Unproved) => {
                 warn!(
@@ -317,11 +319,11 @@ impl Partition {
         handshaking.connection = Some(slot);
         handshaking.slot = None;
         handshaking.credentials = credentials;
-        let recovering = self.shared.recovery.expects(client);
+        let recovering = self.shared.core.recovery.expects(client);
         // A client the journal knew from before the restart: noted, so the window's close
         // does not evict it; forgotten when it is done replaying, unless its replays make it
         // hold something early again.
-        self.shared.recovery.connected(client);
+        self.shared.core.recovery.connected(client);
         if let Some(older) = attached.replaced {
             debug!(
                 partition = self.id,
@@ -342,11 +344,11 @@ impl Partition {
             xid,
             Ok(Body::Connected {
                 version: PROTOCOL_VERSION,
-                server_boot: self.shared.boot,
+                server_boot: self.shared.net.boot,
                 partition: self.id as u32,
-                ack_early: self.shared.ack_early,
+                ack_early: self.shared.core.ack == crate::config::Ack::Early,
                 recovering,
-                evicted: self.shared.recovery.evicted(client),
+                evicted: self.shared.core.recovery.evicted(client),
                 session_secret: attached.issued.map(|s| *s.bytes()),
             }),
         );

@@ -11,6 +11,7 @@ use rocksdb::{
     ColumnFamily, DB, Direction, FlushOptions, IteratorMode, ReadOptions, WriteBatch, WriteOptions,
 };
 
+use crate::error::InjectedFailure;
 use crate::error::{Error, Fault, Result};
 use crate::options::{Tuning, block_cache, cf_descriptors, db_options, full_scan};
 use crate::resend::{ClientResend, ClientSlots};
@@ -19,11 +20,6 @@ use crate::schema::*;
 /// How the journal is opened.
 #[derive(Clone, Debug, Default)]
 pub struct JournalOptions {
-    /// Test hook: the commit after this many successful ones fails with `fault`, and the
-    /// journal stops. `None` in production.
-    pub fail_after_commits: Option<u64>,
-    /// What that failure is.
-    pub fault: Fault,
     /// How far past what is durable the server may hand out transnos and inode numbers:
     /// each commit raises the ceilings to this far above it ([`Ceilings`]).
     pub leases: Leases,
@@ -122,6 +118,8 @@ pub struct Journal {
     commits: AtomicU64,
     failed: AtomicBool,
     options: JournalOptions,
+    /// A failure to inject into a commit (tests: [`Journal::inject_failure`]).
+    injected: Option<InjectedFailure>,
     opts: rocksdb::Options,
     /// Which resend slots each client has on disk (`resend.rs`); the committer's alone.
     resend_slots: Mutex<HashMap<u64, ClientSlots>>,
@@ -148,6 +146,12 @@ impl Journal {
     /// first, synced, batch.
     pub fn open(path: &Path, options: JournalOptions) -> Result<(Journal, Recovered)> {
         Self::open_tuned(path, options, &Tuning::default())
+    }
+
+    /// Test hook: the commit after `failure.after_commits` successful ones fails with its
+    /// fault, and the journal stops, as after a disk error. Never set in production.
+    pub fn inject_failure(&mut self, failure: InjectedFailure) {
+        self.injected = Some(failure);
     }
 
     /// [`Journal::open`] with other RocksDB sizes (tests shrink them).
@@ -194,6 +198,7 @@ impl Journal {
             commits: AtomicU64::new(0),
             failed: AtomicBool::new(false),
             options,
+            injected: None,
             opts,
             resend_slots: Mutex::new(HashMap::new()),
             transno_ceiling: AtomicU64::new(0),
@@ -717,17 +722,17 @@ impl Journal {
         let bytes = batch.size_in_bytes();
         let build = started.elapsed();
 
-        if let Some(limit) = self.options.fail_after_commits
-            && self.commits.load(Ordering::Relaxed) >= limit
+        if let Some(injected) = self.injected
+            && self.commits.load(Ordering::Relaxed) >= injected.after_commits
         {
             self.failed.store(true, Ordering::Release);
-            if self.options.fault == Fault::Sync {
+            if injected.fault == Fault::Sync {
                 // Written, never synced: in the page cache, as after a failed fsync.
                 let mut unsynced = WriteOptions::default();
                 unsynced.set_sync(false);
                 let _ = self.db.write_opt(batch, &unsynced);
             }
-            return Err(Error::Injected(self.options.fault));
+            return Err(Error::Injected(injected.fault));
         }
         let write_started = Instant::now();
         if let Err(e) = self.db.write_opt(batch, &synced()) {

@@ -48,7 +48,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
-use journal::{JournalOp, ResendRecord, TxRecord};
+use journal::{JournalOp, TxRecord};
 
 use super::node::{DirName, Entries, Entry, FileKind, InodeAttr, Node, Stamp};
 use super::perm::{self, READ, SEARCH, WRITE};
@@ -58,7 +58,7 @@ use mds_proto::{Body, DirEntry, Errno, MAX_FRAME, MAX_READDIR, Op, SetAttr, chec
 
 mod rename;
 
-/// Journal ops the partition adds to a mutation's record: its resend record. Reserved when
+/// Journal ops dispatch adds to a mutation's record: its resend record. Reserved when
 /// the record is built, so adding it never reallocates the ops.
 const RESEND_OPS: usize = 1;
 
@@ -179,7 +179,7 @@ fn touch(attr: &mut InodeAttr, now: i64, transno: u64) {
 
 impl Namespace {
     /// Executes one operation for `caller` (not CONNECT, AUTHENTICATE, PING, STATFS or SYNC,
-    /// which the connection answers itself). New inodes belong to the caller's credentials.
+    /// which dispatch answers itself). New inodes belong to the caller's credentials.
     /// The result says which of another client's uncommitted changes it built on
     /// (commit-on-share).
     pub fn execute(&self, op: Op, caller: &Caller<'_>) -> Exec {
@@ -213,35 +213,7 @@ impl Namespace {
         });
         match &mut exec {
             Exec::Now { wait, .. } => *wait = cx.wait,
-            Exec::Mutation {
-                built_on,
-                transno,
-                record,
-                body,
-            } => {
-                *built_on = cx.wait;
-                if let Some(journal) = &caller.journal {
-                    // How it was answered goes with the change itself, so that a resend is
-                    // answered the same way even after a restart.
-                    let mut record = std::mem::replace(
-                        record,
-                        TxRecord {
-                            transno: *transno,
-                            ops: Vec::new(),
-                        },
-                    );
-                    record.ops.push(JournalOp::PutResend {
-                        client: journal.client,
-                        acked_xid: journal.acked_xid,
-                        record: ResendRecord {
-                            xid: journal.xid,
-                            transno: *transno,
-                            reply: mds_proto::encode(body),
-                        },
-                    });
-                    (journal.send)(record);
-                }
-            }
+            Exec::Mutation { built_on, .. } => *built_on = cx.wait,
         }
         exec
     }
@@ -265,19 +237,7 @@ impl Namespace {
         let cred = cx.caller.cred;
         check_name(&name)?;
         self.writable()?;
-        let ino = match cx.caller.reuse_ino {
-            // A replay takes its inode number again: one handed out before the crash, below
-            // the ceiling this start's own numbers begin at (recovery checked it, and it is
-            // below the ceiling now, so the counter cannot wrap past it).
-            Some(ino) => {
-                if ino <= journal::ROOT_INO || !self.below_ino_ceiling(ino) {
-                    return Err(Errno::EINVAL);
-                }
-                self.next_ino.fetch_max(ino + 1, Ordering::Relaxed);
-                ino
-            }
-            None => self.allocate_ino()?,
-        };
+        let ino = self.ino_for_create(cx)?;
         let now = now_ns();
         let is_dir = kind == FileKind::Directory;
         let mut l = self.table.lock(&[parent, ino]);
@@ -359,17 +319,8 @@ impl Namespace {
         };
         let image = attr.image();
         let body = Body::Attr(to_attr(&attr));
-        let mut node = Node::new(attr, is_dir.then(BTreeMap::new));
-        node.stamp = cx.stamp(Stamp::default(), transno);
-        if !l.insert(node) {
-            unreachable!("inode {ino} was checked vacant under the same lock");
-        }
+        self.add_created(&mut l, attr, cx.stamp(Stamp::default(), transno));
         drop(l);
-        if is_dir {
-            self.directories.fetch_add(1, Ordering::Relaxed);
-        } else {
-            self.files.fetch_add(1, Ordering::Relaxed);
-        }
         let ops = journal_ops([
             JournalOp::PutInode(image),
             JournalOp::PutDentry {
@@ -385,6 +336,38 @@ impl Namespace {
             body,
             built_on: 0,
         })
+    }
+
+    /// The inode number a create takes: a new one, or a replay's again — one handed out
+    /// before the crash, below the ceiling this start's own numbers begin at (recovery
+    /// checked it, and it is below the ceiling now, so the counter cannot wrap past it).
+    fn ino_for_create(&self, cx: &Cx<'_>) -> Result<u64, Errno> {
+        match cx.caller.reuse_ino {
+            Some(ino) => {
+                if ino <= journal::ROOT_INO || !self.below_ino_ceiling(ino) {
+                    return Err(Errno::EINVAL);
+                }
+                self.next_ino.fetch_max(ino + 1, Ordering::Relaxed);
+                Ok(ino)
+            }
+            None => self.allocate_ino(),
+        }
+    }
+
+    /// Puts a created inode into the table, under the lock its create holds (its number was
+    /// checked vacant under that lock), and counts it.
+    fn add_created(&self, l: &mut Locked<'_>, attr: InodeAttr, stamp: Stamp) {
+        let (ino, is_dir) = (attr.ino, attr.kind == FileKind::Directory);
+        let mut node = Node::new(attr, is_dir.then(BTreeMap::new));
+        node.stamp = stamp;
+        if !l.insert(node) {
+            unreachable!("inode {ino} was checked vacant under the same lock");
+        }
+        if is_dir {
+            self.directories.fetch_add(1, Ordering::Relaxed);
+        } else {
+            self.files.fetch_add(1, Ordering::Relaxed);
+        }
     }
 
     fn lookup(&self, cx: &mut Cx<'_>, parent: u64, name: &str) -> OpResult {

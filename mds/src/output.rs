@@ -1,5 +1,6 @@
-//! One connection's output: a reply sink any thread may fill, and the writer task that empties
-//! it into the socket.
+//! One connection's output: a reply sink any thread may fill, the writer task that empties
+//! it into the socket, and the guard ([`InFlight`]) that counts a reply in flight on it for as
+//! long as the guard lives. It imports nothing of the partitions or sessions that use it.
 //!
 //! The owner partition's drain, a partner partition draining for it, and the connection's own
 //! reader (immediate replies) all append encoded replies to [`ConnOutput`] under its small
@@ -9,6 +10,7 @@
 //! the appender that found it empty owes the writer a wake — whoever appended before it owes
 //! one already, or the writer has not yet taken what it will take with this.
 
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use bytes::BytesMut;
@@ -31,13 +33,13 @@ pub struct ConnOutput {
     /// `buf`'s length, set under its lock: the reader checks it before every request, and
     /// an atomic load there costs less than the lock.
     buffered: AtomicUsize,
-    /// Bytes of replies held in the reply engine for another client's commit (commit-on-
+    /// Bytes of replies held in the reply queue for another client's commit (commit-on-
     /// share) that will leave through this connection: owed output as much as `buffered`,
-    /// and bounded with it.
+    /// and bounded with it. Counted by the [`InFlight`] guards that hold them.
     held: AtomicUsize,
     /// Wakes the writer.
     ready: Notify,
-    /// Mutations of this connection waiting for their commit.
+    /// Replies waiting to leave through this connection: its live [`InFlight`] guards.
     inflight: AtomicUsize,
     /// Past this many in-flight mutations the reader stops reading.
     max_inflight: usize,
@@ -113,35 +115,37 @@ impl ConnOutput {
         self.buffered() + self.held.load(Ordering::Acquire)
     }
 
-    /// A reply of about `bytes` is held for a commit and will leave through here.
-    pub fn hold(&self, bytes: usize) {
-        self.held.fetch_add(bytes, Ordering::AcqRel);
-    }
-
-    /// A held reply of `bytes` left the reply engine (appended here, or elsewhere): a
-    /// reader paused on owed output looks again.
-    pub fn unhold(&self, bytes: usize) {
-        self.held.fetch_sub(bytes, Ordering::AcqRel);
-        self.drained.notify_one();
-    }
-
-    pub fn wake_writer(&self) {
-        self.ready.notify_one();
-    }
-
-    /// A mutation of this connection now waits for its commit.
-    pub fn request_started(&self) {
+    /// A reply now waits to leave through this connection (a mutation's for its commit, a
+    /// read's for another client's commit, one joined from an older connection on its way
+    /// here): counted in flight until the guard is dropped, and `held_bytes` of it counted
+    /// against the output bound meanwhile. A closing connection waits for every guard; a
+    /// reader paused on either bound is woken when one drops.
+    pub fn start(self: &Arc<Self>, held_bytes: usize) -> InFlight {
         self.inflight.fetch_add(1, Ordering::Relaxed);
+        if held_bytes > 0 {
+            self.held.fetch_add(held_bytes, Ordering::AcqRel);
+        }
+        InFlight {
+            conn: self.clone(),
+            held_bytes,
+        }
     }
 
-    /// A mutation of this connection left the reply queue (wherever its reply went). Wakes
-    /// the reader when that may let it read again, or when nothing is in flight any more (a
-    /// closing connection waits for that).
-    pub fn request_done(&self) {
+    /// A guard dropped: wakes the reader when that may let it read again, or when nothing is
+    /// in flight any more (a closing connection waits for that).
+    fn done(&self, held_bytes: usize) {
+        if held_bytes > 0 {
+            self.held.fetch_sub(held_bytes, Ordering::AcqRel);
+            self.drained.notify_one();
+        }
         let before = self.inflight.fetch_sub(1, Ordering::AcqRel);
         if before >= self.max_inflight || before == 1 {
             self.space.notify_one();
         }
+    }
+
+    pub fn wake_writer(&self) {
+        self.ready.notify_one();
     }
 
     pub fn inflight(&self) -> usize {
@@ -211,12 +215,34 @@ impl ConnOutput {
     }
 }
 
+/// A reply in flight on a connection, from [`ConnOutput::start`] until it is dropped: after
+/// the reply is appended (wherever it went), or when it is given up. Owned, so the count can
+/// never fall out of step with the replies: shutdown and a closing connection wait on these.
+#[derive(Debug)]
+pub struct InFlight {
+    conn: Arc<ConnOutput>,
+    held_bytes: usize,
+}
+
+impl InFlight {
+    /// The connection it is counted on.
+    pub fn conn(&self) -> &Arc<ConnOutput> {
+        &self.conn
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.conn.done(self.held_bytes);
+    }
+}
+
 /// Writes whatever the connection's buffer holds, one `write_all` per wake, swapping two
 /// buffers so neither is reallocated. `cut` ends it at once, written or not (a client that
 /// does not read, past the shutdown grace period).
 pub async fn write_loop<W: AsyncWrite + Unpin>(
     mut wr: W,
-    conn: std::sync::Arc<ConnOutput>,
+    conn: Arc<ConnOutput>,
     cut: CancellationToken,
 ) {
     let mut spare = BytesMut::new();
@@ -318,18 +344,19 @@ mod tests {
 
     #[test]
     fn the_reader_is_woken_when_it_may_read_again_and_when_all_is_answered() {
-        let out = ConnOutput::new(2);
-        out.request_started();
-        out.request_started();
-        out.request_done(); // 2 -> 1: below the bound again
-        assert_eq!(out.inflight(), 1);
+        let out = Arc::new(ConnOutput::new(2));
+        let first = out.start(0);
+        let second = out.start(100);
+        assert_eq!(out.owed(), 100, "held bytes count as owed output");
+        drop(second); // 2 -> 1: below the bound again
+        assert_eq!((out.inflight(), out.owed()), (1, 0));
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
             .unwrap();
         rt.block_on(async {
             out.wait_for_space().await;
-            out.request_done(); // 1 -> 0
+            drop(first); // 1 -> 0
             out.wait_until_idle(|| false).await;
         });
     }

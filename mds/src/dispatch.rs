@@ -1,0 +1,1176 @@
+//! Dispatch: what the server does with one request of a client that has its session, and when
+//! its reply may leave. It owns every decision between the decoded request and the reply —
+//! the session's records (a resend joins its original or is answered from its record), the
+//! recovery window and a replay's turn, the namespace's execution, the journal record and its
+//! resend record handed to the committer, commit-on-share, and early or commit-deferred
+//! replies (with the first early mutation of a client answered only after its commit) — and
+//! returns them as an [`Answer`]. It touches no socket: the connection appends what is
+//! answered now and queues what waits (`partition/serve/mod.rs`), so every decision here can be
+//! unit-tested with a namespace in memory and a channel for a committer.
+//!
+//! What all of it needs is the [`Core`]: the namespace, the reply queue's `last_committed`,
+//! the committer's channel, the sessions, the recovery window and the two modes.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use crossbeam_channel::Sender;
+use mds_proto::{Body, Errno, Op, Request, StatFs};
+use tracing::error;
+
+use crate::committer::{CommitMsg, CommitStats};
+use crate::config::{Ack, Cos};
+use crate::metrics::PartitionMetrics;
+use crate::namespace::{Caller, Exec, Namespace};
+use crate::queue::{Replies, Response};
+use crate::recovery::{Recovery, Refusal, Turn};
+use crate::session::{Answered, Begin, Session, Sessions};
+use crate::ticket::ReplayKey;
+
+/// What dispatch needs of the server, shared by every partition.
+pub struct Core {
+    pub namespace: Arc<Namespace>,
+    /// Pending replies: the per-CPU engine or the global baseline (`--reply-path`); dispatch
+    /// reads its `last_committed`.
+    pub replies: Arc<Replies>,
+    pub commit_tx: Sender<CommitMsg>,
+    pub commit_stats: Arc<CommitStats>,
+    pub sessions: Arc<Sessions>,
+    pub cos: Cos,
+    pub ack: Ack,
+    /// The recovery window after a restart (closed at once when no client is known).
+    pub recovery: Recovery,
+    /// Makes and checks the replay tickets of early replies.
+    pub replay_key: ReplayKey,
+    /// Requests that built on another client's uncommitted change (STATFS reports it).
+    pub cos_conflicts: AtomicU64,
+    /// Partitions served (STATFS reports it).
+    pub partitions: usize,
+    /// Mutations executed but not durable yet past which no request is executed
+    /// (`Limits::max_uncommitted`).
+    pub max_uncommitted: u64,
+}
+
+impl Core {
+    /// Whether executed-but-not-durable mutations have reached `max_uncommitted`.
+    pub fn over_uncommitted_cap(&self) -> bool {
+        // Skipped or replayed transnos may put `last_committed` ahead for a moment.
+        self.namespace
+            .last_transno()
+            .saturating_sub(self.replies.last_committed())
+            >= self.max_uncommitted
+    }
+
+    /// Forgets `client`'s session if it is idle, and then the journal's records of it.
+    pub fn forget_if_idle(&self, client: u64) {
+        self.sessions
+            .forget_if_idle(client, || self.to_committer(CommitMsg::DropResend(client)));
+    }
+
+    /// Hands a message to the committer. The committer never goes away while partitions run;
+    /// if it has, the journal can no longer make anything durable, and waiting would hang
+    /// every client: stop the process (fail-stop).
+    pub fn to_committer(&self, msg: CommitMsg) {
+        if self.commit_tx.send(msg).is_err() {
+            error!("the committer is gone; stopping rather than hang every client");
+            std::process::abort();
+        }
+    }
+
+    /// A request built on another client's uncommitted change: count it and, when `upto` is
+    /// given, ask for the commit of everything up to it now, without blocking.
+    fn cos_conflict(&self, metrics: &PartitionMetrics, opcode: u8, upto: Option<u64>) {
+        metrics.cos_conflict(opcode);
+        self.cos_conflicts.fetch_add(1, Ordering::Relaxed);
+        if let Some(upto) = upto {
+            self.to_committer(CommitMsg::Flush(upto));
+        }
+    }
+
+    fn statfs(&self) -> StatFs {
+        let stats = &self.commit_stats;
+        let (directories, files) = self.namespace.counts();
+        StatFs {
+            inodes: directories + files,
+            directories,
+            files,
+            last_committed: self.replies.last_committed(),
+            last_transno: self.namespace.last_transno(),
+            commits: stats.commits.load(Ordering::Relaxed),
+            committed_transactions: stats.transactions.load(Ordering::Relaxed),
+            max_transactions_per_commit: stats.max_batch_seen.load(Ordering::Relaxed),
+            partitions: self.partitions as u32,
+            read_only: self.namespace.is_read_only(),
+            cos_conflicts: self.cos_conflicts.load(Ordering::Relaxed),
+        }
+    }
+}
+
+#[cfg(test)]
+impl Core {
+    /// A core over `namespace` with a per-CPU reply queue of `partitions` partitions whose
+    /// wakes go nowhere, a committer that is the returned channel, and no recovery window.
+    pub(crate) fn for_tests(
+        namespace: Namespace,
+        partitions: usize,
+        cos: Cos,
+        ack: Ack,
+    ) -> (Core, crossbeam_channel::Receiver<CommitMsg>) {
+        let (commit_tx, commit_rx) = crossbeam_channel::unbounded();
+        let wakers = (0..partitions)
+            .map(|_| Box::new(|| {}) as reply::Waker)
+            .collect();
+        let key = ReplayKey::new(&[7; journal::SECRET_LEN]);
+        let bounds = crate::recovery::Bounds {
+            last_committed: 0,
+            transno_ceiling: 0,
+            ino_ceiling: 0,
+        };
+        let core = Core {
+            namespace: Arc::new(namespace),
+            replies: Arc::new(Replies::per_cpu(wakers, 0)),
+            commit_tx,
+            commit_stats: Arc::default(),
+            sessions: Arc::new(Sessions::new(usize::MAX)),
+            cos,
+            ack,
+            recovery: Recovery::new(Vec::new(), bounds, key, Box::new(|_, _| {})),
+            replay_key: key,
+            cos_conflicts: AtomicU64::new(0),
+            partitions,
+            max_uncommitted: 1 << 16,
+        };
+        (core, commit_rx)
+    }
+}
+
+/// What dispatch decided for one request.
+#[derive(Debug, PartialEq)]
+pub struct Answer {
+    pub deliver: Deliver,
+    /// An early reply was given for this transno: the session's client is owed a commit
+    /// notice once it is durable (queued after the reply, if the reply is queued).
+    pub notice: Option<u64>,
+}
+
+/// When, and whether, a reply leaves.
+#[derive(Debug, PartialEq)]
+pub enum Deliver {
+    /// Now. A reply whose `transno` is above `last_committed` is an early one.
+    Now(Response),
+    /// Once `until` is durable. `cos`: a read or an error held back by commit-on-share,
+    /// whose bytes count against its connection's output bound while it waits.
+    AtCommit {
+        until: u64,
+        response: Response,
+        cos: bool,
+    },
+    /// Never from here: a copy of the request in flight answers it.
+    Joined,
+    /// An EPROTO refusal now, and the connection closes.
+    Close { response: Response, why: Closing },
+}
+
+/// Why dispatch closes a connection.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Closing {
+    /// A second CONNECT or AUTHENTICATE on a connection that has its session.
+    Handshake(&'static str),
+    /// A replay no honest client can send.
+    Forged(&'static str),
+}
+
+impl Answer {
+    fn now(response: Response) -> Answer {
+        Answer {
+            deliver: Deliver::Now(response),
+            notice: None,
+        }
+    }
+
+    fn at_commit(until: u64, response: Response, cos: bool) -> Answer {
+        Answer {
+            deliver: Deliver::AtCommit {
+                until,
+                response,
+                cos,
+            },
+            notice: None,
+        }
+    }
+
+    fn joined() -> Answer {
+        Answer {
+            deliver: Deliver::Joined,
+            notice: None,
+        }
+    }
+
+    fn close(xid: u64, op: u8, why: Closing) -> Answer {
+        Answer {
+            deliver: Deliver::Close {
+                response: Response::new(xid, op, 0, Err(Errno::EPROTO)),
+                why,
+            },
+            notice: None,
+        }
+    }
+}
+
+/// Dispatches one request of `session`'s client, its credentials checked by the connection:
+/// waits for the recovery window (or a replay's turn) if it must, executes it, and says how
+/// to answer it. Everything the session and the journal must know of it is done when this
+/// returns.
+pub async fn dispatch(
+    core: &Core,
+    metrics: &PartitionMetrics,
+    session: &Arc<Session>,
+    mut request: Request,
+) -> Answer {
+    let turn = match admit(core, metrics, session, &request).await {
+        Admitted::Go(turn) => turn,
+        Admitted::Answered(answer) => return answer,
+    };
+    core.namespace.effective_cred(&mut request.cred);
+    session.note_acked(request.acked_xid);
+    let (xid, opcode) = (request.xid, request.op.opcode());
+    let now = |result| {
+        session.note_replied(xid);
+        Answer::now(Response::new(xid, opcode, 0, result))
+    };
+    let second = |what| {
+        session.note_replied(xid);
+        Answer::close(xid, opcode, Closing::Handshake(what))
+    };
+    match request.op {
+        Op::Connect { .. } => second("CONNECT"),
+        Op::Authenticate { .. } => second("AUTHENTICATE"),
+        Op::Ping => now(Ok(Body::Pong)),
+        Op::Statfs => now(Ok(Body::StatFs(core.statfs()))),
+        Op::Sync => sync(core, metrics, session, xid, opcode),
+        _ => execute(core, metrics, session, request, turn),
+    }
+}
+
+/// What [`admit`] found of a request.
+enum Admitted<'a> {
+    /// Execute it, with its recovery turn if it is a replay.
+    Go(Option<Turn<'a>>),
+    /// Answered already (joined, from its record, refused, forged).
+    Answered(Answer),
+}
+
+/// What a request waits for before it executes. While the recovery window is open, a
+/// request that is not a replay waits until it closes (a known client's first such request
+/// says it has replayed everything). A replay is first looked up in its session — a copy in
+/// flight or executed already answers it — then waits for its turn in transno order
+/// (`Recovery::turn`); its session marks it pending meanwhile, so a copy resent on a newer
+/// connection joins it. A replay whose turn will not come is refused (its client counts it
+/// lost); one no honest client can send closes the connection.
+async fn admit<'a>(
+    core: &'a Core,
+    metrics: &PartitionMetrics,
+    session: &Arc<Session>,
+    request: &Request,
+) -> Admitted<'a> {
+    let recovery = &core.recovery;
+    let Some(replay) = request.replay else {
+        if recovery.is_open() {
+            if recovery.expects(session.client()) {
+                recovery.client_done(session.client());
+                if !session.is_known() {
+                    // Back, done, and holding nothing early: the journal may forget it.
+                    core.to_committer(CommitMsg::ForgetClient {
+                        client: session.client(),
+                        after: 0,
+                    });
+                }
+            }
+            recovery.closed().await;
+        }
+        return Admitted::Go(None);
+    };
+    let (xid, opcode) = (request.xid, request.op.opcode());
+    if !request.op.is_mutation() {
+        return Admitted::Answered(Answer::close(
+            xid,
+            opcode,
+            Closing::Forged("a replay of a request that changes nothing"),
+        ));
+    }
+    session.note_acked(request.acked_xid);
+    if let Some(answer) = begin_mutation(metrics, session, xid, opcode, true) {
+        return Admitted::Answered(answer);
+    }
+    let refused = || {
+        // Too late (the window closed, or its transno was durable, skipped or taken by a
+        // copy that did not execute), and it did not execute in this start: lost.
+        session.abandon(xid);
+        Admitted::Answered(Answer::now(Response::new(
+            xid,
+            opcode,
+            0,
+            Err(Errno::EINVAL),
+        )))
+    };
+    if !recovery.is_open() {
+        return refused();
+    }
+    let mut buf = [0u8; 1024];
+    let op = ReplayKey::encode_op(&request.op, &mut buf);
+    match recovery.turn(session.client(), replay, &op).await {
+        Ok(turn) => Admitted::Go(Some(turn)),
+        Err(Refusal::TooLate) => refused(),
+        Err(Refusal::Forged(why)) => {
+            session.abandon(xid);
+            Admitted::Answered(Answer::close(xid, opcode, Closing::Forged(why)))
+        }
+    }
+}
+
+/// Looks a mutation up in its session before it executes: `None` to execute it; otherwise how
+/// it is answered — joined to a copy still waiting (its reply answers both), from its resend
+/// record (it executed already; with the ticket its first answer carried), or refused because
+/// the session keeps as many records as it may (not a `replay`, whose change its client was
+/// told of).
+fn begin_mutation(
+    metrics: &PartitionMetrics,
+    session: &Session,
+    xid: u64,
+    opcode: u8,
+    replay: bool,
+) -> Option<Answer> {
+    let begun = if replay {
+        session.begin_replay(xid)
+    } else {
+        session.begin(xid)
+    };
+    let response = match begun {
+        Begin::New => return None,
+        Begin::Joined => return Some(Answer::joined()),
+        Begin::Answered(Answered {
+            transno,
+            body,
+            ticket,
+        }) => {
+            // Executed already, its reply lost on the way (a replay cut off among them): the
+            // same answer again, never a second execution.
+            metrics.resent_answered.increment(1);
+            Response {
+                ticket,
+                ..Response::new(xid, opcode, transno, Ok(body))
+            }
+        }
+        Begin::Full => {
+            // The client's watermark lags too far behind what it asked: nothing more until
+            // it has acknowledged some replies.
+            metrics.resend_full.increment(1);
+            Response::new(xid, opcode, 0, Err(Errno::EBUSY))
+        }
+    };
+    session.note_replied(xid);
+    Some(Answer::now(response))
+}
+
+/// SYNC: answered once everything handed out so far is durable, whose commit it asks for.
+fn sync(
+    core: &Core,
+    metrics: &PartitionMetrics,
+    session: &Session,
+    xid: u64,
+    opcode: u8,
+) -> Answer {
+    match session.begin(xid) {
+        Begin::New => {}
+        Begin::Full => {
+            metrics.resend_full.increment(1);
+            session.note_replied(xid);
+            return Answer::now(Response::new(xid, opcode, 0, Err(Errno::EBUSY)));
+        }
+        // A resend: the original's reply answers it.
+        Begin::Joined | Begin::Answered(_) => return Answer::joined(),
+    }
+    let upto = core.namespace.last_transno();
+    let done = Response::new(xid, opcode, 0, Ok(Body::Done));
+    if upto <= core.replies.last_committed() {
+        session.abandon(xid);
+        return Answer::now(done);
+    }
+    core.to_committer(CommitMsg::Flush(upto));
+    Answer::at_commit(
+        upto,
+        Response {
+            transno: upto,
+            ..done
+        },
+        false,
+    )
+}
+
+/// A namespace operation: a mutation is first looked up in its session (unless it is a
+/// replay, which `admit` looked up), then executed; its record goes to the committer at once.
+fn execute(
+    core: &Core,
+    metrics: &PartitionMetrics,
+    session: &Arc<Session>,
+    request: Request,
+    turn: Option<Turn<'_>>,
+) -> Answer {
+    let Request {
+        xid,
+        op,
+        acked_xid: _,
+        cred,
+        replay,
+    } = request;
+    let opcode = op.opcode();
+    let mutation = op.is_mutation();
+    let replayed = turn.is_some();
+    if mutation
+        && !replayed
+        && let Some(answer) = begin_mutation(metrics, session, xid, opcode, false)
+    {
+        return answer;
+    }
+    if replay.is_some() && !replayed {
+        // `admit` answers every replay without a turn; nothing gets here.
+        if mutation {
+            session.abandon(xid);
+        }
+        session.note_replied(xid);
+        return Answer::now(Response::new(xid, opcode, 0, Err(Errno::EINVAL)));
+    }
+    if let Some(turn) = &turn
+        && core.namespace.last_transno() + 1 != turn.transno()
+    {
+        // Only replays take transnos while the window is open, each at its turn.
+        error!(
+            transno = turn.transno(),
+            last = core.namespace.last_transno(),
+            "a replay's turn came out of order; stopping"
+        );
+        std::process::abort();
+    }
+    // After a journal failure nothing above `last_committed` will ever be durable, and its
+    // clients were answered EIO: no read may show it, not even to the client that made it (no
+    // client has identity 0), COS on or off. Such a read waits for a commit that fails at
+    // once, and is answered the same way.
+    let failed = core.namespace.is_read_only();
+    let caller = Caller {
+        client: if failed { 0 } else { session.client() },
+        cred: &cred,
+        // Without commit-on-share nothing counts as uncommitted.
+        last_committed: if core.cos == Cos::On || failed {
+            core.replies.last_committed()
+        } else {
+            u64::MAX
+        },
+        reuse_ino: turn
+            .as_ref()
+            .and(replay)
+            .map(|r| r.ino)
+            .filter(|&ino| ino != 0),
+    };
+    // The ticket binds the operation as its request encoded it; made only for what can be
+    // answered early (before `execute` takes the operation).
+    let mut buf = [0u8; 1024];
+    let op_bytes = (core.ack == Ack::Early && mutation && !replayed)
+        .then(|| ReplayKey::encode_op(&op, &mut buf));
+    let creates = matches!(op, Op::Create { .. } | Op::Mkdir { .. });
+    match core.namespace.execute(op, &caller) {
+        Exec::Now { result, wait } => {
+            // A replay that no longer applies (what it built on was lost with a client that
+            // did not come back) drops its turn here: its transno is skipped by an empty
+            // record, never handed out again, and its client counts it lost.
+            drop(turn);
+            let response = Response::new(xid, opcode, 0, result);
+            answer_unchanged(core, metrics, session, response, wait, mutation, replayed)
+        }
+        Exec::Mutation {
+            transno,
+            record,
+            body,
+            built_on,
+        } => {
+            let known_at = journal(core, session, record, xid, &body);
+            if let Some(turn) = turn {
+                assert_eq!(turn.transno(), transno, "a replay takes its own transno");
+                turn.executed();
+                metrics.replayed.increment(1);
+            }
+            // The session keeps how it was answered, for resends. A replay's answer carries
+            // no ticket: its client keeps the original's, made for the original's xid.
+            let ticket = op_bytes.map_or(0, |op| {
+                let ino = match (creates, &body) {
+                    (true, Body::Attr(attr)) => attr.ino,
+                    _ => 0,
+                };
+                core.replay_key
+                    .ticket(session.client(), xid, transno, ino, &op)
+            });
+            session.remember(xid, transno, body.clone(), ticket);
+            let response = Response {
+                ticket,
+                ..Response::new(xid, opcode, transno, Ok(body))
+            };
+            let mutation = Executed {
+                built_on,
+                known_at,
+                // As for a replay that failed: the reply leaves through the reply queue.
+                through_queue: replayed,
+            };
+            answer_mutation(core, metrics, session, response, mutation)
+        }
+    }
+}
+
+/// An operation that changed nothing (a read, an error, a mutation that failed): answered
+/// now, or — built on another client's uncommitted change (`wait`) — once that is durable;
+/// a replay's answer always through the reply queue.
+fn answer_unchanged(
+    core: &Core,
+    metrics: &PartitionMetrics,
+    session: &Session,
+    response: Response,
+    wait: u64,
+    mutation: bool,
+    replayed: bool,
+) -> Answer {
+    let (xid, opcode) = (response.xid, response.op);
+    if mutation && !replayed {
+        session.abandon(xid);
+    }
+    if mutation && core.namespace.take_ceiling_request() {
+        core.to_committer(CommitMsg::RaiseCeilings);
+    }
+    if replayed {
+        // A copy of it resent on a newer connection may have joined it while it waited for
+        // its turn: the answer goes through the reply queue, which releases it to the
+        // session's connection of now (at once: what it waits for is durable).
+        Answer::at_commit(wait.max(core.replies.last_committed()), response, false)
+    } else if wait == 0 {
+        session.note_replied(xid);
+        Answer::now(response)
+    } else {
+        // Built on another client's uncommitted change: the answer waits for that change's
+        // commit, which is asked for now.
+        core.cos_conflict(metrics, opcode, Some(wait));
+        Answer::at_commit(wait, response, true)
+    }
+}
+
+/// Hands a mutation's record to the committer, with its resend record added, right after it
+/// executed: a transno taken holds every later commit until its record arrives, so nothing
+/// may come between. Before it, what the journal must know first: the session's secret at its
+/// first record, and with early replies the client itself at its first early mutation.
+/// Returns, with early replies, the transno whose commit makes the client known (and whether
+/// this mutation's is it).
+fn journal(
+    core: &Core,
+    session: &Session,
+    mut record: journal::TxRecord,
+    xid: u64,
+    body: &Body,
+) -> Option<crate::session::Know> {
+    session.bind_once(|secret| {
+        core.to_committer(CommitMsg::BindSession {
+            client: session.client(),
+            secret: *secret.bytes(),
+        })
+    });
+    let known = (core.ack == Ack::Early).then(|| {
+        session.know(record.transno, || {
+            core.to_committer(CommitMsg::KnowClient(session.client()))
+        })
+    });
+    // How it was answered goes with the change itself, so that a resend is answered the same
+    // way even after a restart.
+    record.ops.push(journal::JournalOp::PutResend {
+        client: session.client(),
+        acked_xid: session.acked_xid(),
+        record: journal::ResendRecord {
+            xid,
+            transno: record.transno,
+            reply: mds_proto::encode(body),
+        },
+    });
+    core.to_committer(CommitMsg::Record(record));
+    known
+}
+
+/// What decides when an executed mutation's reply may leave.
+struct Executed {
+    /// Another client's uncommitted change it built on (0: none).
+    built_on: u64,
+    /// With early replies: the transno whose commit makes the journal know the client, and
+    /// whether it is this one's.
+    known_at: Option<crate::session::Know>,
+    /// Never answered on the spot: a copy on a newer connection may have joined it.
+    through_queue: bool,
+}
+
+/// A mutation executed: its reply waits for its commit (`--ack commit`), or, early, for the
+/// commit that makes its client known and for what it built on, or leaves at once.
+fn answer_mutation(
+    core: &Core,
+    metrics: &PartitionMetrics,
+    session: &Session,
+    response: Response,
+    mutation: Executed,
+) -> Answer {
+    let (xid, opcode, transno) = (response.xid, response.op, response.transno);
+    let Executed {
+        built_on,
+        known_at,
+        through_queue,
+    } = mutation;
+    let Some(know) = known_at else {
+        // Commit-deferred: its own commit covers what it built on; that commit starts now.
+        if built_on > 0 {
+            core.cos_conflict(metrics, opcode, Some(transno));
+        }
+        return Answer::at_commit(transno, response, false);
+    };
+    // Early. Its commit will be announced to the client by a notice.
+    let answer = if know.first {
+        // The client's first early mutation is answered after its commit, which carries the
+        // client's record (sent just before the mutation's), and that commit starts now.
+        let until = transno.max(built_on);
+        core.to_committer(CommitMsg::Flush(until));
+        if built_on > 0 {
+            core.cos_conflict(metrics, opcode, None);
+        }
+        Answer::at_commit(until, response, false)
+    } else {
+        // Not before the journal knows the client (the commit of its first early mutation,
+        // which may still be in flight when a pipelined second one executes: a crash before
+        // it would find no record of a client holding unsafe replies), nor before what it
+        // built on is durable.
+        let last_committed = core.replies.last_committed();
+        let unknown_until = Some(know.known_at)
+            .filter(|&t| t > last_committed)
+            .unwrap_or(0);
+        if built_on > 0 || unknown_until > 0 || through_queue {
+            if built_on > 0 {
+                core.cos_conflict(metrics, opcode, Some(built_on));
+            }
+            let until = built_on.max(unknown_until).max(last_committed);
+            Answer::at_commit(until, response, false)
+        } else {
+            session.abandon(xid);
+            Answer::now(response)
+        }
+    };
+    Answer {
+        notice: Some(transno),
+        ..answer
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The decisions, table-driven: each case sets up a namespace in memory and a reply
+    //! queue with no store behind them, dispatches one request of client B, and checks when
+    //! its reply leaves, whether a commit notice is owed, and what went to the committer.
+
+    use super::*;
+    use crate::output::ConnOutput;
+    use crate::queue::Replies;
+    use mds_proto::{Cred, ROOT_INO, Replay};
+
+    /// Two clients, A and B, attached to a core in memory.
+    struct Harness {
+        core: Core,
+        commits: crossbeam_channel::Receiver<CommitMsg>,
+        metrics: PartitionMetrics,
+        a: Arc<Session>,
+        b: Arc<Session>,
+        next_xid: std::cell::Cell<u64>,
+    }
+
+    impl Harness {
+        fn new(cos: Cos, ack: Ack) -> Harness {
+            let (core, commits) = Core::for_tests(Namespace::empty(), 1, cos, ack);
+            let attach = |client| {
+                let conn = Arc::new(ConnOutput::new(1 << 10));
+                core.sessions
+                    .attach(client, conn, |_| true)
+                    .unwrap()
+                    .session
+            };
+            let (a, b) = (attach(0xA), attach(0xB));
+            Harness {
+                core,
+                commits,
+                metrics: PartitionMetrics::register(0),
+                a,
+                b,
+                next_xid: std::cell::Cell::new(1),
+            }
+        }
+
+        fn request(&self, op: Op) -> Request {
+            let xid = self.next_xid.get();
+            self.next_xid.set(xid + 1);
+            Request {
+                xid,
+                op,
+                acked_xid: 0,
+                cred: Cred::default(),
+                replay: None,
+            }
+        }
+
+        fn dispatch(&self, session: &Arc<Session>, request: Request) -> Answer {
+            let rt = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            rt.block_on(dispatch(&self.core, &self.metrics, session, request))
+        }
+
+        /// `session` creates `name` in the root: the transno it took.
+        fn create(&self, session: &Arc<Session>, name: &str) -> u64 {
+            let answer = self.dispatch(session, self.request(create(name)));
+            transno(&answer).expect("the create executed")
+        }
+
+        /// Everything executed so far is durable.
+        fn commit_all(&self) {
+            let Replies::PerCpu(engine) = &*self.core.replies else {
+                unreachable!("tests run the per-CPU queue")
+            };
+            engine.publish(self.core.namespace.last_transno());
+        }
+
+        /// What went to the committer since the last look, by kind.
+        fn sent(&self) -> Vec<&'static str> {
+            self.commits.try_iter().map(|m| kind(&m)).collect()
+        }
+    }
+
+    fn create(name: &str) -> Op {
+        Op::Create {
+            parent: ROOT_INO,
+            name: name.into(),
+            mode: 0o644,
+        }
+    }
+
+    fn lookup(name: &str) -> Op {
+        Op::Lookup {
+            parent: ROOT_INO,
+            name: name.into(),
+        }
+    }
+
+    fn transno(answer: &Answer) -> Option<u64> {
+        match &answer.deliver {
+            Deliver::Now(r) | Deliver::AtCommit { response: r, .. } => {
+                (r.transno > 0).then_some(r.transno)
+            }
+            _ => None,
+        }
+    }
+
+    fn kind(msg: &CommitMsg) -> &'static str {
+        match msg {
+            CommitMsg::Record(r) => {
+                let resend = r
+                    .ops
+                    .iter()
+                    .any(|op| matches!(op, journal::JournalOp::PutResend { .. }));
+                if resend { "record+resend" } else { "record" }
+            }
+            CommitMsg::Flush(_) => "flush",
+            CommitMsg::KnowClient(_) => "know",
+            CommitMsg::BindSession { .. } => "bind",
+            CommitMsg::ForgetClient { .. } => "forget",
+            CommitMsg::DropResend(_) => "drop",
+            CommitMsg::Skip { .. } => "skip",
+            CommitMsg::RaiseCeilings => "ceilings",
+            CommitMsg::Drain | CommitMsg::Checkpoint(_) | CommitMsg::Shutdown => "other",
+        }
+    }
+
+    /// When the reply of a case's request leaves.
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum When {
+        /// Now, reporting no transno (a read, an error, a no-op).
+        Now,
+        /// Now, before its own commit: an early reply, with a ticket.
+        NowEarly,
+        /// Now, from its resend record: the transno `before` returned, again.
+        NowAgain,
+        /// Once its own transno is durable.
+        AtOwn,
+        /// Once the transno `before` returned is durable; `cos`: held by commit-on-share.
+        AtBefore {
+            cos: bool,
+        },
+        Joined,
+        Close,
+    }
+
+    struct Case {
+        name: &'static str,
+        cos: Cos,
+        ack: Ack,
+        /// What happens first (A's changes and B's earlier ones); returns the transno the
+        /// expectation may name.
+        before: fn(&Harness) -> u64,
+        /// B's request.
+        request: fn(&Harness) -> Request,
+        when: When,
+        notice: bool,
+        /// What the request sends the committer, in order.
+        sends: &'static [&'static str],
+    }
+
+    fn nothing(_: &Harness) -> u64 {
+        0
+    }
+
+    /// A creates "shared", not yet durable.
+    fn a_uncommitted(h: &Harness) -> u64 {
+        h.create(&h.a, "shared")
+    }
+
+    /// B created "b0" and it is durable: with early replies the journal knows B.
+    fn b_durable(h: &Harness) -> u64 {
+        let t = h.create(&h.b, "b0");
+        h.commit_all();
+        t
+    }
+
+    /// B's first early mutation executed and its commit (which makes B known) is in flight.
+    fn b_first_in_flight(h: &Harness) -> u64 {
+        h.create(&h.b, "b0")
+    }
+
+    /// B created "again" (xid kept as the next request's), it is durable, and its reply
+    /// left (as the drain releases it).
+    fn b_answered(h: &Harness) -> u64 {
+        let t = h.create(&h.b, "again");
+        h.commit_all();
+        let xid = h.next_xid.get() - 1;
+        drop(h.b.release(xid, true));
+        h.next_xid.set(xid);
+        t
+    }
+
+    /// B created "waiting" (xid kept as the next request's), not yet durable.
+    fn b_pending(h: &Harness) -> u64 {
+        let t = h.create(&h.b, "waiting");
+        h.next_xid.set(h.next_xid.get() - 1);
+        t
+    }
+
+    const CASES: &[Case] = &[
+        Case {
+            name: "commit-deferred: a mutation waits for its own commit",
+            cos: Cos::On,
+            ack: Ack::Commit,
+            before: nothing,
+            request: |h| h.request(create("f")),
+            when: When::AtOwn,
+            notice: false,
+            sends: &["bind", "record+resend"],
+        },
+        Case {
+            name: "commit-deferred: built on another client's change, its commit starts now",
+            cos: Cos::On,
+            ack: Ack::Commit,
+            before: a_uncommitted,
+            request: |h| {
+                h.request(Op::Unlink {
+                    parent: ROOT_INO,
+                    name: "shared".into(),
+                })
+            },
+            when: When::AtOwn,
+            notice: false,
+            sends: &["bind", "record+resend", "flush"],
+        },
+        Case {
+            name: "commit-on-share: a read of another client's change waits for its commit",
+            cos: Cos::On,
+            ack: Ack::Commit,
+            before: a_uncommitted,
+            request: |h| h.request(lookup("shared")),
+            when: When::AtBefore { cos: true },
+            notice: false,
+            sends: &["flush"],
+        },
+        Case {
+            name: "commit-on-share off: the same read leaves at once",
+            cos: Cos::Off,
+            ack: Ack::Commit,
+            before: a_uncommitted,
+            request: |h| h.request(lookup("shared")),
+            when: When::Now,
+            notice: false,
+            sends: &[],
+        },
+        Case {
+            name: "commit-on-share: an error that builds on another's change waits too",
+            cos: Cos::On,
+            ack: Ack::Commit,
+            before: a_uncommitted,
+            request: |h| h.request(create("shared")),
+            when: When::AtBefore { cos: true },
+            notice: false,
+            sends: &["flush"],
+        },
+        Case {
+            name: "a client's own uncommitted change holds nothing of its own back",
+            cos: Cos::On,
+            ack: Ack::Commit,
+            before: b_first_in_flight,
+            request: |h| h.request(lookup("b0")),
+            when: When::Now,
+            notice: false,
+            sends: &[],
+        },
+        Case {
+            name: "early: a client's first mutation waits for the commit that makes it known",
+            cos: Cos::On,
+            ack: Ack::Early,
+            before: nothing,
+            request: |h| h.request(create("f")),
+            when: When::AtOwn,
+            notice: true,
+            sends: &["bind", "know", "record+resend", "flush"],
+        },
+        Case {
+            name: "early: once the client is known, a mutation leaves before its commit",
+            cos: Cos::On,
+            ack: Ack::Early,
+            before: b_durable,
+            request: |h| h.request(create("f")),
+            when: When::NowEarly,
+            notice: true,
+            sends: &["record+resend"],
+        },
+        Case {
+            name: "early: not before the commit that makes the client known is durable",
+            cos: Cos::On,
+            ack: Ack::Early,
+            before: b_first_in_flight,
+            request: |h| h.request(create("f")),
+            when: When::AtBefore { cos: false },
+            notice: true,
+            sends: &["record+resend"],
+        },
+        Case {
+            name: "early: not before another client's change it built on is durable",
+            cos: Cos::On,
+            ack: Ack::Early,
+            before: |h| {
+                b_durable(h);
+                a_uncommitted(h)
+            },
+            request: |h| {
+                h.request(Op::Unlink {
+                    parent: ROOT_INO,
+                    name: "shared".into(),
+                })
+            },
+            when: When::AtBefore { cos: false },
+            notice: true,
+            sends: &["record+resend", "flush"],
+        },
+        Case {
+            name: "a resend of an answered mutation is answered from its record",
+            cos: Cos::On,
+            ack: Ack::Commit,
+            before: b_answered,
+            request: |h| h.request(create("again")),
+            when: When::NowAgain,
+            notice: false,
+            sends: &[],
+        },
+        Case {
+            name: "a resend of a mutation still waiting joins it",
+            cos: Cos::On,
+            ack: Ack::Commit,
+            before: b_pending,
+            request: |h| h.request(create("waiting")),
+            when: When::Joined,
+            notice: false,
+            sends: &[],
+        },
+        Case {
+            name: "SYNC with nothing uncommitted is answered at once",
+            cos: Cos::On,
+            ack: Ack::Commit,
+            before: nothing,
+            request: |h| h.request(Op::Sync),
+            when: When::Now,
+            notice: false,
+            sends: &[],
+        },
+        Case {
+            name: "SYNC waits for everything handed out, and asks for its commit",
+            cos: Cos::On,
+            ack: Ack::Commit,
+            before: a_uncommitted,
+            request: |h| h.request(Op::Sync),
+            when: When::AtBefore { cos: false },
+            notice: false,
+            sends: &["flush"],
+        },
+        Case {
+            name: "a second CONNECT closes the connection",
+            cos: Cos::On,
+            ack: Ack::Commit,
+            before: nothing,
+            request: |h| {
+                h.request(Op::Connect {
+                    version: mds_proto::PROTOCOL_VERSION,
+                    client: 0xB,
+                })
+            },
+            when: When::Close,
+            notice: false,
+            sends: &[],
+        },
+        Case {
+            name: "a replay of a read is forged: the connection closes",
+            cos: Cos::On,
+            ack: Ack::Early,
+            before: nothing,
+            request: |h| Request {
+                replay: Some(Replay {
+                    xid: 1,
+                    transno: 1,
+                    ino: 0,
+                    ticket: 1,
+                }),
+                ..h.request(lookup("x"))
+            },
+            when: When::Close,
+            notice: false,
+            sends: &[],
+        },
+        Case {
+            name: "a replay after the window closed is refused: its change is lost",
+            cos: Cos::On,
+            ack: Ack::Early,
+            before: nothing,
+            request: |h| Request {
+                replay: Some(Replay {
+                    xid: 1,
+                    transno: 1,
+                    ino: 0,
+                    ticket: 1,
+                }),
+                ..h.request(create("late"))
+            },
+            when: When::Now,
+            notice: false,
+            sends: &[],
+        },
+    ];
+
+    #[test]
+    fn each_request_is_answered_when_what_it_depends_on_allows() {
+        for case in CASES {
+            let h = Harness::new(case.cos, case.ack);
+            let before = (case.before)(&h);
+            h.sent();
+            let answer = h.dispatch(&h.b, (case.request)(&h));
+            let sent = h.sent();
+            let name = case.name;
+            let when = match &answer.deliver {
+                Deliver::Now(r) if r.transno == 0 => When::Now,
+                Deliver::Now(r) if r.transno == before => When::NowAgain,
+                Deliver::Now(r) => {
+                    assert!(r.ticket != 0, "{name}: an early reply carries a ticket");
+                    assert!(r.transno > h.core.replies.last_committed(), "{name}");
+                    When::NowEarly
+                }
+                Deliver::AtCommit {
+                    until,
+                    response,
+                    cos,
+                } if *until == response.transno && before != *until => {
+                    assert!(!cos, "{name}: a mutation's own commit is no sharing");
+                    When::AtOwn
+                }
+                Deliver::AtCommit { until, cos, .. } => {
+                    assert_eq!(*until, before, "{name}: waits for the wrong commit");
+                    When::AtBefore { cos: *cos }
+                }
+                Deliver::Joined => When::Joined,
+                Deliver::Close { response, .. } => {
+                    assert_eq!(response.result, Err(Errno::EPROTO), "{name}");
+                    When::Close
+                }
+            };
+            assert_eq!(when, case.when, "{name}: {answer:?}");
+            assert_eq!(answer.notice.is_some(), case.notice, "{name}: {answer:?}");
+            if let (Some(notice), Some(t)) = (answer.notice, transno(&answer)) {
+                assert_eq!(notice, t, "{name}: the notice is for its own transno");
+            }
+            assert_eq!(sent, case.sends, "{name}: to the committer");
+        }
+    }
+
+    /// What a mutation hands the committer carries the resend record of its answer, so a
+    /// resend after a restart is answered the same way; the session remembers it too.
+    #[test]
+    fn a_mutation_record_carries_its_answer_for_resends() {
+        let h = Harness::new(Cos::On, Ack::Commit);
+        let request = h.request(create("kept"));
+        let xid = request.xid;
+        let answer = h.dispatch(&h.b, request);
+        let t = transno(&answer).unwrap();
+        let record = h
+            .commits
+            .try_iter()
+            .find_map(|m| match m {
+                CommitMsg::Record(r) => Some(r),
+                _ => None,
+            })
+            .expect("a record");
+        assert_eq!(record.transno, t);
+        let Some(journal::JournalOp::PutResend { client, record, .. }) = record.ops.last() else {
+            panic!("the resend record comes last: {record:?}");
+        };
+        assert_eq!((*client, record.xid, record.transno), (0xB, xid, t));
+        let Deliver::AtCommit { response, .. } = answer.deliver else {
+            unreachable!()
+        };
+        let body: Body = mds_proto::decode(&record.reply).unwrap();
+        assert_eq!(Ok(body), response.result);
+        assert_eq!(h.b.remembered(), 1);
+    }
+
+    /// A failed mutation takes no transno, sends nothing, and is answered at once; the
+    /// session forgets it was pending.
+    #[test]
+    fn a_failed_mutation_is_answered_at_once_and_journals_nothing() {
+        let h = Harness::new(Cos::On, Ack::Early);
+        let answer = h.dispatch(
+            &h.b,
+            h.request(Op::Rmdir {
+                parent: ROOT_INO,
+                name: "none".into(),
+            }),
+        );
+        assert_eq!(
+            answer.deliver,
+            Deliver::Now(Response::new(
+                1,
+                mds_proto::opcode::RMDIR,
+                0,
+                Err(Errno::ENOENT)
+            ))
+        );
+        assert_eq!(answer.notice, None);
+        assert!(h.sent().is_empty());
+        assert_eq!(h.b.pending(), 0);
+        assert_eq!(h.core.namespace.last_transno(), 0);
+    }
+}

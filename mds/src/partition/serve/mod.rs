@@ -1,0 +1,583 @@
+//! One connection on its partition: the TLS handshake if the port has one, the read loop, the
+//! CONNECT handshake (`serve/handshake.rs`, with the shared-key challenge when the server has a
+//! key), and each request's answer from dispatch (`dispatch.rs`) delivered — appended at once,
+//! or queued in the reply queue until what it depends on is durable. What to answer, and
+//! when, is dispatch's; what this file decides is how much it reads and when it closes.
+
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::BytesMut;
+use mds_proto::{self as protocol, Body, Errno, MAX_GROUPS, Reply, Request};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::net::TcpStream;
+use tokio_util::codec::{Decoder, LengthDelimitedCodec};
+use tracing::{debug, warn};
+
+mod handshake;
+
+use super::Partition;
+use super::admission::{Credentials, HandshakeSlot};
+use crate::committer::CommitMsg;
+use crate::dispatch::{Answer, Closing, Deliver, dispatch};
+use crate::output::{ConnOutput, write_loop};
+use crate::queue::{HeldReply, Queued, Response};
+use crate::session::Session;
+use handshake::Handshaking;
+
+/// Longest frame a connection may send before its handshake completes: CONNECT and
+/// AUTHENTICATE are a few hundred bytes at most, and a connection nobody has authenticated
+/// must not make the server hold a 64 KiB frame for it.
+const MAX_HANDSHAKE_FRAME: usize = 1024;
+
+/// Whether the frame at the head of `input` declares a length no handshake frame has.
+fn handshake_frame_too_long(input: &[u8]) -> bool {
+    input.len() >= 4
+        && u32::from_be_bytes(input[..4].try_into().expect("4 bytes")) as usize
+            > MAX_HANDSHAKE_FRAME
+}
+
+/// The opcode and result of each reply appended at once during one read, so their latency is
+/// recorded with one clock read per read.
+type Answered = Vec<(u8, Result<(), Errno>)>;
+
+/// What [`Partition::check`] found of a request.
+enum Checked {
+    Valid,
+    /// Refused with an answer; the connection goes on.
+    Answered,
+    /// Refused with EPROTO; the connection closes.
+    Refused,
+}
+
+/// Why the read loop ended.
+enum Ended {
+    /// The client closed, the server is shutting down, or a request was refused: let what is
+    /// pending leave, then close.
+    Normally,
+    /// The client stopped reading its replies: cut at once.
+    SlowClient,
+    /// A newer connection of the same client took this one's place: its pending replies go
+    /// there.
+    Replaced,
+}
+
+/// A request was refused and the connection must close (an EPROTO reply is queued).
+struct Refused;
+
+/// One connection's read side: what it has read and not executed, and who it is so far.
+struct Reader {
+    codec: LengthDelimitedCodec,
+    input: BytesMut,
+    /// Set once the handshake completes.
+    session: Option<Arc<Session>>,
+    handshaking: Handshaking,
+    answered: Answered,
+    /// Frames already read but not executed: the output passed its high-water mark midway
+    /// through a read.
+    unexecuted: bool,
+    /// When CONNECT (and its proof) must have come by.
+    connect_deadline: tokio::time::Instant,
+}
+
+impl Partition {
+    /// An accepted socket, holding its handshake slot: with TLS on the port, its handshake
+    /// first, then the connection is served over the TLS stream's halves; without, over the
+    /// socket's own halves. One deadline covers the TLS handshake, CONNECT and its proof.
+    pub(super) async fn accept(
+        self: Rc<Self>,
+        stream: TcpStream,
+        peer: SocketAddr,
+        slot: HandshakeSlot,
+    ) {
+        let _ = stream.set_nodelay(true);
+        let limit = self.shared.net.limits.connect_deadline;
+        let deadline = tokio::time::Instant::now() + limit;
+        let local = stream.local_addr().unwrap_or(peer);
+        let handshaking = Handshaking::new(peer, local, slot);
+        let Some(acceptor) = self.shared.net.tls.clone() else {
+            let (rd, wr) = stream.into_split();
+            return self.serve(rd, wr, handshaking, deadline).await;
+        };
+        let handshake = tokio::select! {
+            _ = self.shared.shutdown.cancelled() => return,
+            r = tokio::time::timeout_at(deadline, acceptor.accept(stream)) => r,
+        };
+        match handshake {
+            Ok(Ok(tls)) => {
+                let (rd, wr) = tokio::io::split(tls);
+                self.serve(rd, wr, handshaking, deadline).await;
+            }
+            Ok(Err(e)) => {
+                warn!(partition = self.id, %peer, cause = %e, "closing connection: TLS handshake failed");
+                self.metrics.tls.increment(1);
+            }
+            Err(_) => {
+                warn!(partition = self.id, %peer, after = ?limit, "closing connection: no TLS handshake in time");
+                metrics::counter!(crate::metrics::CONNECTIONS_TIMED_OUT, "reason" => "connect")
+                    .increment(1);
+            }
+        }
+    }
+
+    /// Serves one connection from its first byte to its close: the writer task, the read
+    /// loop, then what closing owes the client's session.
+    async fn serve<R, W>(
+        self: Rc<Self>,
+        mut rd: R,
+        wr: W,
+        handshaking: Handshaking,
+        connect_deadline: tokio::time::Instant,
+    ) where
+        R: AsyncRead + Unpin,
+        W: AsyncWrite + Unpin + 'static,
+    {
+        let conn = Arc::new(ConnOutput::new(
+            self.shared.net.limits.max_inflight_per_conn,
+        ));
+        self.metrics.connections.increment(1.0);
+        self.metrics.accepted.increment(1);
+        let writer =
+            tokio::task::spawn_local(write_loop(wr, conn.clone(), self.shared.cut.clone()));
+        let mut reader = Reader {
+            codec: protocol::codec(),
+            // Small until the handshake completes: a connection that never authenticates
+            // holds little (`MAX_HANDSHAKE_FRAME` bounds what it may send before).
+            input: BytesMut::with_capacity(MAX_HANDSHAKE_FRAME),
+            session: None,
+            handshaking,
+            answered: Vec::new(),
+            unexecuted: false,
+            connect_deadline,
+        };
+        let ended = self.read_loop(&mut rd, &conn, &mut reader).await;
+        if !self.shared.shutdown.is_cancelled() {
+            reader.handshaking.count_if_unproved(self.id, conn.id());
+        }
+        self.close(&conn, writer, reader.session.as_ref(), ended)
+            .await;
+        self.metrics.connections.decrement(1.0);
+    }
+
+    /// Reads and executes until the connection ends, pausing while its client owes too much
+    /// output or the server's uncommitted work is at its cap.
+    async fn read_loop<R: AsyncRead + Unpin>(
+        &self,
+        rd: &mut R,
+        conn: &Arc<ConnOutput>,
+        reader: &mut Reader,
+    ) -> Ended {
+        let limits = self.shared.net.limits;
+        loop {
+            conn.wait_for_space().await;
+            if conn.is_closed() {
+                return Ended::Normally;
+            }
+            if reader.session.is_some() && self.shared.core.over_uncommitted_cap() {
+                // The disk is behind the clients: wait for commits before executing more (a
+                // handshake goes on: it executes nothing, and has its deadline to keep).
+                self.metrics.paused_uncommitted.increment(1);
+                let progress = self.shared.progress.notified();
+                if self.shared.core.over_uncommitted_cap() {
+                    tokio::select! {
+                        biased;
+                        _ = self.shared.cut.cancelled() => return Ended::Normally,
+                        _ = progress => {}
+                        // A drain notifies; this only bounds a missed wake.
+                        _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                    }
+                }
+                continue;
+            }
+            if conn.owed() >= limits.output_high_water {
+                if let Some(ended) = self.pause_for_output(conn).await {
+                    return ended;
+                }
+                continue;
+            }
+            if !reader.unexecuted
+                && let Some(ended) = self.read_some(rd, conn, reader).await
+            {
+                return ended;
+            }
+            reader.unexecuted = false;
+            let received = quanta::Instant::now();
+            if let Some(ended) = self.execute_read(conn, reader, received).await {
+                return ended;
+            }
+            let replied = quanta::Instant::now();
+            for (op, result) in reader.answered.drain(..) {
+                self.metrics
+                    .request(op as usize, result, replied - received);
+            }
+            self.drain_if_woken();
+            if conn.buffered() > 0 {
+                conn.wake_writer();
+            }
+        }
+    }
+
+    /// One read of the socket into the reader's input; `Some` ends the connection (closed,
+    /// shutdown, replaced, or silent past its deadline).
+    async fn read_some<R: AsyncRead + Unpin>(
+        &self,
+        rd: &mut R,
+        conn: &Arc<ConnOutput>,
+        reader: &mut Reader,
+    ) -> Option<Ended> {
+        // Silence is bounded: CONNECT must come soon, and a connection with nothing in
+        // flight may not hold its slot forever.
+        let (silence, why) = match &reader.session {
+            None => (
+                reader
+                    .connect_deadline
+                    .saturating_duration_since(tokio::time::Instant::now()),
+                "connect",
+            ),
+            Some(_) => (self.shared.net.limits.idle_timeout, "idle"),
+        };
+        let silent_may_close = reader.session.is_none() || conn.inflight() == 0;
+        let read = tokio::select! {
+            biased;
+            _ = self.shared.shutdown.cancelled() => return Some(Ended::Normally),
+            _ = conn.replaced().cancelled() => return Some(Ended::Replaced),
+            r = rd.read_buf(&mut reader.input) => r,
+            _ = tokio::time::sleep(silence), if silent_may_close => {
+                warn!(partition = self.id, conn = conn.id(), after = ?silence, "closing connection: {}", if why == "connect" { "no CONNECT in time" } else { "idle" });
+                metrics::counter!(crate::metrics::CONNECTIONS_TIMED_OUT, "reason" => why).increment(1);
+                return Some(Ended::Normally);
+            }
+        };
+        match read {
+            Ok(0) | Err(_) => Some(Ended::Normally),
+            Ok(_) => None,
+        }
+    }
+
+    /// Executes the whole frames read so far, each answered or queued before the next is
+    /// decoded; stops early (leaving the rest for later) when the output or the uncommitted
+    /// work passes its bound. `Some` ends the connection.
+    async fn execute_read(
+        &self,
+        conn: &Arc<ConnOutput>,
+        reader: &mut Reader,
+        received: quanta::Instant,
+    ) -> Option<Ended> {
+        let limits = self.shared.net.limits;
+        loop {
+            if conn.owed() >= limits.output_high_water
+                || (reader.session.is_some() && self.shared.core.over_uncommitted_cap())
+            {
+                // Checked per request, not per read: one read of small requests with large
+                // replies (READDIR pages) would otherwise buffer them all.
+                reader.unexecuted = true;
+                return None;
+            }
+            if reader.session.is_none() && handshake_frame_too_long(&reader.input) {
+                warn!(
+                    partition = self.id,
+                    conn = conn.id(),
+                    "closing connection: a handshake frame longer than {MAX_HANDSHAKE_FRAME} bytes"
+                );
+                self.metrics.handshake.increment(1);
+                self.reply_now(conn, 0, Err(Errno::EPROTO));
+                return Some(Ended::Normally);
+            }
+            let frame = match reader.codec.decode(&mut reader.input) {
+                Ok(Some(frame)) => frame,
+                Ok(None) => return None,
+                Err(e) => {
+                    // Only an oversized length gets here: the stream cannot be resynced.
+                    debug!(partition = self.id, conn = conn.id(), cause = %e, "oversized frame");
+                    warn!(
+                        partition = self.id,
+                        conn = conn.id(),
+                        "closing connection: oversized frame"
+                    );
+                    self.metrics.oversized.increment(1);
+                    self.reply_now(conn, 0, Err(Errno::EPROTO));
+                    return Some(Ended::Normally);
+                }
+            };
+            let Some(session) = reader.session.clone() else {
+                let shook = self.handshake(
+                    conn,
+                    &mut reader.session,
+                    &mut reader.handshaking,
+                    &frame,
+                    &mut reader.answered,
+                );
+                if shook.is_err() {
+                    return Some(Ended::Normally);
+                }
+                if reader.session.is_some() {
+                    // Authenticated: room for pipelined requests.
+                    reader.input.reserve(64 << 10);
+                }
+                continue;
+            };
+            let request: Request = match protocol::decode(&frame) {
+                Ok(r) => r,
+                Err(e) => {
+                    warn!(partition = self.id, conn = conn.id(), cause = %e, "closing connection: malformed request");
+                    self.metrics.malformed.increment(1);
+                    self.reply_now(conn, 0, Err(Errno::EPROTO));
+                    return Some(Ended::Normally);
+                }
+            };
+            let credentials = &reader.handshaking.credentials;
+            match self.check(conn, &session, credentials, &request, &mut reader.answered) {
+                Checked::Valid => {}
+                Checked::Answered => continue,
+                Checked::Refused => return Some(Ended::Normally),
+            }
+            if self.shared.core.recovery.is_open() {
+                // The request may wait for its turn or for the window: what is answered so
+                // far leaves first.
+                conn.wake_writer();
+            }
+            let answer = dispatch(&self.shared.core, &self.metrics, &session, request).await;
+            let delivered = self.deliver(conn, &session, received, answer, &mut reader.answered);
+            if delivered.is_err() {
+                return Some(Ended::Normally);
+            }
+        }
+    }
+
+    /// Puts dispatch's answer where it goes: appended now, or queued until its commit (then
+    /// counted in flight on this connection until it leaves), and the commit notice owed for
+    /// an early reply queued after it. `Err`: the connection closes.
+    fn deliver(
+        &self,
+        conn: &Arc<ConnOutput>,
+        session: &Arc<Session>,
+        received: quanta::Instant,
+        answer: Answer,
+        answered: &mut Answered,
+    ) -> Result<(), Refused> {
+        let Answer { deliver, notice } = answer;
+        let delivered = match deliver {
+            Deliver::Now(response) => {
+                answered.push((response.op, outcome(&response.result)));
+                self.append(conn, response);
+                Ok(())
+            }
+            Deliver::AtCommit {
+                until,
+                response,
+                cos,
+            } => {
+                // A read's or an error's, held for another client's commit, counts against
+                // its connection's output bound meanwhile (a page of READDIR is tens of
+                // kilobytes; a mutation's reply is small and its count is bounded by
+                // `max_inflight_per_conn` already).
+                let held_bytes = if cos { response.size_hint() } else { 0 };
+                if cos {
+                    self.metrics.cos_waiting.increment(1.0);
+                }
+                let held = HeldReply {
+                    session: session.clone(),
+                    inflight: conn.start(held_bytes),
+                    response,
+                    received,
+                    cos,
+                };
+                self.shared
+                    .core
+                    .replies
+                    .push(self.id, until, Queued::Reply(held));
+                Ok(())
+            }
+            Deliver::Joined => Ok(()),
+            Deliver::Close { response, why } => {
+                let client = session.client();
+                match why {
+                    Closing::Handshake(what) => {
+                        warn!(
+                            partition = self.id,
+                            conn = conn.id(),
+                            "closing connection: second {what}"
+                        );
+                        self.metrics.handshake.increment(1);
+                    }
+                    Closing::Forged(why) => {
+                        warn!(
+                            partition = self.id,
+                            conn = conn.id(),
+                            client,
+                            xid = response.xid,
+                            "closing connection: forged replay: {why}"
+                        );
+                        self.metrics.forged_replays.increment(1);
+                    }
+                }
+                answered.push((response.op, outcome(&response.result)));
+                self.append(conn, response);
+                Err(Refused)
+            }
+        };
+        if let Some(transno) = notice {
+            // One notice per connection per drain, whatever it covers.
+            self.metrics.unsafe_replies.increment(1.0);
+            let notice = Queued::Notice {
+                session: session.clone(),
+                transno,
+            };
+            self.shared.core.replies.push(self.id, transno, notice);
+        }
+        delivered
+    }
+
+    /// The read loop ended: cut at once, or let what is pending leave and then close; and the
+    /// client's session told the connection is gone.
+    async fn close(
+        &self,
+        conn: &Arc<ConnOutput>,
+        writer: tokio::task::JoinHandle<()>,
+        session: Option<&Arc<Session>>,
+        ended: Ended,
+    ) {
+        match ended {
+            Ended::SlowClient => {
+                conn.close();
+                writer.abort();
+            }
+            Ended::Replaced => {
+                // The client has moved to its newer connection and reads this one no more:
+                // what is still pending is answered there; what is buffered here is dropped
+                // rather than left to block a writer on a socket nobody reads.
+                conn.close();
+                writer.abort();
+            }
+            Ended::Normally => {
+                // Stop reading; let this connection's pending replies leave before closing.
+                conn.wake_writer();
+                conn.wait_until_idle(|| session.is_some_and(|s| s.owes_replies_to(conn)))
+                    .await;
+                conn.close();
+                let _ = writer.await;
+            }
+        }
+        let Some(session) = session else {
+            return;
+        };
+        let core = &self.shared.core;
+        core.recovery.disconnected(session.client());
+        if core.sessions.detach(session, conn) {
+            // The client left. Once what it was told early is durable the journal may forget
+            // it: now, if that is already so, or when the last notice's release settles it.
+            let durable = core.replies.last_committed();
+            session.settle(durable, |after| {
+                core.to_committer(CommitMsg::ForgetClient {
+                    client: session.client(),
+                    after,
+                })
+            });
+            core.forget_if_idle(session.client());
+        }
+    }
+
+    /// The client reads slower than it asks (or its replies wait for commits): executes
+    /// nothing more for it until the owed output is below half the bound, and cuts it if its
+    /// writer leaves unwritten bytes above that for long. Bytes held for a commit are the
+    /// server's wait, not the client's: they pause it, but never cut it. `Some` ends the
+    /// connection.
+    async fn pause_for_output(&self, conn: &ConnOutput) -> Option<Ended> {
+        let limits = self.shared.net.limits;
+        self.metrics.paused_output.increment(1);
+        conn.wake_writer();
+        let room = limits.output_high_water / 2;
+        loop {
+            tokio::select! {
+                biased;
+                _ = self.shared.shutdown.cancelled() => return Some(Ended::Normally),
+                _ = conn.replaced().cancelled() => return Some(Ended::Replaced),
+                r = tokio::time::timeout(limits.output_stall, conn.wait_for_output_below(room)) => {
+                    if r.is_ok() {
+                        return None;
+                    }
+                    if conn.buffered() >= room {
+                        warn!(
+                            partition = self.id,
+                            conn = conn.id(),
+                            buffered = conn.buffered(),
+                            stall = ?limits.output_stall,
+                            "closing connection: client is not reading its replies"
+                        );
+                        self.metrics.slow_clients.increment(1);
+                        return Some(Ended::SlowClient);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Checks what every request must be before anything waits or executes: at most
+    /// `MAX_GROUPS` supplementary groups (more closes the connection), and credentials this
+    /// connection may carry (`--cred-check`; EPERM otherwise).
+    fn check(
+        &self,
+        conn: &ConnOutput,
+        session: &Session,
+        credentials: &Credentials,
+        request: &Request,
+        answered: &mut Answered,
+    ) -> Checked {
+        let (xid, opcode) = (request.xid, request.op.opcode());
+        let groups = request.cred.groups.len();
+        let refusal = if groups > MAX_GROUPS {
+            warn!(
+                partition = self.id,
+                conn = conn.id(),
+                groups,
+                "closing connection: too many supplementary groups"
+            );
+            self.metrics.malformed.increment(1);
+            Errno::EPROTO
+        } else if !credentials.admit(&request.cred) {
+            // `--cred-check owner`: this connection may carry only its owner's credentials.
+            debug!(
+                partition = self.id,
+                conn = conn.id(),
+                uid = request.cred.uid,
+                "refused: credentials other than the connection owner's"
+            );
+            self.metrics.credentials_refused.increment(1);
+            Errno::EPERM
+        } else {
+            return Checked::Valid;
+        };
+        answered.push((opcode, Err(refusal)));
+        session.note_replied(xid);
+        self.reply_now(conn, xid, Err(refusal));
+        if refusal == Errno::EPROTO {
+            Checked::Refused
+        } else {
+            Checked::Answered
+        }
+    }
+
+    /// Queues an immediate reply on `conn`; the read loop wakes its writer once per read.
+    fn reply_now(&self, conn: &ConnOutput, xid: u64, result: Result<Body, Errno>) {
+        self.append(conn, Response::new(xid, 0, 0, result));
+    }
+
+    /// Appends `response` to `conn` now, with the `last_committed` of now. One whose transno
+    /// is above it is an early reply: the client learns from that it is not durable yet.
+    fn append(&self, conn: &ConnOutput, response: Response) {
+        conn.append(&Reply {
+            xid: response.xid,
+            transno: response.transno,
+            last_committed: self.shared.core.replies.last_committed(),
+            result: response.result,
+            ticket: response.ticket,
+        });
+    }
+}
+
+/// A result as request metrics count it.
+fn outcome(result: &Result<Body, Errno>) -> Result<(), Errno> {
+    result.as_ref().map(|_| ()).map_err(|e| *e)
+}
