@@ -8,6 +8,7 @@
 #   rustfmt, clippy       rustup components
 #   cargo-deb             from crates.io (cargo install), to check the Debian package
 #   cargo-fuzz            from crates.io, only where a nightly toolchain is installed
+#   cargo-machete         from crates.io, pinned, to keep unused dependencies out
 # Extra Debian packages may be named as arguments. Packages are installed with
 # --no-install-recommends. Also checks that rustc is at least the workspace's rust-version.
 # Safe to run again: installs only what is missing.
@@ -84,6 +85,16 @@ fi
 if [ "${MDS_TEST_DEPS:-0}" = 1 ] && ! cargo deb --version >/dev/null 2>&1; then
   echo "installing cargo-deb (cargo install, a few minutes the first time)"
   CARGO_TARGET_DIR="${TMPDIR:-/tmp}/cargo-deb-build" cargo install cargo-deb --locked
+fi
+
+# cargo-machete finds dependencies a crate declares and never uses (scripts/test.sh fails on
+# any). Pinned: its findings are part of the check, and a new release may find new ones.
+MACHETE_VERSION=0.9.2
+if [ "${MDS_TEST_DEPS:-0}" = 1 ] \
+  && ! cargo machete --version 2>/dev/null | grep -q "$MACHETE_VERSION"; then
+  echo "installing cargo-machete $MACHETE_VERSION (cargo install, a minute the first time)"
+  CARGO_TARGET_DIR="${TMPDIR:-/tmp}/cargo-machete-build" \
+    cargo install cargo-machete --locked --version "$MACHETE_VERSION"
 fi
 
 # cargo-fuzz runs the decode fuzzer for a bounded time in scripts/test.sh, where a nightly

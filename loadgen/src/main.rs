@@ -5,6 +5,10 @@
 //! errors or the server stayed away past `--reconnect-timeout`; 2 when it could not start.
 //! With `--json -` the JSON is all of stdout and the text report goes to stderr.
 
+// Nothing here needs `unsafe`; kept so. (What does — credentials from libc, socket
+// options, signals — is in mds, the client library's credentials and the test kit.)
+#![forbid(unsafe_code)]
+
 mod report;
 mod run;
 mod workload;

@@ -10,6 +10,10 @@
 //! [`GlobalReplies`] is the design this replaces, kept as a baseline to measure against: one
 //! service-wide locked list and a pool of service threads woken together at each commit.
 
+// Nothing here needs `unsafe`; kept so. (What does — credentials from libc, socket
+// options, signals — is in mds, the client library's credentials and the test kit.)
+#![forbid(unsafe_code)]
+
 mod engine;
 mod global;
 mod pending;

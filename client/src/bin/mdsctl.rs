@@ -6,6 +6,10 @@
 //! reached, did not answer within `--timeout`, closed the connection, or sent something this
 //! client does not understand.
 
+// Nothing here needs `unsafe`; kept so. (What does — credentials from libc, socket
+// options, signals — is in mds, the client library's credentials and the test kit.)
+#![forbid(unsafe_code)]
+
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
