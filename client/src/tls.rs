@@ -53,7 +53,7 @@ impl TlsClient {
     /// store: a metadata server's certificate is an operator's own, not a public CA's).
     pub fn from_ca_file(ca: &Path, server_name: Option<&str>) -> Result<TlsClient, TlsConfigError> {
         let certs = CertificateDer::pem_file_iter(ca)
-            .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+            .and_then(std::iter::Iterator::collect::<Result<Vec<_>, _>>)
             .map_err(|cause| TlsConfigError::Read {
                 path: ca.to_owned(),
                 cause,

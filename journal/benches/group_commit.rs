@@ -73,7 +73,7 @@ fn synced_batches(c: &mut Criterion) {
                     spent += started.elapsed();
                 }
                 spent
-            })
+            });
         });
     }
     group.finish();
@@ -81,9 +81,7 @@ fn synced_batches(c: &mut Criterion) {
 
 /// Benchmarks write to a real disk, not a tmpfs, or fsync would cost nothing.
 fn bench_dir() -> std::path::PathBuf {
-    std::env::var_os("MDS_BENCH_DIR")
-        .map(Into::into)
-        .unwrap_or_else(std::env::temp_dir)
+    std::env::var_os("MDS_BENCH_DIR").map_or_else(std::env::temp_dir, Into::into)
 }
 
 criterion_group!(benches, synced_batches);

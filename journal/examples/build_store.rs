@@ -112,14 +112,14 @@ fn wal_on_disk(dir: &Path) -> (usize, u64) {
     for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
         if entry.path().extension().is_some_and(|e| e == "log") {
             files += 1;
-            bytes += entry.metadata().map(|m| m.len()).unwrap_or(0);
+            bytes += entry.metadata().map_or(0, |m| m.len());
         }
     }
     (files, bytes)
 }
 
 fn mib(bytes: u64) -> f64 {
-    bytes as f64 / (1 << 20) as f64
+    bytes as f64 / f64::from(1 << 20)
 }
 
 fn main() {

@@ -43,7 +43,10 @@ fn main() {
     println!(
         "open {:.2} s; {entries} entries in {:.2} s; {inodes} inodes in {:.2} s; VmRSS {resident}",
         opened.as_secs_f64(),
-        (dentries_done - opened).as_secs_f64(),
-        (inodes_done - dentries_done).as_secs_f64(),
+        dentries_done.checked_sub(opened).unwrap().as_secs_f64(),
+        inodes_done
+            .checked_sub(dentries_done)
+            .unwrap()
+            .as_secs_f64(),
     );
 }

@@ -106,8 +106,7 @@ pub struct Inode {
 pub fn now_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
+        .map_or(0, |d| d.as_nanos() as i64)
 }
 
 impl Inode {
@@ -309,7 +308,11 @@ pub(crate) const ENCODING_CHANGED: &str = "the on-disk encoding changed: bump SC
 /// Lower-case hex, for golden bytes in tests.
 #[cfg(test)]
 pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    use std::fmt::Write as _;
+    bytes.iter().fold(String::new(), |mut out, b| {
+        let _ = write!(out, "{b:02x}");
+        out
+    })
 }
 
 #[cfg(test)]

@@ -255,7 +255,7 @@ mod tests {
     #[test]
     fn the_rate_line_is_the_2008_format() {
         assert_eq!(
-            rate_line(3101.7666, 2, 930530, "creates", 300.123),
+            rate_line(3101.7666, 2, 930_530, "creates", 300.123),
             "Rate: 3101.77 creates/sec (total: 2 threads 930530 creates 300.12 secs)"
         );
         // A short run: the old line said `0 secs` beside a rate of thousands.

@@ -235,7 +235,7 @@ mod tests {
         for _ in 0..100_000 {
             *counts.entry(mix.pick(rng.next())).or_insert(0) += 1;
         }
-        let create = counts[&Kind::Create] as f64 / 100_000.0;
+        let create = f64::from(counts[&Kind::Create]) / 100_000.0;
         assert!((0.57..0.63).contains(&create), "{create}");
         assert!(!counts.contains_key(&Kind::Mkdir));
         for bad in [

@@ -110,7 +110,7 @@ fn creates(c: &mut Criterion) {
                     );
                 }
                 spent
-            })
+            });
         });
     }
     group.finish();

@@ -20,19 +20,19 @@ fn overhead(c: &mut Criterion) {
     group.measurement_time(Duration::from_secs(3));
     group.warm_up_time(Duration::from_secs(1));
     group.bench_function("clock_read_only", |b| {
-        b.iter(|| black_box(quanta::Instant::now()))
+        b.iter(|| black_box(quanta::Instant::now()));
     });
     group.bench_function("stored_handles_with_clock_read", |b| {
         b.iter(|| {
             let now = quanta::Instant::now();
             metrics.request(3, black_box(Ok(())), now - received);
-        })
+        });
     });
     group.bench_function("stored_handles_error_result", |b| {
         b.iter(|| {
             let now = quanta::Instant::now();
             metrics.request(3, black_box(Err(Errno::EEXIST)), now - received);
-        })
+        });
     });
     group.bench_function("macro_lookup_with_clock_read", |b| {
         b.iter(|| {
@@ -40,7 +40,7 @@ fn overhead(c: &mut Criterion) {
             metrics::counter!(REQUESTS, "op" => "create", "result" => "ok").increment(1);
             metrics::histogram!(REQUEST_DURATION, "op" => "create")
                 .record((now - received).as_secs_f64());
-        })
+        });
     });
     group.finish();
 }

@@ -450,7 +450,7 @@ fn default_partitions() -> usize {
     core_affinity::get_core_ids()
         .map(|c| c.len())
         .filter(|&n| n > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
 }
 
 fn resolve_addr(flag: &str, value: &str) -> anyhow::Result<SocketAddr> {

@@ -576,11 +576,11 @@ fn journal(
         core.to_committer(CommitMsg::BindSession {
             client: session.client(),
             secret: *secret.bytes(),
-        })
+        });
     });
     let known = (core.ack == Ack::Early).then(|| {
         session.know(record.transno, || {
-            core.to_committer(CommitMsg::KnowClient(session.client()))
+            core.to_committer(CommitMsg::KnowClient(session.client()));
         })
     });
     // How it was answered goes with the change itself, so that a resend is answered the same

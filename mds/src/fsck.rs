@@ -78,7 +78,7 @@ pub fn check(data: &Path) -> anyhow::Result<Report> {
     match inodes.get(&ROOT_INO) {
         None => f.push("root inode 1 is missing".into()),
         Some(root) if root.kind != FileKind::Directory => {
-            f.push("root inode 1 is not a directory".into())
+            f.push("root inode 1 is not a directory".into());
         }
         Some(_) => {}
     }
@@ -125,7 +125,7 @@ impl Tree {
             match inodes.get(&parent) {
                 None => f.push(format!("{at}: parent {parent} does not exist")),
                 Some(p) if p.kind != FileKind::Directory => {
-                    f.push(format!("{at}: parent {parent} is not a directory"))
+                    f.push(format!("{at}: parent {parent} is not a directory"));
                 }
                 Some(_) => {}
             }
@@ -225,7 +225,7 @@ fn check_inode(
     if inode.ino >= recovered.next_ino {
         f.push(format!("{at}: at or above next_ino {}", recovered.next_ino));
     }
-    let refs = tree.names.get(&inode.ino).map_or(0, |v| v.len()) as u32;
+    let refs = tree.names.get(&inode.ino).map_or(0, std::vec::Vec::len) as u32;
     if inode.ino != ROOT_INO && refs == 0 {
         f.push(format!("{at}: orphan (no entry names it)"));
     } else if !reached.contains(&inode.ino) {

@@ -187,8 +187,8 @@ impl ConnOutput {
                 return;
             }
             tokio::select! {
-                _ = self.space.notified() => {}
-                _ = self.replaced.cancelled(), if owed => {}
+                () = self.space.notified() => {}
+                () = self.replaced.cancelled(), if owed => {}
             }
         }
     }
@@ -263,7 +263,7 @@ pub async fn write_loop<W: AsyncWrite + Unpin>(
             };
             let written = tokio::select! {
                 r = write => r.is_ok(),
-                _ = cut.cancelled() => false,
+                () = cut.cancelled() => false,
             };
             if !written {
                 conn.close();
@@ -277,8 +277,8 @@ pub async fn write_loop<W: AsyncWrite + Unpin>(
             break;
         }
         tokio::select! {
-            _ = conn.ready.notified() => {}
-            _ = cut.cancelled() => {
+            () = conn.ready.notified() => {}
+            () = cut.cancelled() => {
                 conn.close();
                 return;
             }

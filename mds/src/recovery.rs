@@ -472,8 +472,8 @@ impl Recovery {
             match next_look {
                 Some(at) => {
                     tokio::select! {
-                        _ = &mut progress => {}
-                        _ = tokio::time::sleep_until(at.into()) => {}
+                        () = &mut progress => {}
+                        () = tokio::time::sleep_until(at.into()) => {}
                     }
                 }
                 None => progress.await,

@@ -6,6 +6,7 @@
 
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 
 use anyhow::{Context, bail};
 use journal::{Journal, JournalOptions};
@@ -154,7 +155,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
             ack: config.keys.ack,
             recovery: open_recovery(&recovered, &namespace, &committer, replay_key),
             replay_key,
-            cos_conflicts: Default::default(),
+            cos_conflicts: AtomicU64::default(),
             partitions: config.keys.partitions,
             max_uncommitted: config.limits.max_uncommitted,
         },
@@ -162,7 +163,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
             limits: config.limits,
             auth: config.auth_key.as_deref().cloned().map(Authenticator::new),
             tls: config.tls.clone().map(tokio_rustls::TlsAcceptor::from),
-            unauthenticated: Default::default(),
+            unauthenticated: partition::Unauthenticated::default(),
             cred_check: config.keys.cred_check,
             boot: boot_id(),
         },
@@ -517,8 +518,7 @@ async fn write_checkpoints(shared: Arc<Shared>, stop: Stop, dir: Option<std::pat
             "checkpoint-{}",
             std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0)
+                .map_or(0, |d| d.as_secs())
         );
         if let Err(e) = std::fs::create_dir_all(dir) {
             warn!(dir = %dir.display(), cause = %e, "cannot create --checkpoint-dir");
@@ -553,11 +553,11 @@ async fn shut_down(
     shared.core.to_committer(CommitMsg::Drain);
     tokio::select! {
         _ = done.recv() => {}
-        _ = tokio::time::sleep(grace) => {
+        () = tokio::time::sleep(grace) => {
             warn!(?grace, "grace period over: cutting connections whose clients do not read");
             shared.cut.cancel();
         }
-        _ = stop.second.cancelled() => {
+        () = stop.second.cancelled() => {
             info!("asked again: cutting connections whose clients do not read");
             shared.cut.cancel();
         }
@@ -614,7 +614,7 @@ async fn expire_sessions(shared: Arc<Shared>, expiry: std::time::Duration) {
         every.tick().await;
         // Dropped under the sessions' locks: see `Sessions::forget_if_idle`.
         let forgotten = shared.core.sessions.expire(expiry, |client| {
-            shared.core.to_committer(CommitMsg::DropResend(client))
+            shared.core.to_committer(CommitMsg::DropResend(client));
         });
         if forgotten > 0 {
             debug!(forgotten, "sessions expired");
@@ -636,9 +636,9 @@ async fn close_recovery_window(
 ) {
     let recovery = &shared.core.recovery;
     let every_client_replayed = tokio::select! {
-        _ = recovery.closed() => true,
+        () = recovery.closed() => true,
         // Measured from the window's opening, not from this task's start, like the duration.
-        _ = tokio::time::sleep_until((opened + window).into()) => false,
+        () = tokio::time::sleep_until((opened + window).into()) => false,
     };
     let evicted = if every_client_replayed {
         Vec::new()
@@ -658,7 +658,7 @@ async fn close_recovery_window(
         let forget = || {
             shared
                 .core
-                .to_committer(CommitMsg::ForgetClient { client, after })
+                .to_committer(CommitMsg::ForgetClient { client, after });
         };
         match shared.core.sessions.get(client) {
             Some(session) => session.evicted(forget),
@@ -787,8 +787,7 @@ fn bind_shared(bound: SocketAddr, n: usize) -> anyhow::Result<Vec<std::net::TcpL
 fn boot_id() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
+        .map_or(0, |d| d.as_nanos() as u64)
         ^ u64::from(std::process::id())
 }
 

@@ -338,7 +338,7 @@ impl Sessions {
     pub fn expire(&self, expiry: Duration, mut drop_records: impl FnMut(u64)) -> usize {
         let now = Instant::now();
         let mut forgotten = 0;
-        for shard in self.shards.iter() {
+        for shard in &self.shards {
             shard.lock().retain(|&client, session| {
                 let state = session.state.lock();
                 let expired = state.conn.is_none()

@@ -13,7 +13,7 @@ use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 /// of TLS 1.2 and 1.3 with rustls' safe defaults and no client certificates.
 pub fn server_config(cert: &Path, key: &Path) -> anyhow::Result<Arc<rustls::ServerConfig>> {
     let chain = CertificateDer::pem_file_iter(cert)
-        .and_then(|certs| certs.collect::<Result<Vec<_>, _>>())
+        .and_then(std::iter::Iterator::collect::<Result<Vec<_>, _>>)
         .with_context(|| format!("--tls-cert: reading {}", cert.display()))?;
     if chain.is_empty() {
         anyhow::bail!(

@@ -150,7 +150,7 @@ async fn connect_when_free(addr: std::net::SocketAddr) -> Client {
         match Client::connect(addr).await {
             Ok(c) => return c,
             Err(ClientError::Errno(Errno::EBUSY)) if Instant::now() < deadline => {
-                tokio::time::sleep(Duration::from_millis(20)).await
+                tokio::time::sleep(Duration::from_millis(20)).await;
             }
             Err(e) => panic!("{e}"),
         }

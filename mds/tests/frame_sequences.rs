@@ -152,7 +152,7 @@ fn run_case(addr: std::net::SocketAddr, connect: bool, frames: &[Frame]) {
     }
     // The server may close early (bad input): a failed write is one of the outcomes.
     let _ = s.write_all(&buf);
-    let mut sink = [0u8; 64 << 10];
+    let mut sink = vec![0u8; 64 << 10];
     while let Ok(n) = s.read(&mut sink) {
         if n == 0 {
             break;

@@ -270,7 +270,7 @@ async fn every_dashboard_query_returns_series_from_a_real_prometheus() {
                 .replace("$instance", ".+")
                 .replace("$__rate_interval", "20s");
             let v = query(addr, &concrete);
-            let series = v["data"]["result"].as_array().map_or(0, |r| r.len());
+            let series = v["data"]["result"].as_array().map_or(0, std::vec::Vec::len);
             if v["status"] != "success" || series == 0 {
                 empty.push(format!("{title}: {expr} -> {v}"));
             }

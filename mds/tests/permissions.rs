@@ -21,6 +21,7 @@ mod common;
 
 use std::collections::{BTreeMap, HashMap};
 use std::ffi::CString;
+use std::fmt::Write as _;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::path::Path;
@@ -407,7 +408,7 @@ fn kernel(user: User, root: &Path, act: Act) -> Result<(), i32> {
     }
     let mut status = 0;
     // SAFETY: waits for the child just forked.
-    let waited = unsafe { libc::waitpid(pid, &mut status, 0) };
+    let waited = unsafe { libc::waitpid(pid, &raw mut status, 0) };
     assert_eq!(waited, pid, "waitpid: {}", std::io::Error::last_os_error());
     assert!(
         libc::WIFEXITED(status),
@@ -439,7 +440,7 @@ unsafe fn become_and_call(groups: &[libc::gid_t], uid: u32, gid: u32, call: &Cal
                 libc::fstatat(
                     libc::AT_FDCWD,
                     p.as_ptr(),
-                    &mut st,
+                    &raw mut st,
                     libc::AT_SYMLINK_NOFOLLOW,
                 )
             }
@@ -758,8 +759,9 @@ fn table(cases: &[Case], rows: &[Row]) -> String {
             ),
             None => String::new(),
         };
-        out += &format!(
-            "{}{i:>2}  {:<66} {:<16} {:<10} {:<10} {:<10} {owners}\n",
+        let _ = writeln!(
+            out,
+            "{}{i:>2}  {:<66} {:<16} {:<10} {:<10} {:<10} {owners}",
             if problems.is_empty() { ' ' } else { '!' },
             case.what,
             case.who.name,

@@ -162,9 +162,9 @@ fn same(original: &Reply, resent: &Reply) {
 
 #[test]
 fn a_resend_whose_reply_was_lost_is_answered_from_its_record_also_after_sigkill() {
+    const ID: u64 = 0x5e5e_0001;
     let dir = tempfile::tempdir().unwrap();
     let server = common::start(dir.path(), &[]);
-    const ID: u64 = 0x5e5e_0001;
     // The client sends a create and a mkdir and "loses" both replies with its connection:
     // its watermark stays 0 on everything it sends below.
     let mut first = Raw::connect(server.addr, ID);
@@ -255,12 +255,12 @@ async fn with_early_replies_a_resend_gets_the_same_unsafe_answer() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_away_past_its_expiry_is_forgotten_with_its_records() {
+    const ID: u64 = 0x5e5e_0003;
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::config(dir.path());
     config.keys.session_expiry = Duration::from_millis(200);
     let server = InProcess::start(config);
     let (addr, metrics) = (server.addr, server.metrics);
-    const ID: u64 = 0x5e5e_0003;
     tokio::task::spawn_blocking(move || {
         let mut first = Raw::connect(addr, ID);
         assert!(first.call(2, 0, create("h")).result.is_ok());
@@ -297,6 +297,7 @@ async fn a_session_away_past_its_expiry_is_forgotten_with_its_records() {
 /// the resend is answered from the record written with it, not executed again.
 #[test]
 fn after_a_failed_sync_the_resend_tells_the_outcome() {
+    const ID: u64 = 0x5e5e_0004;
     let dir = tempfile::tempdir().unwrap();
     let flags = [
         "--inject-journal-failure-after",
@@ -305,7 +306,6 @@ fn after_a_failed_sync_the_resend_tells_the_outcome() {
         "sync",
     ];
     let server = common::start(dir.path(), &flags);
-    const ID: u64 = 0x5e5e_0004;
     let mut raw = Raw::connect(server.addr, ID);
     assert!(raw.call(2, 0, create("durable")).result.is_ok());
     let unknown = raw.call(3, 2, create("unknown"));
@@ -339,6 +339,7 @@ fn after_a_failed_sync_the_resend_tells_the_outcome() {
 /// it here).
 #[test]
 fn a_resend_joined_on_another_partition_is_answered_at_shutdown() {
+    const ID: u64 = 0x5e5e_0005;
     let dir = tempfile::tempdir().unwrap();
     let mut config = common::config(dir.path());
     config.keys.partitions = 3;
@@ -347,7 +348,6 @@ fn a_resend_joined_on_another_partition_is_answered_at_shutdown() {
     // Longer than the replies' read timeout: a reply stuck until the grace cut fails the read.
     config.keys.shutdown_grace = Duration::from_secs(120);
     let server = InProcess::start(config);
-    const ID: u64 = 0x5e5e_0005;
     let mut first = Raw::connect(server.addr, ID);
     first.send(2, 0, create("f"));
     let mut observer = Raw::connect(server.addr, ID + 1);

@@ -44,7 +44,7 @@ fn drain(c: &mut Criterion) {
                     std::hint::black_box(sum);
                 }
                 spent
-            })
+            });
         });
     }
     group.finish();
@@ -89,7 +89,7 @@ fn push_publish_drain(c: &mut Criterion) {
                         std::hint::black_box(sum);
                     }
                     spent
-                })
+                });
             });
         }
     }

@@ -83,7 +83,7 @@ impl Sinks {
 fn context_switches() -> u64 {
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
     // SAFETY: getrusage writes into the struct we own.
-    unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) };
+    unsafe { libc::getrusage(libc::RUSAGE_SELF, &raw mut usage) };
     (usage.ru_nvcsw + usage.ru_nivcsw) as u64
 }
 
@@ -169,7 +169,7 @@ fn percpu(c: &mut Criterion) {
                     replies += n as u64;
                 }
                 spent
-            })
+            });
         });
         eprintln!(
             "percpu/{n}: {:.4} context switches per reply",
@@ -226,7 +226,7 @@ fn global(c: &mut Criterion) {
                     replies += n as u64;
                 }
                 spent
-            })
+            });
         });
         eprintln!(
             "global/{n}: {:.4} context switches per reply, {:.0} ns waiting for the lock per reply",

@@ -154,7 +154,7 @@ impl<T> ReplyEngine<T> {
     pub fn publish(&self, last_committed: u64) {
         self.last_committed.store(last_committed, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        for queue in self.queues.iter() {
+        for queue in &self.queues {
             if queue.head.load(Ordering::SeqCst) <= last_committed {
                 Self::wake(queue);
             }
@@ -166,7 +166,7 @@ impl<T> ReplyEngine<T> {
     pub fn fail(&self) {
         self.failed.store(true, Ordering::SeqCst);
         fence(Ordering::SeqCst);
-        for queue in self.queues.iter() {
+        for queue in &self.queues {
             if queue.head.load(Ordering::SeqCst) != EMPTY {
                 Self::wake(queue);
             }
@@ -207,7 +207,9 @@ impl<T> ReplyEngine<T> {
             } else {
                 taken.extend(pending.drain(..n));
             }
-            let head = pending.front().map_or(EMPTY, |r| r.transno());
+            let head = pending
+                .front()
+                .map_or(EMPTY, super::pending::PendingReply::transno);
             queue.head.store(head, Ordering::SeqCst);
             queue.depth.fetch_sub(n, Ordering::Relaxed);
         }

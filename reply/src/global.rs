@@ -285,7 +285,7 @@ mod tests {
             .map(|_| {
                 let (replies, count) = (replies.clone(), count.clone());
                 std::thread::spawn(move || {
-                    replies.serve(|_, _| {
+                    replies.serve(|(), _| {
                         count.fetch_add(1, Ordering::Relaxed);
                     })
                 })

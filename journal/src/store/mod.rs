@@ -15,7 +15,14 @@ use crate::error::InjectedFailure;
 use crate::error::{Error, Fault, Result};
 use crate::options::{Tuning, block_cache, cf_descriptors, db_options, full_scan};
 use crate::resend::{ClientResend, ClientSlots};
-use crate::schema::*;
+use crate::schema::{
+    ALL_CFS, CF_CLIENTS, CF_DENTRIES, CF_INODES, CF_META, Dentry, Inode, JournalOp,
+    META_CLIENT_PREFIX, META_INO_CEILING, META_LAST_COMMITTED, META_NEXT_INO, META_REPLAY_KEY,
+    META_SCHEMA_VERSION, META_SESSION_PREFIX, META_TRANSNO_CEILING, ROOT_INO, ResendRecord,
+    ResendSlot, ResendSlotRef, SCHEMA_VERSION, SCHEMA_VERSION_WITHOUT_RESEND, SECRET_LEN, TxRecord,
+    client_key, decode, decode_dentry_key, decode_meta_u64, decode_resend_key, decode_u64_key,
+    dentry_key, dentry_key_into, encode, ino_key, now_ns, resend_key, session_key,
+};
 
 /// How the journal is opened.
 #[derive(Clone, Debug, Default)]
@@ -506,10 +513,10 @@ impl Journal {
                 JournalOp::KnowClient { client } => batch.put_cf(meta, client_key(*client), []),
                 JournalOp::ForgetClient { client } => batch.delete_cf(meta, client_key(*client)),
                 JournalOp::DropResend { client } => {
-                    self.drop_resend(&mut batch, &mut slots, *client)
+                    self.drop_resend(&mut batch, &mut slots, *client);
                 }
                 JournalOp::BindSession { client, secret } => {
-                    batch.put_cf(meta, session_key(*client), secret)
+                    batch.put_cf(meta, session_key(*client), secret);
                 }
                 other => {
                     return Err(Error::Corrupt {
@@ -669,10 +676,10 @@ impl Journal {
                     }
                     JournalOp::KnowClient { client } => batch.put_cf(meta, client_key(*client), []),
                     JournalOp::ForgetClient { client } => {
-                        batch.delete_cf(meta, client_key(*client))
+                        batch.delete_cf(meta, client_key(*client));
                     }
                     JournalOp::BindSession { client, secret } => {
-                        batch.put_cf(meta, session_key(*client), secret)
+                        batch.put_cf(meta, session_key(*client), secret);
                     }
                 }
             }

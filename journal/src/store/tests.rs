@@ -2,7 +2,7 @@
 //! versions and upgrades; and how the write-ahead log and the block cache behave under load.
 
 use super::*;
-use crate::schema::{ENCODING_CHANGED, hex};
+use crate::schema::{ENCODING_CHANGED, FileKind, hex};
 
 /// Every key and value in the store, family by family, as hex; the replay key, drawn at
 /// random, by its length.

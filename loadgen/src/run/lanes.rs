@@ -176,7 +176,7 @@ async fn run_lane(
         if shared.send_log {
             result
                 .sends
-                .push(started.elapsed().as_nanos().min(u64::MAX as u128) as u64);
+                .push(started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64);
         }
         let answer = match lane.conn.call(op).await {
             Ok(a) => a,

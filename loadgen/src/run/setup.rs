@@ -24,7 +24,7 @@ pub(super) async fn prepare(
 ) -> anyhow::Result<(Client, Vec<Lane>)> {
     let run_tag = format!(
         "{:x}",
-        (std::process::id() as u64) << 20
+        u64::from(std::process::id()) << 20
             ^ std::time::UNIX_EPOCH
                 .elapsed()
                 .unwrap_or_default()

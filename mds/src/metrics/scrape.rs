@@ -210,7 +210,7 @@ fn process_figures() -> Option<ProcessFigures> {
         rlim_max: 0,
     };
     // SAFETY: getrlimit only writes the struct it is given.
-    let max_fds = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } == 0 {
+    let max_fds = if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &raw mut limit) } == 0 {
         limit.rlim_cur as f64
     } else {
         f64::NAN

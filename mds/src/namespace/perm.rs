@@ -48,6 +48,7 @@ pub(crate) fn in_group(cred: &Cred, gid: u32) -> bool {
 /// else the group's if it is in the inode's group, else the others' — so an owner whose own
 /// bits lack something is refused even when the group or others have it.
 #[inline]
+#[allow(clippy::verbose_bit_mask)] // a mask of rwx bits, not a count of trailing zeros
 pub(crate) fn check(cred: &Cred, inode: &InodeAttr, want: u32) -> Result<(), Errno> {
     if is_root(cred) {
         return Ok(());
@@ -59,6 +60,7 @@ pub(crate) fn check(cred: &Cred, inode: &InodeAttr, want: u32) -> Result<(), Err
     } else {
         inode.mode
     };
+    // The three permission bits wanted and not granted: none.
     if want & !class & 0o7 == 0 {
         Ok(())
     } else {

@@ -58,7 +58,7 @@ fn mutated(exec: &Exec) -> (u64, u64) {
         Exec::Mutation {
             transno, built_on, ..
         } => (*transno, *built_on),
-        other => panic!("want a mutation, got {other:?}"),
+        other @ Exec::Now { .. } => panic!("want a mutation, got {other:?}"),
     }
 }
 

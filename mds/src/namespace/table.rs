@@ -151,7 +151,7 @@ impl Table {
     /// Runs `f` on every node, one stripe at a time.
     #[cfg(test)]
     pub fn for_each(&self, mut f: impl FnMut(&mut Node)) {
-        for stripe in self.stripes.iter() {
+        for stripe in &self.stripes {
             for node in stripe.lock().nodes.values_mut() {
                 f(node);
             }
@@ -278,7 +278,8 @@ mod tests {
         // A hashbrown group is 16 buckets from wherever a probe starts: within any 16
         // neighbours, different dense numbers have different tags.
         for window in stripe.windows(16) {
-            let mut by_dense: std::collections::HashMap<u64, u64> = Default::default();
+            let mut by_dense: std::collections::HashMap<u64, u64> =
+                std::collections::HashMap::default();
             for &ino in window {
                 by_dense.insert(dense(ino), tag(ino));
             }
@@ -414,7 +415,9 @@ mod tests {
     fn locking_the_same_stripe_twice_in_one_set_does_not_deadlock() {
         let t = Table::new();
         let a = 1u64;
-        let b = (2..).find(|&i| stripe_of(i) == stripe_of(a)).unwrap();
+        let b = (2..u64::MAX)
+            .find(|&i| stripe_of(i) == stripe_of(a))
+            .unwrap();
         let l = t.lock(&[a, b, a]);
         assert!(l.get(a).is_none());
     }

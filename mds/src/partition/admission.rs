@@ -20,6 +20,7 @@
 //! CONNECT.
 
 use std::collections::HashMap;
+use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
@@ -355,11 +356,11 @@ fn proc_owner(peer: SocketAddr, local: SocketAddr) -> Option<u32> {
 fn proc_address(addr: SocketAddr) -> String {
     let ip = match addr.ip() {
         IpAddr::V4(v4) => format!("{:08X}", u32::from_ne_bytes(v4.octets())),
-        IpAddr::V6(v6) => v6
-            .octets()
-            .chunks(4)
-            .map(|w| format!("{:08X}", u32::from_ne_bytes(w.try_into().expect("4 bytes"))))
-            .collect(),
+        IpAddr::V6(v6) => v6.octets().chunks(4).fold(String::new(), |mut out, w| {
+            let word = u32::from_ne_bytes(w.try_into().expect("4 bytes"));
+            let _ = write!(out, "{word:08X}");
+            out
+        }),
     };
     format!("{ip}:{:04X}", addr.port())
 }
@@ -399,10 +400,10 @@ fn lookup_groups(uid: u32) -> Option<Vec<u32>> {
     let rc = unsafe {
         libc::getpwuid_r(
             uid,
-            &mut pwd,
+            &raw mut pwd,
             buf.as_mut_ptr().cast(),
             buf.len(),
-            &mut found,
+            &raw mut found,
         )
     };
     if rc != 0 || found.is_null() {
@@ -413,7 +414,7 @@ fn lookup_groups(uid: u32) -> Option<Vec<u32>> {
     let mut n = groups.len() as libc::c_int;
     // SAFETY: `pw_name` points into `buf`, alive here; `groups` holds `n` entries, and on
     // return `n` says how many were written (or needed, when -1 is returned).
-    let rc = unsafe { libc::getgrouplist(pwd.pw_name, primary, groups.as_mut_ptr(), &mut n) };
+    let rc = unsafe { libc::getgrouplist(pwd.pw_name, primary, groups.as_mut_ptr(), &raw mut n) };
     let mut out = vec![primary];
     if rc >= 0 {
         groups.truncate(n.max(0) as usize);

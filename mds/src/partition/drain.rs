@@ -92,7 +92,7 @@ fn release(
                 core.to_committer(CommitMsg::ForgetClient {
                     client: session.client(),
                     after,
-                })
+                });
             };
             if matches!(outcome, Outcome::Committed { .. }) && session.settle(transno, forget) {
                 core.forget_if_idle(session.client());
@@ -289,7 +289,7 @@ impl Partition {
                 // (a busy partition), a partner polled second would never look, and would
                 // stop draining for its neighbour exactly under load.
                 biased;
-                _ = tokio::time::sleep(sleep_for.unwrap_or_default()), if sleep_for.is_some() => {
+                () = tokio::time::sleep(sleep_for.unwrap_or_default()), if sleep_for.is_some() => {
                     let after = wakes.partner_after.expect("watching only with partners");
                     look_at = match wakes.claim_overdue(watched, after) {
                         Ok(()) => {
@@ -302,14 +302,14 @@ impl Partition {
                         Err(again) => again,
                     };
                 }
-                _ = own.notified() => {
+                () = own.notified() => {
                     if let Some(stall) = stall {
                         tokio::time::sleep(stall).await;
                     }
                     wakes.begin(self.id);
                     self.drain_own(&mut self.touched.borrow_mut());
                 }
-                _ = wakes.watch[self.id].notified(), if wakes.partner_after.is_some() => {
+                () = wakes.watch[self.id].notified(), if wakes.partner_after.is_some() => {
                     look_at.get_or_insert(0);
                 }
             }

@@ -148,7 +148,7 @@ impl Partition {
         let mut backoff = Duration::from_millis(1);
         loop {
             let accepted = tokio::select! {
-                _ = self.shared.shutdown.cancelled() => break,
+                () = self.shared.shutdown.cancelled() => break,
                 a = listener.accept() => a,
             };
             match accepted {
@@ -194,8 +194,8 @@ impl Partition {
                     break;
                 }
                 tokio::select! {
-                    _ = self.shared.cut.cancelled() => break,
-                    _ = progress => {}
+                    () = self.shared.cut.cancelled() => break,
+                    () = progress => {}
                 }
             }
             drain.abort();

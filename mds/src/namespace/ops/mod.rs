@@ -376,15 +376,12 @@ impl Namespace {
             let l = self.table.lock(&[parent]);
             let p = dir(cx, &l, parent)?;
             may(cx, p, SEARCH)?;
-            match p.entry(name) {
-                Some(entry) => {
-                    cx.see(&entry.stamp);
-                    entry.ino
-                }
-                None => {
-                    cx.see(&p.removed_stamp(name));
-                    return Err(Errno::ENOENT);
-                }
+            if let Some(entry) = p.entry(name) {
+                cx.see(&entry.stamp);
+                entry.ino
+            } else {
+                cx.see(&p.removed_stamp(name));
+                return Err(Errno::ENOENT);
             }
         };
         // The parent's lock is released before the child's is taken (lock order); a child
@@ -502,12 +499,11 @@ impl Namespace {
                 let l = self.table.lock(&[parent]);
                 let p = dir(cx, &l, parent)?;
                 may(cx, p, SEARCH)?;
-                match p.entry(&name) {
-                    Some(entry) => entry,
-                    None => {
-                        cx.see(&p.removed_stamp(&name));
-                        return Err(Errno::ENOENT);
-                    }
+                if let Some(entry) = p.entry(&name) {
+                    entry
+                } else {
+                    cx.see(&p.removed_stamp(&name));
+                    return Err(Errno::ENOENT);
                 }
             };
             cx.see(&child.stamp);

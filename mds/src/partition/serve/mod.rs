@@ -102,7 +102,7 @@ impl Partition {
             return self.serve(rd, wr, handshaking, deadline).await;
         };
         let handshake = tokio::select! {
-            _ = self.shared.shutdown.cancelled() => return,
+            () = self.shared.shutdown.cancelled() => return,
             r = tokio::time::timeout_at(deadline, acceptor.accept(stream)) => r,
         };
         match handshake {
@@ -183,10 +183,10 @@ impl Partition {
                 if self.shared.core.over_uncommitted_cap() {
                     tokio::select! {
                         biased;
-                        _ = self.shared.cut.cancelled() => return Ended::Normally,
-                        _ = progress => {}
+                        () = self.shared.cut.cancelled() => return Ended::Normally,
+                        () = progress => {}
                         // A drain notifies; this only bounds a missed wake.
-                        _ = tokio::time::sleep(Duration::from_millis(50)) => {}
+                        () = tokio::time::sleep(Duration::from_millis(50)) => {}
                     }
                 }
                 continue;
@@ -241,10 +241,10 @@ impl Partition {
         let silent_may_close = reader.session.is_none() || conn.inflight() == 0;
         let read = tokio::select! {
             biased;
-            _ = self.shared.shutdown.cancelled() => return Some(Ended::Normally),
-            _ = conn.replaced().cancelled() => return Some(Ended::Replaced),
+            () = self.shared.shutdown.cancelled() => return Some(Ended::Normally),
+            () = conn.replaced().cancelled() => return Some(Ended::Replaced),
             r = rd.read_buf(&mut reader.input) => r,
-            _ = tokio::time::sleep(silence), if silent_may_close => {
+            () = tokio::time::sleep(silence), if silent_may_close => {
                 warn!(partition = self.id, conn = conn.id(), after = ?silence, "closing connection: {}", if why == "connect" { "no CONNECT in time" } else { "idle" });
                 metrics::counter!(crate::metrics::CONNECTIONS_TIMED_OUT, "reason" => why).increment(1);
                 return Some(Ended::Normally);
@@ -473,7 +473,7 @@ impl Partition {
                 core.to_committer(CommitMsg::ForgetClient {
                     client: session.client(),
                     after,
-                })
+                });
             });
             core.forget_if_idle(session.client());
         }
@@ -492,8 +492,8 @@ impl Partition {
         loop {
             tokio::select! {
                 biased;
-                _ = self.shared.shutdown.cancelled() => return Some(Ended::Normally),
-                _ = conn.replaced().cancelled() => return Some(Ended::Replaced),
+                () = self.shared.shutdown.cancelled() => return Some(Ended::Normally),
+                () = conn.replaced().cancelled() => return Some(Ended::Replaced),
                 r = tokio::time::timeout(limits.output_stall, conn.wait_for_output_below(room)) => {
                     if r.is_ok() {
                         return None;
