@@ -12,12 +12,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
 use mds_client::auth::AuthKey;
 use mds_client::units::{parse_count, parse_duration};
 
+use crate::error::{Error, IoContext, Result};
 use crate::queue::ReplyPath;
 
 /// Commit-on-share (`--cos`).
@@ -312,11 +312,15 @@ pub struct ServerConfig {
 
 impl Config {
     /// Reads a config file: its keys over the defaults; an unknown key is an error.
-    pub fn from_file(path: &Path) -> anyhow::Result<Config> {
-        let text = std::fs::read_to_string(path)
-            .with_context(|| format!("reading config file {}", path.display()))?;
-        let mut config: Config = toml::from_str(&text)
-            .with_context(|| format!("parsing config file {}", path.display()))?;
+    pub fn from_file(path: &Path) -> Result<Config> {
+        let text = std::fs::read_to_string(path).map_err(|source| Error::ConfigRead {
+            path: path.to_owned(),
+            source,
+        })?;
+        let mut config: Config = toml::from_str(&text).map_err(|source| Error::ConfigParse {
+            path: path.to_owned(),
+            source: Box::new(source),
+        })?;
         config.config = Some(path.to_owned());
         Ok(config)
     }
@@ -338,34 +342,44 @@ impl Config {
     }
 
     /// Checks the values and loads what they name.
-    pub fn resolve(self) -> anyhow::Result<ServerConfig> {
+    pub fn resolve(self) -> Result<ServerConfig> {
         if self.session_expiry.is_zero() {
-            bail!("--session-expiry must be above zero: a client needs time to reconnect");
+            return Err(Error::Invalid(
+                "--session-expiry must be above zero: a client needs time to reconnect".into(),
+            ));
         }
         if self.partitions == 0 || self.partitions > 1024 {
-            bail!(
+            return Err(Error::Invalid(format!(
                 "--partitions must be between 1 and 1024, got {}",
                 self.partitions
-            );
+            )));
         }
         if self.service_threads == 0 || self.service_threads > 1024 {
-            bail!(
+            return Err(Error::Invalid(format!(
                 "--service-threads must be between 1 and 1024, got {}",
                 self.service_threads
-            );
+            )));
         }
         if self.max_batch == 0 {
-            bail!("--max-batch must be at least 1");
+            return Err(Error::Invalid("--max-batch must be at least 1".into()));
         }
         let auth_key = match &self.auth_key {
-            Some(path) => Some(Arc::new(AuthKey::from_file(path).context("--auth-key")?)),
+            Some(path) => Some(Arc::new(AuthKey::from_file(path).map_err(Error::AuthKey)?)),
             None => None,
         };
         let tls = match (&self.tls_cert, &self.tls_key) {
             (Some(cert), Some(key)) => Some(crate::tls::server_config(cert, key)?),
             (None, None) => None,
-            (Some(_), None) => bail!("--tls-cert needs --tls-key (its private key)"),
-            (None, Some(_)) => bail!("--tls-key needs --tls-cert (its certificate)"),
+            (Some(_), None) => {
+                return Err(Error::Invalid(
+                    "--tls-cert needs --tls-key (its private key)".into(),
+                ));
+            }
+            (None, Some(_)) => {
+                return Err(Error::Invalid(
+                    "--tls-key needs --tls-cert (its certificate)".into(),
+                ));
+            }
         };
         let defaults = Limits::default();
         let limits = Limits {
@@ -389,7 +403,9 @@ impl Config {
 /// Parses the command line `args` of `C`, whose `serve` subcommand flattens [`Config`]: when
 /// it names a config file, the file's keys become the defaults the flags override. Errors
 /// of the command line are clap's (help and version among them); of the file, its own.
-pub fn parse_command_line<C: clap::Parser>(args: Vec<OsString>) -> Result<C, CommandLine> {
+pub fn parse_command_line<C: clap::Parser>(
+    args: Vec<OsString>,
+) -> std::result::Result<C, CommandLine> {
     let with_defaults =
         |config: &Config| C::command().mut_subcommand("serve", |serve| config.as_defaults(serve));
     let first = with_defaults(&Config::default()).try_get_matches_from(&args)?;
@@ -412,7 +428,7 @@ pub enum CommandLine {
     /// The flags (or `--help`, `--version`): clap prints and exits.
     Flags(clap::Error),
     /// The config file could not be read, or has an unknown or invalid key.
-    File(anyhow::Error),
+    File(Error),
 }
 
 impl From<clap::Error> for CommandLine {
@@ -453,19 +469,19 @@ fn default_partitions() -> usize {
         .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, std::num::NonZero::get))
 }
 
-fn resolve_addr(flag: &str, value: &str) -> anyhow::Result<SocketAddr> {
+fn resolve_addr(flag: &str, value: &str) -> Result<SocketAddr> {
     value
         .to_socket_addrs()
-        .with_context(|| format!("{flag}: cannot resolve {value:?} (expected HOST:PORT)"))?
+        .doing(|| format!("{flag}: cannot resolve {value:?} (expected HOST:PORT)"))?
         .next()
-        .with_context(|| format!("{flag}: {value:?} resolves to no address"))
+        .ok_or_else(|| Error::Invalid(format!("{flag}: {value:?} resolves to no address")))
 }
 
 impl std::fmt::Display for CommandLine {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             CommandLine::Flags(e) => write!(f, "{e}"),
-            CommandLine::File(e) => write!(f, "{e:#}"),
+            CommandLine::File(e) => f.write_str(&crate::error::chain(e)),
         }
     }
 }
@@ -486,7 +502,7 @@ mod tests {
     }
 
     /// `mds serve ARGS`, parsed as the binary parses it.
-    fn parse(args: &[&str]) -> Result<Config, String> {
+    fn parse(args: &[&str]) -> std::result::Result<Config, String> {
         let argv = ["mds", "serve"].iter().chain(args).map(OsString::from);
         parse_command_line::<Cli>(argv.collect())
             .map(|cli| match cli.command {
@@ -495,8 +511,8 @@ mod tests {
             .map_err(|e| e.to_string())
     }
 
-    fn resolve(args: &[&str]) -> Result<ServerConfig, String> {
-        parse(args)?.resolve().map_err(|e| format!("{e:#}"))
+    fn resolve(args: &[&str]) -> std::result::Result<ServerConfig, String> {
+        parse(args)?.resolve().map_err(|e| crate::error::chain(&e))
     }
 
     fn path_arg(path: &Path) -> String {

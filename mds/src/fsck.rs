@@ -11,7 +11,6 @@
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
 
-use anyhow::Context;
 use journal::{FileKind, Inode, Journal, ROOT_INO};
 
 use mds_proto::check_name;
@@ -53,15 +52,18 @@ impl Report {
 
 /// Checks the store in `data`, read-only. Refuses a store a running server holds: what it
 /// would read is only what that server has flushed, not the store's state.
-pub fn check(data: &Path) -> anyhow::Result<Report> {
+pub fn check(data: &Path) -> crate::error::Result<Report> {
     if let Some(pid) = lock_holder(&data.join("LOCK")) {
-        anyhow::bail!(
-            "{} is in use by a running server (pid {pid}); stop it first",
-            data.display()
-        );
+        return Err(crate::error::Error::InUse {
+            path: data.to_owned(),
+            pid,
+        });
     }
-    let (journal, recovered) = Journal::open_read_only(data)
-        .with_context(|| format!("opening {} read-only", data.display()))?;
+    let (journal, recovered) =
+        Journal::open_read_only(data).map_err(|source| crate::error::Error::Journal {
+            what: format!("opening {} read-only", data.display()),
+            source,
+        })?;
     let mut report = Report {
         last_committed: recovered.last_committed,
         ..Report::default()

@@ -9,13 +9,15 @@
 //! its connections; `recovery` orders replays after a restart; `auth` checks the shared key
 //! at CONNECT and `tls` loads the client port's certificate; `ticket` makes and checks the
 //! replay tickets of early replies; `config` is the configuration; `server` wires them
-//! together (and runs in-process for tests); `fsck` checks an offline store; `metrics` serves
+//! together (and runs in-process for tests); `fsck` checks an offline store; `error` is the
+//! library's one error type; `metrics` serves
 //! Prometheus. The wire protocol is the `mds-proto` crate and the client library `mds-client`.
 
 pub mod auth;
 pub mod committer;
 pub mod config;
 pub mod dispatch;
+pub mod error;
 pub mod fsck;
 pub mod metrics;
 pub mod namespace;

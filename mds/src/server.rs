@@ -8,7 +8,6 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 
-use anyhow::{Context, bail};
 use journal::{Journal, JournalOptions};
 use reply::GlobalReplies;
 use socket2::{Domain, Protocol, Socket, Type};
@@ -20,6 +19,7 @@ use crate::auth::{AuthFailure, Authenticator};
 use crate::committer::{CommitMsg, CommitPolicy, Committer};
 use crate::config::ServerConfig;
 use crate::dispatch::Core;
+use crate::error::{Error, IoContext, Result};
 use crate::namespace::Namespace;
 use crate::partition::{self, DrainWakes, Net, Shared};
 use crate::queue::{Replies, ReplyPath};
@@ -36,12 +36,11 @@ pub struct Listeners {
 
 impl Listeners {
     /// Binds `--listen` once per partition and `--metrics-listen`.
-    pub fn bind(config: &ServerConfig) -> anyhow::Result<Listeners> {
+    pub fn bind(config: &ServerConfig) -> Result<Listeners> {
         let client = bind_listeners(config.listen, config.keys.partitions)?;
-        let metrics = std::net::TcpListener::bind(config.metrics_listen).with_context(|| {
-            format!("binding the metrics listener on {}", config.metrics_listen)
-        })?;
-        metrics.set_nonblocking(true)?;
+        let doing = || format!("binding the metrics listener on {}", config.metrics_listen);
+        let metrics = std::net::TcpListener::bind(config.metrics_listen).doing(doing)?;
+        metrics.set_nonblocking(true).doing(doing)?;
         Ok(Listeners { client, metrics })
     }
 
@@ -92,7 +91,7 @@ impl Stop {
 
 /// Runs the server until SIGTERM or SIGINT, then shuts down cleanly. Returns an error if it
 /// could not start, or if the journal failed while it ran.
-pub fn run(config: ServerConfig) -> anyhow::Result<()> {
+pub fn run(config: ServerConfig) -> Result<()> {
     let listeners = Listeners::bind(&config)?;
     let stop = Stop::new();
     std::thread::Builder::new()
@@ -101,7 +100,7 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
             let stop = stop.clone();
             move || forward_signals(stop)
         })
-        .context("starting the signal thread")?;
+        .doing(|| "starting the signal thread".into())?;
     serve(config, listeners, stop)
 }
 
@@ -109,12 +108,12 @@ pub fn run(config: ServerConfig) -> anyhow::Result<()> {
 /// requests, every pending mutation committed and answered, connections whose clients do not
 /// read cut after `config.keys.shutdown_grace` (or at a second request). Returns an error if it
 /// could not start, or if the journal failed while it ran. Tests call this in-process.
-pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::Result<()> {
+pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> Result<()> {
     let prometheus = crate::metrics::install()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .context("building the main runtime")?;
+        .doing(|| "building the main runtime".into())?;
     let (journal, mut recovered) = open_journal(&config)?;
     let namespace = Arc::new(
         Namespace::load(&journal, &recovered)?.squashing_root(config.keys.root_squash.is_on()),
@@ -203,7 +202,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
         stop.first.cancelled().await;
         shut_down(&shared, &stop, config.keys.shutdown_grace, done_rx).await;
         metrics_task.abort();
-        anyhow::Ok(())
+        Ok::<(), Error>(())
     })?;
     for t in threads {
         let _ = t.join();
@@ -219,22 +218,22 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> anyhow::
     settle_store(&journal, &namespace, &shared);
     info!(last_committed = journal.last_committed(), "stopped");
     if journal.is_failed() {
-        bail!("the journal failed while serving; the last mutations were refused with EIO");
+        return Err(Error::JournalFailed);
     }
     Ok(())
 }
 
 /// Opens the store in `config.keys.data` (refusing one a running server holds), with the leases
 /// the limits call for.
-fn open_journal(config: &ServerConfig) -> anyhow::Result<(Arc<Journal>, journal::Recovered)> {
+fn open_journal(config: &ServerConfig) -> Result<(Arc<Journal>, journal::Recovered)> {
     if let Some(pid) = crate::fsck::lock_holder(&config.keys.data.join("LOCK")) {
-        bail!(
-            "{} is in use by a running server (pid {pid}); stop it first",
-            config.keys.data.display()
-        );
+        return Err(Error::InUse {
+            path: config.keys.data.clone(),
+            pid,
+        });
     }
     std::fs::create_dir_all(&config.keys.data)
-        .with_context(|| format!("creating data directory {}", config.keys.data.display()))?;
+        .doing(|| format!("creating data directory {}", config.keys.data.display()))?;
     let options = JournalOptions {
         leases: journal::Leases {
             // Past the cap on uncommitted work, with room for what each partition executes
@@ -244,8 +243,11 @@ fn open_journal(config: &ServerConfig) -> anyhow::Result<(Arc<Journal>, journal:
             inos: config.limits.ino_lease,
         },
     };
-    let (mut journal, recovered) = Journal::open(&config.keys.data, options)
-        .with_context(|| format!("opening the journal in {}", config.keys.data.display()))?;
+    let (mut journal, recovered) =
+        Journal::open(&config.keys.data, options).map_err(|source| Error::Journal {
+            what: format!("opening the journal in {}", config.keys.data.display()),
+            source,
+        })?;
     if let Some(failure) = config.keys.testing.journal_failure() {
         journal.inject_failure(failure);
     }
@@ -292,18 +294,14 @@ fn reply_queue(
 fn restore_sessions(
     config: &ServerConfig,
     recovered: &mut journal::Recovered,
-) -> anyhow::Result<Arc<Sessions>> {
+) -> Result<Arc<Sessions>> {
     let sessions = Arc::new(Sessions::new(config.limits.max_resend_records));
     let resend_clients = recovered.resend.len();
-    let records = sessions
-        .restore(
-            std::mem::take(&mut recovered.resend),
-            std::mem::take(&mut recovered.sessions),
-            &recovered.known_clients,
-        )
-        .map_err(|e| {
-            anyhow::anyhow!("the store holds a resend record this build cannot read: {e}")
-        })?;
+    let records = sessions.restore(
+        std::mem::take(&mut recovered.resend),
+        std::mem::take(&mut recovered.sessions),
+        &recovered.known_clients,
+    )?;
     if records > 0 {
         info!(
             clients = resend_clients,
@@ -362,19 +360,15 @@ type PartitionsDone = tokio::sync::mpsc::Receiver<()>;
 fn start_partitions(
     listeners: Vec<std::net::TcpListener>,
     shared: &Arc<Shared>,
-) -> anyhow::Result<(Vec<std::thread::JoinHandle<()>>, PartitionsDone)> {
+) -> Result<(Vec<std::thread::JoinHandle<()>>, PartitionsDone)> {
     let cores = core_affinity::get_core_ids().unwrap_or_default();
     let mut threads = Vec::with_capacity(listeners.len());
     let (done_tx, done_rx) = tokio::sync::mpsc::channel::<()>(1);
     for (id, listener) in listeners.into_iter().enumerate() {
         let core = (!cores.is_empty()).then(|| cores[id % cores.len()]);
-        threads.push(partition::spawn(
-            id,
-            core,
-            listener,
-            shared.clone(),
-            done_tx.clone(),
-        )?);
+        let thread = partition::spawn(id, core, listener, shared.clone(), done_tx.clone())
+            .doing(|| format!("starting partition {id}"))?;
+        threads.push(thread);
     }
     Ok((threads, done_rx))
 }
@@ -383,7 +377,7 @@ fn start_partitions(
 fn start_service_threads(
     config: &ServerConfig,
     shared: &Arc<Shared>,
-) -> anyhow::Result<Vec<std::thread::JoinHandle<u64>>> {
+) -> Result<Vec<std::thread::JoinHandle<u64>>> {
     Ok(match config.keys.reply_path {
         ReplyPath::PerCpu => Vec::new(),
         ReplyPath::Global => (0..config.keys.service_threads)
@@ -393,7 +387,8 @@ fn start_service_threads(
                     .name(format!("mds-service-{i}"))
                     .spawn(move || partition::serve_global(&shared.core))
             })
-            .collect::<Result<_, _>>()?,
+            .collect::<std::io::Result<_>>()
+            .doing(|| "starting the service threads".into())?,
     })
 }
 
@@ -403,9 +398,10 @@ fn serve_metrics(
     prometheus: metrics_exporter_prometheus::PrometheusHandle,
     journal: &Arc<Journal>,
     shared: &Arc<Shared>,
-) -> anyhow::Result<tokio::task::JoinHandle<()>> {
-    let metrics_listener = tokio::net::TcpListener::from_std(listener)?;
-    let metrics_addr = metrics_listener.local_addr()?;
+) -> Result<tokio::task::JoinHandle<()>> {
+    let doing = || "serving the metrics endpoint".to_owned();
+    let metrics_listener = tokio::net::TcpListener::from_std(listener).doing(doing)?;
+    let metrics_addr = metrics_listener.local_addr().doing(doing)?;
     info!("metrics endpoint on {metrics_addr}");
     if !metrics_addr.ip().is_loopback() {
         warn!(
@@ -745,15 +741,15 @@ pub fn abort_on_panic() {
 /// SO_REUSEPORT would also let a second mds of the same user bind the same port and silently
 /// take half the connections, so the address is first probed with a plain bind, which fails
 /// if anyone holds it (with or without SO_REUSEPORT).
-fn bind_listeners(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<std::net::TcpListener>> {
+fn bind_listeners(addr: SocketAddr, n: usize) -> Result<Vec<std::net::TcpListener>> {
     // With port 0 the probe picks a free port, and between its close and our binds any
     // outgoing connection may be given that port: then pick another (a few times).
     let attempts = if addr.port() == 0 { 8 } else { 1 };
     let mut last = None;
     for _ in 0..attempts {
-        let probe = std::net::TcpListener::bind(addr)
-            .with_context(|| format!("--listen {addr}: address in use or not available"))?;
-        let bound = probe.local_addr()?;
+        let doing = || format!("--listen {addr}: address in use or not available");
+        let probe = std::net::TcpListener::bind(addr).doing(doing)?;
+        let bound = probe.local_addr().doing(doing)?;
         drop(probe);
         match bind_shared(bound, n) {
             Ok(listeners) => return Ok(listeners),
@@ -764,22 +760,24 @@ fn bind_listeners(addr: SocketAddr, n: usize) -> anyhow::Result<Vec<std::net::Tc
 }
 
 /// `n` listeners sharing `bound` through SO_REUSEPORT.
-fn bind_shared(bound: SocketAddr, n: usize) -> anyhow::Result<Vec<std::net::TcpListener>> {
+fn bind_shared(bound: SocketAddr, n: usize) -> Result<Vec<std::net::TcpListener>> {
     let mut listeners = Vec::with_capacity(n);
     for _ in 0..n {
-        let socket = Socket::new(
-            Domain::for_address(bound),
-            Type::STREAM,
-            Some(Protocol::TCP),
-        )?;
-        socket.set_reuse_address(true)?;
-        socket.set_reuse_port(true)?;
-        socket
-            .bind(&bound.into())
-            .with_context(|| format!("binding {bound}"))?;
-        socket.listen(1024)?;
-        socket.set_nonblocking(true)?;
-        listeners.push(socket.into());
+        let listener = (|| {
+            let socket = Socket::new(
+                Domain::for_address(bound),
+                Type::STREAM,
+                Some(Protocol::TCP),
+            )?;
+            socket.set_reuse_address(true)?;
+            socket.set_reuse_port(true)?;
+            socket.bind(&bound.into())?;
+            socket.listen(1024)?;
+            socket.set_nonblocking(true)?;
+            Ok::<_, std::io::Error>(socket.into())
+        })()
+        .doing(|| format!("binding {bound}"))?;
+        listeners.push(listener);
     }
     Ok(listeners)
 }

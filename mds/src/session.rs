@@ -279,7 +279,7 @@ impl Sessions {
         clients: Vec<ClientResend>,
         bindings: Vec<(u64, [u8; journal::SECRET_LEN])>,
         known: &[u64],
-    ) -> Result<usize, String> {
+    ) -> crate::error::Result<usize> {
         let mut secrets: HashMap<u64, SessionSecret> = bindings
             .into_iter()
             .map(|(client, secret)| (client, SessionSecret::from_bytes(secret)))
@@ -304,10 +304,10 @@ impl Sessions {
                 let mut state = session.state.lock();
                 for record in found.records {
                     let body = protocol::decode(&record.reply).map_err(|e| {
-                        format!(
+                        crate::error::Error::UnreadableRecord(format!(
                             "resend record of client {:016x} xid {}: {e}",
                             found.client, record.xid
-                        )
+                        ))
                     })?;
                     let answered = Answered {
                         transno: record.transno,
@@ -922,6 +922,7 @@ mod tests {
             sessions
                 .restore(vec![bad], vec![], &[])
                 .unwrap_err()
+                .to_string()
                 .contains("xid 1")
         );
     }

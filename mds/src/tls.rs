@@ -5,36 +5,54 @@
 use std::path::Path;
 use std::sync::Arc;
 
-use anyhow::Context;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
+use crate::error::{Error, Result};
+
+fn tls(what: String, source: impl std::error::Error + Send + Sync + 'static) -> Error {
+    Error::Tls {
+        what,
+        source: Some(Box::new(source)),
+    }
+}
+
 /// Reads the certificate chain (leaf first) and its private key, and builds the server side
 /// of TLS 1.2 and 1.3 with rustls' safe defaults and no client certificates.
-pub fn server_config(cert: &Path, key: &Path) -> anyhow::Result<Arc<rustls::ServerConfig>> {
+pub fn server_config(cert: &Path, key: &Path) -> Result<Arc<rustls::ServerConfig>> {
     let chain = CertificateDer::pem_file_iter(cert)
-        .and_then(std::iter::Iterator::collect::<Result<Vec<_>, _>>)
-        .with_context(|| format!("--tls-cert: reading {}", cert.display()))?;
+        .and_then(std::iter::Iterator::collect::<std::result::Result<Vec<_>, _>>)
+        .map_err(|e| tls(format!("--tls-cert: reading {}", cert.display()), e))?;
     if chain.is_empty() {
-        anyhow::bail!(
-            "--tls-cert: {} holds no certificate (PEM, -----BEGIN CERTIFICATE-----)",
-            cert.display()
-        );
+        return Err(Error::Tls {
+            what: format!(
+                "--tls-cert: {} holds no certificate (PEM, -----BEGIN CERTIFICATE-----)",
+                cert.display()
+            ),
+            source: None,
+        });
     }
-    let private = PrivateKeyDer::from_pem_file(key)
-        .with_context(|| format!("--tls-key: reading a private key from {}", key.display()))?;
+    let private = PrivateKeyDer::from_pem_file(key).map_err(|e| {
+        tls(
+            format!("--tls-key: reading a private key from {}", key.display()),
+            e,
+        )
+    })?;
     let config = rustls::ServerConfig::builder_with_provider(Arc::new(
         rustls::crypto::ring::default_provider(),
     ))
     .with_safe_default_protocol_versions()
-    .context("TLS protocol versions")?
+    .map_err(|e| tls("TLS protocol versions".into(), e))?
     .with_no_client_auth()
     .with_single_cert(chain, private)
-    .with_context(|| {
-        format!(
-            "--tls-cert {} and --tls-key {} do not make a usable pair",
-            cert.display(),
-            key.display()
+    .map_err(|e| {
+        tls(
+            format!(
+                "--tls-cert {} and --tls-key {} do not make a usable pair",
+                cert.display(),
+                key.display()
+            ),
+            e,
         )
     })?;
     Ok(Arc::new(config))

@@ -42,7 +42,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(CommandLine::Flags(e)) => e.exit(),
         Err(CommandLine::File(e)) => {
-            eprintln!("mds: {e:#}");
+            eprintln!("mds: {}", mds::error::chain(&e));
             return ExitCode::FAILURE;
         }
     };
@@ -50,7 +50,7 @@ fn main() -> ExitCode {
         Command::Serve(config) => match config.resolve().and_then(mds::server::run) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
-                eprintln!("mds: {e:#}");
+                eprintln!("mds: {}", mds::error::chain(&e));
                 ExitCode::FAILURE
             }
         },
@@ -74,7 +74,7 @@ fn main() -> ExitCode {
                 }
             }
             Err(e) => {
-                eprintln!("mds fsck: {e:#}");
+                eprintln!("mds fsck: {}", mds::error::chain(&e));
                 ExitCode::from(2)
             }
         },

@@ -7,7 +7,6 @@
 //! has explicit buckets — without them the exporter renders summaries, which Grafana cannot
 //! aggregate across instances.
 
-use anyhow::Context;
 use metrics::Unit;
 use metrics_exporter_prometheus::{Matcher, PrometheusBuilder, PrometheusHandle};
 
@@ -83,21 +82,28 @@ pub const LOCK_WAIT_BUCKETS: [f64; 15] = [
 /// Installs the global recorder with its buckets and help texts, once per process, before any
 /// component registers its handles; later calls (a test running servers in-process) get the
 /// same handle.
-pub fn install() -> anyhow::Result<PrometheusHandle> {
+pub fn install() -> crate::error::Result<PrometheusHandle> {
     // A lock, not a `OnceLock`: two servers starting at once must not both try to install.
     static HANDLE: parking_lot::Mutex<Option<PrometheusHandle>> = parking_lot::Mutex::new(None);
+    let bad =
+        |e: metrics_exporter_prometheus::BuildError| crate::error::Error::Metrics(e.to_string());
     let mut installed = HANDLE.lock();
     if let Some(handle) = installed.as_ref() {
         return Ok(handle.clone());
     }
     let recorder = PrometheusBuilder::new()
-        .set_buckets_for_metric(Matcher::Full(SERVICE_LOCK_WAIT.into()), &LOCK_WAIT_BUCKETS)?
-        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &LATENCY_BUCKETS)?
-        .set_buckets_for_metric(Matcher::Full(COMMIT_TRANSACTIONS.into()), &COUNT_BUCKETS)?
-        .set_buckets_for_metric(Matcher::Full(DRAIN_REPLIES.into()), &COUNT_BUCKETS)?
+        .set_buckets_for_metric(Matcher::Full(SERVICE_LOCK_WAIT.into()), &LOCK_WAIT_BUCKETS)
+        .map_err(bad)?
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".into()), &LATENCY_BUCKETS)
+        .map_err(bad)?
+        .set_buckets_for_metric(Matcher::Full(COMMIT_TRANSACTIONS.into()), &COUNT_BUCKETS)
+        .map_err(bad)?
+        .set_buckets_for_metric(Matcher::Full(DRAIN_REPLIES.into()), &COUNT_BUCKETS)
+        .map_err(bad)?
         .build_recorder();
     let handle = recorder.handle();
-    metrics::set_global_recorder(recorder).context("installing the metrics recorder")?;
+    metrics::set_global_recorder(recorder)
+        .map_err(|e| crate::error::Error::Metrics(e.to_string()))?;
     describe();
     *installed = Some(handle.clone());
     Ok(handle)

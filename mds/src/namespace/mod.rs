@@ -143,7 +143,7 @@ impl Namespace {
     /// inodes that do not exist or are of another kind: serving it would fail later, in the
     /// middle of an operation that already holds its transno (an UNLINK of such an entry
     /// once panicked a partition there, and every commit after it waited forever).
-    pub fn load(journal: &Journal, recovered: &Recovered) -> anyhow::Result<Namespace> {
+    pub fn load(journal: &Journal, recovered: &Recovered) -> crate::error::Result<Namespace> {
         // Above every number handed out before this start (a crash may have lost creates that
         // clients were told of early): none is ever handed out twice.
         let next_ino = recovered.next_ino.max(recovered.ceilings.ino);
@@ -194,22 +194,22 @@ impl Namespace {
                         None => "does not exist".to_owned(),
                         Some(kind) => format!("is a {kind:?}, not a {:?}", entry.kind),
                     };
-                    anyhow::bail!(
-                        "store is inconsistent: entry {parent}/{name:?} names inode {}, which \
-                         {found}; run `mds fsck --data {}`",
+                    return Err(crate::error::Error::Inconsistent(format!(
+                        "entry {parent}/{name:?} names inode {}, which {found}; run `mds fsck \
+                         --data {}`",
                         entry.ino,
                         journal.path().display()
-                    );
+                    )));
                 }
             }
             let mut locked = ns.table.lock(&[parent]);
             let Some(dir) = locked.get_mut(parent).and_then(|n| n.entries.as_mut()) else {
-                anyhow::bail!(
-                    "store is inconsistent: {} entries under inode {parent}, which is not a \
-                     directory; run `mds fsck --data {}`",
+                return Err(crate::error::Error::Inconsistent(format!(
+                    "{} entries under inode {parent}, which is not a directory; run `mds fsck \
+                     --data {}`",
                     entries.len(),
                     journal.path().display()
-                );
+                )));
             };
             *dir = entries;
         }

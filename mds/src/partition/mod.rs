@@ -1,6 +1,6 @@
 //! A partition: one OS thread bound to one core, running a single-threaded tokio runtime. It
 //! owns its connections (accepted on its own SO_REUSEPORT listener), reads their requests and
-//! has them dispatched (`dispatch.rs`) on that one thread with no hand-off, delivers the
+//! has them dispatched (`dispatch/mod.rs`) on that one thread with no hand-off, delivers the
 //! answers, owns its queue of pending replies, and is the only writer of its sockets.
 //!
 //! Hot path (marked as TiKV marks its own): the read loop and `deliver` in `serve.rs`,

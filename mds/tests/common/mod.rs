@@ -58,7 +58,7 @@ pub struct InProcess {
     pub addr: SocketAddr,
     pub metrics: SocketAddr,
     stop: Stop,
-    thread: Option<JoinHandle<anyhow::Result<()>>>,
+    thread: Option<JoinHandle<mds::error::Result<()>>>,
 }
 
 impl InProcess {
@@ -90,7 +90,7 @@ impl InProcess {
     }
 
     /// Asks it to stop, as one SIGTERM would, and waits for `serve` to return.
-    pub fn stop(mut self) -> anyhow::Result<()> {
+    pub fn stop(mut self) -> mds::error::Result<()> {
         self.stop.request();
         self.thread
             .take()
@@ -106,7 +106,7 @@ impl InProcess {
     }
 
     /// Waits for `serve` to return (after [`InProcess::request_stop`]).
-    pub fn join(mut self) -> anyhow::Result<()> {
+    pub fn join(mut self) -> mds::error::Result<()> {
         self.thread
             .take()
             .expect("running")

@@ -1,8 +1,8 @@
 //! One connection on its partition: the TLS handshake if the port has one, the read loop, the
 //! CONNECT handshake (`serve/handshake.rs`, with the shared-key challenge when the server has a
-//! key), and each request's answer from dispatch (`dispatch.rs`) delivered — appended at once,
-//! or queued in the reply queue until what it depends on is durable. What to answer, and
-//! when, is dispatch's; what this file decides is how much it reads and when it closes.
+//! key), and each request's answer from dispatch (`dispatch/mod.rs`) delivered — appended at
+//! once, or queued in the reply queue until what it depends on is durable. What to answer,
+//! and when, is dispatch's; what this file decides is how much it reads and when it closes.
 
 use std::net::SocketAddr;
 use std::rc::Rc;

@@ -1,0 +1,504 @@
+//! The decisions, table-driven: each case sets up a namespace in memory and a reply
+//! queue with no store behind them, dispatches one request of client B, and checks when
+//! its reply leaves, whether a commit notice is owed, and what went to the committer.
+
+use super::*;
+use crate::output::ConnOutput;
+use crate::queue::Replies;
+use mds_proto::{Cred, ROOT_INO, Replay};
+
+/// Two clients, A and B, attached to a core in memory.
+struct Harness {
+    core: Core,
+    commits: crossbeam_channel::Receiver<CommitMsg>,
+    metrics: PartitionMetrics,
+    a: Arc<Session>,
+    b: Arc<Session>,
+    next_xid: std::cell::Cell<u64>,
+}
+
+impl Harness {
+    fn new(cos: Cos, ack: Ack) -> Harness {
+        let (core, commits) = Core::for_tests(Namespace::empty(), 1, cos, ack);
+        let attach = |client| {
+            let conn = Arc::new(ConnOutput::new(1 << 10));
+            core.sessions
+                .attach(client, conn, |_| true)
+                .unwrap()
+                .session
+        };
+        let (a, b) = (attach(0xA), attach(0xB));
+        Harness {
+            core,
+            commits,
+            metrics: PartitionMetrics::register(0),
+            a,
+            b,
+            next_xid: std::cell::Cell::new(1),
+        }
+    }
+
+    fn request(&self, op: Op) -> Request {
+        let xid = self.next_xid.get();
+        self.next_xid.set(xid + 1);
+        Request {
+            xid,
+            op,
+            acked_xid: 0,
+            cred: Cred::default(),
+            replay: None,
+        }
+    }
+
+    fn dispatch(&self, session: &Arc<Session>, request: Request) -> Answer {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(dispatch(&self.core, &self.metrics, session, request))
+    }
+
+    /// `session` creates `name` in the root: the transno it took.
+    fn create(&self, session: &Arc<Session>, name: &str) -> u64 {
+        let answer = self.dispatch(session, self.request(create(name)));
+        transno(&answer).expect("the create executed")
+    }
+
+    /// Everything executed so far is durable.
+    fn commit_all(&self) {
+        let Replies::PerCpu(engine) = &*self.core.replies else {
+            unreachable!("tests run the per-CPU queue")
+        };
+        engine.publish(self.core.namespace.last_transno());
+    }
+
+    /// What went to the committer since the last look, by kind.
+    fn sent(&self) -> Vec<&'static str> {
+        self.commits.try_iter().map(|m| kind(&m)).collect()
+    }
+}
+
+fn create(name: &str) -> Op {
+    Op::Create {
+        parent: ROOT_INO,
+        name: name.into(),
+        mode: 0o644,
+    }
+}
+
+fn lookup(name: &str) -> Op {
+    Op::Lookup {
+        parent: ROOT_INO,
+        name: name.into(),
+    }
+}
+
+fn transno(answer: &Answer) -> Option<u64> {
+    match &answer.deliver {
+        Deliver::Now(r) | Deliver::AtCommit { response: r, .. } => {
+            (r.transno > 0).then_some(r.transno)
+        }
+        _ => None,
+    }
+}
+
+fn kind(msg: &CommitMsg) -> &'static str {
+    match msg {
+        CommitMsg::Record(r) => {
+            let resend = r
+                .ops
+                .iter()
+                .any(|op| matches!(op, journal::JournalOp::PutResend { .. }));
+            if resend { "record+resend" } else { "record" }
+        }
+        CommitMsg::Flush(_) => "flush",
+        CommitMsg::KnowClient(_) => "know",
+        CommitMsg::BindSession { .. } => "bind",
+        CommitMsg::ForgetClient { .. } => "forget",
+        CommitMsg::DropResend(_) => "drop",
+        CommitMsg::Skip { .. } => "skip",
+        CommitMsg::RaiseCeilings => "ceilings",
+        CommitMsg::Drain | CommitMsg::Checkpoint(_) | CommitMsg::Shutdown => "other",
+    }
+}
+
+/// When the reply of a case's request leaves.
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum When {
+    /// Now, reporting no transno (a read, an error, a no-op).
+    Now,
+    /// Now, before its own commit: an early reply, with a ticket.
+    NowEarly,
+    /// Now, from its resend record: the transno `before` returned, again.
+    NowAgain,
+    /// Once its own transno is durable.
+    AtOwn,
+    /// Once the transno `before` returned is durable; `cos`: held by commit-on-share.
+    AtBefore {
+        cos: bool,
+    },
+    Joined,
+    Close,
+}
+
+struct Case {
+    name: &'static str,
+    cos: Cos,
+    ack: Ack,
+    /// What happens first (A's changes and B's earlier ones); returns the transno the
+    /// expectation may name.
+    before: fn(&Harness) -> u64,
+    /// B's request.
+    request: fn(&Harness) -> Request,
+    when: When,
+    notice: bool,
+    /// What the request sends the committer, in order.
+    sends: &'static [&'static str],
+}
+
+fn nothing(_: &Harness) -> u64 {
+    0
+}
+
+/// A creates "shared", not yet durable.
+fn a_uncommitted(h: &Harness) -> u64 {
+    h.create(&h.a, "shared")
+}
+
+/// B created "b0" and it is durable: with early replies the journal knows B.
+fn b_durable(h: &Harness) -> u64 {
+    let t = h.create(&h.b, "b0");
+    h.commit_all();
+    t
+}
+
+/// B's first early mutation executed and its commit (which makes B known) is in flight.
+fn b_first_in_flight(h: &Harness) -> u64 {
+    h.create(&h.b, "b0")
+}
+
+/// B created "again" (xid kept as the next request's), it is durable, and its reply
+/// left (as the drain releases it).
+fn b_answered(h: &Harness) -> u64 {
+    let t = h.create(&h.b, "again");
+    h.commit_all();
+    let xid = h.next_xid.get() - 1;
+    drop(h.b.release(xid, true));
+    h.next_xid.set(xid);
+    t
+}
+
+/// B created "waiting" (xid kept as the next request's), not yet durable.
+fn b_pending(h: &Harness) -> u64 {
+    let t = h.create(&h.b, "waiting");
+    h.next_xid.set(h.next_xid.get() - 1);
+    t
+}
+
+const CASES: &[Case] = &[
+    Case {
+        name: "commit-deferred: a mutation waits for its own commit",
+        cos: Cos::On,
+        ack: Ack::Commit,
+        before: nothing,
+        request: |h| h.request(create("f")),
+        when: When::AtOwn,
+        notice: false,
+        sends: &["bind", "record+resend"],
+    },
+    Case {
+        name: "commit-deferred: built on another client's change, its commit starts now",
+        cos: Cos::On,
+        ack: Ack::Commit,
+        before: a_uncommitted,
+        request: |h| {
+            h.request(Op::Unlink {
+                parent: ROOT_INO,
+                name: "shared".into(),
+            })
+        },
+        when: When::AtOwn,
+        notice: false,
+        sends: &["bind", "record+resend", "flush"],
+    },
+    Case {
+        name: "commit-on-share: a read of another client's change waits for its commit",
+        cos: Cos::On,
+        ack: Ack::Commit,
+        before: a_uncommitted,
+        request: |h| h.request(lookup("shared")),
+        when: When::AtBefore { cos: true },
+        notice: false,
+        sends: &["flush"],
+    },
+    Case {
+        name: "commit-on-share off: the same read leaves at once",
+        cos: Cos::Off,
+        ack: Ack::Commit,
+        before: a_uncommitted,
+        request: |h| h.request(lookup("shared")),
+        when: When::Now,
+        notice: false,
+        sends: &[],
+    },
+    Case {
+        name: "commit-on-share: an error that builds on another's change waits too",
+        cos: Cos::On,
+        ack: Ack::Commit,
+        before: a_uncommitted,
+        request: |h| h.request(create("shared")),
+        when: When::AtBefore { cos: true },
+        notice: false,
+        sends: &["flush"],
+    },
+    Case {
+        name: "a client's own uncommitted change holds nothing of its own back",
+        cos: Cos::On,
+        ack: Ack::Commit,
+        before: b_first_in_flight,
+        request: |h| h.request(lookup("b0")),
+        when: When::Now,
+        notice: false,
+        sends: &[],
+    },
+    Case {
+        name: "early: a client's first mutation waits for the commit that makes it known",
+        cos: Cos::On,
+        ack: Ack::Early,
+        before: nothing,
+        request: |h| h.request(create("f")),
+        when: When::AtOwn,
+        notice: true,
+        sends: &["bind", "know", "record+resend", "flush"],
+    },
+    Case {
+        name: "early: once the client is known, a mutation leaves before its commit",
+        cos: Cos::On,
+        ack: Ack::Early,
+        before: b_durable,
+        request: |h| h.request(create("f")),
+        when: When::NowEarly,
+        notice: true,
+        sends: &["record+resend"],
+    },
+    Case {
+        name: "early: not before the commit that makes the client known is durable",
+        cos: Cos::On,
+        ack: Ack::Early,
+        before: b_first_in_flight,
+        request: |h| h.request(create("f")),
+        when: When::AtBefore { cos: false },
+        notice: true,
+        sends: &["record+resend"],
+    },
+    Case {
+        name: "early: not before another client's change it built on is durable",
+        cos: Cos::On,
+        ack: Ack::Early,
+        before: |h| {
+            b_durable(h);
+            a_uncommitted(h)
+        },
+        request: |h| {
+            h.request(Op::Unlink {
+                parent: ROOT_INO,
+                name: "shared".into(),
+            })
+        },
+        when: When::AtBefore { cos: false },
+        notice: true,
+        sends: &["record+resend", "flush"],
+    },
+    Case {
+        name: "a resend of an answered mutation is answered from its record",
+        cos: Cos::On,
+        ack: Ack::Commit,
+        before: b_answered,
+        request: |h| h.request(create("again")),
+        when: When::NowAgain,
+        notice: false,
+        sends: &[],
+    },
+    Case {
+        name: "a resend of a mutation still waiting joins it",
+        cos: Cos::On,
+        ack: Ack::Commit,
+        before: b_pending,
+        request: |h| h.request(create("waiting")),
+        when: When::Joined,
+        notice: false,
+        sends: &[],
+    },
+    Case {
+        name: "SYNC with nothing uncommitted is answered at once",
+        cos: Cos::On,
+        ack: Ack::Commit,
+        before: nothing,
+        request: |h| h.request(Op::Sync),
+        when: When::Now,
+        notice: false,
+        sends: &[],
+    },
+    Case {
+        name: "SYNC waits for everything handed out, and asks for its commit",
+        cos: Cos::On,
+        ack: Ack::Commit,
+        before: a_uncommitted,
+        request: |h| h.request(Op::Sync),
+        when: When::AtBefore { cos: false },
+        notice: false,
+        sends: &["flush"],
+    },
+    Case {
+        name: "a second CONNECT closes the connection",
+        cos: Cos::On,
+        ack: Ack::Commit,
+        before: nothing,
+        request: |h| {
+            h.request(Op::Connect {
+                version: mds_proto::PROTOCOL_VERSION,
+                client: 0xB,
+            })
+        },
+        when: When::Close,
+        notice: false,
+        sends: &[],
+    },
+    Case {
+        name: "a replay of a read is forged: the connection closes",
+        cos: Cos::On,
+        ack: Ack::Early,
+        before: nothing,
+        request: |h| Request {
+            replay: Some(Replay {
+                xid: 1,
+                transno: 1,
+                ino: 0,
+                ticket: 1,
+            }),
+            ..h.request(lookup("x"))
+        },
+        when: When::Close,
+        notice: false,
+        sends: &[],
+    },
+    Case {
+        name: "a replay after the window closed is refused: its change is lost",
+        cos: Cos::On,
+        ack: Ack::Early,
+        before: nothing,
+        request: |h| Request {
+            replay: Some(Replay {
+                xid: 1,
+                transno: 1,
+                ino: 0,
+                ticket: 1,
+            }),
+            ..h.request(create("late"))
+        },
+        when: When::Now,
+        notice: false,
+        sends: &[],
+    },
+];
+
+#[test]
+fn each_request_is_answered_when_what_it_depends_on_allows() {
+    for case in CASES {
+        let h = Harness::new(case.cos, case.ack);
+        let before = (case.before)(&h);
+        h.sent();
+        let answer = h.dispatch(&h.b, (case.request)(&h));
+        let sent = h.sent();
+        let name = case.name;
+        let when = match &answer.deliver {
+            Deliver::Now(r) if r.transno == 0 => When::Now,
+            Deliver::Now(r) if r.transno == before => When::NowAgain,
+            Deliver::Now(r) => {
+                assert!(r.ticket != 0, "{name}: an early reply carries a ticket");
+                assert!(r.transno > h.core.replies.last_committed(), "{name}");
+                When::NowEarly
+            }
+            Deliver::AtCommit {
+                until,
+                response,
+                cos,
+            } if *until == response.transno && before != *until => {
+                assert!(!cos, "{name}: a mutation's own commit is no sharing");
+                When::AtOwn
+            }
+            Deliver::AtCommit { until, cos, .. } => {
+                assert_eq!(*until, before, "{name}: waits for the wrong commit");
+                When::AtBefore { cos: *cos }
+            }
+            Deliver::Joined => When::Joined,
+            Deliver::Close { response, .. } => {
+                assert_eq!(response.result, Err(Errno::EPROTO), "{name}");
+                When::Close
+            }
+        };
+        assert_eq!(when, case.when, "{name}: {answer:?}");
+        assert_eq!(answer.notice.is_some(), case.notice, "{name}: {answer:?}");
+        if let (Some(notice), Some(t)) = (answer.notice, transno(&answer)) {
+            assert_eq!(notice, t, "{name}: the notice is for its own transno");
+        }
+        assert_eq!(sent, case.sends, "{name}: to the committer");
+    }
+}
+
+/// What a mutation hands the committer carries the resend record of its answer, so a
+/// resend after a restart is answered the same way; the session remembers it too.
+#[test]
+fn a_mutation_record_carries_its_answer_for_resends() {
+    let h = Harness::new(Cos::On, Ack::Commit);
+    let request = h.request(create("kept"));
+    let xid = request.xid;
+    let answer = h.dispatch(&h.b, request);
+    let t = transno(&answer).unwrap();
+    let record = h
+        .commits
+        .try_iter()
+        .find_map(|m| match m {
+            CommitMsg::Record(r) => Some(r),
+            _ => None,
+        })
+        .expect("a record");
+    assert_eq!(record.transno, t);
+    let Some(journal::JournalOp::PutResend { client, record, .. }) = record.ops.last() else {
+        panic!("the resend record comes last: {record:?}");
+    };
+    assert_eq!((*client, record.xid, record.transno), (0xB, xid, t));
+    let Deliver::AtCommit { response, .. } = answer.deliver else {
+        unreachable!()
+    };
+    let body: Body = mds_proto::decode(&record.reply).unwrap();
+    assert_eq!(Ok(body), response.result);
+    assert_eq!(h.b.remembered(), 1);
+}
+
+/// A failed mutation takes no transno, sends nothing, and is answered at once; the
+/// session forgets it was pending.
+#[test]
+fn a_failed_mutation_is_answered_at_once_and_journals_nothing() {
+    let h = Harness::new(Cos::On, Ack::Early);
+    let answer = h.dispatch(
+        &h.b,
+        h.request(Op::Rmdir {
+            parent: ROOT_INO,
+            name: "none".into(),
+        }),
+    );
+    assert_eq!(
+        answer.deliver,
+        Deliver::Now(Response::new(
+            1,
+            mds_proto::opcode::RMDIR,
+            0,
+            Err(Errno::ENOENT)
+        ))
+    );
+    assert_eq!(answer.notice, None);
+    assert!(h.sent().is_empty());
+    assert_eq!(h.b.pending(), 0);
+    assert_eq!(h.core.namespace.last_transno(), 0);
+}
