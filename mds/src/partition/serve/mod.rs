@@ -301,7 +301,7 @@ impl Partition {
                     return Some(Ended::Normally);
                 }
             };
-            let Some(session) = reader.session.clone() else {
+            let Some(session) = reader.session.as_ref() else {
                 let shook = self.handshake(
                     conn,
                     &mut reader.session,
@@ -328,7 +328,7 @@ impl Partition {
                 }
             };
             let credentials = &reader.handshaking.credentials;
-            match self.check(conn, &session, credentials, &request, &mut reader.answered) {
+            match self.check(conn, session, credentials, &request, &mut reader.answered) {
                 Checked::Valid => {}
                 Checked::Answered => continue,
                 Checked::Refused => return Some(Ended::Normally),
@@ -338,8 +338,8 @@ impl Partition {
                 // far leaves first.
                 conn.wake_writer();
             }
-            let answer = dispatch(&self.shared.core, &self.metrics, &session, request).await;
-            let delivered = self.deliver(conn, &session, received, answer, &mut reader.answered);
+            let answer = dispatch(&self.shared.core, &self.metrics, session, request).await;
+            let delivered = self.deliver(conn, session, received, answer, &mut reader.answered);
             if delivered.is_err() {
                 return Some(Ended::Normally);
             }
