@@ -123,7 +123,8 @@ struct Common {
     /// When not on a terminal, print a progress line on stderr this often.
     #[arg(long, default_value = "10s", value_parser = mds_client::units::parse_duration)]
     progress_interval: Duration,
-    /// Write each request's send time (ns from the start, one a line): for tests of pacing.
+    /// Write each request's intended send time (ns from the start, one a line; the open
+    /// loop's schedule): for tests of pacing.
     #[arg(long, hide = true)]
     send_log: Option<PathBuf>,
     /// How long to keep reconnecting when the server goes away.

@@ -54,7 +54,8 @@ impl Totals {
         self.sends.extend(r.sends);
     }
 
-    /// Writes every send time, in order, one a line (nanoseconds from the run's start).
+    /// Writes every intended send time, in order, one a line (nanoseconds from the run's
+    /// start).
     pub(super) fn write_send_log(&mut self, path: &Path) -> anyhow::Result<()> {
         self.sends.sort_unstable();
         let file = std::fs::File::create(path)

@@ -31,7 +31,8 @@ pub(super) struct LaneResult {
     pub(super) resent: u64,
     /// Requests sent during the warm-up: done, not counted anywhere else.
     pub(super) warmup_ops: u64,
-    /// When each request went out, in nanoseconds from the run's start (`--send-log` only).
+    /// When each request was due to go out — the open loop's schedule, a closed loop's send
+    /// time — in nanoseconds from the run's start (`--send-log` only).
     pub(super) sends: Vec<u64>,
 }
 
@@ -174,9 +175,10 @@ async fn run_lane(
             break; // an unlink lane that removed all it had
         };
         if shared.send_log {
-            result
-                .sends
-                .push(started.elapsed().as_nanos().min(u128::from(u64::MAX)) as u64);
+            // Its intended time: what the schedule decided, which a test can judge whatever
+            // the machine's load does to when the send then happens.
+            let due = intended.saturating_duration_since(started).as_nanos();
+            result.sends.push(due.min(u128::from(u64::MAX)) as u64);
         }
         let answer = match lane.conn.call(op).await {
             Ok(a) => a,
