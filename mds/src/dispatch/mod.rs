@@ -227,12 +227,13 @@ pub async fn dispatch(
     session: &Arc<Session>,
     mut request: Request,
 ) -> Answer {
+    // The watermark first: a replay's session lookup trims by it.
+    session.note_acked(request.acked_xid);
     let turn = match admit(core, metrics, session, &request).await {
         Admitted::Go(turn) => turn,
         Admitted::Answered(answer) => return answer,
     };
     core.namespace.effective_cred(&mut request.cred);
-    session.note_acked(request.acked_xid);
     let (xid, opcode) = (request.xid, request.op.opcode());
     let now = |result| {
         session.note_replied(xid);
@@ -298,7 +299,6 @@ async fn admit<'a>(
             Closing::Forged("a replay of a request that changes nothing"),
         ));
     }
-    session.note_acked(request.acked_xid);
     if let Some(answer) = begin_mutation(metrics, session, xid, opcode, true) {
         return Admitted::Answered(answer);
     }

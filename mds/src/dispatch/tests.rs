@@ -15,6 +15,8 @@ struct Harness {
     a: Arc<Session>,
     b: Arc<Session>,
     next_xid: std::cell::Cell<u64>,
+    /// Where dispatch's waits (none here: no recovery window) would run.
+    rt: tokio::runtime::Runtime,
 }
 
 impl Harness {
@@ -35,6 +37,10 @@ impl Harness {
             a,
             b,
             next_xid: std::cell::Cell::new(1),
+            rt: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap(),
         }
     }
 
@@ -51,11 +57,8 @@ impl Harness {
     }
 
     fn dispatch(&self, session: &Arc<Session>, request: Request) -> Answer {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        rt.block_on(dispatch(&self.core, &self.metrics, session, request))
+        self.rt
+            .block_on(dispatch(&self.core, &self.metrics, session, request))
     }
 
     /// `session` creates `name` in the root: the transno it took.
