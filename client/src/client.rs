@@ -19,8 +19,8 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::codec::FramedRead;
 
 use mds_proto::{
-    self as protocol, Attr, Body, DirEntry, Errno, MAX_READDIR, Op, PROTOCOL_VERSION, Replay,
-    Reply, Request, SetAttr, StatFs, encode_frame,
+    self as protocol, Attr, Body, DirEntry, Errno, Kind, MAX_READDIR, Op, PROTOCOL_VERSION,
+    RenameHow, Replay, Reply, Request, SetAttr, StatFs, Target, XattrSet, XattrValue, encode_frame,
 };
 
 use crate::auth::{AuthKey, SessionSecret};
@@ -586,15 +586,109 @@ impl Client {
     }
 
     pub async fn rename(&self, sp: u64, sn: &str, dp: u64, dn: &str) -> Result<()> {
+        self.rename_how(sp, sn, dp, dn, RenameHow::Replace).await
+    }
+
+    /// RENAME with `renameat2`'s flags: never replace the target, or exchange the two.
+    pub async fn rename_how(
+        &self,
+        sp: u64,
+        sn: &str,
+        dp: u64,
+        dn: &str,
+        how: RenameHow,
+    ) -> Result<()> {
         done(
             self.call(Op::Rename {
                 src_parent: sp,
                 src_name: sn.into(),
                 dst_parent: dp,
                 dst_name: dn.into(),
+                how,
             })
             .await?,
         )
+    }
+
+    /// A new name `name` in `parent` for the inode `ino`; the inode's attributes after.
+    pub async fn link(&self, ino: u64, parent: u64, name: &str) -> Result<Attr> {
+        let name = name.into();
+        attr(self.call(Op::Link { ino, parent, name }).await?)
+    }
+
+    /// A symbolic link to `target`, owned by the session's credentials.
+    pub async fn symlink(&self, parent: u64, name: &str, target: &[u8]) -> Result<Attr> {
+        let (name, target) = (name.into(), Target(target.to_vec()));
+        attr(
+            self.call(Op::Symlink {
+                parent,
+                name,
+                target,
+            })
+            .await?,
+        )
+    }
+
+    pub async fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
+        match self.call(Op::Readlink { ino }).await? {
+            Body::Target(t) => Ok(t.0),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// A fifo, socket, device (`rdev`) or regular file, owned by the session's credentials.
+    pub async fn mknod(
+        &self,
+        parent: u64,
+        name: &str,
+        kind: Kind,
+        mode: u32,
+        rdev: u64,
+    ) -> Result<Attr> {
+        let name = name.into();
+        attr(
+            self.call(Op::Mknod {
+                parent,
+                name,
+                kind,
+                mode,
+                rdev,
+            })
+            .await?,
+        )
+    }
+
+    pub async fn setxattr(&self, ino: u64, name: &str, value: &[u8], how: XattrSet) -> Result<()> {
+        let (name, value) = (name.into(), XattrValue(value.to_vec()));
+        done(
+            self.call(Op::Setxattr {
+                ino,
+                name,
+                value,
+                how,
+            })
+            .await?,
+        )
+    }
+
+    pub async fn getxattr(&self, ino: u64, name: &str) -> Result<Vec<u8>> {
+        let name = name.into();
+        match self.call(Op::Getxattr { ino, name }).await? {
+            Body::Xattr(v) => Ok(v.0),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn listxattr(&self, ino: u64) -> Result<Vec<String>> {
+        match self.call(Op::Listxattr { ino }).await? {
+            Body::XattrNames(names) => Ok(names),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    pub async fn removexattr(&self, ino: u64, name: &str) -> Result<()> {
+        let name = name.into();
+        done(self.call(Op::Removexattr { ino, name }).await?)
     }
 
     pub async fn statfs(&self) -> Result<StatFs> {

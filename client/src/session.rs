@@ -210,8 +210,8 @@ impl Session {
             && reply.result.is_ok()
             && reply.transno > reply.last_committed
         {
-            let ino = match (&op, &reply.result) {
-                (Op::Create { .. } | Op::Mkdir { .. }, Ok(Body::Attr(attr))) => attr.ino,
+            let ino = match &reply.result {
+                Ok(Body::Attr(attr)) if op.creates_inode() => attr.ino,
                 _ => 0,
             };
             let kept = Unsafe {

@@ -301,3 +301,405 @@ fn the_shared_key_comes_from_auth_key_or_mds_auth_key_and_a_refusal_says_eauth()
         "{stderr}"
     );
 }
+
+/// Bad usage: clap's exit status 2, and nothing sent.
+fn usage_error(out: &Output) {
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "bad usage exits 2: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+fn is_root() -> bool {
+    // SAFETY: getuid cannot fail and touches no memory.
+    unsafe { libc::getuid() == 0 }
+}
+
+#[test]
+fn ln_makes_hard_and_symbolic_links_and_readlink_reads_them_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_testkit::bin("mds"), dir.path(), &[]);
+    ok(ctl(&server, &["mkdir", "/d"]));
+    ok(ctl(&server, &["create", "/d/f"]));
+
+    // A hard link: a second name for the inode, two links on it.
+    let linked = json(&server, &["ln", "/d/f", "/d/g"]);
+    assert_eq!(linked["nlink"], 2, "{linked}");
+    let stat = json(&server, &["stat", "/d/f", "/d/g"]);
+    assert_eq!(stat[0]["inode"], stat[1]["inode"]);
+    assert_eq!(
+        (&stat[0]["nlink"], &stat[1]["nlink"]),
+        (&2.into(), &2.into())
+    );
+    assert_eq!(stat[1]["kind"], "file");
+    fails_with(ctl(&server, &["ln", "/d", "/e"]), "EPERM");
+    fails_with(ctl(&server, &["ln", "/d/f", "/d/g"]), "EEXIST");
+    fails_with(ctl(&server, &["ln", "/d/nope", "/d/h"]), "ENOENT");
+    ok(ctl(&server, &["rm", "/d/f"]));
+    assert_eq!(json(&server, &["stat", "/d/g"])[0]["nlink"], 1);
+
+    // A symbolic link keeps its target as given: not resolved, `..` and spaces and all.
+    let target = "../up one/ x  y /..";
+    let made = json(&server, &["ln", "-s", target, "/d/l"]);
+    assert_eq!(made["kind"], "symlink");
+    assert_eq!(
+        made["size"],
+        target.len(),
+        "a symlink's size is its target's"
+    );
+    assert_eq!(
+        ok(ctl(&server, &["readlink", "/d/l"])),
+        format!("{target}\n")
+    );
+    let read = json(&server, &["readlink", "/d/l"]);
+    assert_eq!(read["target"], target);
+    assert_eq!(read["path"], "/d/l");
+    // The link itself, never what it points at.
+    let stat = ok(ctl(&server, &["stat", "/d/l"]));
+    assert!(stat.contains("kind:       symlink"), "{stat}");
+    fails_with(ctl(&server, &["ln", "-s", "elsewhere", "/d/l"]), "EEXIST");
+    fails_with(ctl(&server, &["readlink", "/d/g"]), "EINVAL");
+
+    // Bytes that are not UTF-8 go through as they are, and come back raw on stdout.
+    {
+        use std::ffi::OsStr;
+        use std::os::unix::ffi::OsStrExt;
+        let out = Command::new(MDSCTL)
+            .args(["--server", &server.addr.to_string(), "ln", "-s"])
+            .arg(OsStr::from_bytes(b"caf\xe9"))
+            .arg("/d/latin1")
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+    }
+    let out = ctl(&server, &["readlink", "/d/latin1"]);
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.stdout, b"caf\xe9\n");
+
+    let ls = ok(ctl(&server, &["ls", "-l", "/d"]));
+    let letters: Vec<(&str, &str)> = ls
+        .lines()
+        .map(|line| {
+            let mut fields = line.split_whitespace();
+            let letter = fields.nth(1).unwrap();
+            (fields.next().unwrap(), letter)
+        })
+        .collect();
+    assert_eq!(letters, [("g", "-"), ("l", "l"), ("latin1", "l")], "{ls}");
+    let kinds = json(&server, &["ls", "/d"]);
+    assert_eq!(kinds[1]["kind"], "symlink");
+}
+
+#[test]
+fn mknod_makes_fifos_sockets_and_root_makes_devices() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_testkit::bin("mds"), dir.path(), &[]);
+    let fifo = json(&server, &["mknod", "/p", "p"]);
+    assert_eq!(
+        (&fifo["kind"], &fifo["mode"], &fifo["rdev"]),
+        (&"fifo".into(), &"0644".into(), &0.into())
+    );
+    assert!(fifo["major"].is_null() && fifo["minor"].is_null(), "{fifo}");
+    let socket = json(&server, &["mknod", "-m", "600", "/s", "s"]);
+    assert_eq!(
+        (&socket["kind"], &socket["mode"]),
+        (&"socket".into(), &"0600".into())
+    );
+    let stat = ok(ctl(&server, &["stat", "/p"]));
+    assert!(stat.contains("kind:       fifo"), "{stat}");
+    assert!(stat.contains("rdev:       0"), "{stat}");
+
+    // Devices are root's (Linux's CAP_MKNOD); mdsctl sends this process's credentials.
+    let char_device = ctl(&server, &["-o", "json", "mknod", "/null", "c", "1", "3"]);
+    if is_root() {
+        let made: serde_json::Value = serde_json::from_str(&ok(char_device)).unwrap();
+        assert_eq!(made["kind"], "char-device");
+        let stat = json(&server, &["stat", "/null"]);
+        assert_eq!(stat[0]["kind"], "char-device");
+        assert_eq!(stat[0]["rdev"], 0x0103, "Linux's makedev(1, 3)");
+        assert_eq!(
+            (&stat[0]["major"], &stat[0]["minor"]),
+            (&1.into(), &3.into())
+        );
+        let text = ok(ctl(&server, &["stat", "/null"]));
+        assert!(text.contains("rdev:       1,3"), "{text}");
+        // `u` is `c`; numbers past the old 8-bit fields keep their bits.
+        ok(ctl(&server, &["mknod", "/u", "u", "4", "64"]));
+        let block = json(&server, &["mknod", "/sda1", "b", "259", "65537"]);
+        assert_eq!(block["kind"], "block-device");
+        assert_eq!(
+            (&block["major"], &block["minor"]),
+            (&259.into(), &65537.into())
+        );
+        let stat = ok(ctl(&server, &["stat", "/sda1"]));
+        assert!(stat.contains("kind:       block-device"), "{stat}");
+        assert!(stat.contains("rdev:       259,65537"), "{stat}");
+        let ls = ok(ctl(&server, &["ls", "-l"]));
+        assert!(ls.lines().any(|l| l.ends_with(" c null")), "{ls}");
+        assert!(ls.lines().any(|l| l.ends_with(" b sda1")), "{ls}");
+    } else {
+        fails_with(char_device, "EPERM");
+    }
+    let ls = ok(ctl(&server, &["ls", "-l"]));
+    assert!(ls.lines().any(|l| l.ends_with(" p p")), "{ls}");
+    assert!(ls.lines().any(|l| l.ends_with(" s s")), "{ls}");
+    let status = json(&server, &["status"]);
+    let others = if is_root() { 5 } else { 2 };
+    assert_eq!(status["others"], others, "{status}");
+    fails_with(ctl(&server, &["mknod", "/p", "p"]), "EEXIST");
+
+    // Numbers are for devices only, and devices need both: usage errors, nothing sent.
+    for args in [
+        &["mknod", "/x", "c"][..],
+        &["mknod", "/x", "b", "8"],
+        &["mknod", "/x", "p", "1", "2"],
+        &["mknod", "/x", "s", "1"],
+        &["mknod", "/x", "d"],
+        &["mknod", "-m", "8", "/x", "p"],
+    ] {
+        usage_error(&ctl(&server, args));
+    }
+    fails_with(ctl(&server, &["stat", "/x"]), "ENOENT");
+}
+
+/// With root squash even root is refused a device: the refusal root-run tests cannot see
+/// otherwise.
+#[test]
+fn mknod_of_a_device_is_eperm_for_anyone_but_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_testkit::bin("mds"), dir.path(), &["--root-squash"]);
+    fails_with(ctl(&server, &["mknod", "/null", "c", "1", "3"]), "EPERM");
+    fails_with(ctl(&server, &["mknod", "/sda", "b", "8", "0"]), "EPERM");
+    fails_with(ctl(&server, &["stat", "/null"]), "ENOENT");
+    ok(ctl(&server, &["mknod", "/p", "p"]));
+}
+
+#[test]
+fn setfattr_and_getfattr_round_trip_values_as_the_attr_tools_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_testkit::bin("mds"), dir.path(), &[]);
+    ok(ctl(&server, &["create", "/f"]));
+    ok(ctl(
+        &server,
+        &["setfattr", "-n", "user.text", "-v", "hello world", "/f"],
+    ));
+    assert_eq!(
+        ok(ctl(&server, &["getfattr", "-n", "user.text", "/f"])),
+        "user.text=\"hello world\"\n"
+    );
+    // 0x and hex digits are bytes, in and out.
+    ok(ctl(
+        &server,
+        &["setfattr", "-n", "user.bin", "-v", "0x00ff10", "/f"],
+    ));
+    assert_eq!(
+        ok(ctl(&server, &["getfattr", "-n", "user.bin", "/f"])),
+        "user.bin=0x00ff10\n"
+    );
+    let bin = json(&server, &["getfattr", "-n", "user.bin", "/f"]);
+    assert_eq!(bin["path"], "/f");
+    assert_eq!(bin["xattrs"][0]["name"], "user.bin");
+    assert_eq!(bin["xattrs"][0]["value_hex"], "00ff10");
+    // A quoted value with escapes, and what getfattr prints sets the same value again.
+    ok(ctl(
+        &server,
+        &[
+            "setfattr",
+            "-n",
+            "user.q",
+            "-v",
+            r#""say \"hi\"\012""#,
+            "/f",
+        ],
+    ));
+    let printed = ok(ctl(&server, &["getfattr", "-n", "user.q", "/f"]));
+    assert_eq!(printed, "user.q=\"say \\042hi\\042\\012\"\n");
+    let value = printed.trim_end().strip_prefix("user.q=").unwrap();
+    ok(ctl(
+        &server,
+        &["setfattr", "-n", "user.q2", "-v", value, "/f"],
+    ));
+    let both = json(&server, &["getfattr", "-d", "/f"]);
+    let values: Vec<(&str, &str)> = both["xattrs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|x| (x["name"].as_str().unwrap(), x["value"].as_str().unwrap()))
+        .collect();
+    assert!(values.contains(&("user.q", "say \"hi\"\n")), "{both}");
+    assert!(values.contains(&("user.q2", "say \"hi\"\n")), "{both}");
+    // No value is the empty value.
+    ok(ctl(&server, &["setfattr", "-n", "user.empty", "/f"]));
+    assert_eq!(
+        ok(ctl(&server, &["getfattr", "-n", "user.empty", "/f"])),
+        "user.empty=\"\"\n"
+    );
+
+    // -d, or no -n: every name with its value.
+    let dump = ok(ctl(&server, &["getfattr", "-d", "/f"]));
+    assert_eq!(dump, ok(ctl(&server, &["getfattr", "/f"])));
+    let mut lines: Vec<&str> = dump.lines().collect();
+    lines.sort_unstable();
+    assert_eq!(
+        lines,
+        [
+            "user.bin=0x00ff10",
+            "user.empty=\"\"",
+            "user.q2=\"say \\042hi\\042\\012\"",
+            "user.q=\"say \\042hi\\042\\012\"",
+            "user.text=\"hello world\"",
+        ]
+    );
+    let status = json(&server, &["status"]);
+    assert!(status["xattr_bytes"].as_u64().unwrap() > 0, "{status}");
+
+    // XATTR_CREATE and XATTR_REPLACE.
+    fails_with(
+        ctl(
+            &server,
+            &["setfattr", "--create", "-n", "user.text", "-v", "x", "/f"],
+        ),
+        "EEXIST",
+    );
+    fails_with(
+        ctl(
+            &server,
+            &["setfattr", "--replace", "-n", "user.new", "-v", "x", "/f"],
+        ),
+        "ENODATA",
+    );
+    ok(ctl(
+        &server,
+        &[
+            "setfattr",
+            "--replace",
+            "-n",
+            "user.text",
+            "-v",
+            "bye",
+            "/f",
+        ],
+    ));
+    ok(ctl(
+        &server,
+        &["setfattr", "--create", "-n", "user.new", "-v", "x", "/f"],
+    ));
+    assert_eq!(
+        ok(ctl(&server, &["getfattr", "-n", "user.text", "/f"])),
+        "user.text=\"bye\"\n"
+    );
+    fails_with(
+        ctl(&server, &["getfattr", "-n", "user.missing", "/f"]),
+        "ENODATA",
+    );
+
+    // -x removes.
+    let removed = json(&server, &["setfattr", "-x", "user.text", "/f"]);
+    assert_eq!(removed["removed"], "user.text");
+    fails_with(
+        ctl(&server, &["getfattr", "-n", "user.text", "/f"]),
+        "ENODATA",
+    );
+    fails_with(
+        ctl(&server, &["setfattr", "-x", "user.text", "/f"]),
+        "ENODATA",
+    );
+    assert!(!ok(ctl(&server, &["getfattr", "/f"])).contains("user.text"));
+
+    for args in [
+        &["setfattr", "/f"][..],
+        &["setfattr", "-n", "user.a", "-x", "user.a", "/f"],
+        &["setfattr", "-n", "user.a", "--create", "--replace", "/f"],
+        &["setfattr", "-n", "user.a", "-v", "0xabc", "/f"],
+        &["getfattr", "-n", "user.a", "-d", "/f"],
+    ] {
+        usage_error(&ctl(&server, args));
+    }
+}
+
+#[test]
+fn mv_can_refuse_to_replace_or_exchange_two_names() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_testkit::bin("mds"), dir.path(), &[]);
+    ok(ctl(&server, &["mkdir", "/d"]));
+    ok(ctl(&server, &["create", "/a", "/d/b"]));
+    let before = json(&server, &["stat", "/a", "/d/b"]);
+    let (a, b) = (&before[0]["inode"], &before[1]["inode"]);
+
+    fails_with(
+        ctl(&server, &["mv", "--no-replace", "/a", "/d/b"]),
+        "EEXIST",
+    );
+    assert_eq!(
+        &json(&server, &["stat", "/d/b"])[0]["inode"],
+        b,
+        "nothing replaced"
+    );
+
+    let swapped = json(&server, &["mv", "--exchange", "/a", "/d/b"]);
+    assert_eq!(swapped["how"], "exchange");
+    let after = json(&server, &["stat", "/a", "/d/b"]);
+    assert_eq!((&after[0]["inode"], &after[1]["inode"]), (b, a), "swapped");
+    fails_with(ctl(&server, &["mv", "--exchange", "/a", "/nope"]), "ENOENT");
+
+    let moved = json(&server, &["mv", "--no-replace", "/a", "/c"]);
+    assert_eq!(moved["how"], "no-replace");
+    assert_eq!(&json(&server, &["stat", "/c"])[0]["inode"], b);
+    assert_eq!(json(&server, &["mv", "/c", "/d/b"])["how"], "replace");
+    assert_eq!(&json(&server, &["stat", "/d/b"])[0]["inode"], b, "replaced");
+    usage_error(&ctl(
+        &server,
+        &["mv", "--no-replace", "--exchange", "/d/b", "/e"],
+    ));
+}
+
+#[test]
+fn setattr_sets_times_given_now_or_in_rfc3339() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_testkit::bin("mds"), dir.path(), &[]);
+    ok(ctl(&server, &["create", "/t"]));
+    let ns: i64 = 1_700_000_000_123_456_789;
+    let set = json(&server, &["setattr", "/t", "--mtime", &ns.to_string()]);
+    assert_eq!(set["mtime_ns"], ns);
+    let stat = json(&server, &["stat", "/t"]);
+    assert_eq!(stat[0]["mtime_ns"], ns);
+    assert_eq!(stat[0]["mtime"], "2023-11-14T22:13:20.123456789Z");
+
+    let set = json(
+        &server,
+        &["setattr", "/t", "--atime", "2023-11-14T22:13:20Z"],
+    );
+    assert_eq!(set["atime_ns"], 1_700_000_000_000_000_000_i64);
+    assert_eq!(set["mtime_ns"], ns, "--atime alone leaves mtime");
+
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let now = json(&server, &["setattr", "/t", "--atime", "now"]);
+    let atime = u128::try_from(now["atime_ns"].as_i64().unwrap()).unwrap();
+    // The server's clock, on this machine: within a second of ours.
+    assert!(atime + 1_000_000_000 >= before, "{now}");
+    assert_eq!(now["mtime_ns"], ns);
+    let both = json(
+        &server,
+        &["setattr", "/t", "--atime", "now", "--mtime", "now"],
+    );
+    assert!(both["mtime_ns"].as_i64().unwrap() > ns, "{both}");
+
+    let text = ok(ctl(&server, &["stat", "/t"]));
+    for key in [
+        "atime:",
+        "mtime:",
+        "ctime:",
+        "rdev:       0",
+        "nlink:      1",
+    ] {
+        assert!(text.contains(key), "{key} in {text}");
+    }
+    for bad in ["soon", "2023-13-01T00:00:00Z", "9999-01-01T00:00:00Z", ""] {
+        usage_error(&ctl(&server, &["setattr", "/t", "--mtime", bad]));
+    }
+}

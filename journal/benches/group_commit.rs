@@ -26,6 +26,9 @@ fn inode(ino: u64, kind: FileKind, transno: u64) -> Inode {
         parent: 0,
         entries: 0,
         transno,
+        atime_ns: 0,
+        rdev: 0,
+        target: Vec::new(),
     }
 }
 

@@ -84,6 +84,9 @@ fn directory(ino: u64, parent: u64, subdirs: u32, entries: u64, transno: u64) ->
         parent,
         entries,
         transno,
+        atime_ns: 0,
+        rdev: 0,
+        target: Vec::new(),
     }
 }
 
@@ -102,6 +105,9 @@ fn file(ino: u64, transno: u64, now: i64) -> Inode {
         parent: 0,
         entries: 0,
         transno,
+        atime_ns: 0,
+        rdev: 0,
+        target: Vec::new(),
     }
 }
 

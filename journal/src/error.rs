@@ -27,6 +27,19 @@ pub enum Error {
         families: String,
         expected: u32,
     },
+    /// A store of an older schema that was not stopped cleanly: clients of the previous
+    /// build may still replay early replies into it, which only that build can take.
+    #[error(
+        "{path} holds schema version {found}, and {clients} client(s) of the build that wrote \
+         it may still replay early replies: start that build on it until they have come back \
+         (or its recovery window closed), stop it with SIGTERM, then start this one to \
+         upgrade the store"
+    )]
+    UpgradeWithKnownClients {
+        path: String,
+        found: u32,
+        clients: usize,
+    },
     /// A read-only open found no store there (RocksDB's read-only open would otherwise create
     /// the directory for its info log: an offline tool must change nothing).
     #[error("no store at {path}")]

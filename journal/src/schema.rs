@@ -8,11 +8,16 @@ use crate::error::{Error, Result};
 
 /// Bumped whenever a key layout or a record encoding changes incompatibly: what counts, and
 /// how, is in `docs/schema.md`; the golden-bytes tests below and in `store.rs` fail first.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 /// The version before resend records were written: its `clients` family is always empty, so
 /// such a store is upgraded in place at open (`docs/schema.md`).
 pub(crate) const SCHEMA_VERSION_WITHOUT_RESEND: u32 = 1;
+
+/// The version before inodes had an atime, a device number and a symlink target
+/// ([`InodeV2`]): a writable open rewrites every inode in the new layout, in the same synced
+/// batch that records the new version; a read-only open reads them in the old one.
+pub(crate) const SCHEMA_VERSION_V2_INODES: u32 = 2;
 
 /// The root directory's inode number.
 pub const ROOT_INO: u64 = 1;
@@ -27,7 +32,10 @@ pub(crate) const CF_DENTRIES: &str = "dentries";
 pub(crate) const CF_CLIENTS: &str = "clients";
 /// Store-wide values: schema version, `last_committed`, next inode number.
 pub(crate) const CF_META: &str = "meta";
-pub(crate) const ALL_CFS: [&str; 4] = [CF_INODES, CF_DENTRIES, CF_CLIENTS, CF_META];
+/// Extended attributes: key = ino (u64 BE) ++ name bytes, value = the attribute's bytes as
+/// given. One key per attribute, so a SETXATTR writes only the attribute it changes.
+pub(crate) const CF_XATTRS: &str = "xattrs";
+pub(crate) const ALL_CFS: [&str; 5] = [CF_INODES, CF_DENTRIES, CF_CLIENTS, CF_META, CF_XATTRS];
 
 pub(crate) const META_SCHEMA_VERSION: &[u8] = b"schema_version";
 pub(crate) const META_LAST_COMMITTED: &[u8] = b"last_committed";
@@ -68,11 +76,16 @@ fn prefixed_key(prefix: &[u8], client: u64) -> Vec<u8> {
     key
 }
 
-/// Directory or regular file.
+/// What an inode is. Appended to only: a variant's index is its encoding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum FileKind {
     Directory,
     File,
+    Symlink,
+    Fifo,
+    Socket,
+    CharDevice,
+    BlockDevice,
 }
 
 /// One inode as stored. The server keeps its own in-memory type and converts at the boundary,
@@ -85,7 +98,7 @@ pub struct Inode {
     pub mode: u32,
     pub uid: u32,
     pub gid: u32,
-    /// Directories: 2 + subdirectories. Files: the number of entries naming it.
+    /// Directories: 2 + subdirectories. Others: the number of entries naming it.
     pub nlink: u32,
     pub size: u64,
     /// Nanoseconds since the Unix epoch.
@@ -93,13 +106,80 @@ pub struct Inode {
     pub mtime_ns: i64,
     /// The transno that created this inode: with `ino`, a handle no later inode can alias.
     pub generation: u64,
-    /// Directories: the parent directory (the root is its own parent). Files: 0.
+    /// Directories: the parent directory (the root is its own parent). Others: 0.
     pub parent: u64,
     /// Directories: how many entries they hold, so emptiness and size need no scan.
     pub entries: u64,
     /// The transno of the last mutation that changed this inode; never above
     /// `last_committed` in a consistent store.
     pub transno: u64,
+    /// Nanoseconds since the Unix epoch. Written with the inode's other changes: an atime
+    /// moved by a read alone is not journaled until something else changes the inode.
+    pub atime_ns: i64,
+    /// Character and block devices: the device number. 0 otherwise.
+    pub rdev: u64,
+    /// Symbolic links: the target, as given. Empty otherwise.
+    #[serde(serialize_with = "as_bytes")]
+    pub target: Vec<u8>,
+}
+
+/// An inode as schema versions 1 and 2 stored it: [`Inode`] without `atime_ns`, `rdev` and
+/// `target` (and only directories and regular files). Read to upgrade such a store.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub(crate) struct InodeV2 {
+    pub ino: u64,
+    pub kind: FileKind,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u32,
+    pub size: u64,
+    pub ctime_ns: i64,
+    pub mtime_ns: i64,
+    pub generation: u64,
+    pub parent: u64,
+    pub entries: u64,
+    pub transno: u64,
+}
+
+impl From<InodeV2> for Inode {
+    /// The old inode in the new layout: its atime is taken to be its mtime (the old layout
+    /// kept none), no device, no target.
+    fn from(old: InodeV2) -> Inode {
+        let InodeV2 {
+            ino,
+            kind,
+            mode,
+            uid,
+            gid,
+            nlink,
+            size,
+            ctime_ns,
+            mtime_ns,
+            generation,
+            parent,
+            entries,
+            transno,
+        } = old;
+        Inode {
+            ino,
+            kind,
+            mode,
+            uid,
+            gid,
+            nlink,
+            size,
+            ctime_ns,
+            mtime_ns,
+            generation,
+            parent,
+            entries,
+            transno,
+            atime_ns: mtime_ns,
+            rdev: 0,
+            target: Vec::new(),
+        }
+    }
 }
 
 /// Wall-clock time as inode times store it: nanoseconds since the Unix epoch.
@@ -130,6 +210,9 @@ impl Inode {
             parent: ROOT_INO,
             entries: 0,
             transno: 0,
+            atime_ns: now_ns,
+            rdev: 0,
+            target: Vec::new(),
         }
     }
 }
@@ -216,6 +299,19 @@ pub enum JournalOp {
         client: u64,
         secret: [u8; SECRET_LEN],
     },
+    /// Sets one extended attribute of an inode.
+    PutXattr {
+        ino: u64,
+        name: String,
+        #[serde(serialize_with = "as_bytes")]
+        value: Vec<u8>,
+    },
+    /// Removes one extended attribute (also each of a deleted inode's, one by one: nothing
+    /// is range-deleted).
+    DeleteXattr {
+        ino: u64,
+        name: String,
+    },
 }
 
 /// One mutation's changes, made durable atomically with its transno.
@@ -240,6 +336,12 @@ pub(crate) fn dentry_key_into(key: &mut Vec<u8>, parent: u64, name: &str) {
     key.clear();
     key.extend_from_slice(&parent.to_be_bytes());
     key.extend_from_slice(name.as_bytes());
+}
+
+/// An extended attribute's key: the inode's number, then the name's bytes, so one inode's
+/// attributes are one contiguous range.
+pub(crate) fn xattr_key(ino: u64, name: &str) -> Vec<u8> {
+    dentry_key(ino, name)
 }
 
 pub(crate) fn resend_key(client: u64, slot: u32) -> [u8; 12] {
@@ -335,7 +437,7 @@ mod tests {
         // Every field differs from the others, so a reordered or retyped field shows.
         // postcard: unsigned integers are LEB128 varints, signed ones zigzag varints, an enum
         // variant its index as a varint, a Vec its length then its bytes.
-        let file = Inode {
+        let old = InodeV2 {
             ino: 300,
             kind: FileKind::File,
             mode: 0o640,
@@ -350,16 +452,48 @@ mod tests {
             entries: 5,
             transno: 43,
         };
+        // What versions 1 and 2 wrote, unchanged: the upgrade reads it.
         pinned(
-            "file inode",
-            &file,
+            "version 2 file inode",
+            &old,
             "ac0201a003e8076403f0a204aab4aed8c7bfce972f032a00052b",
+        );
+        let upgraded = Inode::from(old);
+        assert_eq!((upgraded.atime_ns, upgraded.rdev), (-2, 0));
+        assert!(upgraded.target.is_empty());
+        pinned(
+            "upgraded file inode",
+            &upgraded,
+            "ac0201a003e8076403f0a204aab4aed8c7bfce972f032a00052b030000",
+        );
+        let device = Inode {
+            kind: FileKind::BlockDevice,
+            atime_ns: 7,
+            rdev: 0x0801,
+            ..upgraded.clone()
+        };
+        pinned(
+            "block device inode",
+            &device,
+            "ac0206a003e8076403f0a204aab4aed8c7bfce972f032a00052b0e811000",
+        );
+        let symlink = Inode {
+            kind: FileKind::Symlink,
+            size: 3,
+            target: b"a/b".to_vec(),
+            ..upgraded
+        };
+        pinned(
+            "symlink inode",
+            &symlink,
+            "ac0202a003e807640303aab4aed8c7bfce972f032a00052b030003612f62",
         );
         pinned(
             "root inode",
             &Inode::root(1),
-            "0100ff0700000200020200010000",
+            "0100ff0700000200020200010000020000",
         );
+
         let dentry = Dentry {
             ino: 300,
             kind: FileKind::File,
@@ -400,6 +534,11 @@ mod tests {
                 "dentry key",
                 dentry_key(2, "f\u{e9}"),
                 "000000000000000266c3a9",
+            ),
+            (
+                "extended attribute key",
+                xattr_key(2, "user.x"),
+                "0000000000000002757365722e78",
             ),
             (
                 "resend key",

@@ -53,14 +53,48 @@ enum Command {
     Unlink(Common),
     /// READDIR the directories, page after page.
     Readdir(Common),
+    /// Hard-link the files a create run made, each in turn, under new names beside them.
+    Link(Common),
+    /// Create symbolic links beside the files a create run made, each naming one of them (a
+    /// fixed target in a directory that held none).
+    Symlink(Common),
+    /// Set user.loadgen (--xattr-size bytes) on the files a create run made, each in turn.
+    Setxattr {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        xattr: XattrArgs,
+    },
     /// A weighted mix, e.g. --mix create=60,stat=30,unlink=10.
     Mix {
         #[command(flatten)]
         common: Common,
-        /// Operation weights: create, mkdir, stat, lookup, unlink, readdir.
+        /// Operation weights: create, mkdir, stat, lookup, unlink, readdir, link, symlink,
+        /// setxattr.
         #[arg(long)]
         mix: String,
+        #[command(flatten)]
+        xattr: XattrArgs,
     },
+}
+
+#[derive(Args, Clone)]
+struct XattrArgs {
+    /// Bytes in the value each SETXATTR sets on user.loadgen (0 to 65536).
+    #[arg(
+        long,
+        default_value_t = workload::DEFAULT_XATTR_SIZE,
+        value_parser = clap::value_parser!(u32).range(0..=mds_proto::MAX_XATTR_VALUE as i64),
+    )]
+    xattr_size: u32,
+}
+
+impl Default for XattrArgs {
+    fn default() -> XattrArgs {
+        XattrArgs {
+            xattr_size: workload::DEFAULT_XATTR_SIZE,
+        }
+    }
 }
 
 #[derive(Args, Clone)]
@@ -132,7 +166,12 @@ struct Common {
     reconnect_timeout: Duration,
 }
 
-fn plan(workload: &str, mix: Mix, c: Common) -> anyhow::Result<(Plan, Option<PathBuf>)> {
+fn plan(
+    workload: &str,
+    mix: Mix,
+    c: Common,
+    xattr: XattrArgs,
+) -> anyhow::Result<(Plan, Option<PathBuf>)> {
     let stop = match (c.duration, c.count) {
         (Some(d), None) => Stop::Duration(d),
         (None, Some(n)) => Stop::Count(n as u64),
@@ -171,6 +210,7 @@ fn plan(workload: &str, mix: Mix, c: Common) -> anyhow::Result<(Plan, Option<Pat
             warmup: c.warmup.unwrap_or_default(),
             progress_interval: c.progress_interval,
             send_log: c.send_log,
+            xattr_size: xattr.xattr_size as usize,
         },
         c.json,
     ))
@@ -178,14 +218,23 @@ fn plan(workload: &str, mix: Mix, c: Common) -> anyhow::Result<(Plan, Option<Pat
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    let single =
+        |kind: Kind, c: Common| plan(kind.name(), Mix::single(kind), c, XattrArgs::default());
     let planned = match cli.command {
-        Command::Create(c) => plan("create", Mix::single(Kind::Create), c),
-        Command::Mkdir(c) => plan("mkdir", Mix::single(Kind::Mkdir), c),
-        Command::Stat(c) => plan("stat", Mix::single(Kind::Stat), c),
-        Command::Lookup(c) => plan("lookup", Mix::single(Kind::Lookup), c),
-        Command::Unlink(c) => plan("unlink", Mix::single(Kind::Unlink), c),
-        Command::Readdir(c) => plan("readdir", Mix::single(Kind::Readdir), c),
-        Command::Mix { common, mix } => Mix::parse(&mix).and_then(|m| plan("mix", m, common)),
+        Command::Create(c) => single(Kind::Create, c),
+        Command::Mkdir(c) => single(Kind::Mkdir, c),
+        Command::Stat(c) => single(Kind::Stat, c),
+        Command::Lookup(c) => single(Kind::Lookup, c),
+        Command::Unlink(c) => single(Kind::Unlink, c),
+        Command::Readdir(c) => single(Kind::Readdir, c),
+        Command::Link(c) => single(Kind::Link, c),
+        Command::Symlink(c) => single(Kind::Symlink, c),
+        Command::Setxattr { common, xattr } => {
+            plan("setxattr", Mix::single(Kind::Setxattr), common, xattr)
+        }
+        Command::Mix { common, mix, xattr } => {
+            Mix::parse(&mix).and_then(|m| plan("mix", m, common, xattr))
+        }
     };
     let (plan, json) = match planned {
         Ok(p) => p,

@@ -70,6 +70,8 @@ pub struct Parameters {
     pub mix: String,
     pub reconnect_timeout_secs: f64,
     pub warmup_secs: f64,
+    /// Bytes of each SETXATTR's value (`--xattr-size`); `None` when the mix sets none.
+    pub xattr_size: Option<usize>,
 }
 
 /// Latency in microseconds, measured from each request's intended send time.

@@ -1,6 +1,7 @@
 //! What each request is: the operation kinds, the `--mix` weights, and the names a lane works
 //! on. A lane is one request slot (`--depth` lanes per thread); it owns the names it creates,
-//! so `stat`, `lookup` and `unlink` in a mix touch files the same lane made.
+//! so `stat`, `lookup`, `unlink`, `link` and `setxattr` in a mix touch files the same lane
+//! made (and `symlink` points at one of them).
 
 use std::fmt;
 
@@ -16,16 +17,36 @@ pub enum Kind {
     Lookup,
     Unlink,
     Readdir,
+    /// A hard link, in the lane's directory, to a file of its working set.
+    Link,
+    /// A symbolic link in the lane's directory to the name of a file of its working set.
+    Symlink,
+    /// `user.loadgen` (`--xattr-size` bytes) set on a file of the working set.
+    Setxattr,
 }
 
+/// The extended attribute `setxattr` sets: in the `user.` namespace, which regular files
+/// take from their owner with no privilege.
+pub const XATTR_NAME: &str = "user.loadgen";
+
+/// `--xattr-size`'s default: a small value, as a tag or a checksum would be.
+pub const DEFAULT_XATTR_SIZE: u32 = 16;
+
+/// What a `symlink` points at when its lane has no file to name: a name nothing here makes
+/// (a dangling link is as good a SYMLINK as any).
+pub const FALLBACK_TARGET: &str = "loadgen.target";
+
 impl Kind {
-    pub const ALL: [Kind; 6] = [
+    pub const ALL: [Kind; 9] = [
         Kind::Create,
         Kind::Mkdir,
         Kind::Stat,
         Kind::Lookup,
         Kind::Unlink,
         Kind::Readdir,
+        Kind::Link,
+        Kind::Symlink,
+        Kind::Setxattr,
     ];
 
     pub fn name(self) -> &'static str {
@@ -36,6 +57,9 @@ impl Kind {
             Kind::Lookup => "lookup",
             Kind::Unlink => "unlink",
             Kind::Readdir => "readdir",
+            Kind::Link => "link",
+            Kind::Symlink => "symlink",
+            Kind::Setxattr => "setxattr",
         }
     }
 
@@ -48,12 +72,26 @@ impl Kind {
             Kind::Lookup => "lookups",
             Kind::Unlink => "unlinks",
             Kind::Readdir => "readdirs",
+            Kind::Link => "links",
+            Kind::Symlink => "symlinks",
+            Kind::Setxattr => "setxattrs",
         }
     }
 
-    /// Whether the kind works on a file the lane already has (its working set).
+    /// Whether the kind works on a file the lane already has (its working set). `symlink`
+    /// does not: it names one of those files if there is one, but it makes something new
+    /// whether or not there is.
     pub fn works_on_names(self) -> bool {
-        matches!(self, Kind::Stat | Kind::Lookup | Kind::Unlink)
+        matches!(
+            self,
+            Kind::Stat | Kind::Lookup | Kind::Unlink | Kind::Link | Kind::Setxattr
+        )
+    }
+
+    /// Whether the kind makes a new name in the lane's directory whatever the lane holds: a
+    /// run of these needs no files to start from.
+    pub fn makes_names(self) -> bool {
+        matches!(self, Kind::Create | Kind::Mkdir | Kind::Symlink)
     }
 
     fn parse(s: &str) -> anyhow::Result<Kind> {
@@ -142,8 +180,9 @@ impl Mix {
     }
 }
 
-/// The files a lane may stat, look up or unlink: those it found at the start, and those it
-/// creates if its mix works on names at all. A create-only run keeps none of its names: it
+/// The files a lane may stat, look up, unlink, link to or set attributes on (and that its
+/// symlinks point at): those it found at the start, and those it creates if its mix works on
+/// names at all. Links and symlinks never join it. A create-only run keeps none of its names: it
 /// used to keep every one, ~90 bytes per create for as long as it ran (199 MB after 12 s at
 /// 64 x 16, so ~10 GB in ten minutes), and grew the list by copying it.
 pub struct WorkingSet {
@@ -184,6 +223,14 @@ impl WorkingSet {
         let i = self.cursor % self.names.len();
         self.cursor += 1;
         Some(&self.names[i])
+    }
+
+    /// The file picked by the random number `r`, left in the set (a symlink's target).
+    pub fn any(&self, r: u64) -> Option<&(String, u64)> {
+        if self.names.is_empty() {
+            return None;
+        }
+        Some(&self.names[(r % self.names.len() as u64) as usize])
     }
 
     /// Takes out the file picked by the random number `r` (to unlink it).
@@ -249,6 +296,87 @@ mod tests {
             assert!(Mix::parse(bad).is_err(), "{bad:?}");
         }
         assert_eq!(Mix::single(Kind::Stat).pick(12345), Kind::Stat);
+    }
+
+    #[test]
+    fn links_symlinks_and_setxattrs_parse_and_pick_by_weight() {
+        let mix = Mix::parse("create=50, link=20,symlink=15 ,setxattr=15").unwrap();
+        assert_eq!(mix.spec(), "create=50,link=20,symlink=15,setxattr=15");
+        assert_eq!(
+            mix.kinds().collect::<Vec<_>>(),
+            [Kind::Create, Kind::Link, Kind::Symlink, Kind::Setxattr]
+        );
+        let mut counts = std::collections::HashMap::new();
+        let mut rng = Rng::new(7);
+        for _ in 0..100_000 {
+            *counts.entry(mix.pick(rng.next())).or_insert(0u32) += 1;
+        }
+        for (kind, share) in [
+            (Kind::Create, 0.50),
+            (Kind::Link, 0.20),
+            (Kind::Symlink, 0.15),
+            (Kind::Setxattr, 0.15),
+        ] {
+            let seen = f64::from(counts[&kind]) / 100_000.0;
+            assert!((seen - share).abs() < 0.02, "{kind}: {seen}");
+        }
+        assert_eq!(counts.len(), 4);
+
+        // Each has its own name, plural (the Rate line's word) and serde name.
+        for (kind, name, plural) in [
+            (Kind::Link, "link", "links"),
+            (Kind::Symlink, "symlink", "symlinks"),
+            (Kind::Setxattr, "setxattr", "setxattrs"),
+        ] {
+            assert_eq!(Kind::parse(name).unwrap(), kind);
+            assert_eq!((kind.name(), kind.plural()), (name, plural));
+            assert_eq!(serde_json::to_value(kind).unwrap(), serde_json::json!(name));
+            assert_eq!(
+                Mix::parse(&format!("{name}=3")).unwrap().spec(),
+                format!("{name}=3")
+            );
+            assert!(Kind::ALL.contains(&kind));
+        }
+        // Link and setxattr work on the lane's files; a symlink makes a name as create does.
+        assert!(Kind::Link.works_on_names() && Kind::Setxattr.works_on_names());
+        assert!(!Kind::Symlink.works_on_names() && Kind::Symlink.makes_names());
+        assert!(!Kind::Link.makes_names() && !Kind::Setxattr.makes_names());
+        for bad in [
+            "links=1",
+            "hardlink=1",
+            "link=1,link=1",
+            "setxattr=-1",
+            "symlink",
+        ] {
+            assert!(Mix::parse(bad).is_err(), "{bad:?}");
+        }
+        // Every name is distinct, and the plurals too.
+        let names: std::collections::BTreeSet<_> = Kind::ALL.iter().map(|k| k.name()).collect();
+        let plurals: std::collections::BTreeSet<_> = Kind::ALL.iter().map(|k| k.plural()).collect();
+        assert_eq!(
+            (names.len(), plurals.len()),
+            (Kind::ALL.len(), Kind::ALL.len())
+        );
+    }
+
+    #[test]
+    fn links_and_setxattrs_keep_what_the_lane_creates_symlinks_alone_do_not() {
+        for spec in ["create=1,link=1", "create=1,setxattr=1"] {
+            let mut set = WorkingSet::new(Vec::new(), &Mix::parse(spec).unwrap());
+            assert!(set.keeps_created(), "{spec}");
+            set.created("c".into(), 12);
+            assert_eq!(set.any(99), Some(&("c".to_owned(), 12)));
+        }
+        let symlinks = WorkingSet::new(Vec::new(), &Mix::parse("create=1,symlink=1").unwrap());
+        assert!(!symlinks.keeps_created());
+        assert_eq!(symlinks.any(3), None);
+
+        // `any` leaves the file in the set.
+        let found = vec![("a".to_owned(), 10), ("b".to_owned(), 11)];
+        let set = WorkingSet::new(found, &Mix::single(Kind::Link));
+        assert_eq!(set.any(3), Some(&("b".to_owned(), 11)));
+        assert_eq!(set.any(4), Some(&("a".to_owned(), 10)));
+        assert_eq!(set.len(), 2);
     }
 
     #[test]

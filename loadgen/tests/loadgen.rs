@@ -1,6 +1,7 @@
 //! loadgen against a real server: every subcommand, the Rate line's format, the JSON against
-//! its schema, the ack log against the server's namespace, an open loop holding its rate with
-//! staggered sends, reconnecting through a server restart and giving up once per connection,
+//! its schema, links, symlinks and extended attributes in a mix and what they leave, the ack
+//! log against the server's namespace, an open loop holding its rate with staggered sends,
+//! reconnecting through a server restart and giving up once per connection,
 //! progress lines without a terminal, JSON on stdout, a warm-up left out of the figures, and
 //! exactly-once creates through five SIGKILLs and through connections cut before their
 //! replies, and a clean SIGTERM under load.
@@ -110,6 +111,8 @@ async fn names_under(server: &Server, dir: &str) -> BTreeSet<String> {
             mds_proto::Kind::File => {
                 out.insert(format!("{dir}/{}", e.name));
             }
+            // loadgen makes no others at the top.
+            _ => {}
         }
     }
     out
@@ -282,6 +285,140 @@ async fn every_subcommand_runs_against_what_create_made() {
     let out = run("mix", &["--mix", "fly=3", "--count", "10"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("fly"));
+}
+
+/// A mix of creates, hard links, symlinks and SETXATTRs: each kind issued and answered, and
+/// what they made on the server — files with more than one link, symlinks that read back as
+/// the name of a file beside them, `user.loadgen` of `--xattr-size` bytes — then the three as
+/// subcommands of their own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn links_symlinks_and_setxattrs_in_a_mix_leave_them_on_the_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_bin(), &dir.path().join("data"), &[]);
+    let addr = server.addr.to_string();
+    let json = dir.path().join("mix.json");
+    let common = ["--threads", "2", "--depth", "2", "--dir", "/x"];
+    let mut args = vec![
+        "mix",
+        "--mix",
+        "create=50,link=20,symlink=15,setxattr=15",
+        "--xattr-size",
+        "100",
+        "--count",
+        "2000",
+        "--json",
+        json.to_str().unwrap(),
+    ];
+    args.extend(common);
+    let out = loadgen(&addr, &args);
+    let text = check_ok(&out);
+    let (_, threads, n) = rate_line(&text, "ops");
+    assert_eq!((threads, n), (2, 2000));
+    assert!(text.contains("errors: none"), "{text}");
+    let report = read_json(&json);
+    check_schema(&report);
+    assert_eq!(report["errors"], serde_json::json!({}), "{report:#}");
+    assert_eq!(report["parameters"]["xattr_size"], 100);
+    let ok = |op: &str| report["per_op"][op]["ok"].as_u64().unwrap_or(0);
+    for op in ["create", "link", "symlink", "setxattr"] {
+        assert!(ok(op) > 0, "no {op} answered: {report:#}");
+        assert_eq!(report["per_op"][op]["errors"], 0, "{report:#}");
+        assert!(
+            text.contains(&format!("  {op} latency (us): p50 ")),
+            "{text}"
+        );
+    }
+    assert_eq!(
+        ["create", "link", "symlink", "setxattr"]
+            .map(ok)
+            .iter()
+            .sum::<u64>(),
+        2000
+    );
+
+    // What the server holds: every thread's directory, each entry by what made it.
+    // `<prefix>.<n>` for a create, `.l` after it for a link, `.s` for a symlink.
+    let suffix = |name: &str| name.rsplit('.').next().unwrap_or_default().to_owned();
+    let c = server.client().await;
+    let (mut files, mut links, mut symlinks) = (0, 0, 0);
+    let (mut linked, mut tagged) = (0, 0);
+    for t in ["t0", "t1"] {
+        let d = c.resolve(&format!("/x/{t}")).await.unwrap().ino;
+        let entries = c.readdir_all(d).await.unwrap();
+        let file_names: BTreeSet<&str> = entries
+            .iter()
+            .filter(|e| e.kind == mds_proto::Kind::File)
+            .map(|e| e.name.as_str())
+            .collect();
+        for e in &entries {
+            match e.kind {
+                mds_proto::Kind::File => {
+                    if suffix(&e.name) == "l" {
+                        links += 1;
+                    } else {
+                        files += 1;
+                    }
+                    let attr = c.getattr(e.ino).await.unwrap();
+                    if attr.nlink >= 2 {
+                        linked += 1;
+                    }
+                    match c.getxattr(e.ino, "user.loadgen").await {
+                        Ok(value) => {
+                            assert_eq!(value.len(), 100, "{}", e.name);
+                            tagged += 1;
+                        }
+                        Err(err) => {
+                            assert_eq!(err.errno(), Some(mds_proto::Errno::ENODATA), "{err}");
+                        }
+                    }
+                }
+                mds_proto::Kind::Symlink => {
+                    assert_eq!(suffix(&e.name), "s", "{}", e.name);
+                    symlinks += 1;
+                    let target = c.readlink(e.ino).await.unwrap();
+                    let target = String::from_utf8(target).unwrap();
+                    // A file of the lane's (none is unlinked here), or the fixed target of
+                    // a symlink made before its lane had any file.
+                    assert!(
+                        file_names.contains(target.as_str()) || target == "loadgen.target",
+                        "{} -> {target}",
+                        e.name
+                    );
+                    assert_eq!(c.getattr(e.ino).await.unwrap().size, target.len() as u64);
+                }
+                other => panic!("{}: {other:?}", e.name),
+            }
+        }
+    }
+    assert_eq!(
+        (files, links, symlinks),
+        (ok("create"), ok("link"), ok("symlink"))
+    );
+    assert!(linked > 0 && tagged > 0, "{linked} linked, {tagged} tagged");
+
+    // Each as a subcommand: the Rate line names it; link and setxattr work on what is there.
+    let run = |sub: &str, extra: &[&str]| {
+        let mut args = vec![sub, "--count", "40"];
+        args.extend(common);
+        args.extend(extra);
+        check_ok(&loadgen(&addr, &args))
+    };
+    assert_eq!(rate_line(&run("link", &[]), "links").2, 40);
+    assert_eq!(rate_line(&run("symlink", &[]), "symlinks").2, 40);
+    let json = dir.path().join("setxattr.json");
+    let text = run(
+        "setxattr",
+        &["--xattr-size", "65536", "--json", json.to_str().unwrap()],
+    );
+    assert_eq!(rate_line(&text, "setxattrs").2, 40);
+    let report = read_json(&json);
+    check_schema(&report);
+    assert_eq!(report["workload"], "setxattr");
+    assert_eq!(report["parameters"]["xattr_size"], 65536);
+    // The largest value Linux allows, and no larger.
+    let mut args = vec!["setxattr", "--count", "1", "--xattr-size", "65537"];
+    args.extend(common);
+    assert_eq!(loadgen(&addr, &args).status.code(), Some(2));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

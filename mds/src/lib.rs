@@ -27,5 +27,6 @@ pub mod queue;
 pub mod recovery;
 pub mod server;
 pub mod session;
+pub mod space;
 pub mod ticket;
 pub mod tls;

@@ -118,8 +118,13 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> Result<(
     let namespace = Arc::new(
         Namespace::load(&journal, &recovered)?.squashing_root(config.keys.root_squash.is_on()),
     );
-    let (dirs, files) = namespace.counts();
-    info!(directories = dirs, files, "namespace loaded");
+    let counts = namespace.counts();
+    info!(
+        directories = counts.directories,
+        files = counts.files,
+        others = counts.others,
+        "namespace loaded"
+    );
     let addr = listeners.client_addr();
     let progress = Arc::new(Notify::new());
     let wakes = DrainWakes::new(
@@ -157,6 +162,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> Result<(
             cos_conflicts: AtomicU64::default(),
             partitions: config.keys.partitions,
             max_uncommitted: config.limits.max_uncommitted,
+            store_dir: config.keys.data.clone(),
         },
         net: Net {
             limits: config.limits,
@@ -258,6 +264,13 @@ fn open_journal(config: &ServerConfig) -> Result<(Arc<Journal>, journal::Recover
         created = recovered.created,
         "journal open"
     );
+    if let Some(from) = recovered.upgraded_from {
+        info!(
+            from,
+            to = journal::SCHEMA_VERSION,
+            "upgraded the store from schema version {from}"
+        );
+    }
     Ok((Arc::new(journal), recovered))
 }
 

@@ -136,6 +136,7 @@ mod tests {
             src_name: "x".repeat(600),
             dst_parent: 1,
             dst_name: "y".repeat(600),
+            how: mds_proto::RenameHow::Replace,
         };
         let encoded = ReplayKey::encode_op(&long, &mut buf);
         assert!(matches!(encoded, std::borrow::Cow::Owned(_)));

@@ -124,6 +124,7 @@ async fn another_client_waits_for_what_it_would_see_or_build_on() {
                 src_name: "f2".into(),
                 dst_parent: d,
                 dst_name: "g2".into(),
+                how: mds_proto::RenameHow::Replace,
             },
             lookup(d, "g2"),
             Ok(()),

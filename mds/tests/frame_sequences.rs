@@ -14,7 +14,10 @@ use std::time::Duration;
 
 use bytes::BytesMut;
 use mds_client::ROOT;
-use mds_proto::{Cred, Op, PROTOCOL_VERSION, Replay, Request, SetAttr, encode_frame};
+use mds_proto::{
+    Cred, Kind, Op, PROTOCOL_VERSION, RenameHow, Replay, Request, SetAttr, SetTime, Target,
+    XattrSet, XattrValue, encode_frame,
+};
 use proptest::prelude::*;
 
 /// One frame of a case.
@@ -59,25 +62,64 @@ fn op() -> impl Strategy<Value = Op> {
             any::<Option<u64>>(),
             any::<Option<i64>>()
         )
-            .prop_map(|(ino, mode, size, mtime_ns)| Op::Setattr {
+            .prop_map(|(ino, mode, size, mtime)| Op::Setattr {
                 ino,
                 attr: SetAttr {
                     mode,
                     uid: None,
                     gid: None,
                     size,
-                    mtime_ns,
+                    atime: None,
+                    mtime: mtime.map(SetTime::At),
                 },
             }),
+        (ino(), ino(), name()).prop_map(|(ino, parent, name)| Op::Link { ino, parent, name }),
+        (ino(), name(), name()).prop_map(|(parent, name, t)| Op::Symlink {
+            parent,
+            name,
+            target: Target(t.into_bytes()),
+        }),
+        ino().prop_map(|ino| Op::Readlink { ino }),
+        (ino(), name(), 0..7usize, any::<u64>()).prop_map(|(parent, name, k, rdev)| {
+            Op::Mknod {
+                parent,
+                name,
+                kind: Kind::ALL[k],
+                mode: 0o644,
+                rdev,
+            }
+        }),
+        (ino(), name(), any::<Vec<u8>>()).prop_map(|(ino, name, v)| Op::Setxattr {
+            ino,
+            name: format!("user.{name}"),
+            value: XattrValue(v),
+            how: XattrSet::Either,
+        }),
+        (ino(), name()).prop_map(|(ino, name)| Op::Getxattr {
+            ino,
+            name: format!("user.{name}")
+        }),
+        ino().prop_map(|ino| Op::Listxattr { ino }),
+        (ino(), name()).prop_map(|(ino, name)| Op::Removexattr {
+            ino,
+            name: format!("user.{name}")
+        }),
         (ino(), proptest::option::of(name()), any::<u32>())
             .prop_map(|(ino, cursor, limit)| { Op::Readdir { ino, cursor, limit } }),
         (ino(), name()).prop_map(|(parent, name)| Op::Unlink { parent, name }),
         (ino(), name()).prop_map(|(parent, name)| Op::Rmdir { parent, name }),
-        (ino(), name(), ino(), name()).prop_map(|(sp, sn, dp, dn)| Op::Rename {
-            src_parent: sp,
-            src_name: sn,
-            dst_parent: dp,
-            dst_name: dn,
+        (ino(), name(), ino(), name(), any::<bool>()).prop_map(|(sp, sn, dp, dn, x)| {
+            Op::Rename {
+                src_parent: sp,
+                src_name: sn,
+                dst_parent: dp,
+                dst_name: dn,
+                how: if x {
+                    RenameHow::Exchange
+                } else {
+                    RenameHow::Replace
+                },
+            }
         }),
         Just(Op::Statfs),
         Just(Op::Sync),

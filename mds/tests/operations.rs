@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use common::InProcess;
 use mds_client::{Client, ClientError, ROOT, Session};
-use mds_proto::{Body, Cred, Errno, Kind, Op, SetAttr};
+use mds_proto::{Body, Cred, Errno, Kind, Op, SetAttr, SetTime};
 
 fn errno<T: std::fmt::Debug>(r: Result<T, ClientError>) -> Errno {
     match r {
@@ -92,12 +92,13 @@ async fn setattr_changes_what_it_is_asked_and_ctime() {
         uid: Some(42),
         gid: Some(43),
         size: Some(1 << 20),
-        mtime_ns: Some(1_000_000_000),
+        atime: Some(SetTime::At(2_000_000_007)),
+        mtime: Some(SetTime::At(1_000_000_000)),
     };
     let a = c.setattr(f.ino, set).await.unwrap();
     assert_eq!(
-        (a.mode, a.uid, a.gid, a.size, a.mtime_ns),
-        (0o600, 42, 43, 1 << 20, 1_000_000_000)
+        (a.mode, a.uid, a.gid, a.size, a.mtime_ns, a.atime_ns),
+        (0o600, 42, 43, 1 << 20, 1_000_000_000, 2_000_000_007)
     );
     assert!(a.ctime_ns >= f.ctime_ns);
     assert_eq!(c.getattr(f.ino).await.unwrap(), a);

@@ -53,6 +53,18 @@ errnos! {
     /// proved none, or a proof that does not match this connection's challenge. The server
     /// closes the connection next.
     EAUTH,
+    /// LINK past [`crate::MAX_LINKS`] links.
+    EMLINK,
+    /// An extended attribute the inode does not have (GETXATTR, REMOVEXATTR, SETXATTR's
+    /// `Replace`).
+    ENODATA,
+    /// An extended attribute name that is empty or longer than [`crate::MAX_XATTR_NAME`].
+    ERANGE,
+    /// An extended attribute value longer than [`crate::MAX_XATTR_VALUE`].
+    E2BIG,
+    /// An extended attribute name in no namespace the server keeps (`user.`, `trusted.`,
+    /// `security.`, `system.posix_acl_access`, `system.posix_acl_default`).
+    EOPNOTSUPP,
 }
 
 impl std::fmt::Display for Errno {

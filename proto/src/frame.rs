@@ -78,7 +78,7 @@ pub fn peek_handshake(payload: &[u8]) -> Option<Handshake> {
 
 /// Appends the refusal of a client that speaks another protocol version: `Reply { xid,
 /// transno: 0, last_committed, result: Err(errno) }` in the layout versions 1 and 2 share
-/// (without version 3's ticket), so that such a client decodes it and reports the error.
+/// (without the ticket of versions 3 and 4), so that such a client decodes it and reports the error.
 pub fn encode_version_refusal(xid: u64, last_committed: u64, errno: Errno, buf: &mut BytesMut) {
     // `Result<(), Errno>`'s Err encodes as `Result<Body, Errno>`'s does: variant 1, then the
     // code.

@@ -1,4 +1,4 @@
-//! The mds wire protocol, version 3: request and reply types, error codes, frame encoding and
+//! The mds wire protocol, version 4: request and reply types, error codes, frame encoding and
 //! name rules. No I/O: the server, the client library, the load tool and the fuzz targets all
 //! speak through these types, and none of them needs anything else of the others.
 //!
@@ -24,13 +24,33 @@ pub use frame::{
     encode_version_refusal, peek_handshake,
 };
 pub use names::check_name;
-pub use op::{Cred, MAX_GROUPS, Op, Replay, Request, SetAttr, opcode};
+pub use op::{
+    Cred, MAX_GROUPS, Op, RenameHow, Replay, Request, SetAttr, SetTime, Target, XattrSet,
+    XattrValue, opcode,
+};
 pub use reply::{Attr, Body, DirEntry, Kind, Reply, StatFs};
 
 /// Version carried in CONNECT; a server refuses any other with EPROTO.
-pub const PROTOCOL_VERSION: u32 = 3;
-/// Largest frame payload either side accepts, in bytes.
-pub const MAX_FRAME: usize = 64 * 1024;
+pub const PROTOCOL_VERSION: u32 = 4;
+/// Largest frame payload either side accepts, in bytes: an extended attribute's largest
+/// value ([`MAX_XATTR_VALUE`]) and 4 KiB for the rest of its request.
+pub const MAX_FRAME: usize = MAX_XATTR_VALUE + 4096;
+/// Longest symbolic link target, in bytes: Linux's `PATH_MAX` less its NUL.
+pub const MAX_SYMLINK: usize = 4095;
+/// Largest extended attribute value, in bytes (Linux's `XATTR_SIZE_MAX`): E2BIG beyond.
+pub const MAX_XATTR_VALUE: usize = 65536;
+/// Longest extended attribute name, in bytes, prefix included (Linux's `XATTR_NAME_MAX`):
+/// ERANGE beyond.
+pub const MAX_XATTR_NAME: usize = 255;
+/// Most links a non-directory may have (ext4's `EXT4_LINK_MAX`): EMLINK beyond.
+pub const MAX_LINKS: u32 = 65000;
+
+/// Writes a byte vector in one piece. postcard encodes bytes exactly as a sequence of `u8` (a
+/// varint length, then the bytes), so this changes no byte on the wire, only the work: a
+/// sequence goes through the serializer one element at a time.
+pub(crate) fn as_bytes<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_bytes(bytes)
+}
 /// Bytes of the nonce in a [`Body::Challenge`].
 pub const NONCE_LEN: usize = 32;
 /// Bytes of the proof in an [`Op::Authenticate`] (an HMAC-SHA256 tag).
@@ -115,12 +135,46 @@ mod tests {
                 src_name: name(),
                 dst_parent: 1,
                 dst_name: name(),
+                how: RenameHow::Exchange,
             },
             Op::Statfs,
             Op::Sync,
             Op::Authenticate {
                 proof: Some([7; PROOF_LEN]),
                 session: None,
+            },
+            Op::Link {
+                ino: 2,
+                parent: 1,
+                name: name(),
+            },
+            Op::Symlink {
+                parent: 1,
+                name: name(),
+                target: Target(b"../t".to_vec()),
+            },
+            Op::Readlink { ino: 3 },
+            Op::Mknod {
+                parent: 1,
+                name: name(),
+                kind: Kind::CharDevice,
+                mode: 0o600,
+                rdev: 0x0103,
+            },
+            Op::Setxattr {
+                ino: 2,
+                name: "user.x".into(),
+                value: XattrValue(vec![0, 1, 2]),
+                how: XattrSet::Create,
+            },
+            Op::Getxattr {
+                ino: 2,
+                name: "user.x".into(),
+            },
+            Op::Listxattr { ino: 2 },
+            Op::Removexattr {
+                ino: 2,
+                name: "user.x".into(),
             },
         ]
     }
@@ -141,7 +195,19 @@ mod tests {
             .collect();
         assert_eq!(
             mutations,
-            ["mkdir", "create", "setattr", "unlink", "rmdir", "rename"]
+            [
+                "mkdir",
+                "create",
+                "setattr",
+                "unlink",
+                "rmdir",
+                "rename",
+                "link",
+                "symlink",
+                "mknod",
+                "setxattr",
+                "removexattr"
+            ]
         );
     }
 
@@ -165,7 +231,12 @@ mod tests {
                 "EBUSY",
                 "EACCES",
                 "EPERM",
-                "EAUTH"
+                "EAUTH",
+                "EMLINK",
+                "ENODATA",
+                "ERANGE",
+                "E2BIG",
+                "EOPNOTSUPP"
             ]
         );
         for (code, errno) in Errno::ALL.iter().enumerate() {
@@ -340,6 +411,35 @@ mod tests {
         assert_eq!(buf.len(), 4 + 5 + NONCE_LEN + 2 + 1);
         assert_eq!(&buf[9 + NONCE_LEN..], &[1, 0, 0]);
         assert_eq!(decode::<Reply>(&buf[4..]).unwrap(), challenge);
+    }
+
+    #[test]
+    fn kinds_map_to_the_file_type_bits_of_st_mode_and_back() {
+        for kind in Kind::ALL {
+            assert_eq!(Kind::from_mode_bits(kind.mode_bits() | 0o755), Some(kind));
+        }
+        assert_eq!(Kind::from_mode_bits(0o644), None);
+        assert_eq!(Kind::from_mode_bits(0o170_000), None);
+        let wire: Vec<u8> = Kind::ALL
+            .iter()
+            .map(|k| postcard::to_stdvec(k).unwrap()[0])
+            .collect();
+        assert_eq!(wire, [0, 1, 2, 3, 4, 5, 6], "appended only: the wire index");
+    }
+
+    /// Byte strings travel as a length and the bytes, as postcard writes a `Vec<u8>`.
+    #[test]
+    fn targets_and_values_are_length_and_bytes() {
+        let t = Target(vec![0xff, b'/', 0]);
+        assert_eq!(postcard::to_stdvec(&t).unwrap(), [3, 0xff, b'/', 0]);
+        assert_eq!(
+            postcard::to_stdvec(&XattrValue(vec![9; 200])).unwrap()[..2],
+            [0xc8, 0x01]
+        );
+        assert_eq!(
+            postcard::from_bytes::<Target>(&[3, 0xff, b'/', 0]).unwrap(),
+            t
+        );
     }
 
     #[test]

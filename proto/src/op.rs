@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::Kind;
+
 /// Most supplementary groups a request may carry (NFS's AUTH_SYS carries 16, Linux allows
 /// 65536; 64 covers real users and keeps a request small).
 pub const MAX_GROUPS: usize = 64;
@@ -100,7 +102,15 @@ operations! {
     7 READDIR "readdir" Readdir { ino: u64, cursor: Option<String>, limit: u32 };
     8 UNLINK "unlink" Unlink { parent: u64, name: String };
     9 RMDIR "rmdir" Rmdir { parent: u64, name: String };
-    10 RENAME "rename" Rename { src_parent: u64, src_name: String, dst_parent: u64, dst_name: String };
+    /// `how` is renameat2's flags: replace the target if there is one, never replace one, or
+    /// exchange the two entries.
+    10 RENAME "rename" Rename {
+        src_parent: u64,
+        src_name: String,
+        dst_parent: u64,
+        dst_name: String,
+        how: RenameHow,
+    };
     11 STATFS "statfs" Statfs;
     /// Replies once every mutation the server has executed so far is durable.
     12 SYNC "sync" Sync;
@@ -114,6 +124,20 @@ operations! {
         proof: Option<[u8; crate::PROOF_LEN]>,
         session: Option<[u8; crate::PROOF_LEN]>,
     };
+    /// A new name `name` in directory `parent` for the existing non-directory `ino`.
+    14 LINK "link" Link { ino: u64, parent: u64, name: String };
+    /// A symbolic link to `target`, kept byte for byte as given (1 to [`crate::MAX_SYMLINK`]
+    /// bytes); owner from the request's credentials.
+    15 SYMLINK "symlink" Symlink { parent: u64, name: String, target: Target };
+    16 READLINK "readlink" Readlink { ino: u64 };
+    /// A fifo, a socket, a character or block device (`rdev`: the device number, as Linux's
+    /// `makedev` encodes it), or a regular file; owner from the request's credentials.
+    17 MKNOD "mknod" Mknod { parent: u64, name: String, kind: Kind, mode: u32, rdev: u64 };
+    18 SETXATTR "setxattr" Setxattr { ino: u64, name: String, value: XattrValue, how: XattrSet };
+    19 GETXATTR "getxattr" Getxattr { ino: u64, name: String };
+    /// The names of the inode's extended attributes that the caller may see.
+    20 LISTXATTR "listxattr" Listxattr { ino: u64 };
+    21 REMOVEXATTR "removexattr" Removexattr { ino: u64, name: String };
 }
 
 impl Op {
@@ -127,8 +151,63 @@ impl Op {
                 | Op::Unlink { .. }
                 | Op::Rmdir { .. }
                 | Op::Rename { .. }
+                | Op::Link { .. }
+                | Op::Symlink { .. }
+                | Op::Mknod { .. }
+                | Op::Setxattr { .. }
+                | Op::Removexattr { .. }
         )
     }
+}
+
+impl Op {
+    /// Whether a successful one makes a new inode (whose number an early reply tells and a
+    /// replay must take again).
+    pub fn creates_inode(&self) -> bool {
+        matches!(
+            self,
+            Op::Mkdir { .. } | Op::Create { .. } | Op::Symlink { .. } | Op::Mknod { .. }
+        )
+    }
+}
+
+/// RENAME's mode: `renameat2`'s `flags` (Linux's `RENAME_NOREPLACE`, `RENAME_EXCHANGE`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum RenameHow {
+    /// `rename(2)`: a target that exists is replaced.
+    #[default]
+    Replace,
+    /// EEXIST if the target exists.
+    NoReplace,
+    /// Both names must exist (ENOENT otherwise); they swap the inodes they name.
+    Exchange,
+}
+
+/// SETXATTR's `flags`: `XATTR_CREATE` (EEXIST if it exists), `XATTR_REPLACE` (ENODATA if it
+/// does not), or neither.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum XattrSet {
+    #[default]
+    Either,
+    Create,
+    Replace,
+}
+
+/// A symbolic link's target: bytes, as Linux keeps them (not necessarily UTF-8).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Target(#[serde(serialize_with = "crate::as_bytes")] pub Vec<u8>);
+
+/// An extended attribute's value: bytes, at most [`crate::MAX_XATTR_VALUE`].
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct XattrValue(#[serde(serialize_with = "crate::as_bytes")] pub Vec<u8>);
+
+/// A time SETATTR sets: the server's clock when it executes (`utimensat`'s `UTIME_NOW`,
+/// which the owner or anyone with write permission may ask for) or a given time (the owner's
+/// or root's alone), in nanoseconds since the Unix epoch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SetTime {
+    Now,
+    At(i64),
 }
 
 /// Attributes SETATTR may change; `None` leaves one as it is. ctime is always set to now.
@@ -137,7 +216,8 @@ pub struct SetAttr {
     pub mode: Option<u32>,
     pub uid: Option<u32>,
     pub gid: Option<u32>,
-    /// Regular files only (EISDIR on a directory).
+    /// Regular files only (EISDIR on a directory, EINVAL on anything else).
     pub size: Option<u64>,
-    pub mtime_ns: Option<i64>,
+    pub atime: Option<SetTime>,
+    pub mtime: Option<SetTime>,
 }

@@ -4,11 +4,63 @@ use serde::{Deserialize, Serialize};
 
 use crate::Errno;
 
-/// Directory or regular file.
+/// What an inode is: the file-type bits of `st_mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Kind {
     Directory,
+    /// A regular file.
     File,
+    Symlink,
+    Fifo,
+    Socket,
+    CharDevice,
+    BlockDevice,
+}
+
+impl Kind {
+    /// Every kind, in wire order.
+    pub const ALL: [Kind; 7] = [
+        Kind::Directory,
+        Kind::File,
+        Kind::Symlink,
+        Kind::Fifo,
+        Kind::Socket,
+        Kind::CharDevice,
+        Kind::BlockDevice,
+    ];
+
+    /// The `S_IFMT` bits of `st_mode` for this kind.
+    pub fn mode_bits(self) -> u32 {
+        match self {
+            Kind::Directory => 0o040_000,
+            Kind::File => 0o100_000,
+            Kind::Symlink => 0o120_000,
+            Kind::Fifo => 0o010_000,
+            Kind::Socket => 0o140_000,
+            Kind::CharDevice => 0o020_000,
+            Kind::BlockDevice => 0o060_000,
+        }
+    }
+
+    /// The kind of `S_IFMT` bits, `None` for bits that name no kind.
+    pub fn from_mode_bits(mode: u32) -> Option<Kind> {
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.mode_bits() == mode & 0o170_000)
+    }
+
+    /// The letter `ls -l` shows for it.
+    pub fn letter(self) -> char {
+        match self {
+            Kind::Directory => 'd',
+            Kind::File => '-',
+            Kind::Symlink => 'l',
+            Kind::Fifo => 'p',
+            Kind::Socket => 's',
+            Kind::CharDevice => 'c',
+            Kind::BlockDevice => 'b',
+        }
+    }
 }
 
 /// An inode's attributes as clients see them.
@@ -20,10 +72,15 @@ pub struct Attr {
     pub uid: u32,
     pub gid: u32,
     pub nlink: u32,
-    /// Files: the size set by SETATTR. Directories: the number of entries.
+    /// Files: the size set by SETATTR. Directories: the number of entries. Symbolic links:
+    /// the target's length. Others: 0.
     pub size: u64,
-    pub ctime_ns: i64,
+    /// Nanoseconds since the Unix epoch.
+    pub atime_ns: i64,
     pub mtime_ns: i64,
+    pub ctime_ns: i64,
+    /// Character and block devices: the device number; 0 for every other kind.
+    pub rdev: u64,
     pub generation: u64,
 }
 
@@ -40,7 +97,17 @@ pub struct DirEntry {
 pub struct StatFs {
     pub inodes: u64,
     pub directories: u64,
+    /// Regular files.
     pub files: u64,
+    /// Symbolic links, fifos, sockets and devices.
+    pub others: u64,
+    /// Bytes of extended attributes (names and values).
+    pub xattr_bytes: u64,
+    /// The file system the store is on: its size, what is free, and what is free to the
+    /// server (`statvfs`'s blocks, bfree and bavail times its fragment size); 0 if unknown.
+    pub store_bytes: u64,
+    pub store_bytes_free: u64,
+    pub store_bytes_available: u64,
     pub last_committed: u64,
     /// The last transno handed out; minus `last_committed`, the commit lag.
     pub last_transno: u64,
@@ -86,14 +153,14 @@ pub enum Body {
     },
     /// 1
     Pong,
-    /// 2: MKDIR, CREATE, LOOKUP, GETATTR, SETATTR.
+    /// 2: MKDIR, CREATE, LOOKUP, GETATTR, SETATTR, LINK, SYMLINK, MKNOD.
     Attr(Attr),
     /// 3: READDIR; `next` is the cursor of the following page, `None` at the end.
     Entries {
         entries: Vec<DirEntry>,
         next: Option<String>,
     },
-    /// 4: UNLINK, RMDIR, RENAME, SYNC.
+    /// 4: UNLINK, RMDIR, RENAME, SYNC, SETXATTR, REMOVEXATTR.
     Done,
     /// 5
     StatFs(StatFs),
@@ -108,6 +175,12 @@ pub enum Body {
         key: bool,
         session: bool,
     },
+    /// 8: READLINK's target.
+    Target(crate::Target),
+    /// 9: GETXATTR's value.
+    Xattr(crate::XattrValue),
+    /// 10: LISTXATTR's names, in byte order.
+    XattrNames(Vec<String>),
 }
 
 /// A reply: the request's xid (0 for a connection-level error or a notice), the transno of the

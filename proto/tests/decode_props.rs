@@ -5,7 +5,8 @@
 
 use bytes::BytesMut;
 use mds_proto::{
-    self as protocol, Attr, Body, Cred, DirEntry, Errno, Kind, Op, Replay, Reply, Request, SetAttr,
+    self as protocol, Attr, Body, Cred, DirEntry, Errno, Kind, Op, RenameHow, Replay, Reply,
+    Request, SetAttr, SetTime, Target, XattrSet, XattrValue,
 };
 use proptest::prelude::*;
 use tokio_util::codec::Decoder;
@@ -14,8 +15,59 @@ fn name() -> impl Strategy<Value = String> {
     proptest::string::string_regex("[a-zA-Z0-9._\\-\u{e9}\u{4e2d}]{0,40}").unwrap()
 }
 
+fn kind() -> impl Strategy<Value = Kind> {
+    proptest::sample::select(Kind::ALL.to_vec())
+}
+
+fn time() -> impl Strategy<Value = Option<SetTime>> {
+    proptest::option::of(prop_oneof![
+        Just(SetTime::Now),
+        any::<i64>().prop_map(SetTime::At)
+    ])
+}
+
+fn bytes() -> impl Strategy<Value = Vec<u8>> {
+    proptest::collection::vec(any::<u8>(), 0..300)
+}
+
+/// The operations protocol 4 added.
+fn new_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (any::<u64>(), any::<u64>(), name()).prop_map(|(ino, parent, name)| Op::Link {
+            ino,
+            parent,
+            name
+        }),
+        (any::<u64>(), name(), bytes()).prop_map(|(parent, name, t)| Op::Symlink {
+            parent,
+            name,
+            target: Target(t)
+        }),
+        any::<u64>().prop_map(|ino| Op::Readlink { ino }),
+        (any::<u64>(), name(), kind(), any::<u32>(), any::<u64>()).prop_map(
+            |(parent, name, kind, mode, rdev)| Op::Mknod {
+                parent,
+                name,
+                kind,
+                mode,
+                rdev
+            }
+        ),
+        (any::<u64>(), name(), bytes(), 0..3u8).prop_map(|(ino, name, v, how)| Op::Setxattr {
+            ino,
+            name,
+            value: XattrValue(v),
+            how: [XattrSet::Either, XattrSet::Create, XattrSet::Replace][how as usize],
+        }),
+        (any::<u64>(), name()).prop_map(|(ino, name)| Op::Getxattr { ino, name }),
+        any::<u64>().prop_map(|ino| Op::Listxattr { ino }),
+        (any::<u64>(), name()).prop_map(|(ino, name)| Op::Removexattr { ino, name }),
+    ]
+}
+
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
+        new_op(),
         (any::<u32>(), any::<u64>()).prop_map(|(version, client)| Op::Connect { version, client }),
         Just(Op::Ping),
         (any::<u64>(), name(), any::<u32>()).prop_map(|(parent, name, mode)| Op::Mkdir {
@@ -34,27 +86,36 @@ fn op() -> impl Strategy<Value = Op> {
             any::<u64>(),
             any::<Option<u32>>(),
             any::<Option<u64>>(),
-            any::<Option<i64>>()
+            time(),
+            time()
         )
-            .prop_map(|(ino, mode, size, mtime_ns)| Op::Setattr {
+            .prop_map(|(ino, mode, size, atime, mtime)| Op::Setattr {
                 ino,
                 attr: SetAttr {
                     mode,
                     uid: mode,
                     gid: None,
                     size,
-                    mtime_ns
+                    atime,
+                    mtime,
                 },
             }),
         (any::<u64>(), proptest::option::of(name()), any::<u32>())
             .prop_map(|(ino, cursor, limit)| Op::Readdir { ino, cursor, limit }),
         (any::<u64>(), name()).prop_map(|(parent, name)| Op::Unlink { parent, name }),
         (any::<u64>(), name()).prop_map(|(parent, name)| Op::Rmdir { parent, name }),
-        (any::<u64>(), name(), any::<u64>(), name()).prop_map(|(a, b, c, d)| Op::Rename {
-            src_parent: a,
-            src_name: b,
-            dst_parent: c,
-            dst_name: d
+        (any::<u64>(), name(), any::<u64>(), name(), 0..3u8).prop_map(|(a, b, c, d, how)| {
+            Op::Rename {
+                src_parent: a,
+                src_name: b,
+                dst_parent: c,
+                dst_name: d,
+                how: [
+                    RenameHow::Replace,
+                    RenameHow::NoReplace,
+                    RenameHow::Exchange,
+                ][how as usize],
+            }
         }),
         Just(Op::Statfs),
         Just(Op::Sync),
@@ -87,21 +148,25 @@ fn request(xid: u64, op: Op) -> impl Strategy<Value = Request> {
 }
 
 fn body() -> impl Strategy<Value = Result<Body, Errno>> {
-    let attr = (any::<u64>(), any::<bool>(), any::<u32>(), any::<i64>()).prop_map(
-        |(ino, dir, mode, t)| Attr {
+    let attr =
+        (any::<u64>(), kind(), any::<u32>(), any::<i64>()).prop_map(|(ino, kind, mode, t)| Attr {
             ino,
-            kind: if dir { Kind::Directory } else { Kind::File },
+            kind,
             mode,
             uid: mode,
             gid: 7,
             nlink: 2,
             size: ino,
+            atime_ns: t ^ 5,
+            mtime_ns: t.wrapping_neg(),
             ctime_ns: t,
-            mtime_ns: -t,
+            rdev: ino >> 3,
             generation: ino ^ 1,
-        },
-    );
+        });
     prop_oneof![
+        bytes().prop_map(|t| Ok(Body::Target(Target(t)))),
+        bytes().prop_map(|v| Ok(Body::Xattr(XattrValue(v)))),
+        proptest::collection::vec(name(), 0..10).prop_map(|n| Ok(Body::XattrNames(n))),
         attr.prop_map(|a| Ok(Body::Attr(a))),
         (
             proptest::collection::vec((name(), any::<u64>()), 0..20),

@@ -1,23 +1,34 @@
-//! `mdsctl`: the mds client by hand. Paths are absolute and resolved by LOOKUP from the root.
+//! `mdsctl`: the mds client by hand. Paths are absolute and resolved by LOOKUP from the root,
+//! name by name: a symbolic link is never followed, at the end of a path or inside one (`stat`,
+//! `ln` and the rest act on the link itself; `readlink` prints where it points). There is no
+//! file data on the server, so nothing here reads or writes any.
 //!
 //! Output is text for people, or with `-o json` one JSON document on stdout per run. Exit
 //! status: 0 done; 1 the server (or the path check) answered with a POSIX error, whose name
-//! (e.g. `ENOENT`) is printed on stderr; 2 bad usage (clap's); 3 the server could not be
-//! reached, did not answer within `--timeout`, closed the connection, or sent something this
-//! client does not understand.
+//! (e.g. `ENOENT`) is printed on stderr; 2 bad usage (clap's, including a value a flag cannot
+//! take: a mode, a time, an attribute value, device numbers where they do not belong); 3 the
+//! server could not be reached, did not answer within `--timeout`, closed the connection, or
+//! sent something this client does not understand.
 
 // Nothing here needs `unsafe`; kept so. (What does — credentials from libc, socket
 // options, signals — is in mds, the client library's credentials and the test kit.)
 #![forbid(unsafe_code)]
 
+use std::ffi::{OsStr, OsString};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::os::unix::ffi::OsStrExt as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, UNIX_EPOCH};
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::error::ErrorKind;
+use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use mds_client::auth::AuthKey;
-use mds_client::proto::{Attr, DirEntry, Errno, Kind, SetAttr, StatFs};
+use mds_client::proto::{
+    Attr, DirEntry, Errno, Kind, RenameHow, SetAttr, SetTime, StatFs, XattrSet,
+};
 use mds_client::tls::TlsClient;
 use mds_client::units::parse_duration;
 use mds_client::{Client, ClientError, ConnectOptions, Session};
@@ -76,6 +87,41 @@ enum Output {
     Json,
 }
 
+/// MKNOD's TYPE, in mknod(1)'s letters.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum NodeType {
+    /// A fifo (named pipe).
+    #[value(name = "p")]
+    Fifo,
+    /// A socket.
+    #[value(name = "s")]
+    Socket,
+    /// A character device (`u`: the same, unbuffered).
+    #[value(name = "c", alias = "u")]
+    CharDevice,
+    /// A block device.
+    #[value(name = "b")]
+    BlockDevice,
+}
+
+impl NodeType {
+    fn kind(self) -> Kind {
+        match self {
+            NodeType::Fifo => Kind::Fifo,
+            NodeType::Socket => Kind::Socket,
+            NodeType::CharDevice => Kind::CharDevice,
+            NodeType::BlockDevice => Kind::BlockDevice,
+        }
+    }
+}
+
+/// MKNOD's TYPEs that need MAJOR and MINOR, as clap's `required_if_eq_any` takes them.
+const DEVICE_TYPES: [(&str, &str); 3] = [("node", "c"), ("node", "u"), ("node", "b")];
+
+/// An extended attribute's value as given on the command line, decoded.
+#[derive(Clone, Debug)]
+struct XattrBytes(Vec<u8>);
+
 #[derive(Subcommand)]
 enum Command {
     /// Create directories.
@@ -96,7 +142,7 @@ enum Command {
         #[arg(required = true)]
         paths: Vec<String>,
     },
-    /// Print attributes.
+    /// Print attributes (of a symbolic link itself, not of what it points at).
     Stat {
         #[arg(required = true)]
         paths: Vec<String>,
@@ -105,11 +151,11 @@ enum Command {
     Ls {
         #[arg(default_value = "/")]
         path: String,
-        /// Print inode and kind before each name.
+        /// Print inode and kind letter (as `ls -l`: d, -, l, p, s, c, b) before each name.
         #[arg(short, long)]
         long: bool,
     },
-    /// Remove files.
+    /// Remove files (and symbolic links, fifos, sockets, devices).
     Rm {
         #[arg(required = true)]
         paths: Vec<String>,
@@ -120,7 +166,43 @@ enum Command {
         paths: Vec<String>,
     },
     /// Rename SRC to DST (replacing a file, or an empty directory, at DST).
-    Mv { src: String, dst: String },
+    Mv {
+        /// Refuse with EEXIST if DST exists (renameat2's RENAME_NOREPLACE).
+        #[arg(long, conflicts_with = "exchange")]
+        no_replace: bool,
+        /// Swap SRC and DST, which must both exist (renameat2's RENAME_EXCHANGE).
+        #[arg(long)]
+        exchange: bool,
+        src: String,
+        dst: String,
+    },
+    /// Make LINK a hard link to TARGET (not a directory), or with -s a symbolic link.
+    Ln {
+        /// Make a symbolic link whose target is TARGET as given, byte for byte (not resolved:
+        /// it may be relative, or name nothing).
+        #[arg(short, long)]
+        symbolic: bool,
+        /// Hard link: the path of the inode to link. Symbolic: the target, any bytes.
+        target: OsString,
+        link: String,
+    },
+    /// Print where a symbolic link points (its bytes as they are, then a newline).
+    Readlink { path: String },
+    /// Make a fifo, a socket or a device (devices are root's).
+    Mknod {
+        /// Permission bits, octal.
+        #[arg(short, long, default_value = "644", value_parser = parse_mode)]
+        mode: u32,
+        path: String,
+        #[arg(value_enum, value_name = "TYPE")]
+        node: NodeType,
+        /// The device's major number: required for c, u and b, refused for p and s.
+        #[arg(required_if_eq_any(DEVICE_TYPES))]
+        major: Option<u32>,
+        /// The device's minor number: with MAJOR.
+        #[arg(required_if_eq_any(DEVICE_TYPES))]
+        minor: Option<u32>,
+    },
     /// Change attributes.
     Setattr {
         path: String,
@@ -132,6 +214,52 @@ enum Command {
         gid: Option<u32>,
         #[arg(long)]
         size: Option<u64>,
+        /// Access time: `now` (the server's clock), an RFC 3339 time (2024-05-01T12:00:00Z), or
+        /// nanoseconds since the Unix epoch.
+        #[arg(long, value_parser = parse_set_time)]
+        atime: Option<SetTime>,
+        /// Modification time, as --atime.
+        #[arg(long, value_parser = parse_set_time)]
+        mtime: Option<SetTime>,
+    },
+    /// Set an extended attribute (-n NAME [-v VALUE]) or remove one (-x NAME), as setfattr(1).
+    Setfattr {
+        /// The attribute's name, with its namespace (user.comment).
+        #[arg(
+            short,
+            long,
+            required_unless_present = "remove",
+            conflicts_with = "remove"
+        )]
+        name: Option<String>,
+        /// The value (default: empty): text as given, `0x` and hex digits for bytes, or a
+        /// string in double quotes where `\NNN` (octal), `\\` and `\"` are escapes.
+        #[arg(short, long, value_parser = parse_xattr_value, requires = "name")]
+        value: Option<XattrBytes>,
+        /// Remove this attribute (ENODATA if there is none).
+        #[arg(short = 'x', long, value_name = "NAME")]
+        remove: Option<String>,
+        /// Refuse with EEXIST if the attribute exists (XATTR_CREATE).
+        #[arg(long, conflicts_with_all = ["replace", "remove"])]
+        create: bool,
+        /// Refuse with ENODATA if the attribute does not exist (XATTR_REPLACE).
+        #[arg(long, conflicts_with = "remove")]
+        replace: bool,
+        path: String,
+    },
+    /// Print extended attributes, as getfattr(1): one with -n, else all of them.
+    ///
+    /// One NAME="VALUE" line each, a value that is not text as 0x and hex digits (what
+    /// setfattr -v reads back). With -o json: {"path", "xattrs": [{"name", "value" (UTF-8,
+    /// lossy), "value_hex"}]}.
+    Getfattr {
+        /// Only this attribute (ENODATA if there is none).
+        #[arg(short, long, conflicts_with = "dump")]
+        name: Option<String>,
+        /// All attributes with their values (also what no -n means).
+        #[arg(short, long)]
+        dump: bool,
+        path: String,
     },
     /// Wait until everything the server executed so far is durable.
     Sync,
@@ -144,6 +272,132 @@ fn parse_mode(s: &str) -> Result<u32, String> {
         .ok()
         .filter(|m| *m <= 0o7777)
         .ok_or_else(|| format!("invalid mode {s:?} (octal, e.g. 755)"))
+}
+
+/// `now`, nanoseconds since the Unix epoch, or an RFC 3339 time (`T` or a space between date
+/// and time, `Z` optional).
+fn parse_set_time(s: &str) -> Result<SetTime, String> {
+    if s == "now" {
+        return Ok(SetTime::Now);
+    }
+    if let Ok(ns) = s.parse::<i64>() {
+        return Ok(SetTime::At(ns));
+    }
+    let time = humantime::parse_rfc3339_weak(s).map_err(|e| {
+        format!(
+            "{e}: give `now`, an RFC 3339 time such as 2024-05-01T12:00:00Z, or nanoseconds \
+             since the epoch"
+        )
+    })?;
+    let since = time
+        .duration_since(UNIX_EPOCH)
+        .map_err(|_| "before the epoch".to_owned())?;
+    i64::try_from(since.as_nanos())
+        .map(SetTime::At)
+        .map_err(|_| "past 2262, the last time 64 bits of nanoseconds can say".to_owned())
+}
+
+/// A value as setfattr(1) reads one: `0x`/`0X` and hex digits, or text in double quotes with
+/// escapes, or text as it is. (setfattr's base64, `0s`, is refused rather than taken as text.)
+fn parse_xattr_value(s: &str) -> Result<XattrBytes, String> {
+    let bytes = if let Some(digits) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
+        decode_hex(digits).ok_or("0x must be followed by pairs of hex digits")?
+    } else if s.starts_with("0s") || s.starts_with("0S") {
+        return Err(
+            "base64 (0s) is not supported: give 0x and hex digits, or the text in \
+                    double quotes"
+                .to_owned(),
+        );
+    } else if let Some(inner) = s.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
+        unquote(inner)?
+    } else {
+        s.as_bytes().to_vec()
+    };
+    Ok(XattrBytes(bytes))
+}
+
+fn decode_hex(digits: &str) -> Option<Vec<u8>> {
+    let digits = digits.as_bytes();
+    if !digits.len().is_multiple_of(2) {
+        return None;
+    }
+    digits
+        .chunks_exact(2)
+        .map(|pair| {
+            let high = char::from(pair[0]).to_digit(16)?;
+            let low = char::from(pair[1]).to_digit(16)?;
+            u8::try_from(high << 4 | low).ok()
+        })
+        .collect()
+}
+
+/// The inside of a double-quoted value: `\` and one to three octal digits is that byte, `\`
+/// and anything else is that character.
+fn unquote(inner: &str) -> Result<Vec<u8>, String> {
+    let mut out = Vec::with_capacity(inner.len());
+    let mut bytes = inner.bytes().peekable();
+    while let Some(b) = bytes.next() {
+        if b != b'\\' {
+            out.push(b);
+            continue;
+        }
+        let mut code = 0u32;
+        let mut digits = 0;
+        while digits < 3
+            && let Some(d) = bytes.next_if(|d| (b'0'..=b'7').contains(d))
+        {
+            code = code * 8 + u32::from(d - b'0');
+            digits += 1;
+        }
+        if digits == 0 {
+            out.push(bytes.next().ok_or("it ends in a lone backslash")?);
+        } else {
+            out.push(u8::try_from(code).map_err(|_| format!("\\{code:o} is not a byte"))?);
+        }
+    }
+    Ok(out)
+}
+
+/// Linux's `makedev`: the device number of (major, minor), as `st_rdev` holds it.
+fn makedev(major: u32, minor: u32) -> u64 {
+    let (major, minor) = (u64::from(major), u64::from(minor));
+    ((major & 0xffff_f000) << 32)
+        | ((major & 0xfff) << 8)
+        | ((minor & 0xffff_ff00) << 12)
+        | (minor & 0xff)
+}
+
+/// Linux's `major`: the inverse of [`makedev`]'s first half.
+fn major(rdev: u64) -> u32 {
+    let major = ((rdev >> 32) & 0xffff_f000) | ((rdev >> 8) & 0xfff);
+    u32::try_from(major).expect("masked to 32 bits")
+}
+
+/// Linux's `minor`.
+fn minor(rdev: u64) -> u32 {
+    let minor = ((rdev >> 12) & 0xffff_ff00) | (rdev & 0xff);
+    u32::try_from(minor).expect("masked to 32 bits")
+}
+
+/// What clap's attributes cannot say: device numbers are refused for a fifo or a socket.
+fn check_usage(cli: &Cli) -> Result<(), clap::Error> {
+    if let Command::Mknod {
+        node: NodeType::Fifo | NodeType::Socket,
+        major: Some(_),
+        ..
+    } = cli.command
+    {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let mknod = cmd
+            .find_subcommand_mut("mknod")
+            .expect("mknod is a subcommand");
+        return Err(mknod.error(
+            ErrorKind::ArgumentConflict,
+            "MAJOR and MINOR are for devices (c, u, b), not for a fifo (p) or a socket (s)",
+        ));
+    }
+    Ok(())
 }
 
 /// TLS and the shared key, from the flags.
@@ -166,6 +420,9 @@ fn connect_options(cli: &Cli) -> Result<ConnectOptions, String> {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(e) = check_usage(&cli) {
+        e.exit();
+    }
     let options = match connect_options(&cli) {
         Ok(options) => options,
         Err(e) => {
@@ -243,140 +500,7 @@ async fn run(cli: Cli, options: ConnectOptions) -> Result<(), Failure> {
     let client = Client::connect_with(&cli.server, Arc::new(Session::new()), &options)
         .await
         .map_err(at(format!("connect {}", cli.server)))?;
-    match cli.command {
-        Command::Mkdir {
-            mode,
-            parents,
-            paths,
-        } => {
-            let mut made = Vec::new();
-            for path in paths {
-                let attr = if parents {
-                    mkdir_p(&client, &path, mode).await.map_err(at(&path))?
-                } else {
-                    let (parent, name) = client.resolve_parent(&path).await.map_err(at(&path))?;
-                    client.mkdir(parent, name, mode).await.map_err(at(&path))?
-                };
-                made.push(attr_json(&path, &attr));
-            }
-            if json {
-                print_json(&Value::Array(made));
-            }
-        }
-        Command::Create { mode, paths } => {
-            let mut made = Vec::new();
-            for path in paths {
-                let (parent, name) = client.resolve_parent(&path).await.map_err(at(&path))?;
-                let attr = client.create(parent, name, mode).await.map_err(at(&path))?;
-                made.push(attr_json(&path, &attr));
-            }
-            if json {
-                print_json(&Value::Array(made));
-            }
-        }
-        Command::Stat { paths } => {
-            let mut attrs = Vec::new();
-            for path in paths {
-                let attr = client.resolve(&path).await.map_err(at(&path))?;
-                if json {
-                    attrs.push(attr_json(&path, &attr));
-                } else {
-                    print_attr(&path, &attr);
-                }
-            }
-            if json {
-                print_json(&Value::Array(attrs));
-            }
-        }
-        Command::Ls { path, long } => {
-            let dir = client.resolve(&path).await.map_err(at(&path))?;
-            let entries = client.readdir_all(dir.ino).await.map_err(at(&path))?;
-            if json {
-                print_json(&Value::Array(entries.iter().map(entry_json).collect()));
-            }
-            for entry in entries.iter().filter(|_| !json) {
-                if long {
-                    let kind = if entry.kind == Kind::Directory {
-                        "d"
-                    } else {
-                        "-"
-                    };
-                    println!("{:>10} {kind} {}", entry.ino, entry.name);
-                } else {
-                    println!("{}", entry.name);
-                }
-            }
-        }
-        Command::Rm { paths } => {
-            let mut done = Vec::new();
-            for path in paths {
-                let (parent, name) = client.resolve_parent(&path).await.map_err(at(&path))?;
-                client.unlink(parent, name).await.map_err(at(&path))?;
-                done.push(json!({ "path": path }));
-            }
-            if json {
-                print_json(&Value::Array(done));
-            }
-        }
-        Command::Rmdir { paths } => {
-            let mut done = Vec::new();
-            for path in paths {
-                let (parent, name) = client.resolve_parent(&path).await.map_err(at(&path))?;
-                client.rmdir(parent, name).await.map_err(at(&path))?;
-                done.push(json!({ "path": path }));
-            }
-            if json {
-                print_json(&Value::Array(done));
-            }
-        }
-        Command::Mv { src, dst } => {
-            let (sp, sn) = client.resolve_parent(&src).await.map_err(at(&src))?;
-            let (dp, dn) = client.resolve_parent(&dst).await.map_err(at(&dst))?;
-            client
-                .rename(sp, sn, dp, dn)
-                .await
-                .map_err(at(format!("{src} -> {dst}")))?;
-            if json {
-                print_json(&json!({ "src": src, "dst": dst }));
-            }
-        }
-        Command::Setattr {
-            path,
-            mode,
-            uid,
-            gid,
-            size,
-        } => {
-            let ino = client.resolve(&path).await.map_err(at(&path))?.ino;
-            let set = SetAttr {
-                mode,
-                uid,
-                gid,
-                size,
-                mtime_ns: None,
-            };
-            let attr = client.setattr(ino, set).await.map_err(at(&path))?;
-            if json {
-                print_json(&attr_json(&path, &attr));
-            } else {
-                print_attr(&path, &attr);
-            }
-        }
-        Command::Sync => {
-            client.sync().await.map_err(at("sync"))?;
-            if json {
-                print_json(&json!({ "last_committed": client.last_committed() }));
-            }
-        }
-        Command::Status => {
-            let s = client.statfs().await.map_err(at("status"))?;
-            if json {
-                print_json(&status_json(&cli.server, &s));
-            } else {
-                print_status(&cli.server, &s);
-            }
-        }
-    }
+    execute(&client, cli.command, json, &cli.server).await?;
     // A server with early replies (`--ack early`) may have answered before the commit: say
     // so, as a client that goes away now would otherwise not know.
     let unsafe_changes = client.session().unsafe_count();
@@ -385,6 +509,406 @@ async fn run(cli: Cli, options: ConnectOptions) -> Result<(), Failure> {
             "mdsctl: {unsafe_changes} change(s) done but not committed yet (the server commits \
              them shortly; `mdsctl sync` waits for that)"
         );
+    }
+    Ok(())
+}
+
+/// One command, its output on stdout (text, or with `json` one document).
+async fn execute(
+    client: &Client,
+    command: Command,
+    json: bool,
+    server: &str,
+) -> Result<(), Failure> {
+    match command {
+        Command::Mkdir {
+            mode,
+            parents,
+            paths,
+        } => mkdir(client, json, mode, parents, paths).await,
+        Command::Create { mode, paths } => create(client, json, mode, paths).await,
+        Command::Stat { paths } => stat(client, json, paths).await,
+        Command::Ls { path, long } => ls(client, json, &path, long).await,
+        Command::Rm { paths } => remove(client, json, paths, false).await,
+        Command::Rmdir { paths } => remove(client, json, paths, true).await,
+        Command::Mv {
+            no_replace,
+            exchange,
+            src,
+            dst,
+        } => mv(client, json, &src, &dst, rename_how(no_replace, exchange)).await,
+        Command::Ln {
+            symbolic,
+            target,
+            link,
+        } => ln(client, json, &target, &link, symbolic).await,
+        Command::Readlink { path } => readlink(client, json, &path).await,
+        Command::Mknod {
+            mode,
+            path,
+            node,
+            major,
+            minor,
+        } => {
+            let rdev = makedev(major.unwrap_or(0), minor.unwrap_or(0));
+            mknod(client, json, &path, node.kind(), mode, rdev).await
+        }
+        Command::Setattr {
+            path,
+            mode,
+            uid,
+            gid,
+            size,
+            atime,
+            mtime,
+        } => {
+            let set = SetAttr {
+                mode,
+                uid,
+                gid,
+                size,
+                atime,
+                mtime,
+            };
+            setattr(client, json, &path, set).await
+        }
+        Command::Setfattr {
+            remove: Some(name),
+            path,
+            ..
+        } => removexattr(client, json, &path, &name).await,
+        Command::Setfattr {
+            name,
+            value,
+            create,
+            replace,
+            path,
+            ..
+        } => {
+            let name = name.expect("clap: -n is required without -x");
+            let value = value.map(|v| v.0).unwrap_or_default();
+            let how = xattr_set(create, replace);
+            setxattr(client, json, &path, &name, &value, how).await
+        }
+        Command::Getfattr { name, path, .. } => {
+            getfattr(client, json, &path, name.as_deref()).await
+        }
+        Command::Sync => {
+            client.sync().await.map_err(at("sync"))?;
+            if json {
+                print_json(&json!({ "last_committed": client.last_committed() }));
+            }
+            Ok(())
+        }
+        Command::Status => {
+            let s = client.statfs().await.map_err(at("status"))?;
+            if json {
+                print_json(&status_json(server, &s));
+            } else {
+                print_status(server, &s);
+            }
+            Ok(())
+        }
+    }
+}
+
+/// `mv`'s flags (clap lets one at most through).
+fn rename_how(no_replace: bool, exchange: bool) -> RenameHow {
+    match (no_replace, exchange) {
+        (_, true) => RenameHow::Exchange,
+        (true, false) => RenameHow::NoReplace,
+        (false, false) => RenameHow::Replace,
+    }
+}
+
+/// `setfattr`'s flags (clap lets one at most through).
+fn xattr_set(create: bool, replace: bool) -> XattrSet {
+    match (create, replace) {
+        (true, _) => XattrSet::Create,
+        (false, true) => XattrSet::Replace,
+        (false, false) => XattrSet::Either,
+    }
+}
+
+async fn mkdir(
+    client: &Client,
+    json: bool,
+    mode: u32,
+    parents: bool,
+    paths: Vec<String>,
+) -> Result<(), Failure> {
+    let mut made = Vec::new();
+    for path in paths {
+        let attr = if parents {
+            mkdir_p(client, &path, mode).await.map_err(at(&path))?
+        } else {
+            let (parent, name) = client.resolve_parent(&path).await.map_err(at(&path))?;
+            client.mkdir(parent, name, mode).await.map_err(at(&path))?
+        };
+        made.push(attr_json(&path, &attr));
+    }
+    if json {
+        print_json(&Value::Array(made));
+    }
+    Ok(())
+}
+
+async fn create(client: &Client, json: bool, mode: u32, paths: Vec<String>) -> Result<(), Failure> {
+    let mut made = Vec::new();
+    for path in paths {
+        let (parent, name) = client.resolve_parent(&path).await.map_err(at(&path))?;
+        let attr = client.create(parent, name, mode).await.map_err(at(&path))?;
+        made.push(attr_json(&path, &attr));
+    }
+    if json {
+        print_json(&Value::Array(made));
+    }
+    Ok(())
+}
+
+async fn stat(client: &Client, json: bool, paths: Vec<String>) -> Result<(), Failure> {
+    let mut attrs = Vec::new();
+    for path in paths {
+        let attr = client.resolve(&path).await.map_err(at(&path))?;
+        if json {
+            attrs.push(attr_json(&path, &attr));
+        } else {
+            print_attr(&path, &attr);
+        }
+    }
+    if json {
+        print_json(&Value::Array(attrs));
+    }
+    Ok(())
+}
+
+async fn ls(client: &Client, json: bool, path: &str, long: bool) -> Result<(), Failure> {
+    let dir = client.resolve(path).await.map_err(at(path))?;
+    let entries = client.readdir_all(dir.ino).await.map_err(at(path))?;
+    if json {
+        print_json(&Value::Array(entries.iter().map(entry_json).collect()));
+        return Ok(());
+    }
+    for entry in &entries {
+        if long {
+            println!("{:>10} {} {}", entry.ino, entry.kind.letter(), entry.name);
+        } else {
+            println!("{}", entry.name);
+        }
+    }
+    Ok(())
+}
+
+/// `rm` (UNLINK), or with `dirs` `rmdir`.
+async fn remove(
+    client: &Client,
+    json: bool,
+    paths: Vec<String>,
+    dirs: bool,
+) -> Result<(), Failure> {
+    let mut done = Vec::new();
+    for path in paths {
+        let (parent, name) = client.resolve_parent(&path).await.map_err(at(&path))?;
+        if dirs {
+            client.rmdir(parent, name).await.map_err(at(&path))?;
+        } else {
+            client.unlink(parent, name).await.map_err(at(&path))?;
+        }
+        done.push(json!({ "path": path }));
+    }
+    if json {
+        print_json(&Value::Array(done));
+    }
+    Ok(())
+}
+
+async fn mv(
+    client: &Client,
+    json: bool,
+    src: &str,
+    dst: &str,
+    how: RenameHow,
+) -> Result<(), Failure> {
+    let (sp, sn) = client.resolve_parent(src).await.map_err(at(src))?;
+    let (dp, dn) = client.resolve_parent(dst).await.map_err(at(dst))?;
+    let arrow = if how == RenameHow::Exchange {
+        "<->"
+    } else {
+        "->"
+    };
+    client
+        .rename_how(sp, sn, dp, dn, how)
+        .await
+        .map_err(at(format!("{src} {arrow} {dst}")))?;
+    if json {
+        let how = match how {
+            RenameHow::Replace => "replace",
+            RenameHow::NoReplace => "no-replace",
+            RenameHow::Exchange => "exchange",
+        };
+        print_json(&json!({ "src": src, "dst": dst, "how": how }));
+    }
+    Ok(())
+}
+
+/// `ln`: a hard link to TARGET's inode, or with `symbolic` a symbolic link to the string
+/// TARGET. Prints (json) the attributes of the inode LINK names.
+async fn ln(
+    client: &Client,
+    json: bool,
+    target: &OsStr,
+    link: &str,
+    symbolic: bool,
+) -> Result<(), Failure> {
+    let shown = target.to_string_lossy();
+    let attr = if symbolic {
+        let (parent, name) = client.resolve_parent(link).await.map_err(at(link))?;
+        client
+            .symlink(parent, name, target.as_bytes())
+            .await
+            .map_err(at(format!("{link} -> {shown}")))?
+    } else {
+        // Names on the server are UTF-8: a path that is not names nothing there.
+        let path = target
+            .to_str()
+            .ok_or(ClientError::Errno(Errno::EINVAL))
+            .map_err(at(shown.as_ref()))?;
+        let ino = client.resolve(path).await.map_err(at(path))?.ino;
+        let (parent, name) = client.resolve_parent(link).await.map_err(at(link))?;
+        client
+            .link(ino, parent, name)
+            .await
+            .map_err(at(format!("{link} => {path}")))?
+    };
+    if json {
+        print_json(&attr_json(link, &attr));
+    }
+    Ok(())
+}
+
+async fn readlink(client: &Client, json: bool, path: &str) -> Result<(), Failure> {
+    let ino = client.resolve(path).await.map_err(at(path))?.ino;
+    let target = client.readlink(ino).await.map_err(at(path))?;
+    if json {
+        print_json(&json!({
+            "path": path,
+            "target": String::from_utf8_lossy(&target),
+            "target_hex": hex(&target),
+        }));
+    } else {
+        // The bytes as they are (a target need not be UTF-8), as readlink(1) prints them.
+        let mut out = std::io::stdout().lock();
+        out.write_all(&target)
+            .and_then(|()| out.write_all(b"\n"))
+            .and_then(|()| out.flush())
+            .unwrap_or_else(|e| panic!("writing to stdout: {e}"));
+    }
+    Ok(())
+}
+
+async fn mknod(
+    client: &Client,
+    json: bool,
+    path: &str,
+    kind: Kind,
+    mode: u32,
+    rdev: u64,
+) -> Result<(), Failure> {
+    let (parent, name) = client.resolve_parent(path).await.map_err(at(path))?;
+    let attr = client
+        .mknod(parent, name, kind, mode, rdev)
+        .await
+        .map_err(at(path))?;
+    if json {
+        print_json(&attr_json(path, &attr));
+    }
+    Ok(())
+}
+
+async fn setattr(client: &Client, json: bool, path: &str, set: SetAttr) -> Result<(), Failure> {
+    let ino = client.resolve(path).await.map_err(at(path))?.ino;
+    let attr = client.setattr(ino, set).await.map_err(at(path))?;
+    if json {
+        print_json(&attr_json(path, &attr));
+    } else {
+        print_attr(path, &attr);
+    }
+    Ok(())
+}
+
+async fn setxattr(
+    client: &Client,
+    json: bool,
+    path: &str,
+    name: &str,
+    value: &[u8],
+    how: XattrSet,
+) -> Result<(), Failure> {
+    let ino = client.resolve(path).await.map_err(at(path))?.ino;
+    client
+        .setxattr(ino, name, value, how)
+        .await
+        .map_err(at(format!("{path}: {name}")))?;
+    if json {
+        print_json(&json!({ "path": path, "name": name, "size": value.len() }));
+    }
+    Ok(())
+}
+
+async fn removexattr(client: &Client, json: bool, path: &str, name: &str) -> Result<(), Failure> {
+    let ino = client.resolve(path).await.map_err(at(path))?.ino;
+    client
+        .removexattr(ino, name)
+        .await
+        .map_err(at(format!("{path}: {name}")))?;
+    if json {
+        print_json(&json!({ "path": path, "removed": name }));
+    }
+    Ok(())
+}
+
+/// `getfattr -n NAME`, or every attribute. Text: `NAME="VALUE"` lines; json: `{"path",
+/// "xattrs": [{"name", "value" (lossy UTF-8), "value_hex"}]}` either way.
+async fn getfattr(
+    client: &Client,
+    json: bool,
+    path: &str,
+    name: Option<&str>,
+) -> Result<(), Failure> {
+    let ino = client.resolve(path).await.map_err(at(path))?.ino;
+    let mut found = Vec::new();
+    if let Some(name) = name {
+        let value = client
+            .getxattr(ino, name)
+            .await
+            .map_err(at(format!("{path}: {name}")))?;
+        found.push((name.to_owned(), value));
+    } else {
+        for name in client.listxattr(ino).await.map_err(at(path))? {
+            match client.getxattr(ino, &name).await {
+                Ok(value) => found.push((name, value)),
+                // Removed since it was listed.
+                Err(e) if e.errno() == Some(Errno::ENODATA) => {}
+                Err(e) => return Err(Failure::Client(format!("{path}: {name}"), e)),
+            }
+        }
+    }
+    if json {
+        let xattrs = found
+            .iter()
+            .map(|(name, value)| {
+                json!({
+                    "name": name,
+                    "value": String::from_utf8_lossy(value),
+                    "value_hex": hex(value),
+                })
+            })
+            .collect();
+        print_json(&json!({ "path": path, "xattrs": Value::Array(xattrs) }));
+    } else {
+        for (name, value) in &found {
+            println!("{name}={}", xattr_text(value));
+        }
     }
     Ok(())
 }
@@ -415,18 +939,61 @@ async fn mkdir_p(client: &Client, path: &str, mode: u32) -> Result<Attr, ClientE
     Ok(attr)
 }
 
+fn hex(bytes: &[u8]) -> String {
+    let mut s = String::with_capacity(2 * bytes.len());
+    for b in bytes {
+        write!(s, "{b:02x}").expect("writing to a String cannot fail");
+    }
+    s
+}
+
+/// A value as getfattr(1) prints it: text in double quotes, with `"`, `\` and what is not
+/// printable ASCII as `\NNN` (octal), if at most one byte in eight is not printable; else
+/// `0x` and hex digits. setfattr (and `mdsctl setfattr -v`) reads both back.
+fn xattr_text(value: &[u8]) -> String {
+    let printable = |b: u8| (0x20..0x7f).contains(&b);
+    let unprintable = value.iter().filter(|b| !printable(**b)).count();
+    if value.len() < unprintable * 8 {
+        return format!("0x{}", hex(value));
+    }
+    let mut s = String::with_capacity(value.len() + 2);
+    s.push('"');
+    for &b in value {
+        if printable(b) && b != b'"' && b != b'\\' {
+            s.push(char::from(b));
+        } else {
+            write!(s, "\\{b:03o}").expect("writing to a String cannot fail");
+        }
+    }
+    s.push('"');
+    s
+}
+
 fn kind_name(kind: Kind) -> &'static str {
     match kind {
         Kind::Directory => "directory",
         Kind::File => "file",
+        Kind::Symlink => "symlink",
+        Kind::Fifo => "fifo",
+        Kind::Socket => "socket",
+        Kind::CharDevice => "char-device",
+        Kind::BlockDevice => "block-device",
     }
 }
 
+/// A device's (major, minor); `None` for every other kind.
+fn device(a: &Attr) -> Option<(u32, u32)> {
+    matches!(a.kind, Kind::CharDevice | Kind::BlockDevice).then(|| (major(a.rdev), minor(a.rdev)))
+}
+
+/// RFC 3339 in UTC; a time before the epoch shows as the epoch (humantime cannot say it).
 fn rfc3339(ns: i64) -> String {
-    humantime::format_rfc3339_nanos(UNIX_EPOCH + Duration::from_nanos(ns.max(0) as u64)).to_string()
+    let ns = u64::try_from(ns).unwrap_or(0);
+    humantime::format_rfc3339_nanos(UNIX_EPOCH + Duration::from_nanos(ns)).to_string()
 }
 
 fn attr_json(path: &str, a: &Attr) -> Value {
+    let dev = device(a);
     json!({
         "path": path,
         "inode": a.ino,
@@ -436,10 +1003,15 @@ fn attr_json(path: &str, a: &Attr) -> Value {
         "gid": a.gid,
         "nlink": a.nlink,
         "size": a.size,
-        "ctime": rfc3339(a.ctime_ns),
-        "ctime_ns": a.ctime_ns,
+        "rdev": a.rdev,
+        "major": dev.map(|(major, _)| major),
+        "minor": dev.map(|(_, minor)| minor),
+        "atime": rfc3339(a.atime_ns),
+        "atime_ns": a.atime_ns,
         "mtime": rfc3339(a.mtime_ns),
         "mtime_ns": a.mtime_ns,
+        "ctime": rfc3339(a.ctime_ns),
+        "ctime_ns": a.ctime_ns,
         "generation": a.generation,
     })
 }
@@ -462,6 +1034,11 @@ fn status_json(server: &str, s: &StatFs) -> Value {
         "inodes": s.inodes,
         "directories": s.directories,
         "files": s.files,
+        "others": s.others,
+        "xattr_bytes": s.xattr_bytes,
+        "store_bytes": s.store_bytes,
+        "store_bytes_free": s.store_bytes_free,
+        "store_bytes_available": s.store_bytes_available,
         "last_committed": s.last_committed,
         "last_transno": s.last_transno,
         "commits": s.commits,
@@ -474,11 +1051,38 @@ fn status_json(server: &str, s: &StatFs) -> Value {
     })
 }
 
+/// Bytes in binary units for people: `512 B`, `1.5 KiB`, `931.3 GiB`.
+fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut value = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while value >= 1024.0 && unit + 1 < UNITS.len() {
+        value /= 1024.0;
+        unit += 1;
+    }
+    format!("{value:.1} {}", UNITS[unit])
+}
+
 fn print_status(server: &str, s: &StatFs) {
     println!("server:          {server}");
     println!("inodes:          {}", s.inodes);
     println!("directories:     {}", s.directories);
     println!("files:           {}", s.files);
+    println!("others:          {}", s.others);
+    println!("xattr_bytes:     {}", s.xattr_bytes);
+    if s.store_bytes == 0 {
+        println!("store:           unknown");
+    } else {
+        println!(
+            "store:           {} total, {} free, {} available",
+            human_bytes(s.store_bytes),
+            human_bytes(s.store_bytes_free),
+            human_bytes(s.store_bytes_available)
+        );
+    }
     println!("last_committed:  {}", s.last_committed);
     println!("last_transno:    {}", s.last_transno);
     println!("commits:         {}", s.commits);
@@ -502,7 +1106,91 @@ fn print_attr(path: &str, a: &Attr) {
     println!("gid:        {}", a.gid);
     println!("nlink:      {}", a.nlink);
     println!("size:       {}", a.size);
-    println!("ctime:      {}", rfc3339(a.ctime_ns));
+    match device(a) {
+        Some((major, minor)) => println!("rdev:       {major},{minor}"),
+        None => println!("rdev:       {}", a.rdev),
+    }
+    println!("atime:      {}", rfc3339(a.atime_ns));
     println!("mtime:      {}", rfc3339(a.mtime_ns));
+    println!("ctime:      {}", rfc3339(a.ctime_ns));
     println!("generation: {}", a.generation);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn device_numbers_encode_as_linux_makedev_does() {
+        assert_eq!(makedev(1, 3), 0x0103);
+        assert_eq!(makedev(8, 17), 0x0811);
+        // Past the old 8-bit fields: glibc's makedev(0x12345, 0x6789ab).
+        let rdev = makedev(0x12345, 0x0067_89ab);
+        assert_eq!(rdev, 0x0001_2006_7893_45ab);
+        assert_eq!((major(rdev), minor(rdev)), (0x12345, 0x0067_89ab));
+        for (ma, mi) in [(0, 0), (u32::MAX, u32::MAX), (4095, 255), (4096, 256)] {
+            assert_eq!((major(makedev(ma, mi)), minor(makedev(ma, mi))), (ma, mi));
+        }
+    }
+
+    #[test]
+    fn values_decode_as_setfattr_reads_them_and_print_as_getfattr_does() {
+        let value = |s: &str| parse_xattr_value(s).map(|v| v.0);
+        assert_eq!(value("plain text").unwrap(), b"plain text");
+        assert_eq!(value("0x00ff7A").unwrap(), [0, 0xff, 0x7a]);
+        assert_eq!(value("0X").unwrap(), b"");
+        assert_eq!(value(r#""a\"b\\c\012""#).unwrap(), b"a\"b\\c\n");
+        assert_eq!(value(r#""0x1""#).unwrap(), b"0x1");
+        for bad in ["0x1", "0xzz", "0sYWJj", r#""a\""#, r#""\400""#] {
+            assert!(value(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(xattr_text(b"hello"), r#""hello""#);
+        assert_eq!(xattr_text(b""), r#""""#);
+        assert_eq!(xattr_text(b"say \"hi\"\n\\"), r#""say \042hi\042\012\134""#);
+        assert_eq!(xattr_text(&[0, 1, 0xfe]), "0x0001fe");
+        for v in [&b"say \"hi\"\n\\"[..], &[0, 1, 0xfe], b"", b"x"] {
+            assert_eq!(value(&xattr_text(v)).unwrap(), v, "{v:?}");
+        }
+    }
+
+    #[test]
+    fn times_are_now_nanoseconds_or_rfc3339() {
+        assert_eq!(parse_set_time("now"), Ok(SetTime::Now));
+        assert_eq!(
+            parse_set_time("1700000000123456789"),
+            Ok(SetTime::At(1_700_000_000_123_456_789))
+        );
+        assert_eq!(
+            parse_set_time("2023-11-14T22:13:20Z"),
+            Ok(SetTime::At(1_700_000_000_000_000_000))
+        );
+        assert_eq!(
+            parse_set_time("2023-11-14 22:13:20.5"),
+            Ok(SetTime::At(1_700_000_000_500_000_000))
+        );
+        assert!(parse_set_time("yesterday").is_err());
+        assert!(parse_set_time("9999-01-01T00:00:00Z").is_err(), "past 2262");
+    }
+
+    #[test]
+    fn every_kind_has_a_name() {
+        let names: Vec<_> = Kind::ALL.into_iter().map(kind_name).collect();
+        assert_eq!(
+            names,
+            [
+                "directory",
+                "file",
+                "symlink",
+                "fifo",
+                "socket",
+                "char-device",
+                "block-device"
+            ]
+        );
+    }
+
+    #[test]
+    fn the_command_line_is_consistent() {
+        Cli::command().debug_assert();
+    }
 }

@@ -16,12 +16,13 @@ use crate::error::{Error, Fault, Result};
 use crate::options::{Tuning, block_cache, cf_descriptors, db_options, full_scan};
 use crate::resend::{ClientResend, ClientSlots};
 use crate::schema::{
-    ALL_CFS, CF_CLIENTS, CF_DENTRIES, CF_INODES, CF_META, Dentry, Inode, JournalOp,
-    META_CLIENT_PREFIX, META_INO_CEILING, META_LAST_COMMITTED, META_NEXT_INO, META_REPLAY_KEY,
-    META_SCHEMA_VERSION, META_SESSION_PREFIX, META_TRANSNO_CEILING, ROOT_INO, ResendRecord,
-    ResendSlot, ResendSlotRef, SCHEMA_VERSION, SCHEMA_VERSION_WITHOUT_RESEND, SECRET_LEN, TxRecord,
-    client_key, decode, decode_dentry_key, decode_meta_u64, decode_resend_key, decode_u64_key,
-    dentry_key, dentry_key_into, encode, ino_key, now_ns, resend_key, session_key,
+    ALL_CFS, CF_CLIENTS, CF_DENTRIES, CF_INODES, CF_META, CF_XATTRS, Dentry, Inode, InodeV2,
+    JournalOp, META_CLIENT_PREFIX, META_INO_CEILING, META_LAST_COMMITTED, META_NEXT_INO,
+    META_REPLAY_KEY, META_SCHEMA_VERSION, META_SESSION_PREFIX, META_TRANSNO_CEILING, ROOT_INO,
+    ResendRecord, ResendSlot, ResendSlotRef, SCHEMA_VERSION, SCHEMA_VERSION_V2_INODES,
+    SCHEMA_VERSION_WITHOUT_RESEND, SECRET_LEN, TxRecord, client_key, decode, decode_dentry_key,
+    decode_meta_u64, decode_resend_key, decode_u64_key, dentry_key, dentry_key_into, encode,
+    ino_key, now_ns, resend_key, session_key, xattr_key,
 };
 
 /// How the journal is opened.
@@ -87,6 +88,11 @@ pub struct Recovered {
     /// The session secrets of the clients whose sessions the journal keeps (resend records,
     /// or known): (client, secret), in client order.
     pub sessions: Vec<(u64, [u8; SECRET_LEN])>,
+    /// The schema version this open upgraded the store from, if it did.
+    pub upgraded_from: Option<u32>,
+    /// The store's schema version as this open found it: older than [`SCHEMA_VERSION`] only
+    /// for a read-only open of a store no build of this version has opened for writing.
+    pub schema_version: u32,
 }
 
 /// What one group commit did.
@@ -136,6 +142,9 @@ pub struct Journal {
     /// The server's inode counter as last reported (`Journal::note_inode_counter`): the ino
     /// ceiling is kept a lease above it, whatever the creates that burned numbers left behind.
     inode_counter: AtomicU64,
+    /// Inodes are in the layout of schema version 2 ([`InodeV2`]): a read-only open of a store
+    /// no build of version 3 has opened for writing yet.
+    v2_inodes: bool,
 }
 
 impl std::fmt::Debug for Journal {
@@ -185,8 +194,14 @@ impl Journal {
         let mut opts = db_options(&tuning);
         opts.create_if_missing(false);
         let cache = block_cache();
-        let db =
-            DB::open_cf_descriptors_read_only(&opts, path, cf_descriptors(&cache, &tuning), false)?;
+        // A store of an older schema may lack a family this build added (`xattrs`, in
+        // version 3): a read-only open cannot create it, so it opens what is there, and reads
+        // of a missing family find nothing.
+        let present = DB::list_cf(&opts, path)?;
+        let families = cf_descriptors(&cache, &tuning)
+            .into_iter()
+            .filter(|d| present.iter().any(|p| p == d.name()));
+        let db = DB::open_cf_descriptors_read_only(&opts, path, families, false)?;
         Self::finish_open(db, opts, path, JournalOptions::default(), false)
     }
 
@@ -197,7 +212,7 @@ impl Journal {
         options: JournalOptions,
         writable: bool,
     ) -> Result<(Journal, Recovered)> {
-        let journal = Journal {
+        let mut journal = Journal {
             db,
             path: path.to_owned(),
             last_committed: AtomicU64::new(0),
@@ -211,8 +226,11 @@ impl Journal {
             transno_ceiling: AtomicU64::new(0),
             ino_ceiling: AtomicU64::new(0),
             inode_counter: AtomicU64::new(0),
+            v2_inodes: false,
         };
         let meta = journal.cf(CF_META);
+        let (mut upgraded_from, mut v2_inodes) = (None, false);
+        let mut schema_version = SCHEMA_VERSION;
         let created = match journal.db.get_cf(meta, META_SCHEMA_VERSION)? {
             Some(v) => {
                 let found =
@@ -220,15 +238,18 @@ impl Journal {
                         what: "schema version",
                         detail: format!("{} bytes", v.len()),
                     })?);
-                if found == SCHEMA_VERSION_WITHOUT_RESEND && journal.resend_family_is_empty()? {
-                    // The previous version never wrote resend records: nothing to convert.
+                // Version 1 never wrote resend records; versions 1 and 2 share the inode
+                // layout that version 3 extended.
+                let old = found == SCHEMA_VERSION_V2_INODES
+                    || (found == SCHEMA_VERSION_WITHOUT_RESEND
+                        && journal.resend_family_is_empty()?);
+                if old {
+                    schema_version = found;
                     if writable {
-                        journal.db.put_cf_opt(
-                            meta,
-                            META_SCHEMA_VERSION,
-                            SCHEMA_VERSION.to_le_bytes(),
-                            &synced(),
-                        )?;
+                        journal.upgrade(path, found)?;
+                        upgraded_from = Some(found);
+                    } else {
+                        v2_inodes = true;
                     }
                 } else if found != SCHEMA_VERSION {
                     return Err(Error::SchemaVersion {
@@ -250,6 +271,8 @@ impl Journal {
                 });
             }
         };
+        journal.v2_inodes = v2_inodes;
+        let meta = journal.cf(CF_META);
         let last_committed = match journal.db.get_cf(meta, META_LAST_COMMITTED)? {
             Some(v) => decode_meta_u64("last_committed", &v)?,
             None => 0,
@@ -297,8 +320,65 @@ impl Journal {
                 ceilings,
                 leased,
                 sessions,
+                upgraded_from,
+                schema_version: if writable {
+                    SCHEMA_VERSION
+                } else {
+                    schema_version
+                },
             },
         ))
+    }
+
+    /// Upgrades a version 1 or 2 store: every inode rewritten in the current layout, and the
+    /// current version recorded, all in one synced batch — a crash leaves the store either
+    /// as it was or upgraded, never with the two layouts mixed (which one decoding could not
+    /// tell apart). The batch holds the whole inode family once: a one-time cost at the
+    /// first start of a new build.
+    ///
+    /// Sessions go: resend records hold replies encoded in the protocol of the build that
+    /// wrote them, and no client of that protocol can reach this build (it refuses other
+    /// versions at CONNECT), so none could ever resend. A store with known clients — it was
+    /// not stopped cleanly, and clients may still replay early replies into it, which only
+    /// the old build can take — is refused, before anything is written.
+    fn upgrade(&self, path: &Path, found: u32) -> Result<()> {
+        let known = self.known_clients()?;
+        if !known.is_empty() {
+            return Err(Error::UpgradeWithKnownClients {
+                path: path.display().to_string(),
+                found,
+                clients: known.len(),
+            });
+        }
+        let (inodes, clients, meta) = (self.cf(CF_INODES), self.cf(CF_CLIENTS), self.cf(CF_META));
+        let mut batch = WriteBatch::default();
+        for item in self.scan(CF_INODES) {
+            let (key, value) = item?;
+            let old: InodeV2 = decode("version 2 inode", &value)?;
+            batch.put_cf(inodes, &key, encode(&Inode::from(old)));
+        }
+        for item in self.scan(CF_CLIENTS) {
+            batch.delete_cf(clients, item?.0);
+        }
+        for item in self.db.prefix_iterator_cf(meta, META_SESSION_PREFIX) {
+            let (key, _) = item?;
+            if !key.starts_with(META_SESSION_PREFIX) {
+                break; // past the prefix
+            }
+            batch.delete_cf(meta, key);
+        }
+        batch.put_cf(meta, META_SCHEMA_VERSION, SCHEMA_VERSION.to_le_bytes());
+        self.db.write_opt(batch, &synced())?;
+        Ok(())
+    }
+
+    /// Decodes a stored inode in the layout this store holds.
+    fn decode_inode(&self, bytes: &[u8]) -> Result<Inode> {
+        if self.v2_inodes {
+            Ok(decode::<InodeV2>("version 2 inode", bytes)?.into())
+        } else {
+            decode("inode", bytes)
+        }
     }
 
     /// The store's replay key; a writable open of a store without one (new, or written by a
@@ -625,11 +705,12 @@ impl Journal {
                 });
             }
         }
-        let (inodes, dentries, clients, meta) = (
+        let (inodes, dentries, clients, meta, xattrs) = (
             self.cf(CF_INODES),
             self.cf(CF_DENTRIES),
             self.cf(CF_CLIENTS),
             self.cf(CF_META),
+            self.cf(CF_XATTRS),
         );
         let mut next_ino = self.next_ino.load(Ordering::Relaxed);
         let mut batch = WriteBatch::default();
@@ -680,6 +761,14 @@ impl Journal {
                     }
                     JournalOp::BindSession { client, secret } => {
                         batch.put_cf(meta, session_key(*client), secret);
+                    }
+                    JournalOp::PutXattr { ino, name, value } => {
+                        dentry_key_into(&mut key, *ino, name);
+                        batch.put_cf(xattrs, &key, value);
+                    }
+                    JournalOp::DeleteXattr { ino, name } => {
+                        dentry_key_into(&mut key, *ino, name);
+                        batch.delete_cf(xattrs, &key);
                     }
                 }
             }
@@ -764,9 +853,17 @@ impl Journal {
     /// Reads one committed inode.
     pub fn inode(&self, ino: u64) -> Result<Option<Inode>> {
         match self.db.get_pinned_cf(self.cf(CF_INODES), ino_key(ino))? {
-            Some(v) => Ok(Some(decode("inode", &v)?)),
+            Some(v) => Ok(Some(self.decode_inode(&v)?)),
             None => Ok(None),
         }
+    }
+
+    /// Reads one committed extended attribute.
+    pub fn xattr(&self, ino: u64, name: &str) -> Result<Option<Vec<u8>>> {
+        let Some(xattrs) = self.db.cf_handle(CF_XATTRS) else {
+            return Ok(None); // a read-only open of a store from before them
+        };
+        Ok(self.db.get_cf(xattrs, xattr_key(ino, name))?)
     }
 
     /// Reads one committed directory entry.
@@ -800,7 +897,7 @@ impl Journal {
     pub fn scan_inodes(&self, mut f: impl FnMut(Inode) -> Result<()>) -> Result<()> {
         for item in self.scan(CF_INODES) {
             let (key, value) = item?;
-            let inode: Inode = decode("inode", &value)?;
+            let inode = self.decode_inode(&value)?;
             let ino = decode_u64_key("inode key", &key)?;
             if ino != inode.ino {
                 return Err(Error::Corrupt {
@@ -823,6 +920,20 @@ impl Journal {
             let (key, value) = item?;
             let (parent, name) = decode_dentry_key(&key)?;
             f(parent, name, decode("dentry", &value)?)?;
+        }
+        Ok(())
+    }
+
+    /// Calls `f(ino, name, value)` on every committed extended attribute, grouped by inode
+    /// and in name-byte order within one inode.
+    pub fn scan_xattrs(&self, mut f: impl FnMut(u64, String, Vec<u8>) -> Result<()>) -> Result<()> {
+        if self.db.cf_handle(CF_XATTRS).is_none() {
+            return Ok(()); // a read-only open of a store from before them
+        }
+        for item in self.scan(CF_XATTRS) {
+            let (key, value) = item?;
+            let (ino, name) = decode_dentry_key(&key)?;
+            f(ino, name, value.into_vec())?;
         }
         Ok(())
     }
@@ -886,8 +997,8 @@ impl Journal {
         };
         let families = ALL_CFS
             .iter()
-            .map(|name| {
-                let cf = self.cf(name);
+            .filter_map(|name| Some((name, self.db.cf_handle(name)?)))
+            .map(|(name, cf)| {
                 (
                     *name,
                     prop(cf, "rocksdb.estimate-num-keys"),

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::schema::{ENCODING_CHANGED, FileKind, hex};
+use std::path::Path;
 
 /// Every key and value in the store, family by family, as hex; the replay key, drawn at
 /// random, by its length.
@@ -43,6 +44,9 @@ fn what_a_commit_writes_is_pinned() {
         parent,
         entries,
         transno,
+        atime_ns: 0,
+        rdev: 0,
+        target: Vec::new(),
     };
     let resend = |xid| JournalOp::PutResend {
         client: 7,
@@ -100,6 +104,11 @@ fn what_a_commit_writes_is_pinned() {
                     name: "g".into(),
                 },
                 JournalOp::DeleteInode(4),
+                JournalOp::PutXattr {
+                    ino: 3,
+                    name: "user.k".into(),
+                    value: vec![0xab],
+                },
                 resend(2),
             ],
         },
@@ -107,9 +116,10 @@ fn what_a_commit_writes_is_pinned() {
     j.commit(&records).unwrap();
     let golden = [
         // key: ino, u64 BE. value: postcard Inode.
-        "inodes 0000000000000001 = 0100ed03e807640300d00fa01f01010101",
-        "inodes 0000000000000002 = 0200ed03e807640200d00fa01f02010102",
-        "inodes 0000000000000003 = 0301ed03e807640100d00fa01f03000002",
+        // The last three bytes: atime_ns 0, rdev 0, no target.
+        "inodes 0000000000000001 = 0100ed03e807640300d00fa01f01010101000000",
+        "inodes 0000000000000002 = 0200ed03e807640200d00fa01f02010102000000",
+        "inodes 0000000000000003 = 0301ed03e807640100d00fa01f03000002000000",
         // key: parent u64 BE ++ name's UTF-8 ("d", "f"). value: postcard Dentry.
         "dentries 000000000000000164 = 0200",
         "dentries 000000000000000266 = 0301",
@@ -124,8 +134,10 @@ fn what_a_commit_writes_is_pinned() {
         "meta 6c6173745f636f6d6d6974746564 = 0200000000000000",
         "meta 6e6578745f696e6f = 0500000000000000",
         "meta 7265706c61795f6b6579 = (32 random bytes)",
-        "meta 736368656d615f76657273696f6e = 02000000",
+        "meta 736368656d615f76657273696f6e = 03000000",
         "meta 7472616e736e6f5f6365696c696e67 = 0200020000000000",
+        // key: ino u64 BE ++ name's bytes ("user.k"). value: the bytes as given.
+        "xattrs 0000000000000003757365722e6b = ab",
     ];
     assert_eq!(raw_contents(&j), golden, "{ENCODING_CHANGED}");
 }
@@ -152,6 +164,9 @@ fn a_batch_writes_each_inode_once_with_its_last_state() {
             parent: ROOT_INO,
             entries,
             transno,
+            atime_ns: 0,
+            rdev: 0,
+            target: Vec::new(),
         })
     };
     let memtable_entries = |j: &Journal| {
@@ -298,14 +313,184 @@ fn records_the_client_already_has_replies_for_are_not_written() {
     assert!(clients_keys(&j).is_empty());
 }
 
+/// Makes the store at `dir` look as a build of schema `version` (1 or 2) left it: every inode
+/// in the layout of those versions, no `xattrs` family, and the version recorded.
+fn downgrade(dir: &Path, version: u32) {
+    let (mut j, _) = Journal::open(dir, JournalOptions::default()).unwrap();
+    j.db.drop_cf(CF_XATTRS).unwrap();
+    let mut old = Vec::new();
+    j.scan_inodes(|inode| {
+        old.push(InodeV2 {
+            ino: inode.ino,
+            kind: inode.kind,
+            mode: inode.mode,
+            uid: inode.uid,
+            gid: inode.gid,
+            nlink: inode.nlink,
+            size: inode.size,
+            ctime_ns: inode.ctime_ns,
+            mtime_ns: inode.mtime_ns,
+            generation: inode.generation,
+            parent: inode.parent,
+            entries: inode.entries,
+            transno: inode.transno,
+        });
+        Ok(())
+    })
+    .unwrap();
+    for inode in old {
+        j.db.put_cf(j.cf(CF_INODES), ino_key(inode.ino), encode(&inode))
+            .unwrap();
+    }
+    j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, version.to_le_bytes())
+        .unwrap();
+}
+
+/// A store of versions 1 or 2: read as it is by a read-only open (fsck), and upgraded by the
+/// first writable one, every inode at once, its atime taken from its mtime; the version says
+/// so after, and the next open has nothing to upgrade.
 #[test]
-fn a_store_of_the_version_before_resend_records_is_upgraded_in_place() {
+fn a_store_of_version_2_is_read_as_it_is_and_upgraded_by_the_first_writable_open() {
     let dir = tempfile::tempdir().unwrap();
     {
         let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
-        j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, 1u32.to_le_bytes())
+        let mut file = Inode::root(5);
+        file.ino = 2;
+        file.kind = FileKind::File;
+        file.mtime_ns = 77;
+        file.transno = 1;
+        j.commit(&[TxRecord {
+            transno: 1,
+            ops: vec![
+                JournalOp::PutInode(file),
+                JournalOp::BindSession {
+                    client: 7,
+                    secret: [9; SECRET_LEN],
+                },
+                put_resend(7, 0, 1),
+            ],
+        }])
+        .unwrap();
+    }
+    downgrade(dir.path(), 2);
+    let read = |j: &Journal| {
+        let mut seen = Vec::new();
+        j.scan_inodes(|i| {
+            seen.push((
+                i.ino,
+                i.kind,
+                i.mtime_ns,
+                i.atime_ns,
+                i.rdev,
+                i.target.len(),
+            ));
+            Ok(())
+        })
+        .unwrap();
+        seen
+    };
+    let (ro, recovered) = Journal::open_read_only(dir.path()).unwrap();
+    assert_eq!(
+        recovered.upgraded_from, None,
+        "a read-only open changes nothing"
+    );
+    let before = read(&ro);
+    assert_eq!(before[1], (2, FileKind::File, 77, 77, 0, 0));
+    assert_eq!(ro.inode(2).unwrap().unwrap().atime_ns, 77);
+    drop(ro);
+    let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(recovered.upgraded_from, Some(2));
+    assert_eq!(read(&j), before, "the same inodes, in the new layout");
+    // No client of the old protocol can reach this build: its sessions went.
+    assert!(recovered.resend.is_empty() && recovered.sessions.is_empty());
+    assert!(clients_keys(&j).is_empty());
+    let v = j.db.get_cf(j.cf(CF_META), META_SCHEMA_VERSION).unwrap();
+    assert_eq!(v.unwrap(), SCHEMA_VERSION.to_le_bytes());
+    drop(j);
+    let (_, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(recovered.upgraded_from, None);
+}
+
+/// A store of an older schema with known clients was not stopped cleanly: they may replay
+/// into it, which only the old build can take. Refused, and left as it was.
+#[test]
+fn an_old_store_that_was_not_stopped_cleanly_is_not_upgraded() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        j.write_client_changes(&[JournalOp::KnowClient { client: 5 }])
             .unwrap();
     }
+    downgrade(dir.path(), 2);
+    let err = Journal::open(dir.path(), JournalOptions::default()).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            Error::UpgradeWithKnownClients {
+                found: 2,
+                clients: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(err.to_string().contains("SIGTERM"), "{err}");
+    let (_, recovered) = Journal::open_read_only(dir.path()).unwrap();
+    assert_eq!(recovered.known_clients, [5], "nothing written");
+}
+
+/// Extended attributes: one key per attribute, put and deleted by the ops of a commit, read
+/// back one by one and by a scan grouped by inode.
+#[test]
+fn extended_attributes_are_kept_one_key_each() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let put = |ino, name: &str, value: &[u8]| JournalOp::PutXattr {
+        ino,
+        name: name.into(),
+        value: value.to_vec(),
+    };
+    j.commit(&[TxRecord {
+        transno: 1,
+        ops: vec![
+            put(1, "user.b", b"2"),
+            put(1, "user.a", b"1"),
+            put(3, "trusted.x", &[0, 255]),
+        ],
+    }])
+    .unwrap();
+    j.commit(&[TxRecord {
+        transno: 2,
+        ops: vec![
+            JournalOp::DeleteXattr {
+                ino: 1,
+                name: "user.b".into(),
+            },
+            put(1, "user.a", b"one"),
+        ],
+    }])
+    .unwrap();
+    let mut all = Vec::new();
+    j.scan_xattrs(|ino, name, value| {
+        all.push((ino, name, value));
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(
+        all,
+        [
+            (1, "user.a".to_owned(), b"one".to_vec()),
+            (3, "trusted.x".to_owned(), vec![0, 255]),
+        ]
+    );
+    assert_eq!(j.xattr(1, "user.b").unwrap(), None);
+    assert_eq!(j.xattr(3, "trusted.x").unwrap(), Some(vec![0, 255]));
+}
+
+#[test]
+fn a_store_of_the_version_before_resend_records_is_upgraded_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    downgrade(dir.path(), 1);
     assert!(Journal::open_read_only(dir.path()).is_ok(), "fsck reads it");
     {
         let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
@@ -316,9 +501,8 @@ fn a_store_of_the_version_before_resend_records_is_upgraded_in_place() {
     {
         let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
         commit_each(&j, vec![vec![put_resend(7, 0, 1)]]);
-        j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, 1u32.to_le_bytes())
-            .unwrap();
     }
+    downgrade(dir.path(), 1);
     let err = Journal::open(dir.path(), JournalOptions::default()).unwrap_err();
     assert!(
         matches!(err, Error::SchemaVersion { found: 1, .. }),
@@ -392,6 +576,9 @@ fn commit_creates(j: &Journal, creates: u64) -> usize {
                         parent: 0,
                         entries: 0,
                         transno,
+                        atime_ns: 0,
+                        rdev: 0,
+                        target: Vec::new(),
                     }),
                     JournalOp::PutDentry {
                         parent: ROOT_INO,

@@ -177,6 +177,11 @@ pub(super) fn report(plan: &Plan, totals: Totals, latencies: &PerKind, outcome: 
             mix: plan.mix.spec(),
             reconnect_timeout_secs: plan.reconnect_timeout.as_secs_f64(),
             warmup_secs: plan.warmup.as_secs_f64(),
+            xattr_size: plan
+                .mix
+                .kinds()
+                .any(|k| k == Kind::Setxattr)
+                .then_some(plan.xattr_size),
         },
         ops,
         rate_line: report::rate_line(rate, plan.threads, ops, &ops_name, elapsed),

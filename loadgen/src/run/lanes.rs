@@ -10,11 +10,11 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use mds_client::resilient::ResilientConn;
-use mds_proto::{Body, Kind as FileKind, MAX_READDIR, Op};
+use mds_proto::{Body, Kind as FileKind, MAX_READDIR, Op, Target, XattrSet, XattrValue};
 use tokio::task::JoinHandle;
 
 use super::Shared;
-use crate::workload::{Kind, Mix, Rng, WorkingSet};
+use crate::workload::{FALLBACK_TARGET, Kind, Mix, Rng, WorkingSet, XATTR_NAME};
 
 /// One kind's results in one lane.
 #[derive(Default)]
@@ -42,13 +42,17 @@ pub(super) struct Lane {
     /// Directory inode and path the lane works in.
     dir: u64,
     dir_path: String,
-    /// Files (names and inodes) this lane may stat, look up or unlink.
+    /// Files (names and inodes) this lane may stat, look up, unlink, link to or set
+    /// attributes on.
     work: WorkingSet,
     /// Prefix that makes this lane's new names unique across runs, threads and lanes.
     prefix: String,
+    /// New names made so far (creates, mkdirs, links, symlinks): the next one's number.
     created: u64,
     readdir_cursor: Option<String>,
     rng: Rng,
+    /// What `setxattr` sets `user.loadgen` to: `--xattr-size` bytes.
+    xattr_value: Vec<u8>,
 }
 
 impl Lane {
@@ -59,6 +63,7 @@ impl Lane {
         work: WorkingSet,
         prefix: String,
         rng: Rng,
+        xattr_size: usize,
     ) -> Lane {
         Lane {
             conn,
@@ -69,7 +74,17 @@ impl Lane {
             created: 0,
             readdir_cursor: None,
             rng,
+            xattr_value: vec![b'v'; xattr_size],
         }
+    }
+
+    /// A name no other lane, run or earlier request of this lane makes: `<prefix>.<n>` and
+    /// a suffix that tells what made it (none for creates and mkdirs, `.l` for links, `.s`
+    /// for symlinks).
+    fn new_name(&mut self, suffix: &str) -> String {
+        let name = format!("{}.{}{suffix}", self.prefix, self.created);
+        self.created += 1;
+        name
     }
 
     /// Whether the lane starts with existing files to stat, look up or unlink.
@@ -172,7 +187,7 @@ async fn run_lane(
         }
         let kind = choose(&mut lane, &mix);
         let Some((op, name)) = build(&mut lane, kind, shared.ack_log.is_some()) else {
-            break; // an unlink lane that removed all it had
+            break; // an unlink lane that removed all it had, or one with nothing to work on
         };
         if shared.send_log {
             // Its intended time: what the schedule decided, which a test can judge whatever
@@ -220,8 +235,8 @@ async fn run_lane(
     result
 }
 
-/// Picks the next kind; a stat, lookup or unlink with nothing to work on creates instead
-/// (in a mix) so the lane keeps a working set.
+/// Picks the next kind; a stat, lookup, unlink, link or setxattr with nothing to work on
+/// creates instead (in a mix) so the lane keeps a working set.
 fn choose(lane: &mut Lane, mix: &Mix) -> Kind {
     let kind = mix.pick(lane.rng.next());
     if kind.works_on_names() && lane.work.is_empty() && mix.kinds().any(|k| k == Kind::Create) {
@@ -236,8 +251,7 @@ fn choose(lane: &mut Lane, mix: &Mix) -> Kind {
 fn build(lane: &mut Lane, kind: Kind, logged: bool) -> Option<(Op, Option<String>)> {
     Some(match kind {
         Kind::Create | Kind::Mkdir => {
-            let name = format!("{}.{}", lane.prefix, lane.created);
-            lane.created += 1;
+            let name = lane.new_name("");
             let kept = (logged || lane.work.keeps_created()).then(|| name.clone());
             let op = if kind == Kind::Create {
                 Op::Create {
@@ -284,6 +298,50 @@ fn build(lane: &mut Lane, kind: Kind, logged: bool) -> Option<(Op, Option<String
             },
             None,
         ),
+        Kind::Link => {
+            // Each file in turn gets one more name. The new name stays out of the working set,
+            // so an unlink in the mix goes on removing originals: unlinking one that has links
+            // removes that name only and leaves the inode alive under its links, which is
+            // fine (nothing in the run touches it again, as with a create-only run's files).
+            let ino = lane.work.next_in_turn()?.1;
+            let name = lane.new_name(".l");
+            (
+                Op::Link {
+                    ino,
+                    parent: lane.dir,
+                    name,
+                },
+                None,
+            )
+        }
+        Kind::Symlink => {
+            // Relative, in the same directory: it resolves while its target lives.
+            let target = match lane.work.any(lane.rng.next()) {
+                Some((name, _)) => name.clone().into_bytes(),
+                None => FALLBACK_TARGET.as_bytes().to_vec(),
+            };
+            let name = lane.new_name(".s");
+            (
+                Op::Symlink {
+                    parent: lane.dir,
+                    name,
+                    target: Target(target),
+                },
+                None,
+            )
+        }
+        Kind::Setxattr => {
+            let ino = lane.work.next_in_turn()?.1;
+            (
+                Op::Setxattr {
+                    ino,
+                    name: XATTR_NAME.to_owned(),
+                    value: XattrValue(lane.xattr_value.clone()),
+                    how: XattrSet::Either,
+                },
+                None,
+            )
+        }
     })
 }
 

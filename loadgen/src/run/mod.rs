@@ -60,6 +60,8 @@ pub struct Plan {
     /// Write every request's send time here (nanoseconds from the start, one a line): how the
     /// tests see the open loop's pacing.
     pub send_log: Option<PathBuf>,
+    /// Bytes of the value each `setxattr` sets.
+    pub xattr_size: usize,
 }
 
 impl Plan {

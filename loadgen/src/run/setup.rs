@@ -1,7 +1,7 @@
 //! Setting a run up before its clock starts: the setup connection, the directories under
-//! `--dir` (one per thread, or the shared one), the files already there that stat, lookup and
-//! unlink work on, `--conns-per-thread` connections per thread, the lanes dealt over them, and
-//! the ack log writer.
+//! `--dir` (one per thread, or the shared one), the files already there that stat, lookup,
+//! unlink, link and setxattr work on (and symlinks point at), `--conns-per-thread`
+//! connections per thread, the lanes dealt over them, and the ack log writer.
 
 use std::io::Write;
 use std::path::Path;
@@ -42,13 +42,14 @@ pub(super) async fn prepare(
 
     // Directories, connections and lanes.
     let mut lanes = Vec::new();
-    let needs_existing = !plan
+    let needs_existing = !plan.mix.kinds().any(Kind::makes_names);
+    // Only a mix that stats, looks up, unlinks, links or sets attributes works on the files
+    // already there, and one that makes symlinks points them at those files: any other run
+    // neither lists its directories nor keeps what they hold.
+    let works_on_names = plan
         .mix
         .kinds()
-        .any(|k| matches!(k, Kind::Create | Kind::Mkdir));
-    // Only a mix that stats, looks up or unlinks works on the files already there: any other
-    // run neither lists its directories nor keeps what they hold.
-    let works_on_names = plan.mix.kinds().any(Kind::works_on_names);
+        .any(|k| k.works_on_names() || k == Kind::Symlink);
     let mut shared_listing: Option<Vec<(String, u64)>> = None;
     for t in 0..plan.threads {
         let (dir, dir_path) = if plan.shared_dir {
@@ -104,6 +105,7 @@ pub(super) async fn prepare(
                 WorkingSet::new(names, &plan.mix),
                 format!("f.{run_tag}.{t}.{l}"),
                 Rng::new(seed ^ global as u64),
+                plan.xattr_size,
             ));
         }
         existing.clear();
@@ -174,7 +176,8 @@ async fn mkdir_p(client: &Client, path: &str) -> anyhow::Result<u64> {
     Ok(ino)
 }
 
-/// Regular files in a directory (what stat, lookup and unlink work on).
+/// Regular files in a directory (what stat, lookup, unlink, link and setxattr work on; an
+/// earlier run's links among them, its symlinks not).
 async fn list(client: &Client, dir: u64) -> Result<Vec<(String, u64)>, ClientError> {
     Ok(client
         .readdir_all(dir)

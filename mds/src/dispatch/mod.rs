@@ -49,6 +49,8 @@ pub struct Core {
     /// Mutations executed but not durable yet past which no request is executed
     /// (`Limits::max_uncommitted`).
     pub max_uncommitted: u64,
+    /// The store's directory: STATFS reports the space of the file system it is on.
+    pub store_dir: std::path::PathBuf,
 }
 
 impl Core {
@@ -89,11 +91,17 @@ impl Core {
 
     fn statfs(&self) -> StatFs {
         let stats = &self.commit_stats;
-        let (directories, files) = self.namespace.counts();
+        let counts = self.namespace.counts();
+        let space = crate::space::of(&self.store_dir).unwrap_or_default();
         StatFs {
-            inodes: directories + files,
-            directories,
-            files,
+            inodes: counts.inodes(),
+            directories: counts.directories,
+            files: counts.files,
+            others: counts.others,
+            xattr_bytes: counts.xattr_bytes,
+            store_bytes: space.total,
+            store_bytes_free: space.free,
+            store_bytes_available: space.available,
             last_committed: self.replies.last_committed(),
             last_transno: self.namespace.last_transno(),
             commits: stats.commits.load(Ordering::Relaxed),
@@ -139,6 +147,7 @@ impl Core {
             cos_conflicts: AtomicU64::new(0),
             partitions,
             max_uncommitted: 1 << 16,
+            store_dir: std::env::temp_dir(),
         };
         (core, commit_rx)
     }
@@ -476,7 +485,7 @@ fn execute(
     let mut buf = [0u8; 1024];
     let op_bytes = (core.ack == Ack::Early && mutation && !replayed)
         .then(|| ReplayKey::encode_op(&op, &mut buf));
-    let creates = matches!(op, Op::Create { .. } | Op::Mkdir { .. });
+    let creates = op.creates_inode();
     match core.namespace.execute(op, &caller) {
         Exec::Now { result, wait } => {
             // A replay that no longer applies (what it built on was lost with a client that

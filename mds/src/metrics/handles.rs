@@ -79,8 +79,21 @@ const RESULTS: usize = 1 + Errno::ALL.len();
 
 /// The operations a permission check can refuse (`namespace/ops/mod.rs`): the series of
 /// [`PERMISSION_DENIED`] exist for these, from start-up, and for no other.
-const PERMISSION_CHECKED: [&str; 8] = [
-    "mkdir", "create", "lookup", "setattr", "readdir", "unlink", "rmdir", "rename",
+const PERMISSION_CHECKED: [&str; 14] = [
+    "mkdir",
+    "create",
+    "lookup",
+    "setattr",
+    "readdir",
+    "unlink",
+    "rmdir",
+    "rename",
+    "link",
+    "symlink",
+    "mknod",
+    "setxattr",
+    "getxattr",
+    "removexattr",
 ];
 
 /// One partition's handles.

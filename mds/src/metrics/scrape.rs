@@ -95,16 +95,24 @@ pub fn write_state(out: &mut String, namespace: &Namespace, stats: &CommitStats)
         "Always 1; the labels say which build is running.",
         &[(concat!("version=\"", env!("CARGO_PKG_VERSION"), "\""), 1.0)],
     );
-    let (directories, files) = namespace.counts();
+    let counts = namespace.counts();
     write_family(
         out,
         "mds_inodes",
         "gauge",
         "Inodes in the namespace, uncommitted changes included, by kind.",
         &[
-            ("kind=\"directory\"", directories as f64),
-            ("kind=\"file\"", files as f64),
+            ("kind=\"directory\"", counts.directories as f64),
+            ("kind=\"file\"", counts.files as f64),
+            ("kind=\"other\"", counts.others as f64),
         ],
+    );
+    write_family(
+        out,
+        "mds_xattr_bytes",
+        "gauge",
+        "Bytes of extended attributes (names and values) in the namespace, held in memory.",
+        &[("", counts.xattr_bytes as f64)],
     );
     let last = stats.durable_at_unix_ns.load(Ordering::Relaxed);
     if last > 0 {

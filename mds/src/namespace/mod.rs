@@ -23,7 +23,7 @@ use crossbeam_utils::CachePadded;
 use journal::{Ceilings, Journal, Recovered, TxRecord};
 use parking_lot::Mutex;
 
-use mds_proto::{Attr, Body, Cred, Errno, Kind};
+use mds_proto::{Attr, Body, Cred, Errno};
 use node::{DirName, Entries, Entry, FileKind, InodeAttr, Node};
 use perm::squash_root;
 use table::Table;
@@ -83,6 +83,10 @@ pub struct Namespace {
     rename_lock: Mutex<()>,
     directories: AtomicU64,
     files: AtomicU64,
+    /// Symbolic links, fifos, sockets and devices.
+    others: AtomicU64,
+    /// Bytes of extended attributes (names and values) held in memory.
+    xattr_bytes: AtomicU64,
     /// Set when the journal fails: every mutation is refused with EIO from then on.
     read_only: AtomicBool,
     /// The journal failure that made it read-only was a full disk.
@@ -155,6 +159,8 @@ impl Namespace {
             rename_lock: Mutex::new(()),
             directories: AtomicU64::new(0),
             files: AtomicU64::new(0),
+            others: AtomicU64::new(0),
+            xattr_bytes: AtomicU64::new(0),
             read_only: AtomicBool::new(false),
             no_space: AtomicBool::new(false),
             root_squash: false,
@@ -168,19 +174,12 @@ impl Namespace {
         })?;
         journal.scan_inodes(|record| {
             let attr = InodeAttr::from_record(record);
-            let entries = match attr.kind {
-                FileKind::Directory => {
-                    ns.directories.fetch_add(1, Ordering::Relaxed);
-                    Some(BTreeMap::new())
-                }
-                FileKind::File => {
-                    ns.files.fetch_add(1, Ordering::Relaxed);
-                    None
-                }
-            };
+            ns.count(attr.kind, 1);
+            let entries = attr.kind.is_dir().then(BTreeMap::new);
             ns.table.insert_unlocked(Node::new(attr, entries));
             Ok(())
         })?;
+        ns.load_xattrs(journal)?;
         // Every entry must name a live inode of the kind it says, under a directory.
         for (parent, entries) in dirs {
             for (name, entry) in &entries {
@@ -332,12 +331,67 @@ impl Namespace {
         self.read_only.load(Ordering::Relaxed)
     }
 
-    /// (directories, regular files) in the namespace, uncommitted changes included.
-    pub fn counts(&self) -> (u64, u64) {
-        (
-            self.directories.load(Ordering::Relaxed),
-            self.files.load(Ordering::Relaxed),
-        )
+    /// The inodes in the namespace by kind, uncommitted changes included.
+    pub fn counts(&self) -> Counts {
+        Counts {
+            directories: self.directories.load(Ordering::Relaxed),
+            files: self.files.load(Ordering::Relaxed),
+            others: self.others.load(Ordering::Relaxed),
+            xattr_bytes: self.xattr_bytes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Counts `n` inodes of `kind` more (or fewer: `n` negative).
+    fn count(&self, kind: FileKind, n: i64) {
+        let counter = match kind {
+            FileKind::Directory => &self.directories,
+            FileKind::File => &self.files,
+            _ => &self.others,
+        };
+        counter.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Loading: every committed extended attribute onto its inode, refusing one whose inode
+    /// does not exist.
+    fn load_xattrs(&self, journal: &Journal) -> crate::error::Result<()> {
+        let mut orphaned = None;
+        journal.scan_xattrs(|ino, name, value| {
+            let mut locked = self.table.lock(&[ino]);
+            let Some(node) = locked.get_mut(ino) else {
+                orphaned.get_or_insert((ino, name));
+                return Ok(());
+            };
+            let bytes = name.len() + value.len();
+            let xattrs = node.xattrs.get_or_insert_with(Default::default);
+            xattrs.bytes += bytes;
+            xattrs.by_name.insert(name.into(), value.into());
+            self.xattr_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
+            Ok(())
+        })?;
+        if let Some((ino, name)) = orphaned {
+            return Err(crate::error::Error::Inconsistent(format!(
+                "extended attribute {name:?} of inode {ino}, which does not exist; run `mds \
+                 fsck --data {}`",
+                journal.path().display()
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// The namespace's inodes by kind, and the bytes of extended attributes it holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub directories: u64,
+    pub files: u64,
+    /// Symbolic links, fifos, sockets and devices.
+    pub others: u64,
+    pub xattr_bytes: u64,
+}
+
+impl Counts {
+    pub fn inodes(&self) -> u64 {
+        self.directories + self.files + self.others
     }
 }
 
@@ -345,25 +399,20 @@ impl Namespace {
 pub(crate) fn to_attr(inode: &InodeAttr) -> Attr {
     Attr {
         ino: inode.ino,
-        kind: to_kind(inode.kind),
+        kind: inode.kind.wire(),
         mode: inode.mode,
         uid: inode.uid,
         gid: inode.gid,
         nlink: inode.nlink,
         size: match inode.kind {
             FileKind::Directory => inode.entries,
-            FileKind::File => inode.size,
+            _ => inode.size,
         },
-        ctime_ns: inode.ctime_ns,
+        atime_ns: inode.atime_ns,
         mtime_ns: inode.mtime_ns,
+        ctime_ns: inode.ctime_ns,
+        rdev: inode.rdev,
         generation: inode.generation,
-    }
-}
-
-pub(crate) fn to_kind(kind: FileKind) -> Kind {
-    match kind {
-        FileKind::Directory => Kind::Directory,
-        FileKind::File => Kind::File,
     }
 }
 

@@ -13,6 +13,7 @@
 use std::borrow::Borrow;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use smallvec::SmallVec;
 
@@ -53,11 +54,16 @@ impl fmt::Debug for DirName {
 /// A directory's entries, by name.
 pub(crate) type Entries = BTreeMap<DirName, Entry>;
 
-/// Directory or regular file.
+/// What an inode is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum FileKind {
     Directory,
     File,
+    Symlink,
+    Fifo,
+    Socket,
+    CharDevice,
+    BlockDevice,
 }
 
 impl FileKind {
@@ -65,6 +71,11 @@ impl FileKind {
         match kind {
             journal::FileKind::Directory => FileKind::Directory,
             journal::FileKind::File => FileKind::File,
+            journal::FileKind::Symlink => FileKind::Symlink,
+            journal::FileKind::Fifo => FileKind::Fifo,
+            journal::FileKind::Socket => FileKind::Socket,
+            journal::FileKind::CharDevice => FileKind::CharDevice,
+            journal::FileKind::BlockDevice => FileKind::BlockDevice,
         }
     }
 
@@ -72,13 +83,54 @@ impl FileKind {
         match self {
             FileKind::Directory => journal::FileKind::Directory,
             FileKind::File => journal::FileKind::File,
+            FileKind::Symlink => journal::FileKind::Symlink,
+            FileKind::Fifo => journal::FileKind::Fifo,
+            FileKind::Socket => journal::FileKind::Socket,
+            FileKind::CharDevice => journal::FileKind::CharDevice,
+            FileKind::BlockDevice => journal::FileKind::BlockDevice,
         }
+    }
+
+    pub(crate) fn from_wire(kind: mds_proto::Kind) -> FileKind {
+        use mds_proto::Kind;
+        match kind {
+            Kind::Directory => FileKind::Directory,
+            Kind::File => FileKind::File,
+            Kind::Symlink => FileKind::Symlink,
+            Kind::Fifo => FileKind::Fifo,
+            Kind::Socket => FileKind::Socket,
+            Kind::CharDevice => FileKind::CharDevice,
+            Kind::BlockDevice => FileKind::BlockDevice,
+        }
+    }
+
+    pub(crate) fn wire(self) -> mds_proto::Kind {
+        use mds_proto::Kind;
+        match self {
+            FileKind::Directory => Kind::Directory,
+            FileKind::File => Kind::File,
+            FileKind::Symlink => Kind::Symlink,
+            FileKind::Fifo => Kind::Fifo,
+            FileKind::Socket => Kind::Socket,
+            FileKind::CharDevice => Kind::CharDevice,
+            FileKind::BlockDevice => Kind::BlockDevice,
+        }
+    }
+
+    pub(crate) fn is_dir(self) -> bool {
+        self == FileKind::Directory
+    }
+
+    /// A character or block device: the kinds that carry a device number.
+    pub(crate) fn is_device(self) -> bool {
+        matches!(self, FileKind::CharDevice | FileKind::BlockDevice)
     }
 }
 
 /// One inode's attributes as the server keeps them. Today every field is persisted (see
 /// `journal::Inode` for what each means); in-memory-only fields go below the persisted ones
-/// and are left out of [`InodeAttr::image`].
+/// and are left out of [`InodeAttr::image`]. A symlink's target is here, shared (`Arc`), so
+/// that every image of the inode carries it whoever makes one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct InodeAttr {
     pub ino: u64,
@@ -101,6 +153,11 @@ pub(crate) struct InodeAttr {
     pub entries: u64,
     /// The transno of the last mutation that changed this inode.
     pub transno: u64,
+    pub atime_ns: i64,
+    /// Devices: the device number.
+    pub rdev: u64,
+    /// Symbolic links: the target.
+    pub target: Option<Arc<[u8]>>,
 }
 
 impl InodeAttr {
@@ -120,6 +177,9 @@ impl InodeAttr {
             parent,
             entries,
             transno,
+            atime_ns,
+            rdev,
+            target,
         } = record;
         InodeAttr {
             ino,
@@ -135,11 +195,14 @@ impl InodeAttr {
             parent,
             entries,
             transno,
+            atime_ns,
+            rdev,
+            target: (!target.is_empty()).then(|| target.into()),
         }
     }
 
     /// Journaling: the full image of this inode as the journal stores it. A plain copy of
-    /// the persisted fields, no allocation: it costs what the `clone` it replaced did.
+    /// the persisted fields, no allocation but a symlink's target.
     pub(crate) fn image(&self) -> journal::Inode {
         let InodeAttr {
             ino,
@@ -155,6 +218,9 @@ impl InodeAttr {
             parent,
             entries,
             transno,
+            atime_ns,
+            rdev,
+            ref target,
         } = *self;
         journal::Inode {
             ino,
@@ -170,6 +236,9 @@ impl InodeAttr {
             parent,
             entries,
             transno,
+            atime_ns,
+            rdev,
+            target: target.as_deref().map(<[u8]>::to_vec).unwrap_or_default(),
         }
     }
 }
@@ -282,6 +351,18 @@ pub(crate) struct Node {
     /// every node instead of three, for a map most nodes never have.
     #[allow(clippy::box_collection)]
     pub removed: Option<Box<BTreeMap<String, Stamp>>>,
+    /// Extended attributes, by name; `None` for the many inodes that have none. Their
+    /// changes are the inode's: they write `stamp`.
+    #[allow(clippy::box_collection)]
+    pub xattrs: Option<Box<Xattrs>>,
+}
+
+/// One inode's extended attributes, by name, with the bytes they hold in all (names and
+/// values), which `MAX_XATTR_BYTES` bounds.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Xattrs {
+    pub by_name: BTreeMap<Box<str>, Box<[u8]>>,
+    pub bytes: usize,
 }
 
 impl Node {
@@ -293,6 +374,7 @@ impl Node {
             stamp: Stamp::default(),
             content: Stamp::default(),
             removed: None,
+            xattrs: None,
         }
     }
 
@@ -390,11 +472,35 @@ mod tests {
             parent: 0,
             entries: 5,
             transno: 43,
+            atime_ns: 9,
+            rdev: 0,
+            target: vec![],
         };
         assert_eq!(InodeAttr::from_record(inode.clone()).image(), inode);
+        let symlink = journal::Inode {
+            kind: journal::FileKind::Symlink,
+            target: b"../x".to_vec(),
+            size: 4,
+            ..inode.clone()
+        };
+        assert_eq!(InodeAttr::from_record(symlink.clone()).image(), symlink);
+        let device = journal::Inode {
+            kind: journal::FileKind::CharDevice,
+            rdev: 0x0103,
+            ..inode
+        };
+        assert_eq!(InodeAttr::from_record(device.clone()).image(), device);
         let root = journal::Inode::root(7);
         assert_eq!(InodeAttr::from_record(root.clone()).image(), root);
-        for kind in [journal::FileKind::Directory, journal::FileKind::File] {
+        for kind in [
+            journal::FileKind::Directory,
+            journal::FileKind::File,
+            journal::FileKind::Symlink,
+            journal::FileKind::Fifo,
+            journal::FileKind::Socket,
+            journal::FileKind::CharDevice,
+            journal::FileKind::BlockDevice,
+        ] {
             let dentry = journal::Dentry { ino: 9, kind };
             assert_eq!(Entry::from_record(dentry).record(), dentry);
         }

@@ -8,7 +8,7 @@
 //! at most `MAX_GROUPS` words). The operations in `ops.rs` decide where each check goes in
 //! their order of checks and what it shows commit-on-share.
 
-use mds_proto::{Cred, Errno, SetAttr};
+use mds_proto::{Cred, Errno, SetAttr, SetTime};
 
 use super::node::{FileKind, InodeAttr};
 
@@ -88,11 +88,14 @@ pub(crate) fn sticky_applies(cred: &Cred, dir: &InodeAttr) -> bool {
 }
 
 /// Whether the caller may make every change `set` asks for on `inode`, checked in the order
-/// Linux's `truncate` and `setattr_prepare` do: a new size needs write permission (EACCES);
-/// a new owner is root's alone, though the owner may "change" it to itself; a new group is
-/// the owner's to give, to its current group or one it is a member of, or root's; a new mode
-/// and an explicit mtime are the owner's or root's (EPERM for these three). SETATTR has no
-/// "mtime = now", the one time change Linux also allows to anyone with write permission.
+/// Linux's `truncate`, `setattr_prepare` and `notify_change` do: a new size needs write
+/// permission (EACCES); a new owner is root's alone, though the owner may "change" it to
+/// itself; a new group is the owner's to give, to its current group or one it is a member
+/// of, or root's; a new mode and any explicitly set time are the owner's or root's (EPERM
+/// for these). Both times set to now — `utimensat` with no times or `UTIME_NOW` for both,
+/// which Linux treats alike — are also allowed to anyone with write permission (EACCES);
+/// one time set to now and the other left is an explicit change (Linux's
+/// `ATTR_TIMES_SET`), the owner's.
 pub(crate) fn may_setattr(cred: &Cred, inode: &InodeAttr, set: &SetAttr) -> Result<(), Errno> {
     if set.size.is_some() {
         check(cred, inode, WRITE)?;
@@ -110,10 +113,250 @@ pub(crate) fn may_setattr(cred: &Cred, inode: &InodeAttr, set: &SetAttr) -> Resu
     {
         return Err(Errno::EPERM);
     }
-    if (set.mode.is_some() || set.mtime_ns.is_some()) && !owner {
+    let touch = set.atime == Some(SetTime::Now) && set.mtime == Some(SetTime::Now);
+    let times = set.atime.is_some() || set.mtime.is_some();
+    if (set.mode.is_some() || (times && !touch)) && !owner {
         return Err(Errno::EPERM);
     }
+    if touch && !owner {
+        check(cred, inode, WRITE)?;
+    }
     Ok(())
+}
+
+/// Linux's `protected_hardlinks` (on by default, and on here): LINK of an inode the caller
+/// does not own is allowed only for a regular file that is not set-user-ID, not set-group-ID
+/// with group execute, and that the caller may both read and write. EPERM otherwise. Root
+/// (CAP_FOWNER) may link anything.
+pub(crate) fn may_hardlink(cred: &Cred, inode: &InodeAttr) -> Result<(), Errno> {
+    if is_root(cred) || cred.uid == inode.uid {
+        return Ok(());
+    }
+    let safe = inode.kind == FileKind::File
+        && inode.mode & S_ISUID == 0
+        && inode.mode & (S_ISGID | S_IXGRP) != S_ISGID | S_IXGRP
+        && check(cred, inode, READ | WRITE).is_ok();
+    if safe { Ok(()) } else { Err(Errno::EPERM) }
+}
+
+/// Where an extended attribute's name puts it, as Linux's `xattr_permission` and the
+/// handlers of each namespace read the prefix.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum XattrSpace {
+    User,
+    Trusted,
+    Security,
+    /// `system.posix_acl_access` and `system.posix_acl_default`.
+    Acl {
+        default: bool,
+    },
+    /// Any other `system.` name: no file system here keeps one.
+    System,
+    /// A prefix no namespace has.
+    Unknown,
+}
+
+impl XattrSpace {
+    pub(crate) fn of(name: &str) -> XattrSpace {
+        if name.starts_with("user.") {
+            XattrSpace::User
+        } else if name.starts_with("trusted.") {
+            XattrSpace::Trusted
+        } else if name.starts_with("security.") {
+            XattrSpace::Security
+        } else if name == "system.posix_acl_access" {
+            XattrSpace::Acl { default: false }
+        } else if name == "system.posix_acl_default" {
+            XattrSpace::Acl { default: true }
+        } else if name.starts_with("system.") {
+            XattrSpace::System
+        } else {
+            XattrSpace::Unknown
+        }
+    }
+
+    /// Whether a handler takes `name`, asked after the permission check as Linux's
+    /// `xattr_resolve_name` is: EOPNOTSUPP for no namespace kept here, EINVAL for a bare
+    /// prefix (`user.`).
+    pub(crate) fn resolve(self, name: &str) -> Result<(), Errno> {
+        match self {
+            XattrSpace::System | XattrSpace::Unknown => Err(Errno::EOPNOTSUPP),
+            _ if name.ends_with('.') && name.matches('.').count() == 1 => Err(Errno::EINVAL),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// Whether the caller may read (`write` false: GETXATTR) or change (SETXATTR, REMOVEXATTR)
+/// an attribute of `space` on `inode`, as Linux's `xattr_permission` with the namespace
+/// handlers of a file system such as ext4 or tmpfs: `trusted.` is root's alone (a read by
+/// anyone else finds nothing, ENODATA; a change is EPERM); `security.` anyone reads and only
+/// root changes (the capability module's rule); `user.` lives only on regular files and
+/// directories (ENODATA / EPERM on others), follows the mode bits (read for reading, write
+/// for changing) and in a sticky directory is changed only by its owner or root; other
+/// `system.` names pass (no handler takes them: EOPNOTSUPP next); unknown prefixes need the
+/// mode bits first. ACLs have rules of their own ([`may_set_acl`], [`may_get_acl`]).
+pub(crate) fn may_xattr(
+    cred: &Cred,
+    inode: &InodeAttr,
+    space: XattrSpace,
+    write: bool,
+) -> Result<(), Errno> {
+    let root = is_root(cred);
+    let refused = if write { Errno::EPERM } else { Errno::ENODATA };
+    match space {
+        XattrSpace::Unknown => check(cred, inode, if write { WRITE } else { READ }),
+        XattrSpace::Trusted if !root => Err(refused),
+        XattrSpace::Security if write && !root => Err(Errno::EPERM),
+        XattrSpace::System
+        | XattrSpace::Acl { .. }
+        | XattrSpace::Trusted
+        | XattrSpace::Security => Ok(()),
+        XattrSpace::User => {
+            if !matches!(inode.kind, FileKind::File | FileKind::Directory) {
+                return Err(refused);
+            }
+            if write
+                && inode.kind == FileKind::Directory
+                && inode.mode & S_ISVTX != 0
+                && !(root || cred.uid == inode.uid)
+            {
+                return Err(Errno::EPERM);
+            }
+            check(cred, inode, if write { WRITE } else { READ })
+        }
+    }
+}
+
+/// Linux's `set_posix_acl`: whether the caller may set (`setting`, an ACL with entries) or
+/// remove (an empty value, or REMOVEXATTR) an ACL on `inode`. Symbolic links have none
+/// (EOPNOTSUPP, before anything else); a default ACL is a directory's (setting one
+/// elsewhere is EACCES, removing one there succeeds and does nothing: `Ok(false)`); only the
+/// owner or root may (EPERM). No mode bit is asked for: anyone may read an ACL.
+pub(crate) fn may_set_acl(
+    cred: &Cred,
+    inode: &InodeAttr,
+    default: bool,
+    setting: bool,
+) -> Result<bool, Errno> {
+    if inode.kind == FileKind::Symlink {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    if default && inode.kind != FileKind::Directory {
+        return if setting {
+            Err(Errno::EACCES)
+        } else {
+            Ok(false)
+        };
+    }
+    if !(is_root(cred) || cred.uid == inode.uid) {
+        return Err(Errno::EPERM);
+    }
+    Ok(true)
+}
+
+/// Reading an ACL: anyone may, but a symbolic link has none to read (EOPNOTSUPP).
+pub(crate) fn may_get_acl(inode: &InodeAttr) -> Result<(), Errno> {
+    if inode.kind == FileKind::Symlink {
+        Err(Errno::EOPNOTSUPP)
+    } else {
+        Ok(())
+    }
+}
+
+/// Whether LISTXATTR shows an attribute of `space` to the caller: everything but `trusted.`,
+/// which only root sees listed (Linux lists what the caller could read of the others).
+pub(crate) fn lists_xattr(cred: &Cred, space: XattrSpace) -> bool {
+    space != XattrSpace::Trusted || is_root(cred)
+}
+
+const ACL_USER_OBJ: u16 = 0x01;
+const ACL_USER: u16 = 0x02;
+const ACL_GROUP_OBJ: u16 = 0x04;
+const ACL_GROUP: u16 = 0x08;
+const ACL_MASK: u16 = 0x10;
+const ACL_OTHER: u16 = 0x20;
+const ACL_ENTRY: usize = 8;
+
+/// One ACL entry: tag, permissions, id.
+fn acl_entries(entries: &[u8]) -> impl Iterator<Item = (u16, u16, u32)> + '_ {
+    entries.chunks_exact(ACL_ENTRY).map(|e| {
+        (
+            u16::from_le_bytes([e[0], e[1]]),
+            u16::from_le_bytes([e[2], e[3]]),
+            u32::from_le_bytes([e[4], e[5], e[6], e[7]]),
+        )
+    })
+}
+
+/// An ACL value as Linux's `posix_acl_from_xattr` reads it, before any permission check: a
+/// 4-byte little-endian version (EINVAL if the value is shorter, EOPNOTSUPP if it is not 2),
+/// then whole 8-byte entries (tag u16, permissions u16, id u32) of known tags, named users
+/// and groups with a real id (EINVAL otherwise). Its entries, or `None` for no ACL (an empty
+/// value, or a header alone): a removal. [`check_acl`] judges the entries, later.
+pub(crate) fn parse_acl(value: &[u8]) -> Result<Option<&[u8]>, Errno> {
+    const HEADER: usize = 4;
+    const VERSION: u32 = 2;
+    if value.is_empty() {
+        return Ok(None);
+    }
+    let Some(version) = value.get(..HEADER) else {
+        return Err(Errno::EINVAL);
+    };
+    if u32::from_le_bytes(version.try_into().expect("four bytes")) != VERSION {
+        return Err(Errno::EOPNOTSUPP);
+    }
+    let entries = &value[HEADER..];
+    if !entries.len().is_multiple_of(ACL_ENTRY) {
+        return Err(Errno::EINVAL);
+    }
+    for (tag, _, id) in acl_entries(entries) {
+        match tag {
+            ACL_USER_OBJ | ACL_GROUP_OBJ | ACL_MASK | ACL_OTHER => {}
+            ACL_USER | ACL_GROUP if id != u32::MAX => {}
+            _ => return Err(Errno::EINVAL),
+        }
+    }
+    Ok((!entries.is_empty()).then_some(entries))
+}
+
+/// Linux's `posix_acl_valid`, judged once the caller may set the ACL: permissions within
+/// `rwx`, and the entries in order — the owner, named users, the owning group, named groups,
+/// the mask (required if there are named entries), the others. EINVAL otherwise. The ACL is
+/// stored as given: enforcing it is the kernel's, on a mount with `default_permissions`.
+pub(crate) fn check_acl(entries: &[u8]) -> Result<(), Errno> {
+    #[derive(PartialEq)]
+    enum Next {
+        UserObj,
+        Users,
+        Groups,
+        Other,
+        Done,
+    }
+    let mut next = Next::UserObj;
+    let mut needs_mask = false;
+    for (tag, perm, _) in acl_entries(entries) {
+        if perm & !0o7 != 0 {
+            return Err(Errno::EINVAL);
+        }
+        next = match (tag, &next) {
+            (ACL_USER_OBJ, Next::UserObj) => Next::Users,
+            (ACL_USER, Next::Users) | (ACL_GROUP, Next::Groups) => {
+                needs_mask = true;
+                continue;
+            }
+            (ACL_GROUP_OBJ, Next::Users) => Next::Groups,
+            (ACL_MASK, Next::Groups) => Next::Other,
+            (ACL_OTHER, Next::Other) => Next::Done,
+            (ACL_OTHER, Next::Groups) if !needs_mask => Next::Done,
+            _ => return Err(Errno::EINVAL),
+        };
+    }
+    if next == Next::Done {
+        Ok(())
+    } else {
+        Err(Errno::EINVAL)
+    }
 }
 
 /// The mode an inode has after an allowed SETATTR `set`, with the set-id bits Linux takes
@@ -167,22 +410,19 @@ pub(crate) fn new_inode_owner(
     kind: FileKind,
     mode: u32,
 ) -> (u32, u32) {
-    let mode = match kind {
-        FileKind::Directory => mode & 0o1777,
-        FileKind::File => mode & 0o7777,
-    };
+    let dir = kind == FileKind::Directory;
+    let mode = if dir { mode & 0o1777 } else { mode & 0o7777 };
     if parent.mode & S_ISGID == 0 {
         return (cred.gid, mode);
     }
-    let mode = match kind {
-        FileKind::Directory => mode | S_ISGID,
-        FileKind::File
-            if mode & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP
-                && !(is_root(cred) || in_group(cred, parent.gid)) =>
-        {
-            mode & !S_ISGID
-        }
-        FileKind::File => mode,
+    let mode = if dir {
+        mode | S_ISGID
+    } else if mode & (S_ISGID | S_IXGRP) == S_ISGID | S_IXGRP
+        && !(is_root(cred) || in_group(cred, parent.gid))
+    {
+        mode & !S_ISGID
+    } else {
+        mode
     };
     (parent.gid, mode)
 }
@@ -231,6 +471,9 @@ mod tests {
             parent: 0,
             entries: 0,
             transno: 1,
+            atime_ns: 0,
+            rdev: 0,
+            target: None,
         }
     }
 
@@ -337,7 +580,20 @@ mod tests {
             s
         };
         let chmod = set(|s| s.mode = Some(0o600));
-        let utimes = set(|s| s.mtime_ns = Some(5));
+        let utimes = set(|s| s.mtime = Some(SetTime::At(5)));
+        let touch = set(|s| {
+            s.atime = Some(SetTime::Now);
+            s.mtime = Some(SetTime::Now);
+        });
+        let touch_mtime = set(|s| s.mtime = Some(SetTime::Now));
+        // Both times to now: the owner, or anyone who may write; one of them: the owner.
+        assert_eq!(may_setattr(&alice, &bobs, &touch), Ok(()));
+        assert_eq!(
+            may_setattr(&alice, &file(0o644, BOB, USERS), &touch),
+            Err(Errno::EACCES)
+        );
+        assert_eq!(may_setattr(&alice, &bobs, &touch_mtime), Err(Errno::EPERM));
+        assert_eq!(may_setattr(&alice, &hers, &touch_mtime), Ok(()));
         let truncate = set(|s| s.size = Some(0));
         assert_eq!(may_setattr(&alice, &hers, &chmod), Ok(()));
         assert_eq!(may_setattr(&alice, &bobs, &chmod), Err(Errno::EPERM));
@@ -432,7 +688,7 @@ mod tests {
         assert_eq!(mode_after_setattr(&root, &setid, &truncate), 0o6755);
         // Times alone change no mode.
         let utimes = SetAttr {
-            mtime_ns: Some(1),
+            mtime: Some(SetTime::At(1)),
             ..SetAttr::default()
         };
         assert_eq!(mode_after_setattr(&alice, &setid, &utimes), 0o6755);

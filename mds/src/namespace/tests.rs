@@ -27,6 +27,8 @@ pub(super) fn empty() -> Namespace {
         rename_lock: Mutex::new(()),
         directories: AtomicU64::new(1),
         files: AtomicU64::new(0),
+        others: AtomicU64::new(0),
+        xattr_bytes: AtomicU64::new(0),
         read_only: AtomicBool::new(false),
         no_space: AtomicBool::new(false),
         root_squash: false,
@@ -40,17 +42,27 @@ pub(super) fn empty() -> Namespace {
 
 pub(super) type Inodes = BTreeMap<u64, Inode>;
 pub(super) type Entries = BTreeMap<(u64, String), Dentry>;
+pub(super) type XattrImages = BTreeMap<(u64, String), Vec<u8>>;
+/// The namespace as the journal stores it.
+pub(super) type Image = (Inodes, Entries, XattrImages);
 
-/// The live namespace as the journal would store it: every inode's image, every entry's record.
-pub(super) fn snapshot(ns: &Namespace) -> (Inodes, Entries) {
-    let (mut inodes, mut entries) = (BTreeMap::new(), BTreeMap::new());
+/// The live namespace as the journal would store it: every inode's image, every entry's
+/// record, every extended attribute. An atime a read moved is in memory only (relatime) until
+/// the inode's next journaled change: a test that reads compares images without atimes
+/// ([`without_atimes`]).
+pub(super) fn snapshot(ns: &Namespace) -> Image {
+    let (mut inodes, mut entries, mut xattrs) = (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
     ns.table.for_each(|node| {
-        inodes.insert(node.attr.ino, node.attr.image());
+        let ino = node.attr.ino;
+        inodes.insert(ino, node.attr.image());
         for (name, d) in node.entries.iter().flatten() {
-            entries.insert((node.attr.ino, name.as_str().to_owned()), d.record());
+            entries.insert((ino, name.as_str().to_owned()), d.record());
+        }
+        for (name, value) in node.xattrs.iter().flat_map(|x| x.by_name.iter()) {
+            xattrs.insert((ino, name.to_string()), value.to_vec());
         }
     });
-    (inodes, entries)
+    (inodes, entries, xattrs)
 }
 
 /// The live namespace's in-memory state, entries as the journal would store them (their
@@ -66,9 +78,18 @@ fn memory(ns: &Namespace) -> (BTreeMap<u64, InodeAttr>, Entries) {
     (inodes, entries)
 }
 
-pub(super) fn replay(initial: (Inodes, Entries), mut records: Vec<TxRecord>) -> (Inodes, Entries) {
+/// `image` with every atime 0: what replayed records and the live namespace must agree on
+/// when reads have moved atimes in memory alone.
+pub(super) fn without_atimes(mut image: Image) -> Image {
+    for inode in image.0.values_mut() {
+        inode.atime_ns = 0;
+    }
+    image
+}
+
+pub(super) fn replay(initial: Image, mut records: Vec<TxRecord>) -> Image {
     records.sort_by_key(|r| r.transno);
-    let (mut inodes, mut entries) = initial;
+    let (mut inodes, mut entries, mut xattrs) = initial;
     for r in records {
         for op in r.ops {
             match op {
@@ -88,11 +109,28 @@ pub(super) fn replay(initial: (Inodes, Entries), mut records: Vec<TxRecord>) -> 
                 JournalOp::DeleteDentry { parent, name } => {
                     entries.remove(&(parent, name));
                 }
+                JournalOp::PutXattr { ino, name, value } => {
+                    xattrs.insert((ino, name), value);
+                }
+                JournalOp::DeleteXattr { ino, name } => {
+                    xattrs.remove(&(ino, name));
+                }
                 other => panic!("unexpected {other:?}"),
             }
         }
     }
-    (inodes, entries)
+    (inodes, entries, xattrs)
+}
+
+impl Namespace {
+    /// The inode `name` in `parent` names, if any: for walks that pick an inode by name.
+    fn lookup_ino(&self, parent: u64, name: &str) -> Option<u64> {
+        self.table
+            .lock(&[parent])
+            .get(parent)?
+            .entry(name)
+            .map(|e| e.ino)
+    }
 }
 
 fn run(ns: &Namespace, op: Op, records: &mut Vec<TxRecord>) -> Result<Body, Errno> {
@@ -220,7 +258,7 @@ fn concurrent_walk(ns: &Arc<Namespace>) -> Vec<TxRecord> {
                     let d2 = dirs[((x >> 8) % 3) as usize];
                     let name = format!("n{}", (x >> 16) % 6);
                     let name2 = format!("n{}", (x >> 24) % 6);
-                    let op = match (x >> 32) % 7 {
+                    let op = match (x >> 32) % 14 {
                         0 | 1 => Op::Create {
                             parent: d,
                             name,
@@ -238,13 +276,61 @@ fn concurrent_walk(ns: &Arc<Namespace>) -> Vec<TxRecord> {
                             src_name: name,
                             dst_parent: d2,
                             dst_name: name2,
+                            how: mds_proto::RenameHow::Replace,
                         },
-                        _ => Op::Setattr {
+                        6 => Op::Setattr {
                             ino: d,
                             attr: mds_proto::SetAttr {
                                 mode: Some((x & 0o777) as u32),
                                 ..Default::default()
                             },
+                        },
+                        7 => Op::Symlink {
+                            parent: d,
+                            name,
+                            target: mds_proto::Target(name2.into_bytes()),
+                        },
+                        8 => Op::Mknod {
+                            parent: d,
+                            name,
+                            kind: mds_proto::Kind::Fifo,
+                            mode: 0o644,
+                            rdev: 0,
+                        },
+                        9 => match ns.lookup_ino(d, &name) {
+                            Some(ino) => Op::Link {
+                                ino,
+                                parent: d2,
+                                name: name2,
+                            },
+                            None => continue,
+                        },
+                        10 => Op::Rename {
+                            src_parent: d,
+                            src_name: name,
+                            dst_parent: d2,
+                            dst_name: name2,
+                            how: if x & 1 == 0 {
+                                mds_proto::RenameHow::Exchange
+                            } else {
+                                mds_proto::RenameHow::NoReplace
+                            },
+                        },
+                        11 | 12 => match ns.lookup_ino(d, &name) {
+                            Some(ino) => Op::Setxattr {
+                                ino,
+                                name: format!("user.{}", x % 3),
+                                value: mds_proto::XattrValue(vec![0; (x % 40) as usize]),
+                                how: mds_proto::XattrSet::Either,
+                            },
+                            None => continue,
+                        },
+                        _ => match ns.lookup_ino(d, &name) {
+                            Some(ino) => Op::Removexattr {
+                                ino,
+                                name: format!("user.{}", x % 3),
+                            },
+                            None => continue,
                         },
                     };
                     let _ = run(&ns, op, &mut records);
@@ -280,6 +366,21 @@ fn concurrent_mutations_replay_in_transno_order_to_the_live_state() {
     let replayed = replay(initial, records);
     assert_eq!(replayed.1, live.1, "entries differ after replay");
     assert_eq!(replayed.0, live.0, "inodes differ after replay");
+    assert_eq!(
+        replayed.2, live.2,
+        "extended attributes differ after replay"
+    );
+    assert!(
+        live.0
+            .values()
+            .any(|i| i.kind == journal::FileKind::Symlink)
+            && live
+                .0
+                .values()
+                .any(|i| i.nlink > 1 && i.kind != journal::FileKind::Directory)
+            && !live.2.is_empty(),
+        "the walk should leave symlinks, hard links and attributes behind"
+    );
     // And the live state is self-consistent: counts match entries.
     for (ino, inode) in &live.0 {
         if inode.kind == journal::FileKind::Directory {
@@ -363,6 +464,7 @@ fn loading_the_committed_records_rebuilds_the_live_namespace() {
     let (live, reloaded) = (memory(&ns), memory(&loaded));
     assert_eq!(reloaded.1, live.1, "entries differ after commit and load");
     assert_eq!(reloaded.0, live.0, "inodes differ after commit and load");
+    assert_eq!(snapshot(&loaded).2, snapshot(&ns).2, "extended attributes");
     assert_eq!(loaded.counts(), ns.counts());
     assert_eq!(loaded.last_transno(), ns.last_transno());
 }
@@ -436,4 +538,38 @@ fn the_counters_stop_at_their_ceilings_and_never_wrap() {
     assert_eq!(ns.inode_counter(), u64::MAX - 1);
     let l = ns.table.lock(&[ROOT_INO]);
     assert_eq!(l.get(ROOT_INO).unwrap().attr.kind, FileKind::Directory);
+}
+
+/// LINK stops at `MAX_LINKS` with EMLINK and changes nothing; the links it made all count.
+#[test]
+fn links_stop_at_the_maximum() {
+    let ns = empty();
+    let mut records = Vec::new();
+    let f = ino_of(run(
+        &ns,
+        Op::Create {
+            parent: ROOT_INO,
+            name: "f".into(),
+            mode: 0o644,
+        },
+        &mut records,
+    ));
+    let link = |name: String, records: &mut Vec<TxRecord>| {
+        run(
+            &ns,
+            Op::Link {
+                ino: f,
+                parent: ROOT_INO,
+                name,
+            },
+            records,
+        )
+    };
+    for i in 1..mds_proto::MAX_LINKS {
+        link(format!("l{i}"), &mut records).unwrap();
+    }
+    let before = snapshot(&ns);
+    assert_eq!(before.0[&f].nlink, mds_proto::MAX_LINKS);
+    assert_eq!(link("one-more".into(), &mut records), Err(Errno::EMLINK));
+    assert_eq!(snapshot(&ns), before);
 }

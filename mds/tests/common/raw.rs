@@ -61,6 +61,14 @@ impl Raw {
         let (xid, _) = session.begin();
         let reply = self.call(&request(xid, connect, None));
         session.finish(xid);
+        // Kept, as the client library keeps it, so that a reconnect as this session proves it.
+        if let Ok(Body::Connected {
+            session_secret: Some(secret),
+            ..
+        }) = &reply.result
+        {
+            session.set_secret(mds_client::auth::SessionSecret::from_bytes(*secret));
+        }
         let Ok(Body::Challenge {
             nonce,
             key: wants_key,

@@ -53,10 +53,14 @@ use journal::{JournalOp, TxRecord};
 use super::node::{DirName, Entries, Entry, FileKind, InodeAttr, Node, Stamp};
 use super::perm::{self, READ, SEARCH, WRITE};
 use super::table::Locked;
-use super::{Caller, Exec, Namespace, now_ns, to_attr, to_kind};
-use mds_proto::{Body, DirEntry, Errno, MAX_FRAME, MAX_READDIR, Op, SetAttr, check_name};
+use super::{Caller, Exec, Namespace, now_ns, to_attr};
+use mds_proto::{
+    Body, DirEntry, Errno, Kind, MAX_FRAME, MAX_READDIR, Op, SetAttr, SetTime, check_name,
+};
 
+mod link;
 mod rename;
+mod xattr;
 
 /// Journal ops dispatch adds to a mutation's record: its resend record. Reserved when
 /// the record is built, so adding it never reallocates the ops.
@@ -186,23 +190,47 @@ impl Namespace {
         let cx = &mut Cx { caller, wait: 0 };
         let result = match op {
             Op::Mkdir { parent, name, mode } => {
-                self.create(cx, parent, name, FileKind::Directory, mode)
+                self.create(cx, parent, name, New::of(FileKind::Directory, mode))
             }
             Op::Create { parent, name, mode } => {
-                self.create(cx, parent, name, FileKind::File, mode)
+                self.create(cx, parent, name, New::of(FileKind::File, mode))
             }
+            Op::Mknod {
+                parent,
+                name,
+                kind,
+                mode,
+                rdev,
+            } => self.mknod(cx, parent, name, kind, mode, rdev),
+            Op::Symlink {
+                parent,
+                name,
+                target,
+            } => self.symlink(cx, parent, name, target.0),
+            Op::Link { ino, parent, name } => self.link(cx, ino, parent, name),
+            Op::Readlink { ino } => self.readlink(cx, ino),
             Op::Lookup { parent, name } => self.lookup(cx, parent, &name),
             Op::Getattr { ino } => self.getattr(cx, ino),
             Op::Setattr { ino, attr } => self.setattr(cx, ino, attr),
             Op::Readdir { ino, cursor, limit } => self.readdir(cx, ino, cursor.as_deref(), limit),
-            Op::Unlink { parent, name } => self.remove(cx, parent, name, FileKind::File),
-            Op::Rmdir { parent, name } => self.remove(cx, parent, name, FileKind::Directory),
+            Op::Unlink { parent, name } => self.remove(cx, parent, name, false),
+            Op::Rmdir { parent, name } => self.remove(cx, parent, name, true),
             Op::Rename {
                 src_parent,
                 src_name,
                 dst_parent,
                 dst_name,
-            } => self.rename(cx, src_parent, src_name, dst_parent, dst_name),
+                how,
+            } => self.rename(cx, (src_parent, src_name), (dst_parent, dst_name), how),
+            Op::Setxattr {
+                ino,
+                name,
+                value,
+                how,
+            } => self.setxattr(cx, ino, name, value.0, how),
+            Op::Getxattr { ino, name } => self.getxattr(cx, ino, &name),
+            Op::Listxattr { ino } => self.listxattr(cx, ino),
+            Op::Removexattr { ino, name } => self.removexattr(cx, ino, name),
             Op::Connect { .. } | Op::Authenticate { .. } | Op::Ping | Op::Statfs | Op::Sync => {
                 Err(Errno::EPROTO)
             }
@@ -226,20 +254,56 @@ impl Namespace {
         }
     }
 
-    fn create(
+    /// MKNOD: a fifo, socket or regular file for anyone who may create in `parent`; a device
+    /// for root alone (Linux's CAP_MKNOD), EPERM after the checks every create makes; a
+    /// directory never (EPERM, before anything else, as Linux's `may_mknod`), nor a symlink
+    /// (EINVAL).
+    fn mknod(
         &self,
         cx: &mut Cx<'_>,
         parent: u64,
         name: String,
-        kind: FileKind,
+        kind: Kind,
         mode: u32,
+        rdev: u64,
     ) -> OpResult {
+        let kind = FileKind::from_wire(kind);
+        match kind {
+            FileKind::Directory => return Err(Errno::EPERM),
+            FileKind::Symlink => return Err(Errno::EINVAL),
+            _ => {}
+        }
+        let new = New {
+            rdev: if kind.is_device() { rdev } else { 0 },
+            ..New::of(kind, mode)
+        };
+        self.create(cx, parent, name, new)
+    }
+
+    /// SYMLINK: a link to `target` (1 to `MAX_SYMLINK` bytes: ENOENT for none, as Linux
+    /// answers an empty path, ENAMETOOLONG beyond), mode 0777 whatever the caller's umask.
+    fn symlink(&self, cx: &mut Cx<'_>, parent: u64, name: String, target: Vec<u8>) -> OpResult {
+        if target.is_empty() {
+            return Err(Errno::ENOENT);
+        }
+        if target.len() > mds_proto::MAX_SYMLINK {
+            return Err(Errno::ENAMETOOLONG);
+        }
+        let new = New {
+            target: Some(target.into()),
+            ..New::of(FileKind::Symlink, 0o777)
+        };
+        self.create(cx, parent, name, new)
+    }
+
+    fn create(&self, cx: &mut Cx<'_>, parent: u64, name: String, new: New) -> OpResult {
         let cred = cx.caller.cred;
         check_name(&name)?;
         self.writable()?;
         let ino = self.ino_for_create(cx)?;
         let now = now_ns();
-        let is_dir = kind == FileKind::Directory;
+        let kind = new.kind;
+        let is_dir = kind.is_dir();
         let mut l = self.table.lock(&[parent, ino]);
         if l.get(ino).is_some() {
             // A replayed create's inode number was handed out before the crash and lost with
@@ -261,7 +325,7 @@ impl Namespace {
         // early changes no answer and no wait. It lets the name be searched for once: the
         // search is most of a create's share of memcmp in a large directory.
         let may_write = may(cx, p, WRITE | SEARCH);
-        let (gid, mode) = perm::new_inode_owner(cred, &p.attr, kind, mode);
+        let (gid, mode) = perm::new_inode_owner(cred, &p.attr, kind, new.mode);
         let Node {
             attr: dir_attr,
             entries,
@@ -285,6 +349,9 @@ impl Namespace {
             .unwrap_or_default();
         cx.see(&removed_stamp);
         may_write?;
+        if kind.is_device() && !perm::is_root(cred) {
+            return Err(Errno::EPERM);
+        }
         let transno = self.next_transno()?;
         if let Some(r) = removed.as_mut() {
             r.remove(&name);
@@ -309,13 +376,16 @@ impl Namespace {
             uid: cred.uid,
             gid,
             nlink: if is_dir { 2 } else { 1 },
-            size: 0,
+            size: new.target.as_ref().map_or(0, |t| t.len() as u64),
             ctime_ns: now,
             mtime_ns: now,
             generation: transno,
             parent: if is_dir { parent } else { 0 },
             entries: 0,
             transno,
+            atime_ns: now,
+            rdev: new.rdev,
+            target: new.target,
         };
         let image = attr.image();
         let body = Body::Attr(to_attr(&attr));
@@ -357,17 +427,13 @@ impl Namespace {
     /// Puts a created inode into the table, under the lock its create holds (its number was
     /// checked vacant under that lock), and counts it.
     fn add_created(&self, l: &mut Locked<'_>, attr: InodeAttr, stamp: Stamp) {
-        let (ino, is_dir) = (attr.ino, attr.kind == FileKind::Directory);
-        let mut node = Node::new(attr, is_dir.then(BTreeMap::new));
+        let (ino, kind) = (attr.ino, attr.kind);
+        let mut node = Node::new(attr, kind.is_dir().then(BTreeMap::new));
         node.stamp = stamp;
         if !l.insert(node) {
             unreachable!("inode {ino} was checked vacant under the same lock");
         }
-        if is_dir {
-            self.directories.fetch_add(1, Ordering::Relaxed);
-        } else {
-            self.files.fetch_add(1, Ordering::Relaxed);
-        }
+        self.count(kind, 1);
     }
 
     fn lookup(&self, cx: &mut Cx<'_>, parent: u64, name: &str) -> OpResult {
@@ -409,8 +475,12 @@ impl Namespace {
         let mut l = self.table.lock(&[ino]);
         let node = inode_mut(cx, &mut l, ino)?;
         see_inode(cx, node);
-        if set.size.is_some() && node.attr.kind == FileKind::Directory {
-            return Err(Errno::EISDIR);
+        if set.size.is_some() {
+            match node.attr.kind {
+                FileKind::File => {}
+                FileKind::Directory => return Err(Errno::EISDIR),
+                _ => return Err(Errno::EINVAL),
+            }
         }
         let cred = cx.caller.cred;
         perm::may_setattr(cred, &node.attr, &set)?;
@@ -426,10 +496,19 @@ impl Namespace {
             attr.gid = gid;
         }
         if let Some(size) = set.size {
+            // Truncating changes the file's data, as a write does, even to the same size.
             attr.size = size;
+            attr.mtime_ns = now;
         }
-        if let Some(mtime) = set.mtime_ns {
-            attr.mtime_ns = mtime;
+        let at = |t: SetTime| match t {
+            SetTime::Now => now,
+            SetTime::At(ns) => ns,
+        };
+        if let Some(t) = set.atime {
+            attr.atime_ns = at(t);
+        }
+        if let Some(t) = set.mtime {
+            attr.mtime_ns = at(t);
         }
         attr.ctime_ns = now;
         attr.transno = transno;
@@ -449,12 +528,15 @@ impl Namespace {
 
     fn readdir(&self, cx: &mut Cx<'_>, ino: u64, cursor: Option<&str>, limit: u32) -> OpResult {
         let limit = limit.clamp(1, MAX_READDIR) as usize;
-        let l = self.table.lock(&[ino]);
-        let d = dir(cx, &l, ino)?;
+        let mut l = self.table.lock(&[ino]);
+        let d = dir_mut(cx, &mut l, ino)?;
         see_inode(cx, d);
         // Read alone: Linux lists a directory with `r` and no `x` (names and kinds; it is
         // the attributes of the entries that need search).
         may(cx, d, READ)?;
+        if cursor.is_none() {
+            touch_atime(&mut d.attr, now_ns());
+        }
         let entries = d.entries.as_ref().expect("a directory");
         let range = match cursor {
             Some(c) => entries.range::<[u8], _>((
@@ -476,7 +558,7 @@ impl Namespace {
             page.push(DirEntry {
                 name: name.to_owned(),
                 ino: entry.ino,
-                kind: to_kind(entry.kind),
+                kind: entry.kind.wire(),
             });
         }
         let next = if more {
@@ -490,8 +572,8 @@ impl Namespace {
         }))
     }
 
-    /// UNLINK (`want` = File) and RMDIR (`want` = Directory).
-    fn remove(&self, cx: &mut Cx<'_>, parent: u64, name: String, want: FileKind) -> OpResult {
+    /// UNLINK (`rmdir` false: anything but a directory) and RMDIR.
+    fn remove(&self, cx: &mut Cx<'_>, parent: u64, name: String, rmdir: bool) -> OpResult {
         check_name(&name)?;
         self.writable()?;
         loop {
@@ -521,13 +603,13 @@ impl Namespace {
             may(cx, p, WRITE | SEARCH)?;
             let c = l.get(child.ino).expect("an entry names a live inode");
             may_remove(cx, p, c)?;
-            match (want, child.kind) {
-                (FileKind::File, FileKind::Directory) => return Err(Errno::EISDIR),
-                (FileKind::Directory, FileKind::File) => return Err(Errno::ENOTDIR),
+            match (rmdir, child.kind.is_dir()) {
+                (false, true) => return Err(Errno::EISDIR),
+                (true, false) => return Err(Errno::ENOTDIR),
                 _ => {}
             }
             see_inode(cx, c);
-            if want == FileKind::Directory && c.entries.as_ref().is_some_and(|e| !e.is_empty()) {
+            if rmdir && c.entries.as_ref().is_some_and(|e| !e.is_empty()) {
                 return Err(Errno::ENOTEMPTY);
             }
             let transno = self.next_transno()?;
@@ -539,14 +621,14 @@ impl Namespace {
                 p.note_removed(name.clone(), stamp, cx.caller.last_committed);
             }
             p.attr.entries -= 1;
-            if want == FileKind::Directory {
+            if rmdir {
                 p.attr.nlink -= 1;
             }
             touch(&mut p.attr, now, transno);
             let parent_image = p.attr.image();
             let mut ops = Vec::with_capacity(3 + RESEND_OPS);
             ops.push(JournalOp::DeleteDentry { parent, name });
-            ops.push(self.drop_link(cx, &mut l, child.ino, now, transno));
+            self.drop_link(cx, &mut l, child.ino, now, transno, &mut ops);
             ops.push(JournalOp::PutInode(parent_image));
             drop(l);
             return Ok(Exec::Mutation {
@@ -558,7 +640,9 @@ impl Namespace {
         }
     }
 
-    /// Removes one name of `ino`: a directory or a file's last link deletes the inode.
+    /// Removes one name of `ino`: a directory or a non-directory's last link deletes the
+    /// inode (and its extended attributes, one delete each); an earlier link only drops its
+    /// count and sets its ctime. Appends the journal ops that says so.
     fn drop_link(
         &self,
         cx: &Cx<'_>,
@@ -566,25 +650,70 @@ impl Namespace {
         ino: u64,
         now: i64,
         transno: u64,
-    ) -> JournalOp {
+        ops: &mut Vec<JournalOp>,
+    ) {
         let node = l.get_mut(ino).expect("an entry names a live inode");
-        if node.attr.kind == FileKind::File && node.attr.nlink > 1 {
+        if !node.attr.kind.is_dir() && node.attr.nlink > 1 {
             node.stamp = cx.stamp(node.stamp, transno);
             node.attr.nlink -= 1;
             node.attr.ctime_ns = now;
             node.attr.transno = transno;
-            return JournalOp::PutInode(node.attr.image());
+            ops.push(JournalOp::PutInode(node.attr.image()));
+            return;
         }
         let removed = l.remove(ino).expect("just found");
         if cx.keeps_removals() {
             let stamp = cx.stamp(removed.stamp, transno);
             l.note_removed(ino, stamp, cx.caller.last_committed);
         }
-        match removed.attr.kind {
-            FileKind::Directory => self.directories.fetch_sub(1, Ordering::Relaxed),
-            FileKind::File => self.files.fetch_sub(1, Ordering::Relaxed),
-        };
-        JournalOp::DeleteInode(ino)
+        self.count(removed.attr.kind, -1);
+        if let Some(xattrs) = removed.xattrs {
+            self.xattr_bytes
+                .fetch_sub(xattrs.bytes as u64, Ordering::Relaxed);
+            ops.extend(
+                xattrs
+                    .by_name
+                    .into_keys()
+                    .map(|name| JournalOp::DeleteXattr {
+                        ino,
+                        name: name.into(),
+                    }),
+            );
+        }
+        ops.push(JournalOp::DeleteInode(ino));
+    }
+}
+
+/// What a create makes: its kind, the mode asked for, and what only some kinds have.
+struct New {
+    kind: FileKind,
+    mode: u32,
+    rdev: u64,
+    target: Option<std::sync::Arc<[u8]>>,
+}
+
+impl New {
+    fn of(kind: FileKind, mode: u32) -> New {
+        New {
+            kind,
+            mode,
+            rdev: 0,
+            target: None,
+        }
+    }
+}
+
+/// A read's atime update, relatime-style (Linux's default): only when the atime is not
+/// newer than the mtime or ctime, or is a day old. In memory only: the inode's next journaled
+/// change writes it, and a crash before one loses it, as relatime allows — a read never
+/// waits for, or forces, a commit.
+fn touch_atime(attr: &mut InodeAttr, now: i64) {
+    const DAY_NS: i64 = 24 * 3600 * 1_000_000_000;
+    if attr.atime_ns <= attr.mtime_ns
+        || attr.atime_ns <= attr.ctime_ns
+        || now.saturating_sub(attr.atime_ns) >= DAY_NS
+    {
+        attr.atime_ns = attr.atime_ns.max(now);
     }
 }
 

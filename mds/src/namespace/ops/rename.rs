@@ -4,7 +4,7 @@
 //! renames hold the namespace's rename lock, so no directory changes parent during the walk.
 
 use journal::{JournalOp, TxRecord};
-use mds_proto::{Body, Errno, check_name};
+use mds_proto::{Body, Errno, RenameHow, check_name};
 
 use super::{
     Cx, OpResult, RESEND_OPS, dir, dir_mut, entries_mut, may, may_remove, now, see_inode, touch,
@@ -15,13 +15,16 @@ use crate::namespace::table::Locked;
 use crate::namespace::{Exec, Namespace, now_ns};
 
 impl Namespace {
+    /// RENAME, in Linux's order of checks: both names looked up (ENOENT for the source; for
+    /// `NoReplace` EEXIST if the target exists, for `Exchange` ENOENT if it does not), a
+    /// rename onto itself done, then the tree rules (no directory into its own subtree), then
+    /// the permissions and kinds.
     pub(super) fn rename(
         &self,
         cx: &mut Cx<'_>,
-        sp: u64,
-        sn: String,
-        dp: u64,
-        dn: String,
+        (sp, sn): (u64, String),
+        (dp, dn): (u64, String),
+        how: RenameHow,
     ) -> OpResult {
         check_name(&sn)?;
         check_name(&dn)?;
@@ -29,6 +32,11 @@ impl Namespace {
         let _cross = (sp != dp).then(|| self.rename_lock.lock());
         loop {
             let (src, dst) = self.rename_entries(cx, sp, &sn, dp, &dn)?;
+            match (how, dst) {
+                (RenameHow::NoReplace, Some(_)) => return Err(Errno::EEXIST),
+                (RenameHow::Exchange, None) => return Err(Errno::ENOENT),
+                _ => {}
+            }
             if sp == dp && sn == dn {
                 return Ok(now(Body::Done));
             }
@@ -36,13 +44,18 @@ impl Namespace {
                 return Err(Errno::EINVAL);
             }
             // The target holds the source on its way down, so it is not empty; Linux says so
-            // before it checks any permission, as for EINVAL just above.
+            // before it checks any permission, as for EINVAL just above (and EINVAL for an
+            // exchange, which would move the target into the source's subtree).
             if let Some(dst) = dst
                 && dst.kind == FileKind::Directory
                 && sp != dp
                 && self.is_ancestor(cx, dst.ino, sp)
             {
-                return Err(Errno::ENOTEMPTY);
+                return Err(if how == RenameHow::Exchange {
+                    Errno::EINVAL
+                } else {
+                    Errno::ENOTEMPTY
+                });
             }
             let now = now_ns();
             let mut inos = vec![sp, dp, src.ino];
@@ -59,6 +72,18 @@ impl Namespace {
                 continue; // changed between the two lock rounds: look again
             }
             let src = still_src.expect("checked");
+            if let (RenameHow::Exchange, Some(dst)) = (how, still_dst) {
+                exchange_allowed(cx, &l, (sp, src), (dp, dst))?;
+                let transno = self.next_transno()?;
+                let ops = exchange(cx, &mut l, (sp, sn, src), (dp, dn, dst), now, transno)?;
+                drop(l);
+                return Ok(Exec::Mutation {
+                    transno,
+                    body: Body::Done,
+                    record: TxRecord { transno, ops },
+                    built_on: 0,
+                });
+            }
             rename_allowed(cx, &l, (sp, src), (dp, still_dst))?;
             let transno = self.next_transno()?;
             let is_dir = src.kind == FileKind::Directory;
@@ -84,7 +109,7 @@ impl Namespace {
 
             // A replaced target loses its name, and its inode if that was the last one.
             if let Some(dst) = still_dst {
-                ops.push(self.drop_link(cx, &mut l, dst.ino, now, transno));
+                self.drop_link(cx, &mut l, dst.ino, now, transno, &mut ops);
                 let d = dir_mut(cx, &mut l, dp)?;
                 d.attr.entries -= 1;
                 if dst.kind == FileKind::Directory {
@@ -238,4 +263,96 @@ fn rename_allowed(
         }
     }
     Ok(())
+}
+
+/// RENAME_EXCHANGE's checks under every lock it takes: each entry may be removed from its
+/// directory (write and search, the sticky bit), and a directory that changes parent needs
+/// write permission on itself, as Linux's `vfs_rename` asks for both sides of an exchange.
+fn exchange_allowed(
+    cx: &mut Cx<'_>,
+    l: &Locked<'_>,
+    (sp, src): (u64, Entry),
+    (dp, dst): (u64, Entry),
+) -> Result<(), Errno> {
+    cx.see(&src.stamp);
+    cx.see(&dst.stamp);
+    let (s, d) = (dir(cx, l, sp)?, dir(cx, l, dp)?);
+    let a = l.get(src.ino).expect("an entry names a live inode");
+    let b = l.get(dst.ino).expect("an entry names a live inode");
+    may(cx, s, WRITE | SEARCH)?;
+    may_remove(cx, s, a)?;
+    may(cx, d, WRITE | SEARCH)?;
+    may_remove(cx, d, b)?;
+    if sp != dp {
+        if src.kind.is_dir() {
+            may(cx, a, WRITE)?;
+        }
+        if dst.kind.is_dir() {
+            may(cx, b, WRITE)?;
+        }
+    }
+    see_inode(cx, a);
+    see_inode(cx, b);
+    Ok(())
+}
+
+/// Swaps the inodes two entries name: each directory keeps its entry count; a directory that
+/// changes parent takes its ".." (a link of the parent) with it. Returns the journal ops.
+fn exchange(
+    cx: &mut Cx<'_>,
+    l: &mut Locked<'_>,
+    (sp, sn, src): (u64, String, Entry),
+    (dp, dn, dst): (u64, String, Entry),
+    now: i64,
+    transno: u64,
+) -> Result<Vec<JournalOp>, Errno> {
+    let to_src = Entry {
+        stamp: cx.stamp(src.stamp, transno),
+        ..dst
+    };
+    let to_dst = Entry {
+        stamp: cx.stamp(dst.stamp, transno),
+        ..src
+    };
+    let links = |e: &Entry| u32::from(e.kind.is_dir());
+    let s = dir_mut(cx, l, sp)?;
+    s.content = cx.stamp(s.content, transno);
+    entries_mut(s).insert(DirName::new(&sn), to_src);
+    if sp != dp {
+        s.attr.nlink = s.attr.nlink - links(&src) + links(&dst);
+    }
+    touch(&mut s.attr, now, transno);
+    let d = dir_mut(cx, l, dp)?;
+    d.content = cx.stamp(d.content, transno);
+    entries_mut(d).insert(DirName::new(&dn), to_dst);
+    if sp != dp {
+        d.attr.nlink = d.attr.nlink - links(&dst) + links(&src);
+    }
+    touch(&mut d.attr, now, transno);
+    let mut ops = Vec::with_capacity(6 + RESEND_OPS);
+    for (entry, new_parent) in [(src, dp), (dst, sp)] {
+        let moved = l.get_mut(entry.ino).expect("an entry names a live inode");
+        moved.stamp = cx.stamp(moved.stamp, transno);
+        if entry.kind.is_dir() {
+            moved.attr.parent = new_parent;
+        }
+        moved.attr.ctime_ns = now;
+        moved.attr.transno = transno;
+        ops.push(JournalOp::PutInode(moved.attr.image()));
+    }
+    ops.push(JournalOp::PutDentry {
+        parent: sp,
+        name: sn,
+        entry: to_src.record(),
+    });
+    ops.push(JournalOp::PutDentry {
+        parent: dp,
+        name: dn,
+        entry: to_dst.record(),
+    });
+    ops.push(JournalOp::PutInode(l.get(sp).expect("locked").attr.image()));
+    if sp != dp {
+        ops.push(JournalOp::PutInode(l.get(dp).expect("locked").attr.image()));
+    }
+    Ok(ops)
 }

@@ -1,0 +1,206 @@
+//! Extended attributes: SETXATTR, GETXATTR, LISTXATTR and REMOVEXATTR, with Linux's limits
+//! (names of 1 to 255 bytes, ERANGE otherwise; values up to 64 KiB, E2BIG beyond) and its
+//! rules per namespace (`perm::may_xattr`). An attribute belongs to its inode for
+//! commit-on-share: a change writes the inode's stamp and sets its ctime, a read looks at
+//! the stamp. Each inode holds at most [`MAX_XATTR_BYTES`] of names and values, so one
+//! inode's list always fits a reply (ENOSPC past it, as a file system out of room for them).
+
+use std::sync::atomic::Ordering;
+
+use journal::{JournalOp, TxRecord};
+use mds_proto::{Body, Errno, MAX_XATTR_NAME, MAX_XATTR_VALUE, XattrSet, XattrValue};
+
+use super::{Cx, OpResult, inode, inode_mut, journal_ops, now, see_inode};
+use crate::namespace::node::{Node, Xattrs};
+use crate::namespace::perm::{self, XattrSpace};
+use crate::namespace::{Exec, Namespace, now_ns};
+
+/// The most bytes of extended attributes (names and values) one inode holds: one attribute
+/// of the largest size and room for a few small ones.
+pub(crate) const MAX_XATTR_BYTES: usize = MAX_XATTR_VALUE + 4096;
+
+/// A name's length, as the system calls check it before anything else.
+fn check_xattr_name(name: &str) -> Result<(), Errno> {
+    if name.is_empty() || name.len() > MAX_XATTR_NAME {
+        Err(Errno::ERANGE)
+    } else {
+        Ok(())
+    }
+}
+
+impl Namespace {
+    pub(super) fn setxattr(
+        &self,
+        cx: &mut Cx<'_>,
+        ino: u64,
+        name: String,
+        value: Vec<u8>,
+        how: XattrSet,
+    ) -> OpResult {
+        check_xattr_name(&name)?;
+        if value.len() > MAX_XATTR_VALUE {
+            return Err(Errno::E2BIG);
+        }
+        self.writable()?;
+        let space = XattrSpace::of(&name);
+        if let XattrSpace::Acl { default } = space {
+            let value = perm::parse_acl(&value)?.is_some().then_some(value);
+            return self.change_acl(cx, ino, name, value, default);
+        }
+        let now_at = now_ns();
+        let mut l = self.table.lock(&[ino]);
+        let node = inode_mut(cx, &mut l, ino)?;
+        see_inode(cx, node);
+        perm::may_xattr(cx.caller.cred, &node.attr, space, true)?;
+        space.resolve(&name)?;
+        match (how, value_len(node, &name)) {
+            (XattrSet::Create, Some(_)) => return Err(Errno::EEXIST),
+            (XattrSet::Replace, None) => return Err(Errno::ENODATA),
+            _ => {}
+        }
+        self.change_xattr(cx, node, ino, name, Some(value), now_at)
+    }
+
+    pub(super) fn getxattr(&self, cx: &mut Cx<'_>, ino: u64, name: &str) -> OpResult {
+        check_xattr_name(name)?;
+        let space = XattrSpace::of(name);
+        let l = self.table.lock(&[ino]);
+        let node = inode(cx, &l, ino)?;
+        see_inode(cx, node);
+        perm::may_xattr(cx.caller.cred, &node.attr, space, false)?;
+        space.resolve(name)?;
+        if matches!(space, XattrSpace::Acl { .. }) {
+            perm::may_get_acl(&node.attr)?;
+        }
+        let value = node
+            .xattrs
+            .as_ref()
+            .and_then(|x| x.by_name.get(name))
+            .ok_or(Errno::ENODATA)?;
+        Ok(now(Body::Xattr(XattrValue(value.to_vec()))))
+    }
+
+    pub(super) fn listxattr(&self, cx: &mut Cx<'_>, ino: u64) -> OpResult {
+        let l = self.table.lock(&[ino]);
+        let node = inode(cx, &l, ino)?;
+        see_inode(cx, node);
+        let cred = cx.caller.cred;
+        let names = node.xattrs.as_ref().map_or_else(Vec::new, |x| {
+            x.by_name
+                .keys()
+                .filter(|n| perm::lists_xattr(cred, XattrSpace::of(n)))
+                .map(ToString::to_string)
+                .collect()
+        });
+        Ok(now(Body::XattrNames(names)))
+    }
+
+    pub(super) fn removexattr(&self, cx: &mut Cx<'_>, ino: u64, name: String) -> OpResult {
+        check_xattr_name(&name)?;
+        self.writable()?;
+        let space = XattrSpace::of(&name);
+        if let XattrSpace::Acl { default } = space {
+            return self.change_acl(cx, ino, name, None, default);
+        }
+        let now_at = now_ns();
+        let mut l = self.table.lock(&[ino]);
+        let node = inode_mut(cx, &mut l, ino)?;
+        see_inode(cx, node);
+        perm::may_xattr(cx.caller.cred, &node.attr, space, true)?;
+        space.resolve(&name)?;
+        if value_len(node, &name).is_none() {
+            return Err(Errno::ENODATA);
+        }
+        self.change_xattr(cx, node, ino, name, None, now_at)
+    }
+
+    /// An ACL set (`value`, which has entries) or removed (`None`: an empty value, or
+    /// REMOVEXATTR), by Linux's `set_posix_acl` rules: SETXATTR's create/replace flags do not
+    /// apply, and removing an ACL that is not there — or a default ACL from something that
+    /// cannot have one — succeeds and changes nothing (no ENODATA).
+    fn change_acl(
+        &self,
+        cx: &mut Cx<'_>,
+        ino: u64,
+        name: String,
+        value: Option<Vec<u8>>,
+        default: bool,
+    ) -> OpResult {
+        let now_at = now_ns();
+        let mut l = self.table.lock(&[ino]);
+        let node = inode_mut(cx, &mut l, ino)?;
+        see_inode(cx, node);
+        if !perm::may_set_acl(cx.caller.cred, &node.attr, default, value.is_some())? {
+            return Ok(now(Body::Done));
+        }
+        if let Some(value) = &value {
+            perm::check_acl(perm::parse_acl(value)?.expect("parsed: it has entries"))?;
+        } else if value_len(node, &name).is_none() {
+            return Ok(now(Body::Done));
+        }
+        self.change_xattr(cx, node, ino, name, value, now_at)
+    }
+
+    /// Sets (`value`) or removes (`None`, of an attribute the inode has) one attribute of the
+    /// locked `node`, within [`MAX_XATTR_BYTES`] (ENOSPC): takes the transno, stamps the
+    /// inode, sets its ctime, and returns the mutation.
+    fn change_xattr(
+        &self,
+        cx: &mut Cx<'_>,
+        node: &mut Node,
+        ino: u64,
+        name: String,
+        value: Option<Vec<u8>>,
+        now_at: i64,
+    ) -> OpResult {
+        let held = node.xattrs.as_ref().map_or(0, |x| x.bytes);
+        let freed = value_len(node, &name).map_or(0, |v| v + name.len());
+        let added = value.as_ref().map_or(0, |v| v.len() + name.len());
+        let bytes = held - freed + added;
+        if bytes > MAX_XATTR_BYTES {
+            return Err(Errno::ENOSPC);
+        }
+        let transno = self.next_transno()?;
+        // Wrapping: a removal, or a smaller value than the one it replaces, takes bytes away.
+        self.xattr_bytes
+            .fetch_add((bytes as u64).wrapping_sub(held as u64), Ordering::Relaxed);
+        let xattrs = node.xattrs.get_or_insert_with(Default::default);
+        xattrs.bytes = bytes;
+        let op = if let Some(value) = value {
+            xattrs
+                .by_name
+                .insert(name.as_str().into(), value.as_slice().into());
+            JournalOp::PutXattr { ino, name, value }
+        } else {
+            xattrs.by_name.remove(name.as_str());
+            drop_if_empty(&mut node.xattrs);
+            JournalOp::DeleteXattr { ino, name }
+        };
+        node.stamp = cx.stamp(node.stamp, transno);
+        node.attr.ctime_ns = now_at;
+        node.attr.transno = transno;
+        let ops = journal_ops([op, JournalOp::PutInode(node.attr.image())]);
+        Ok(Exec::Mutation {
+            transno,
+            record: TxRecord { transno, ops },
+            body: Body::Done,
+            built_on: 0,
+        })
+    }
+}
+
+/// The length of `node`'s attribute `name`, if it has one.
+fn value_len(node: &Node, name: &str) -> Option<usize> {
+    node.xattrs
+        .as_ref()
+        .and_then(|x| x.by_name.get(name))
+        .map(|v| v.len())
+}
+
+/// Frees the map of an inode left with no attributes: most inodes have none, and keep none.
+#[allow(clippy::box_collection)]
+fn drop_if_empty(xattrs: &mut Option<Box<Xattrs>>) {
+    if xattrs.as_ref().is_some_and(|x| x.by_name.is_empty()) {
+        *xattrs = None;
+    }
+}

@@ -1,0 +1,89 @@
+//! A store written by the previous build (schema version 2, protocol 3: the fixture
+//! `fixtures/store-schema-2.tar.gz`, made by `fixtures/make-schema-2-store.sh` with commit
+//! a0e1521's binaries) is read as it is by `mds fsck`, upgraded in place by the first
+//! `mds serve`, served with everything it held, and fscks clean after.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use mds_client::ROOT;
+use mds_proto::{Kind, XattrSet};
+
+/// The fixture unpacked into `dir`: the store's directory.
+fn unpack(dir: &Path) -> std::path::PathBuf {
+    let fixture =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store-schema-2.tar.gz");
+    let status = Command::new("tar")
+        .arg("-xzf")
+        .arg(&fixture)
+        .arg("-C")
+        .arg(dir)
+        .status()
+        .expect("running tar");
+    assert!(status.success(), "unpacking {}", fixture.display());
+    dir.join("store")
+}
+
+#[test]
+fn a_store_written_by_the_previous_build_is_served_and_fscks_clean() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = unpack(dir.path());
+    // Read-only, in the old layout, changing nothing.
+    let (code, out) = common::fsck(&store);
+    assert_eq!(code, 0, "{out}");
+
+    let server = common::start(&store, &[]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let (g, f3) = rt.block_on(async {
+        let c = server.client().await;
+        let a = c.lookup(ROOT, "a").await.unwrap();
+        let b = c.lookup(a.ino, "b").await.unwrap();
+        assert_eq!(
+            common::names(&c, b.ino).await,
+            ["f3", "f4", "f5"],
+            "the removed file stays removed"
+        );
+        assert!(c.lookup(ROOT, "empty").await.is_err());
+        let g = c.lookup(a.ino, "g").await.unwrap();
+        assert_eq!(
+            (g.kind, g.mode, g.uid, g.gid, g.size, g.nlink),
+            (Kind::File, 0o600, 7, 8, 4096, 1)
+        );
+        assert_eq!(
+            g.atime_ns, g.mtime_ns,
+            "an upgraded inode's atime is its mtime"
+        );
+        assert_eq!(g.rdev, 0);
+        // The new operations work on the old inodes.
+        c.link(g.ino, b.ino, "g2").await.unwrap();
+        c.symlink(a.ino, "s", b"g").await.unwrap();
+        c.setxattr(g.ino, "user.k", b"v", XattrSet::Either)
+            .await
+            .unwrap();
+        let f3 = c.lookup(b.ino, "f3").await.unwrap();
+        (g.ino, f3)
+    });
+    assert!(
+        server
+            .log_text()
+            .contains("upgraded the store from schema version 2"),
+        "{}",
+        server.log_text()
+    );
+    assert!(server.stop().success());
+    let (code, out) = common::fsck(&store);
+    assert_eq!(code, 0, "{out}");
+
+    // The next start finds a current store: nothing to upgrade, everything there.
+    let server = common::start(&store, &[]);
+    rt.block_on(async {
+        let c = server.client().await;
+        assert_eq!(c.getattr(g).await.unwrap().nlink, 2);
+        assert_eq!(c.getxattr(g, "user.k").await.unwrap(), b"v");
+        assert_eq!(c.getattr(f3.ino).await.unwrap(), f3);
+    });
+    assert!(!server.log_text().contains("upgraded the store"));
+    assert!(server.stop().success());
+}
