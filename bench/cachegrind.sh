@@ -12,6 +12,7 @@
 # the create path (plus start-up and shutdown, the same for every build), not its timing.
 # cg_annotate on the files under OUT says where the misses are.
 #   BUILDS="/var/tmp/old/release /var/tmp/mds-target/release" ./bench/cachegrind.sh
+#   LOADGEN_BIN=each ...    # each build driven by its own loadgen (builds of different protocols)
 #   COUNT=400000 LL=2097152,16,64 ...   # the defaults
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -52,7 +53,9 @@ for build in $BUILDS; do
     2>"$data.log" &
   pid=$!
   wait_for_mds "$data.log"
-  "$LOADGEN_BIN/loadgen" create --server "$MDS_ADDR" --threads "$THREADS" --depth "$DEPTH" \
+  lg="$LOADGEN_BIN"
+  if [ "$lg" = each ]; then lg="$build"; fi
+  "$lg/loadgen" create --server "$MDS_ADDR" --threads "$THREADS" --depth "$DEPTH" \
     --count "$COUNT" --warmup 0 --quiet >/dev/null
   kill -TERM "$pid"
   wait "$pid" || true
