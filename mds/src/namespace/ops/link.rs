@@ -1,13 +1,15 @@
 //! LINK and READLINK: a second name for an inode, and what a symbolic link points at. (A
 //! symlink, fifo, socket or device is made by `create` in `ops/mod.rs`, as any inode is.)
 
-use journal::{JournalOp, TxRecord};
+use journal::JournalOp;
 use mds_proto::{Body, Errno, MAX_LINKS, Target, check_name};
 
-use super::{Cx, OpResult, RESEND_OPS, dir_mut, inode, inode_mut, may, now, touch, touch_atime};
+use super::{
+    Cx, OpResult, RESEND_OPS, dir_mut, inode, inode_mut, may, mutation, now, touch, touch_atime,
+};
 use crate::namespace::node::{DirName, Entry, FileKind};
 use crate::namespace::perm::{self, SEARCH, WRITE};
-use crate::namespace::{Exec, Namespace, now_ns, to_attr};
+use crate::namespace::{Namespace, now_ns, to_attr};
 
 impl Namespace {
     /// LINK: `name` in `parent` for `ino`, in Linux's order of checks: the source exists
@@ -70,12 +72,7 @@ impl Namespace {
         });
         ops.push(JournalOp::PutInode(parent_image));
         drop(l);
-        Ok(Exec::Mutation {
-            transno,
-            record: TxRecord { transno, ops },
-            body,
-            built_on: 0,
-        })
+        Ok(mutation(transno, ops, body))
     }
 
     /// READLINK: the target as it was given; EINVAL for anything but a symlink. Needs no

@@ -400,12 +400,7 @@ impl Namespace {
             },
             JournalOp::PutInode(parent_image),
         ]);
-        Ok(Exec::Mutation {
-            transno,
-            record: TxRecord { transno, ops },
-            body,
-            built_on: 0,
-        })
+        Ok(mutation(transno, ops, body))
     }
 
     /// The inode number a create takes: a new one, or a replay's again — one handed out
@@ -515,15 +510,11 @@ impl Namespace {
         let image = attr.image();
         let body = Body::Attr(to_attr(attr));
         drop(l);
-        Ok(Exec::Mutation {
+        Ok(mutation(
             transno,
+            journal_ops([JournalOp::PutInode(image)]),
             body,
-            record: TxRecord {
-                transno,
-                ops: journal_ops([JournalOp::PutInode(image)]),
-            },
-            built_on: 0,
-        })
+        ))
     }
 
     fn readdir(&self, cx: &mut Cx<'_>, ino: u64, cursor: Option<&str>, limit: u32) -> OpResult {
@@ -631,12 +622,7 @@ impl Namespace {
             self.drop_link(cx, &mut l, child.ino, now, transno, &mut ops);
             ops.push(JournalOp::PutInode(parent_image));
             drop(l);
-            return Ok(Exec::Mutation {
-                transno,
-                body: Body::Done,
-                record: TxRecord { transno, ops },
-                built_on: 0,
-            });
+            return Ok(mutation(transno, ops, Body::Done));
         }
     }
 
@@ -714,6 +700,17 @@ fn touch_atime(attr: &mut InodeAttr, now: i64) {
         || now.saturating_sub(attr.atime_ns) >= DAY_NS
     {
         attr.atime_ns = attr.atime_ns.max(now);
+    }
+}
+
+/// A mutation's result: its transno, the journal ops of its record, its reply (`execute`
+/// adds what it built on).
+fn mutation(transno: u64, ops: Vec<JournalOp>, body: Body) -> Exec {
+    Exec::Mutation {
+        transno,
+        record: TxRecord { transno, ops },
+        body,
+        built_on: 0,
     }
 }
 

@@ -3,16 +3,17 @@
 //! alone walks the tree (a directory may not move into its own subtree). Cross-directory
 //! renames hold the namespace's rename lock, so no directory changes parent during the walk.
 
-use journal::{JournalOp, TxRecord};
+use journal::JournalOp;
 use mds_proto::{Body, Errno, RenameHow, check_name};
 
 use super::{
-    Cx, OpResult, RESEND_OPS, dir, dir_mut, entries_mut, may, may_remove, now, see_inode, touch,
+    Cx, OpResult, RESEND_OPS, dir, dir_mut, entries_mut, may, may_remove, mutation, now, see_inode,
+    touch,
 };
 use crate::namespace::node::{DirName, Entry, FileKind};
 use crate::namespace::perm::{SEARCH, WRITE};
 use crate::namespace::table::Locked;
-use crate::namespace::{Exec, Namespace, now_ns};
+use crate::namespace::{Namespace, now_ns};
 
 impl Namespace {
     /// RENAME, in Linux's order of checks: both names looked up (ENOENT for the source; for
@@ -77,89 +78,96 @@ impl Namespace {
                 let transno = self.next_transno()?;
                 let ops = exchange(cx, &mut l, (sp, sn, src), (dp, dn, dst), now, transno)?;
                 drop(l);
-                return Ok(Exec::Mutation {
-                    transno,
-                    body: Body::Done,
-                    record: TxRecord { transno, ops },
-                    built_on: 0,
-                });
+                return Ok(mutation(transno, ops, Body::Done));
             }
             rename_allowed(cx, &l, (sp, src), (dp, still_dst))?;
             let transno = self.next_transno()?;
-            let is_dir = src.kind == FileKind::Directory;
-            let mut ops = Vec::with_capacity(6 + RESEND_OPS);
-
-            // Source directory loses the name (and the moved directory's "..").
-            let s = dir_mut(cx, &mut l, sp)?;
-            s.content = cx.stamp(s.content, transno);
-            entries_mut(s).remove(sn.as_bytes());
-            if cx.keeps_removals() {
-                let stamp = cx.stamp(src.stamp, transno);
-                s.note_removed(sn.clone(), stamp, cx.caller.last_committed);
-            }
-            s.attr.entries -= 1;
-            if is_dir && sp != dp {
-                s.attr.nlink -= 1;
-            }
-            touch(&mut s.attr, now, transno);
-            ops.push(JournalOp::DeleteDentry {
-                parent: sp,
-                name: sn,
-            });
-
-            // A replaced target loses its name, and its inode if that was the last one.
-            if let Some(dst) = still_dst {
-                self.drop_link(cx, &mut l, dst.ino, now, transno, &mut ops);
-                let d = dir_mut(cx, &mut l, dp)?;
-                d.attr.entries -= 1;
-                if dst.kind == FileKind::Directory {
-                    d.attr.nlink -= 1;
-                }
-            }
-
-            // Destination directory gains the name; the name's history goes on in its stamp.
-            let d = dir_mut(cx, &mut l, dp)?;
-            d.content = cx.stamp(d.content, transno);
-            let before = match still_dst {
-                Some(dst) => dst.stamp,
-                None => d.take_removed(&dn),
-            };
-            let moved_entry = Entry {
-                stamp: cx.stamp(before, transno),
-                ..src
-            };
-            entries_mut(d).insert(DirName::new(&dn), moved_entry);
-            d.attr.entries += 1;
-            if is_dir && sp != dp {
-                d.attr.nlink += 1;
-            }
-            touch(&mut d.attr, now, transno);
-            ops.push(JournalOp::PutDentry {
-                parent: dp,
-                name: dn,
-                entry: moved_entry.record(),
-            });
-
-            let moved = l.get_mut(src.ino).expect("an entry names a live inode");
-            moved.stamp = cx.stamp(moved.stamp, transno);
-            if is_dir {
-                moved.attr.parent = dp;
-            }
-            moved.attr.ctime_ns = now;
-            moved.attr.transno = transno;
-            ops.push(JournalOp::PutInode(moved.attr.image()));
-            ops.push(JournalOp::PutInode(l.get(sp).expect("locked").attr.image()));
-            if sp != dp {
-                ops.push(JournalOp::PutInode(l.get(dp).expect("locked").attr.image()));
-            }
+            let ops =
+                self.move_entry(cx, &mut l, (sp, sn, src), (dp, dn, still_dst), now, transno)?;
             drop(l);
-            return Ok(Exec::Mutation {
-                transno,
-                body: Body::Done,
-                record: TxRecord { transno, ops },
-                built_on: 0,
-            });
+            return Ok(mutation(transno, ops, Body::Done));
         }
+    }
+
+    /// RENAME's change, once allowed, under its locks: the source directory loses the name
+    /// (and a moved directory's ".."), a replaced target loses its name (and its inode with
+    /// its last link), the destination gains the name, whose history goes on in its stamp.
+    /// Returns the journal ops.
+    fn move_entry(
+        &self,
+        cx: &mut Cx<'_>,
+        l: &mut Locked<'_>,
+        (sp, sn, src): (u64, String, Entry),
+        (dp, dn, still_dst): (u64, String, Option<Entry>),
+        now: i64,
+        transno: u64,
+    ) -> Result<Vec<JournalOp>, Errno> {
+        let is_dir = src.kind == FileKind::Directory;
+        let mut ops = Vec::with_capacity(6 + RESEND_OPS);
+        // Source directory loses the name (and the moved directory's "..").
+        let s = dir_mut(cx, l, sp)?;
+        s.content = cx.stamp(s.content, transno);
+        entries_mut(s).remove(sn.as_bytes());
+        if cx.keeps_removals() {
+            let stamp = cx.stamp(src.stamp, transno);
+            s.note_removed(sn.clone(), stamp, cx.caller.last_committed);
+        }
+        s.attr.entries -= 1;
+        if is_dir && sp != dp {
+            s.attr.nlink -= 1;
+        }
+        touch(&mut s.attr, now, transno);
+        ops.push(JournalOp::DeleteDentry {
+            parent: sp,
+            name: sn,
+        });
+
+        // A replaced target loses its name, and its inode if that was the last one.
+        if let Some(dst) = still_dst {
+            self.drop_link(cx, l, dst.ino, now, transno, &mut ops);
+            let d = dir_mut(cx, l, dp)?;
+            d.attr.entries -= 1;
+            if dst.kind == FileKind::Directory {
+                d.attr.nlink -= 1;
+            }
+        }
+
+        // Destination directory gains the name; the name's history goes on in its stamp.
+        let d = dir_mut(cx, l, dp)?;
+        d.content = cx.stamp(d.content, transno);
+        let before = match still_dst {
+            Some(dst) => dst.stamp,
+            None => d.take_removed(&dn),
+        };
+        let moved_entry = Entry {
+            stamp: cx.stamp(before, transno),
+            ..src
+        };
+        entries_mut(d).insert(DirName::new(&dn), moved_entry);
+        d.attr.entries += 1;
+        if is_dir && sp != dp {
+            d.attr.nlink += 1;
+        }
+        touch(&mut d.attr, now, transno);
+        ops.push(JournalOp::PutDentry {
+            parent: dp,
+            name: dn,
+            entry: moved_entry.record(),
+        });
+
+        let moved = l.get_mut(src.ino).expect("an entry names a live inode");
+        moved.stamp = cx.stamp(moved.stamp, transno);
+        if is_dir {
+            moved.attr.parent = dp;
+        }
+        moved.attr.ctime_ns = now;
+        moved.attr.transno = transno;
+        ops.push(JournalOp::PutInode(moved.attr.image()));
+        ops.push(JournalOp::PutInode(l.get(sp).expect("locked").attr.image()));
+        if sp != dp {
+            ops.push(JournalOp::PutInode(l.get(dp).expect("locked").attr.image()));
+        }
+        Ok(ops)
     }
 
     /// RENAME's first look, under the two parents' locks: both are searchable directories

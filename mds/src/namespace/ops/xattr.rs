@@ -7,13 +7,13 @@
 
 use std::sync::atomic::Ordering;
 
-use journal::{JournalOp, TxRecord};
+use journal::JournalOp;
 use mds_proto::{Body, Errno, MAX_XATTR_NAME, MAX_XATTR_VALUE, XattrSet, XattrValue};
 
-use super::{Cx, OpResult, inode, inode_mut, journal_ops, now, see_inode};
+use super::{Cx, OpResult, inode, inode_mut, journal_ops, mutation, now, see_inode};
 use crate::namespace::node::{Node, Xattrs};
 use crate::namespace::perm::{self, XattrSpace};
-use crate::namespace::{Exec, Namespace, now_ns};
+use crate::namespace::{Namespace, now_ns};
 
 /// The most bytes of extended attributes (names and values) one inode holds: one attribute
 /// of the largest size and room for a few small ones.
@@ -180,12 +180,7 @@ impl Namespace {
         node.attr.ctime_ns = now_at;
         node.attr.transno = transno;
         let ops = journal_ops([op, JournalOp::PutInode(node.attr.image())]);
-        Ok(Exec::Mutation {
-            transno,
-            record: TxRecord { transno, ops },
-            body: Body::Done,
-            built_on: 0,
-        })
+        Ok(mutation(transno, ops, Body::Done))
     }
 }
 
