@@ -14,21 +14,24 @@
 // options, signals — is in mds, the client library's credentials and the test kit.)
 #![forbid(unsafe_code)]
 
+mod show;
+mod values;
+
+use show::{attr_json, entry_json, print_attr, print_status, status_json};
+use values::{XattrBytes, hex, makedev, parse_mode, parse_set_time, parse_xattr_value, xattr_text};
+
 use std::ffi::{OsStr, OsString};
-use std::fmt::Write as _;
 use std::io::Write as _;
 use std::os::unix::ffi::OsStrExt as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use mds_client::auth::AuthKey;
-use mds_client::proto::{
-    Attr, DirEntry, Errno, Kind, RenameHow, SetAttr, SetTime, StatFs, XattrSet,
-};
+use mds_client::proto::{Attr, Errno, Kind, RenameHow, SetAttr, SetTime, XattrSet};
 use mds_client::tls::TlsClient;
 use mds_client::units::parse_duration;
 use mds_client::{Client, ClientError, ConnectOptions, Session};
@@ -117,10 +120,6 @@ impl NodeType {
 
 /// MKNOD's TYPEs that need MAJOR and MINOR, as clap's `required_if_eq_any` takes them.
 const DEVICE_TYPES: [(&str, &str); 3] = [("node", "c"), ("node", "u"), ("node", "b")];
-
-/// An extended attribute's value as given on the command line, decoded.
-#[derive(Clone, Debug)]
-struct XattrBytes(Vec<u8>);
 
 #[derive(Subcommand)]
 enum Command {
@@ -265,118 +264,6 @@ enum Command {
     Sync,
     /// Print server figures (STATFS).
     Status,
-}
-
-fn parse_mode(s: &str) -> Result<u32, String> {
-    u32::from_str_radix(s, 8)
-        .ok()
-        .filter(|m| *m <= 0o7777)
-        .ok_or_else(|| format!("invalid mode {s:?} (octal, e.g. 755)"))
-}
-
-/// `now`, nanoseconds since the Unix epoch, or an RFC 3339 time (`T` or a space between date
-/// and time, `Z` optional).
-fn parse_set_time(s: &str) -> Result<SetTime, String> {
-    if s == "now" {
-        return Ok(SetTime::Now);
-    }
-    if let Ok(ns) = s.parse::<i64>() {
-        return Ok(SetTime::At(ns));
-    }
-    let time = humantime::parse_rfc3339_weak(s).map_err(|e| {
-        format!(
-            "{e}: give `now`, an RFC 3339 time such as 2024-05-01T12:00:00Z, or nanoseconds \
-             since the epoch"
-        )
-    })?;
-    let since = time
-        .duration_since(UNIX_EPOCH)
-        .map_err(|_| "before the epoch".to_owned())?;
-    i64::try_from(since.as_nanos())
-        .map(SetTime::At)
-        .map_err(|_| "past 2262, the last time 64 bits of nanoseconds can say".to_owned())
-}
-
-/// A value as setfattr(1) reads one: `0x`/`0X` and hex digits, or text in double quotes with
-/// escapes, or text as it is. (setfattr's base64, `0s`, is refused rather than taken as text.)
-fn parse_xattr_value(s: &str) -> Result<XattrBytes, String> {
-    let bytes = if let Some(digits) = s.strip_prefix("0x").or_else(|| s.strip_prefix("0X")) {
-        decode_hex(digits).ok_or("0x must be followed by pairs of hex digits")?
-    } else if s.starts_with("0s") || s.starts_with("0S") {
-        return Err(
-            "base64 (0s) is not supported: give 0x and hex digits, or the text in \
-                    double quotes"
-                .to_owned(),
-        );
-    } else if let Some(inner) = s.strip_prefix('"').and_then(|r| r.strip_suffix('"')) {
-        unquote(inner)?
-    } else {
-        s.as_bytes().to_vec()
-    };
-    Ok(XattrBytes(bytes))
-}
-
-fn decode_hex(digits: &str) -> Option<Vec<u8>> {
-    let digits = digits.as_bytes();
-    if !digits.len().is_multiple_of(2) {
-        return None;
-    }
-    digits
-        .chunks_exact(2)
-        .map(|pair| {
-            let high = char::from(pair[0]).to_digit(16)?;
-            let low = char::from(pair[1]).to_digit(16)?;
-            u8::try_from(high << 4 | low).ok()
-        })
-        .collect()
-}
-
-/// The inside of a double-quoted value: `\` and one to three octal digits is that byte, `\`
-/// and anything else is that character.
-fn unquote(inner: &str) -> Result<Vec<u8>, String> {
-    let mut out = Vec::with_capacity(inner.len());
-    let mut bytes = inner.bytes().peekable();
-    while let Some(b) = bytes.next() {
-        if b != b'\\' {
-            out.push(b);
-            continue;
-        }
-        let mut code = 0u32;
-        let mut digits = 0;
-        while digits < 3
-            && let Some(d) = bytes.next_if(|d| (b'0'..=b'7').contains(d))
-        {
-            code = code * 8 + u32::from(d - b'0');
-            digits += 1;
-        }
-        if digits == 0 {
-            out.push(bytes.next().ok_or("it ends in a lone backslash")?);
-        } else {
-            out.push(u8::try_from(code).map_err(|_| format!("\\{code:o} is not a byte"))?);
-        }
-    }
-    Ok(out)
-}
-
-/// Linux's `makedev`: the device number of (major, minor), as `st_rdev` holds it.
-fn makedev(major: u32, minor: u32) -> u64 {
-    let (major, minor) = (u64::from(major), u64::from(minor));
-    ((major & 0xffff_f000) << 32)
-        | ((major & 0xfff) << 8)
-        | ((minor & 0xffff_ff00) << 12)
-        | (minor & 0xff)
-}
-
-/// Linux's `major`: the inverse of [`makedev`]'s first half.
-fn major(rdev: u64) -> u32 {
-    let major = ((rdev >> 32) & 0xffff_f000) | ((rdev >> 8) & 0xfff);
-    u32::try_from(major).expect("masked to 32 bits")
-}
-
-/// Linux's `minor`.
-fn minor(rdev: u64) -> u32 {
-    let minor = ((rdev >> 12) & 0xffff_ff00) | (rdev & 0xff);
-    u32::try_from(minor).expect("masked to 32 bits")
 }
 
 /// What clap's attributes cannot say: device numbers are refused for a fifo or a socket.
@@ -939,255 +826,9 @@ async fn mkdir_p(client: &Client, path: &str, mode: u32) -> Result<Attr, ClientE
     Ok(attr)
 }
 
-fn hex(bytes: &[u8]) -> String {
-    let mut s = String::with_capacity(2 * bytes.len());
-    for b in bytes {
-        write!(s, "{b:02x}").expect("writing to a String cannot fail");
-    }
-    s
-}
-
-/// A value as getfattr(1) prints it: text in double quotes, with `"`, `\` and what is not
-/// printable ASCII as `\NNN` (octal), if at most one byte in eight is not printable; else
-/// `0x` and hex digits. setfattr (and `mdsctl setfattr -v`) reads both back.
-fn xattr_text(value: &[u8]) -> String {
-    let printable = |b: u8| (0x20..0x7f).contains(&b);
-    let unprintable = value.iter().filter(|b| !printable(**b)).count();
-    if value.len() < unprintable * 8 {
-        return format!("0x{}", hex(value));
-    }
-    let mut s = String::with_capacity(value.len() + 2);
-    s.push('"');
-    for &b in value {
-        if printable(b) && b != b'"' && b != b'\\' {
-            s.push(char::from(b));
-        } else {
-            write!(s, "\\{b:03o}").expect("writing to a String cannot fail");
-        }
-    }
-    s.push('"');
-    s
-}
-
-fn kind_name(kind: Kind) -> &'static str {
-    match kind {
-        Kind::Directory => "directory",
-        Kind::File => "file",
-        Kind::Symlink => "symlink",
-        Kind::Fifo => "fifo",
-        Kind::Socket => "socket",
-        Kind::CharDevice => "char-device",
-        Kind::BlockDevice => "block-device",
-    }
-}
-
-/// A device's (major, minor); `None` for every other kind.
-fn device(a: &Attr) -> Option<(u32, u32)> {
-    matches!(a.kind, Kind::CharDevice | Kind::BlockDevice).then(|| (major(a.rdev), minor(a.rdev)))
-}
-
-/// RFC 3339 in UTC; a time before the epoch shows as the epoch (humantime cannot say it).
-fn rfc3339(ns: i64) -> String {
-    let ns = u64::try_from(ns).unwrap_or(0);
-    humantime::format_rfc3339_nanos(UNIX_EPOCH + Duration::from_nanos(ns)).to_string()
-}
-
-fn attr_json(path: &str, a: &Attr) -> Value {
-    let dev = device(a);
-    json!({
-        "path": path,
-        "inode": a.ino,
-        "kind": kind_name(a.kind),
-        "mode": format!("{:04o}", a.mode),
-        "uid": a.uid,
-        "gid": a.gid,
-        "nlink": a.nlink,
-        "size": a.size,
-        "rdev": a.rdev,
-        "major": dev.map(|(major, _)| major),
-        "minor": dev.map(|(_, minor)| minor),
-        "atime": rfc3339(a.atime_ns),
-        "atime_ns": a.atime_ns,
-        "mtime": rfc3339(a.mtime_ns),
-        "mtime_ns": a.mtime_ns,
-        "ctime": rfc3339(a.ctime_ns),
-        "ctime_ns": a.ctime_ns,
-        "generation": a.generation,
-    })
-}
-
-fn entry_json(e: &DirEntry) -> Value {
-    json!({ "name": e.name, "inode": e.ino, "kind": kind_name(e.kind) })
-}
-
-fn per_commit(s: &StatFs) -> f64 {
-    if s.commits > 0 {
-        s.committed_transactions as f64 / s.commits as f64
-    } else {
-        0.0
-    }
-}
-
-fn status_json(server: &str, s: &StatFs) -> Value {
-    json!({
-        "server": server,
-        "inodes": s.inodes,
-        "directories": s.directories,
-        "files": s.files,
-        "others": s.others,
-        "xattr_bytes": s.xattr_bytes,
-        "store_bytes": s.store_bytes,
-        "store_bytes_free": s.store_bytes_free,
-        "store_bytes_available": s.store_bytes_available,
-        "last_committed": s.last_committed,
-        "last_transno": s.last_transno,
-        "commits": s.commits,
-        "committed_txns": s.committed_transactions,
-        "txns_per_commit": per_commit(s),
-        "max_txns_per_commit": s.max_transactions_per_commit,
-        "partitions": s.partitions,
-        "read_only": s.read_only,
-        "cos_conflicts": s.cos_conflicts,
-    })
-}
-
-/// Bytes in binary units for people: `512 B`, `1.5 KiB`, `931.3 GiB`.
-fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut value = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while value >= 1024.0 && unit + 1 < UNITS.len() {
-        value /= 1024.0;
-        unit += 1;
-    }
-    format!("{value:.1} {}", UNITS[unit])
-}
-
-fn print_status(server: &str, s: &StatFs) {
-    println!("server:          {server}");
-    println!("inodes:          {}", s.inodes);
-    println!("directories:     {}", s.directories);
-    println!("files:           {}", s.files);
-    println!("others:          {}", s.others);
-    println!("xattr_bytes:     {}", s.xattr_bytes);
-    if s.store_bytes == 0 {
-        println!("store:           unknown");
-    } else {
-        println!(
-            "store:           {} total, {} free, {} available",
-            human_bytes(s.store_bytes),
-            human_bytes(s.store_bytes_free),
-            human_bytes(s.store_bytes_available)
-        );
-    }
-    println!("last_committed:  {}", s.last_committed);
-    println!("last_transno:    {}", s.last_transno);
-    println!("commits:         {}", s.commits);
-    println!("committed_txns:  {}", s.committed_transactions);
-    println!(
-        "txns_per_commit: {:.2} (max {})",
-        per_commit(s),
-        s.max_transactions_per_commit
-    );
-    println!("partitions:      {}", s.partitions);
-    println!("read_only:       {}", s.read_only);
-    println!("cos_conflicts:   {}", s.cos_conflicts);
-}
-
-fn print_attr(path: &str, a: &Attr) {
-    println!("path:       {path}");
-    println!("inode:      {}", a.ino);
-    println!("kind:       {}", kind_name(a.kind));
-    println!("mode:       {:04o}", a.mode);
-    println!("uid:        {}", a.uid);
-    println!("gid:        {}", a.gid);
-    println!("nlink:      {}", a.nlink);
-    println!("size:       {}", a.size);
-    match device(a) {
-        Some((major, minor)) => println!("rdev:       {major},{minor}"),
-        None => println!("rdev:       {}", a.rdev),
-    }
-    println!("atime:      {}", rfc3339(a.atime_ns));
-    println!("mtime:      {}", rfc3339(a.mtime_ns));
-    println!("ctime:      {}", rfc3339(a.ctime_ns));
-    println!("generation: {}", a.generation);
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn device_numbers_encode_as_linux_makedev_does() {
-        assert_eq!(makedev(1, 3), 0x0103);
-        assert_eq!(makedev(8, 17), 0x0811);
-        // Past the old 8-bit fields: glibc's makedev(0x12345, 0x6789ab).
-        let rdev = makedev(0x12345, 0x0067_89ab);
-        assert_eq!(rdev, 0x0001_2006_7893_45ab);
-        assert_eq!((major(rdev), minor(rdev)), (0x12345, 0x0067_89ab));
-        for (ma, mi) in [(0, 0), (u32::MAX, u32::MAX), (4095, 255), (4096, 256)] {
-            assert_eq!((major(makedev(ma, mi)), minor(makedev(ma, mi))), (ma, mi));
-        }
-    }
-
-    #[test]
-    fn values_decode_as_setfattr_reads_them_and_print_as_getfattr_does() {
-        let value = |s: &str| parse_xattr_value(s).map(|v| v.0);
-        assert_eq!(value("plain text").unwrap(), b"plain text");
-        assert_eq!(value("0x00ff7A").unwrap(), [0, 0xff, 0x7a]);
-        assert_eq!(value("0X").unwrap(), b"");
-        assert_eq!(value(r#""a\"b\\c\012""#).unwrap(), b"a\"b\\c\n");
-        assert_eq!(value(r#""0x1""#).unwrap(), b"0x1");
-        for bad in ["0x1", "0xzz", "0sYWJj", r#""a\""#, r#""\400""#] {
-            assert!(value(bad).is_err(), "{bad:?}");
-        }
-        assert_eq!(xattr_text(b"hello"), r#""hello""#);
-        assert_eq!(xattr_text(b""), r#""""#);
-        assert_eq!(xattr_text(b"say \"hi\"\n\\"), r#""say \042hi\042\012\134""#);
-        assert_eq!(xattr_text(&[0, 1, 0xfe]), "0x0001fe");
-        for v in [&b"say \"hi\"\n\\"[..], &[0, 1, 0xfe], b"", b"x"] {
-            assert_eq!(value(&xattr_text(v)).unwrap(), v, "{v:?}");
-        }
-    }
-
-    #[test]
-    fn times_are_now_nanoseconds_or_rfc3339() {
-        assert_eq!(parse_set_time("now"), Ok(SetTime::Now));
-        assert_eq!(
-            parse_set_time("1700000000123456789"),
-            Ok(SetTime::At(1_700_000_000_123_456_789))
-        );
-        assert_eq!(
-            parse_set_time("2023-11-14T22:13:20Z"),
-            Ok(SetTime::At(1_700_000_000_000_000_000))
-        );
-        assert_eq!(
-            parse_set_time("2023-11-14 22:13:20.5"),
-            Ok(SetTime::At(1_700_000_000_500_000_000))
-        );
-        assert!(parse_set_time("yesterday").is_err());
-        assert!(parse_set_time("9999-01-01T00:00:00Z").is_err(), "past 2262");
-    }
-
-    #[test]
-    fn every_kind_has_a_name() {
-        let names: Vec<_> = Kind::ALL.into_iter().map(kind_name).collect();
-        assert_eq!(
-            names,
-            [
-                "directory",
-                "file",
-                "symlink",
-                "fifo",
-                "socket",
-                "char-device",
-                "block-device"
-            ]
-        );
-    }
 
     #[test]
     fn the_command_line_is_consistent() {
