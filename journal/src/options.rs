@@ -105,30 +105,33 @@ pub(crate) fn db_options(tuning: &Tuning) -> Options {
 pub(crate) fn cf_descriptors(cache: &Cache, tuning: &Tuning) -> Vec<ColumnFamilyDescriptor> {
     ALL_CFS
         .iter()
-        .map(|name| {
-            let mut block = BlockBasedOptions::default();
-            block.set_block_cache(cache);
-            block.set_bloom_filter(10.0, false);
-            let mut cf = Options::default();
-            cf.set_block_based_table_factory(&block);
-            cf.set_compression_type(DBCompressionType::Lz4);
-            if *name == CF_META || *name == CF_CLIENTS {
-                cf.set_write_buffer_size(tuning.per_commit_write_buffer);
-                cf.set_max_write_buffer_number(PER_COMMIT_WRITE_BUFFERS);
-            } else {
-                cf.set_write_buffer_size(tuning.namespace_write_buffer);
-                cf.set_max_write_buffer_number(NAMESPACE_WRITE_BUFFERS);
-            }
-            // The server writes the store and never reads it while serving (the namespace is
-            // in memory; start-up and fsck scan it once). A vector memtable appends, where
-            // RocksDB's default skiplist searches on every insert — on the committer's serial
-            // path, a quarter of the server's CPU under load — and sorts once at flush (on a
-            // background thread) or for the open's scan. The price is paid by point reads of
-            // a mutable memtable (each sorts a copy), which only offline tools and tests make.
-            cf.set_memtable_factory(MemtableFactory::Vector);
-            ColumnFamilyDescriptor::new(*name, cf)
-        })
+        .map(|name| ColumnFamilyDescriptor::new(*name, cf_options(cache, tuning, name)))
         .collect()
+}
+
+/// The options of the column family `name`.
+pub(crate) fn cf_options(cache: &Cache, tuning: &Tuning, name: &str) -> Options {
+    let mut block = BlockBasedOptions::default();
+    block.set_block_cache(cache);
+    block.set_bloom_filter(10.0, false);
+    let mut cf = Options::default();
+    cf.set_block_based_table_factory(&block);
+    cf.set_compression_type(DBCompressionType::Lz4);
+    if name == CF_META || name == CF_CLIENTS {
+        cf.set_write_buffer_size(tuning.per_commit_write_buffer);
+        cf.set_max_write_buffer_number(PER_COMMIT_WRITE_BUFFERS);
+    } else {
+        cf.set_write_buffer_size(tuning.namespace_write_buffer);
+        cf.set_max_write_buffer_number(NAMESPACE_WRITE_BUFFERS);
+    }
+    // The server writes the store and never reads it while serving (the namespace is
+    // in memory; start-up and fsck scan it once). A vector memtable appends, where
+    // RocksDB's default skiplist searches on every insert — on the committer's serial
+    // path, a quarter of the server's CPU under load — and sorts once at flush (on a
+    // background thread) or for the open's scan. The price is paid by point reads of
+    // a mutable memtable (each sorts a copy), which only offline tools and tests make.
+    cf.set_memtable_factory(MemtableFactory::Vector);
+    cf
 }
 
 /// The block cache shared by all column families.

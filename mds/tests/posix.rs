@@ -296,6 +296,36 @@ async fn rename_can_refuse_to_replace_and_can_exchange() {
         Errno::EINVAL
     );
     assert_eq!(c.lookup(sub.ino, "inner").await.unwrap().ino, inner.ino);
+    // Kinds, not file types: no directory replaces a symlink, and nothing but a directory
+    // replaces a directory.
+    let link = c.symlink(ROOT, "link", b"x").await.unwrap();
+    c.mkdir(ROOT, "empty", 0o755).await.unwrap();
+    assert_eq!(
+        errno(c.rename(ROOT, "link", ROOT, "empty").await),
+        Errno::EISDIR
+    );
+    assert_eq!(
+        errno(c.rename(ROOT, "empty", ROOT, "link").await),
+        Errno::ENOTDIR
+    );
+    c.mknod(ROOT, "fifo", Kind::Fifo, 0o644, 0).await.unwrap();
+    assert_eq!(
+        errno(c.rename(ROOT, "empty", ROOT, "fifo").await),
+        Errno::ENOTDIR
+    );
+    c.rename(ROOT, "fifo", ROOT, "link").await.unwrap();
+    assert_eq!(errno(c.getattr(link.ino).await), Errno::ESTALE, "replaced");
+    // Between two names of one inode: nothing happens, as on Linux.
+    let h = c.create(ROOT, "h1", 0o644).await.unwrap();
+    c.link(h.ino, ROOT, "h2").await.unwrap();
+    c.rename(ROOT, "h1", ROOT, "h2").await.unwrap();
+    assert_eq!(c.lookup(ROOT, "h1").await.unwrap().ino, h.ino);
+    assert_eq!(c.lookup(ROOT, "h2").await.unwrap().nlink, 2);
+    // Two directories of one parent exchanged: the parent's links do not move.
+    let before = c.getattr(ROOT).await.unwrap().nlink;
+    c.rename_how(ROOT, "a", ROOT, "b", exchange).await.unwrap();
+    assert_eq!(c.lookup(ROOT, "b").await.unwrap().ino, a.ino);
+    assert_eq!(c.getattr(ROOT).await.unwrap().nlink, before);
     drop(c);
     server.stop().unwrap();
     let (code, out) = common::fsck(dir.path());
@@ -304,6 +334,7 @@ async fn rename_can_refuse_to_replace_and_can_exchange() {
     let c = server.client().await;
     let moved = c.lookup(a.ino, "f").await.unwrap();
     assert_eq!((moved.ino, moved.kind), (sub.ino, Kind::Directory));
+    assert_eq!(c.lookup(ROOT, "a").await.unwrap().ino, b.ino);
     drop(c);
     server.stop().unwrap();
 }
@@ -385,6 +416,30 @@ async fn extended_attributes_follow_linux_limits_flags_and_namespaces() {
     );
     c.removexattr(f.ino, "user.big").await.unwrap();
     c.setxattr(f.ino, "user.more", &more, either).await.unwrap();
+    // However short the names, an inode's list fits a reply: many one-byte attributes fill
+    // the inode before they could fill a frame, and LISTXATTR still answers.
+    let many = c.create(ROOT, "many", 0o644).await.unwrap().ino;
+    let sets: Vec<_> = (0..4000)
+        .map(|n| {
+            let c = c.clone();
+            tokio::spawn(async move {
+                c.setxattr(many, &format!("user.{n:x}"), b"", XattrSet::Either)
+                    .await
+            })
+        })
+        .collect();
+    let mut set = 0;
+    for s in sets {
+        match s.await.unwrap() {
+            Ok(()) => set += 1,
+            Err(e) => assert_eq!(e.errno(), Some(Errno::ENOSPC), "{e}"),
+        }
+    }
+    assert!(
+        (2000..4000).contains(&set),
+        "{set} attributes before ENOSPC"
+    );
+    assert_eq!(c.listxattr(many).await.unwrap().len(), set);
     // ACLs are kept as given once they are valid: owner rw, group r, others r.
     let entry = |tag: u16, perm: u16, id: u32| {
         [tag.to_le_bytes(), perm.to_le_bytes()]
@@ -485,8 +540,13 @@ async fn extended_attributes_follow_linux_limits_flags_and_namespaces() {
     assert_eq!(c.getxattr(f.ino, "user.more").await.unwrap(), more);
     assert_eq!(c.getxattr(s.ino, "trusted.x").await.unwrap(), b"on a link");
     c.unlink(ROOT, "f").await.unwrap();
+    c.unlink(ROOT, "many").await.unwrap();
     let status = c.statfs().await.unwrap();
-    assert_eq!(status.xattr_bytes, ("trusted.x".len() + 9) as u64);
+    assert_eq!(
+        status.xattr_bytes,
+        ("trusted.x".len() + 9 + 16) as u64,
+        "name, value and 16 bytes"
+    );
     drop(c);
     server.stop().unwrap();
     let (code, out) = common::fsck(dir.path());
@@ -700,17 +760,25 @@ async fn a_resend_after_a_cut_connection_is_answered_from_its_record() {
         // Cut before reading the answer, once the server has executed it.
         drop(raw);
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while setup.statfs().await.unwrap().last_transno == before {
+        let executed = loop {
+            let now = setup.statfs().await.unwrap().last_transno;
+            if now > before {
+                break now;
+            }
             assert!(
                 std::time::Instant::now() < deadline,
                 "{what} never executed"
             );
             tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        };
         let again;
         (raw, again) = Raw::connect(server.addr, &session, None);
         assert!(again.result.is_ok(), "{what}: {again:?}");
         let first = raw.call(&sent);
+        assert_eq!(
+            first.transno, executed,
+            "{what}: answered with the first execution's transno, not executed again"
+        );
         assert!(
             first.result.is_ok(),
             "{what}: the resend is answered as the first was: {first:?}"

@@ -101,7 +101,7 @@ pub struct StatFs {
     pub files: u64,
     /// Symbolic links, fifos, sockets and devices.
     pub others: u64,
-    /// Bytes of extended attributes (names and values).
+    /// Bytes of extended attributes held in memory: names, values and 16 bytes each.
     pub xattr_bytes: u64,
     /// The file system the store is on: its size, what is free, and what is free to the
     /// server (`statvfs`'s blocks, bfree and bavail times its fragment size); 0 if unknown.

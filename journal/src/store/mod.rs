@@ -13,7 +13,7 @@ use rocksdb::{
 
 use crate::error::InjectedFailure;
 use crate::error::{Error, Fault, Result};
-use crate::options::{Tuning, block_cache, cf_descriptors, db_options, full_scan};
+use crate::options::{Tuning, block_cache, cf_descriptors, cf_options, db_options, full_scan};
 use crate::resend::{ClientResend, ClientSlots};
 use crate::schema::{
     ALL_CFS, CF_CLIENTS, CF_DENTRIES, CF_INODES, CF_META, CF_XATTRS, Dentry, Inode, InodeV2,
@@ -178,9 +178,31 @@ impl Journal {
     ) -> Result<(Journal, Recovered)> {
         let opts = db_options(tuning);
         let cache = block_cache();
-        let db = DB::open_cf_descriptors(&opts, path, cf_descriptors(&cache, tuning))
+        // A store of schema 1 or 2 has no `xattrs` family. It is opened with the families it
+        // has, so that one the checks below refuse is left as it was — its own build could
+        // not open it again with a family it does not know — and gets the family once it is
+        // current (a crash in between leaves a current store without it: the next open adds
+        // it).
+        let present = path
+            .join("CURRENT")
+            .is_file()
+            .then(|| DB::list_cf(&opts, path))
+            .transpose()?;
+        let lacks_xattrs = present
+            .as_ref()
+            .is_some_and(|p| !p.iter().any(|f| f == CF_XATTRS));
+        let families = cf_descriptors(&cache, tuning)
+            .into_iter()
+            .filter(|d| !(lacks_xattrs && d.name() == CF_XATTRS));
+        let db = DB::open_cf_descriptors(&opts, path, families)
             .map_err(|e| explain_open_failure(&opts, path, e))?;
-        Self::finish_open(db, opts, path, options, true)
+        let (mut journal, recovered) = Self::finish_open(db, opts, path, options, true)?;
+        if lacks_xattrs {
+            journal
+                .db
+                .create_cf(CF_XATTRS, &cf_options(&cache, tuning, CF_XATTRS))?;
+        }
+        Ok((journal, recovered))
     }
 
     /// Opens an existing store read-only (for `mds fsck` and other offline tools).

@@ -406,6 +406,7 @@ fn a_store_of_version_2_is_read_as_it_is_and_upgraded_by_the_first_writable_open
     assert!(clients_keys(&j).is_empty());
     let v = j.db.get_cf(j.cf(CF_META), META_SCHEMA_VERSION).unwrap();
     assert_eq!(v.unwrap(), SCHEMA_VERSION.to_le_bytes());
+    assert!(j.db.cf_handle(CF_XATTRS).is_some(), "added once current");
     drop(j);
     let (_, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
     assert_eq!(recovered.upgraded_from, None);
@@ -437,6 +438,12 @@ fn an_old_store_that_was_not_stopped_cleanly_is_not_upgraded() {
     assert!(err.to_string().contains("SIGTERM"), "{err}");
     let (_, recovered) = Journal::open_read_only(dir.path()).unwrap();
     assert_eq!(recovered.known_clients, [5], "nothing written");
+    assert_eq!(recovered.schema_version, 2);
+    let families = DB::list_cf(&rocksdb::Options::default(), dir.path()).unwrap();
+    assert!(
+        !families.iter().any(|f| f == CF_XATTRS),
+        "no family the old build does not know: {families:?}"
+    );
 }
 
 /// Extended attributes: one key per attribute, put and deleted by the ops of a commit, read

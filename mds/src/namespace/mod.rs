@@ -85,7 +85,7 @@ pub struct Namespace {
     files: AtomicU64,
     /// Symbolic links, fifos, sockets and devices.
     others: AtomicU64,
-    /// Bytes of extended attributes (names and values) held in memory.
+    /// Bytes of extended attributes held in memory: names, values and a fixed overhead each.
     xattr_bytes: AtomicU64,
     /// Set when the journal fails: every mutation is refused with EIO from then on.
     read_only: AtomicBool,
@@ -361,7 +361,7 @@ impl Namespace {
                 orphaned.get_or_insert((ino, name));
                 return Ok(());
             };
-            let bytes = name.len() + value.len();
+            let bytes = ops::xattr_charge(&name, &value);
             let xattrs = node.xattrs.get_or_insert_with(Default::default);
             xattrs.bytes += bytes;
             xattrs.by_name.insert(name.into(), value.into());

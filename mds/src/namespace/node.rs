@@ -357,8 +357,8 @@ pub(crate) struct Node {
     pub xattrs: Option<Box<Xattrs>>,
 }
 
-/// One inode's extended attributes, by name, with the bytes they hold in all (names and
-/// values), which `MAX_XATTR_BYTES` bounds.
+/// One inode's extended attributes, by name, with the bytes they are charged in all (names,
+/// values and a fixed overhead each: `ops/xattr.rs`), which `MAX_XATTR_BYTES` bounds.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Xattrs {
     pub by_name: BTreeMap<Box<str>, Box<[u8]>>,

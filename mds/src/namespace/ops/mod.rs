@@ -62,6 +62,8 @@ mod link;
 mod rename;
 mod xattr;
 
+pub(super) use xattr::charge as xattr_charge;
+
 /// Journal ops dispatch adds to a mutation's record: its resend record. Reserved when
 /// the record is built, so adding it never reallocates the ops.
 const RESEND_OPS: usize = 1;

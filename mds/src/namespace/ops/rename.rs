@@ -38,7 +38,9 @@ impl Namespace {
                 (RenameHow::Exchange, None) => return Err(Errno::ENOENT),
                 _ => {}
             }
-            if sp == dp && sn == dn {
+            // Onto itself, or between two names of one inode (hard links): Linux's
+            // `vfs_rename` does nothing, before any permission check.
+            if (sp == dp && sn == dn) || dst.is_some_and(|d| d.ino == src.ino) {
                 return Ok(now(Body::Done));
             }
             if src.kind == FileKind::Directory && sp != dp && self.is_ancestor(cx, src.ino, dp) {
@@ -250,9 +252,11 @@ fn rename_allowed(
     if let Some(dst) = dst {
         let replaced = l.get(dst.ino).expect("an entry names a live inode");
         may_remove(cx, d, replaced)?;
-        match (src.kind, dst.kind) {
-            (FileKind::Directory, FileKind::File) => return Err(Errno::ENOTDIR),
-            (FileKind::File, FileKind::Directory) => return Err(Errno::EISDIR),
+        // By kind, not by file type: a directory never replaces a symlink, fifo or device, and
+        // none of them replaces a directory.
+        match (src.kind.is_dir(), dst.kind.is_dir()) {
+            (true, false) => return Err(Errno::ENOTDIR),
+            (false, true) => return Err(Errno::EISDIR),
             _ => {}
         }
     }

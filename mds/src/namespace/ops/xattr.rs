@@ -2,8 +2,10 @@
 //! (names of 1 to 255 bytes, ERANGE otherwise; values up to 64 KiB, E2BIG beyond) and its
 //! rules per namespace (`perm::may_xattr`). An attribute belongs to its inode for
 //! commit-on-share: a change writes the inode's stamp and sets its ctime, a read looks at
-//! the stamp. Each inode holds at most [`MAX_XATTR_BYTES`] of names and values, so one
-//! inode's list always fits a reply (ENOSPC past it, as a file system out of room for them).
+//! the stamp. Each inode holds at most [`MAX_XATTR_BYTES`] of them, each charged its name,
+//! its value and [`XATTR_OVERHEAD`] (ENOSPC past it, as a file system out of room for them):
+//! so one inode's memory is bounded, and its LISTXATTR — each name with a length of at most
+//! 2 bytes — always fits a reply, however short the names.
 
 use std::sync::atomic::Ordering;
 
@@ -15,9 +17,19 @@ use crate::namespace::node::{Node, Xattrs};
 use crate::namespace::perm::{self, XattrSpace};
 use crate::namespace::{Namespace, now_ns};
 
-/// The most bytes of extended attributes (names and values) one inode holds: one attribute
-/// of the largest size and room for a few small ones.
+/// The most bytes of extended attributes one inode holds, as [`charge`] counts them: one
+/// attribute of the largest size and room for a few small ones. LISTXATTR's reply is at most
+/// this less 14 bytes per attribute, under `MAX_FRAME` with room for the reply's header.
 pub(crate) const MAX_XATTR_BYTES: usize = MAX_XATTR_VALUE + 4096;
+
+/// What an attribute costs beyond its name and value: about what keeping it does (its map
+/// entry, two boxed slices), and more than its name's length prefix in a LISTXATTR reply.
+pub(crate) const XATTR_OVERHEAD: usize = 16;
+
+/// The bytes an attribute of `name` and `value` is charged.
+pub(crate) fn charge(name: &str, value: &[u8]) -> usize {
+    name.len() + value.len() + XATTR_OVERHEAD
+}
 
 /// A name's length, as the system calls check it before anything else.
 fn check_xattr_name(name: &str) -> Result<(), Errno> {
@@ -154,8 +166,8 @@ impl Namespace {
         now_at: i64,
     ) -> OpResult {
         let held = node.xattrs.as_ref().map_or(0, |x| x.bytes);
-        let freed = value_len(node, &name).map_or(0, |v| v + name.len());
-        let added = value.as_ref().map_or(0, |v| v.len() + name.len());
+        let freed = value_len(node, &name).map_or(0, |v| v + name.len() + XATTR_OVERHEAD);
+        let added = value.as_ref().map_or(0, |v| charge(&name, v));
         let bytes = held - freed + added;
         if bytes > MAX_XATTR_BYTES {
             return Err(Errno::ENOSPC);
