@@ -363,26 +363,46 @@ fn concurrent_mutations_replay_in_transno_order_to_the_live_state() {
         records.len()
     );
     let live = snapshot(&ns);
-    let replayed = replay(initial, records);
+    let replayed = replay(initial, records.clone());
     assert_eq!(replayed.1, live.1, "entries differ after replay");
     assert_eq!(replayed.0, live.0, "inodes differ after replay");
     assert_eq!(
         replayed.2, live.2,
         "extended attributes differ after replay"
     );
-    assert!(
-        live.0
-            .values()
-            .any(|i| i.kind == journal::FileKind::Symlink)
-            && live
-                .0
-                .values()
-                .any(|i| i.nlink > 1 && i.kind != journal::FileKind::Directory)
-            && !live.2.is_empty(),
-        "the walk should leave symlinks, hard links and attributes behind"
+    // What the walk did, not what it left (a later unlink may take any of it away).
+    let images = || {
+        records
+            .iter()
+            .flat_map(|r| &r.ops)
+            .filter_map(|op| match op {
+                JournalOp::PutInode(i) => Some(i),
+                _ => None,
+            })
+    };
+    let did = (
+        images().any(|i| i.kind == journal::FileKind::Symlink),
+        images().any(|i| i.kind != journal::FileKind::Directory && i.nlink > 1),
+        records
+            .iter()
+            .flat_map(|r| &r.ops)
+            .any(|op| matches!(op, JournalOp::PutXattr { .. })),
     );
-    // And the live state is self-consistent: counts match entries.
+    assert_eq!(
+        did,
+        (true, true, true),
+        "the walk should make symlinks, hard links and attributes"
+    );
+    // And the live state is self-consistent: counts match entries, a non-directory's links
+    // the names it has, a directory's parent the entry naming it; attributes belong to live
+    // inodes; the namespace's counts are the kinds it holds.
     for (ino, inode) in &live.0 {
+        let names: Vec<u64> = live
+            .1
+            .iter()
+            .filter(|(_, d)| d.ino == *ino)
+            .map(|((p, _), _)| *p)
+            .collect();
         if inode.kind == journal::FileKind::Directory {
             let n = live.1.keys().filter(|(p, _)| p == ino).count() as u64;
             assert_eq!(inode.entries, n, "inode {ino}");
@@ -392,8 +412,24 @@ fn concurrent_mutations_replay_in_transno_order_to_the_live_state() {
                 .filter(|((p, _), d)| p == ino && d.kind == journal::FileKind::Directory)
                 .count() as u32;
             assert_eq!(inode.nlink, 2 + subdirs, "inode {ino}");
+            if *ino != ROOT_INO {
+                assert_eq!(names, [inode.parent], "directory {ino} and its parent");
+            }
+        } else {
+            assert_eq!(inode.nlink as usize, names.len(), "inode {ino}'s links");
         }
     }
+    assert!(live.2.keys().all(|(ino, _)| live.0.contains_key(ino)));
+    let kinds = |k: journal::FileKind| live.0.values().filter(|i| i.kind == k).count() as u64;
+    let counts = ns.counts();
+    assert_eq!(
+        (counts.directories, counts.files, counts.inodes()),
+        (
+            kinds(journal::FileKind::Directory),
+            kinds(journal::FileKind::File),
+            live.0.len() as u64
+        )
+    );
 }
 
 #[test]
