@@ -4,8 +4,10 @@
 //! encodes its request into a shared output buffer and waits on its own reply slot. A writer
 //! task sends everything buffered with one write; a reader task routes replies by xid and
 //! takes `last_committed` from notices (xid 0) the server sends unasked. Xids come from the
-//! connection's [`Session`], which outlives it when the caller reconnects. Path helpers
-//! resolve `/a/b/c` by LOOKUP from the root, as `mdsctl` does.
+//! connection's [`Session`], which outlives it when the caller reconnects, and so do the
+//! handles of the files it opens: a connect that reaches a new server start reopens them
+//! after its replays. Path helpers resolve `/a/b/c` by LOOKUP from the root, as `mdsctl`
+//! does.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -19,11 +21,13 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::codec::FramedRead;
 
 use mds_proto::{
-    self as protocol, Attr, Body, DirEntry, Errno, Kind, MAX_READDIR, Op, PROTOCOL_VERSION,
-    RenameHow, Replay, Reply, Request, SetAttr, StatFs, Target, XattrSet, XattrValue, encode_frame,
+    self as protocol, Attr, Body, DirEntry, Errno, Kind, MAX_IO, MAX_READDIR, Op, OpenFlags,
+    PROTOCOL_VERSION, RenameHow, Replay, Reply, Request, SetAttr, StatFs, Target, XattrSet,
+    XattrValue, encode_frame,
 };
 
 use crate::auth::{AuthKey, SessionSecret};
+use crate::handles::Handle;
 use crate::session::{Replays, Session};
 use crate::tls::TlsClient;
 
@@ -364,17 +368,31 @@ impl Client {
 
     /// After a server restart: replays what was answered early and not durable, in transno
     /// order, with its transno, inode number and ticket, while the server's recovery window is
-    /// open; then tells the server it is done (any request that is not a replay does). What
-    /// the server will not take back is lost, and counted (`Session::lost`). Replays whose
-    /// answers were cut off are sent again to the same start too: the server answers those it
-    /// executed from its records, whether its window is open or not.
+    /// open; reopens the handles the session holds; then tells the server it is done (any
+    /// request that is not a replay does). What the server will not take back is lost, and
+    /// counted (`Session::lost`). Replays whose answers were cut off are sent again to the
+    /// same start too: the server answers those it executed from its records, whether its
+    /// window is open or not.
     async fn replay(&self, replays: Replays, recovering: bool) -> Result<()> {
-        if !recovering && !replays.same_start {
+        if recovering || replays.same_start {
+            self.replay_unsafe(replays).await?;
+        } else {
             for _ in &replays.requests {
                 self.inner.session.lose();
             }
-            return Ok(());
         }
+        // After the replays (a replayed WRITE or truncating OPEN names its handle as it was)
+        // and before the request that ends the client's recovery.
+        self.reopen_handles().await?;
+        if recovering {
+            self.ping().await
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Sends the replays, pipelined, and waits for every answer.
+    async fn replay_unsafe(&self, replays: Replays) -> Result<()> {
         let sends = replays.requests.into_iter().map(|(transno, mut request)| {
             let client = self.clone();
             async move {
@@ -414,11 +432,43 @@ impl Client {
         for result in futures::future::join_all(sends).await {
             result?;
         }
-        if recovering {
-            self.ping().await
-        } else {
-            Ok(())
+        Ok(())
+    }
+
+    /// Takes back, pipelined, every handle the session holds that this server start has not
+    /// opened: after a restart all of them — whether or not the server is still in its
+    /// recovery window (if it closed, the reopen is tried anyway: a file nobody else touched
+    /// is still there to open) — and after a connect whose reopens were cut off, those not
+    /// answered. A handle the server refuses is dead: its later uses answer the refusal's
+    /// errno. One whose answer was cut off stays as it was, to be reopened at the next
+    /// connect.
+    async fn reopen_handles(&self) -> Result<()> {
+        let session = &self.inner.session;
+        let boot = self.server_boot;
+        let handles = session.handles_to_reopen(boot);
+        if handles.is_empty() {
+            return Ok(());
         }
+        let sends = handles.into_iter().map(|handle| {
+            let client = self.clone();
+            async move { (handle, client.call_reply(handle.reopen_op()).await) }
+        });
+        let answers = futures::future::join_all(sends).await;
+        // A connection-level refusal (EBUSY, EPROTO) answers every waiting request with its
+        // errno: it says nothing of the handles, which stay to be reopened next time.
+        if let Some(errno) = *self.inner.refused.lock() {
+            return Err(ClientError::Errno(errno));
+        }
+        let mut failed = None;
+        for (handle, answer) in answers {
+            match answer.map(|reply| reply.result) {
+                Ok(Ok(Body::Attr(_))) => session.handle_reopened(handle, boot),
+                Ok(Ok(other)) => failed = Some(unexpected(other)),
+                Ok(Err(errno)) => session.handle_died(handle, errno),
+                Err(e) => failed = Some(e),
+            }
+        }
+        failed.map_or(Ok(()), Err)
     }
 
     async fn send_replay(&self, xid: u64, op: Op, replay: Replay) -> Result<Reply> {
@@ -693,7 +743,7 @@ impl Client {
 
     pub async fn statfs(&self) -> Result<StatFs> {
         match self.call(Op::Statfs).await? {
-            Body::StatFs(s) => Ok(s),
+            Body::StatFs(s) => Ok(*s),
             other => Err(unexpected(other)),
         }
     }
@@ -701,6 +751,100 @@ impl Client {
     /// Returns once every mutation the server executed before it is durable.
     pub async fn sync(&self) -> Result<()> {
         done(self.call(Op::Sync).await?)
+    }
+
+    /// Opens `ino` as `flags` say, under a handle number the session chooses, and records the
+    /// handle in the session (which reopens it after a server restart). The file's attributes
+    /// come with it (after the truncate, if `flags.truncate`).
+    pub async fn open(&self, ino: u64, flags: OpenFlags) -> Result<(Handle, Attr)> {
+        let session = &self.inner.session;
+        let handle = session.new_handle(ino, flags);
+        let opened = attr(self.call(handle.open_op()).await?)?;
+        session.handle_opened(handle, self.server_boot);
+        Ok((handle, opened))
+    }
+
+    /// Closes `handle`. Once the server has answered (Done, or an error: either way it is
+    /// done with it) the session forgets it; a dead handle is forgotten without asking. A
+    /// connection lost first leaves it held, to release again.
+    pub async fn release(&self, handle: Handle) -> Result<()> {
+        let session = &self.inner.session;
+        if session.handle_error(handle).is_some() {
+            session.handle_released(handle);
+            return Ok(());
+        }
+        let answered = self.call(handle.release_op()).await;
+        if matches!(answered, Ok(_) | Err(ClientError::Errno(_))) {
+            session.handle_released(handle);
+        }
+        done(answered?)
+    }
+
+    /// Up to `len` bytes (at most [`MAX_IO`]; EINVAL, unsent, beyond) from `offset`: fewer
+    /// at the end of the file, none past it.
+    pub async fn read(&self, handle: Handle, offset: u64, len: u32) -> Result<Vec<u8>> {
+        self.usable(handle)?;
+        if len as usize > MAX_IO {
+            return Err(ClientError::Errno(Errno::EINVAL));
+        }
+        match self.call(handle.read_op(offset, len)).await? {
+            Body::Data(data) => Ok(data.0),
+            other => Err(unexpected(other)),
+        }
+    }
+
+    /// Writes `data` (at most [`MAX_IO`] bytes; EINVAL, unsent, beyond) at `offset`, or at
+    /// the end of the file through a handle opened to append. The file's attributes after it
+    /// (its new size and mtime).
+    pub async fn write(&self, handle: Handle, offset: u64, data: &[u8]) -> Result<Attr> {
+        self.usable(handle)?;
+        if data.len() > MAX_IO {
+            return Err(ClientError::Errno(Errno::EINVAL));
+        }
+        attr(self.call(handle.write_op(offset, data.to_vec())).await?)
+    }
+
+    /// `ftruncate(2)`: sets the size through `handle`, which must be open for writing.
+    pub async fn ftruncate(&self, handle: Handle, size: u64) -> Result<Attr> {
+        self.usable(handle)?;
+        attr(self.call(handle.truncate_op(size)).await?)
+    }
+
+    /// Writes all of `data` from `offset` in [`MAX_IO`] pieces, one after the other. The
+    /// file's attributes after the last piece (a GETATTR's when there is nothing to write).
+    pub async fn write_all(&self, handle: Handle, offset: u64, data: &[u8]) -> Result<Attr> {
+        if data.is_empty() {
+            self.usable(handle)?;
+            return self.getattr(handle.ino()).await;
+        }
+        let mut at = offset;
+        let mut last = None;
+        for piece in data.chunks(MAX_IO) {
+            last = Some(self.write(handle, at, piece).await?);
+            at += piece.len() as u64;
+        }
+        Ok(last.expect("data is not empty"))
+    }
+
+    /// The whole file from its start, read in [`MAX_IO`] pieces until one comes back short.
+    pub async fn read_to_end(&self, handle: Handle) -> Result<Vec<u8>> {
+        let mut all = Vec::new();
+        loop {
+            let piece = self.read(handle, all.len() as u64, MAX_IO as u32).await?;
+            let short = piece.len() < MAX_IO;
+            all.extend_from_slice(&piece);
+            if short {
+                return Ok(all);
+            }
+        }
+    }
+
+    /// The errno of a handle whose reopen was refused, before anything is sent.
+    fn usable(&self, handle: Handle) -> Result<()> {
+        match self.inner.session.handle_error(handle) {
+            Some(errno) => Err(ClientError::Errno(errno)),
+            None => Ok(()),
+        }
     }
 
     /// Resolves an absolute path by LOOKUP from the root.
@@ -882,6 +1026,165 @@ mod tests {
         assert!(Client::start(rd, wr, session.clone(), None).await.is_err());
         let (xid, acked) = session.begin();
         assert_eq!((xid, acked), (2, 1), "the CONNECT's xid 1 counts as done");
+    }
+
+    /// A server start that answers CONNECT as `boot`, OPEN with a file's attributes (or
+    /// ESTALE for a reopen of a handle in `refused`), READ with 3 bytes and the rest with what
+    /// they expect, and keeps every operation it was sent.
+    struct FakeStart {
+        boot: u64,
+        recovering: bool,
+        refused: Vec<u64>,
+        seen: Arc<parking_lot::Mutex<Vec<Op>>>,
+    }
+
+    fn file_attr(ino: u64) -> Attr {
+        Attr {
+            ino,
+            kind: Kind::File,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            nlink: 1,
+            size: 0,
+            atime_ns: 0,
+            mtime_ns: 0,
+            ctime_ns: 0,
+            rdev: 0,
+            generation: 1,
+        }
+    }
+
+    impl FakeStart {
+        fn answer(&self, op: &Op) -> std::result::Result<Body, Errno> {
+            match *op {
+                Op::Connect { .. } => Ok(Body::Connected {
+                    version: PROTOCOL_VERSION,
+                    server_boot: self.boot,
+                    partition: 0,
+                    ack_early: false,
+                    recovering: self.recovering,
+                    evicted: false,
+                    session_secret: None,
+                }),
+                Op::Open {
+                    handle,
+                    reopen: true,
+                    ..
+                } if self.refused.contains(&handle) => Err(Errno::ESTALE),
+                Op::Open { ino, .. } | Op::Getattr { ino } => Ok(Body::Attr(file_attr(ino))),
+                Op::Read { .. } => Ok(Body::Data(protocol::Data(vec![1, 2, 3]))),
+                Op::Release { .. } => Ok(Body::Done),
+                _ => Ok(Body::Pong),
+            }
+        }
+
+        /// Connects `session` to this start.
+        async fn connect(
+            self,
+            session: &Arc<Session>,
+        ) -> (Client, Arc<parking_lot::Mutex<Vec<Op>>>) {
+            let (ours, theirs) = tokio::io::duplex(1 << 16);
+            let seen = self.seen.clone();
+            tokio::spawn(async move {
+                let (rd, mut wr) = tokio::io::split(theirs);
+                let mut frames = FramedRead::new(rd, protocol::codec());
+                while let Some(Ok(frame)) = frames.next().await {
+                    let request: Request = protocol::decode(&frame).unwrap();
+                    let reply = Reply::new(request.xid, 0, 0, self.answer(&request.op));
+                    self.seen.lock().push(request.op);
+                    let mut out = BytesMut::new();
+                    encode_frame(&reply, &mut out);
+                    if wr.write_all(&out).await.is_err() {
+                        return;
+                    }
+                }
+            });
+            let (rd, wr) = tokio::io::split(ours);
+            let client = Client::start(rd, wr, session.clone(), None).await.unwrap();
+            (client, seen)
+        }
+    }
+
+    fn start(boot: u64, recovering: bool, refused: &[u64]) -> FakeStart {
+        FakeStart {
+            boot,
+            recovering,
+            refused: refused.to_vec(),
+            seen: Arc::default(),
+        }
+    }
+
+    /// A connect to a new server start reopens every handle the session holds — after the
+    /// replays, before the PING that ends recovery, recovering or not — and a handle the new
+    /// start refuses is dead: its uses answer the refusal unsent, its release just forgets
+    /// it. A connect to the same start again reopens nothing.
+    #[tokio::test]
+    async fn a_new_server_start_reopens_every_handle_and_a_refused_one_is_dead() {
+        let session = Arc::new(Session::new());
+        let rw = OpenFlags {
+            read: true,
+            write: true,
+            truncate: true,
+            append: false,
+        };
+        let (first, _) = start(1, false, &[]).connect(&session).await;
+        let (a, _) = first.open(10, rw).await.unwrap();
+        let (b, _) = first.open(20, OpenFlags::default()).await.unwrap();
+        assert_eq!((a.id(), b.id(), a.ino()), (1, 2, 10));
+        assert_eq!(session.open_handles(), 2);
+        drop(first);
+
+        for recovering in [true, false] {
+            let boot = if recovering { 2 } else { 3 };
+            let (client, seen) = start(boot, recovering, &[b.id()]).connect(&session).await;
+            let ops = seen.lock().clone();
+            let mut expected = vec![Op::Open {
+                ino: 10,
+                handle: 1,
+                flags: OpenFlags {
+                    truncate: false,
+                    ..rw
+                },
+                reopen: true,
+            }];
+            if recovering {
+                // b is alive until this start refuses it.
+                expected.push(b.reopen_op());
+                expected.push(Op::Ping);
+            }
+            assert_eq!(ops[1..], expected[..], "recovering: {recovering}");
+            assert_eq!(session.handle_error(b), Some(Errno::ESTALE));
+            assert_eq!(session.handle_error(a), None);
+            assert_eq!(client.read(a, 0, 3).await.unwrap(), [1, 2, 3]);
+            let sent = seen.lock().len();
+            let refused = client.read(b, 0, 3).await.unwrap_err();
+            assert_eq!(refused.errno(), Some(Errno::ESTALE));
+            assert_eq!(
+                client.write(b, 0, b"x").await.unwrap_err().errno(),
+                Some(Errno::ESTALE)
+            );
+            assert_eq!(seen.lock().len(), sent, "a dead handle's uses are not sent");
+        }
+
+        let (again, seen) = start(3, false, &[]).connect(&session).await;
+        assert_eq!(seen.lock().len(), 1, "the same start: CONNECT alone");
+        again.release(b).await.unwrap();
+        assert_eq!(seen.lock().len(), 1, "a dead handle is released unsent");
+        again.release(a).await.unwrap();
+        assert_eq!(seen.lock()[1], Op::Release { handle: 1 });
+        assert_eq!(session.open_handles(), 0);
+        let (c, _) = again.open(30, OpenFlags::default()).await.unwrap();
+        assert_eq!(c.id(), 3, "numbers are never used twice");
+        assert_eq!(
+            again
+                .read(c, 0, MAX_IO as u32 + 1)
+                .await
+                .unwrap_err()
+                .errno(),
+            Some(Errno::EINVAL),
+            "more than MAX_IO is refused unsent"
+        );
     }
 
     #[test]

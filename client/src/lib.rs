@@ -1,5 +1,6 @@
 //! The mds client library, shared by `mdsctl`, `loadgen` and the tests: a pipelined
-//! connection with replies matched by xid ([`Client`]), a connection that survives the server
+//! connection with replies matched by xid ([`Client`]), open files ([`Handle`]: numbered by
+//! the [`Session`], reopened after a server restart), a connection that survives the server
 //! going away by reconnecting as the same client and resending ([`resilient`]), the shared key
 //! of the CONNECT challenge ([`auth`]) and TLS ([`tls`]), and the human units every command
 //! line takes ([`units`]). It speaks the protocol of `mds-proto` and
@@ -7,11 +8,13 @@
 
 pub mod auth;
 mod client;
+mod handles;
 pub mod resilient;
 mod session;
 pub mod tls;
 pub mod units;
 
 pub use client::{Client, ClientError, ConnectOptions, ROOT, Result, components};
+pub use handles::Handle;
 pub use mds_proto as proto;
 pub use session::{Replays, Session, Unsafe, process_cred};

@@ -5,15 +5,18 @@
 //! gives up the connection is dead for all of them at once (one timeout per connection, not
 //! one per lane). [`Outages`] keeps, for a group of connections, how often they reconnected
 //! and how long they were down, so a load tool can report that time apart from its rate.
+//! Open files go through it too ([`ResilientConn::open`], [`ResilientConn::call_on`],
+//! [`ResilientConn::release`]): their handles are kept in the session, so a reconnect to a
+//! restarted server reopens them before anything is resent.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use mds_proto::{Errno, Op, Reply};
+use mds_proto::{Body, Errno, Op, OpenFlags, Reply};
 use tokio::sync::Mutex;
 
-use crate::{Client, ClientError, ConnectOptions, Session};
+use crate::{Client, ClientError, ConnectOptions, Handle, Session};
 
 /// Why a request could not be answered at all.
 #[derive(Debug)]
@@ -179,6 +182,11 @@ impl ResilientConn {
 
     /// Sends `op`; on a broken connection reconnects and resends it with the same xid.
     pub async fn call(&self, op: Op) -> Result<Answer, Gone> {
+        self.call_at(op).await.map(|(answer, _)| answer)
+    }
+
+    /// As [`ResilientConn::call`], with the server start that answered.
+    async fn call_at(&self, op: Op) -> Result<(Answer, u64), Gone> {
         let (xid, _) = self.session.begin();
         let mut resent = false;
         loop {
@@ -190,7 +198,7 @@ impl ResilientConn {
                 (current.0, current.1.clone())
             };
             match client.send_as(xid, op.clone()).await {
-                Ok(reply) => return Ok(Answer { reply, resent }),
+                Ok(reply) => return Ok((Answer { reply, resent }, client.server_boot())),
                 Err(ClientError::Disconnected | ClientError::Io(_)) => {
                     self.reconnect(generation).await?;
                     resent = true;
@@ -198,6 +206,54 @@ impl ResilientConn {
                 Err(e) => return Err(Gone::Other(e)),
             }
         }
+    }
+
+    /// OPENs `ino` under a handle number the session chooses; the handle is kept in the
+    /// session once the server opened it, so that a reconnect to a restarted server reopens
+    /// it. The handle comes back whatever the answer: it is open only if the reply is.
+    pub async fn open(&self, ino: u64, flags: OpenFlags) -> Result<(Handle, Answer), Gone> {
+        let handle = self.session.new_handle(ino, flags);
+        let (answer, server_boot) = self.call_at(handle.open_op()).await?;
+        if matches!(answer.reply.result, Ok(Body::Attr(_))) {
+            self.session.handle_opened(handle, server_boot);
+        }
+        Ok((handle, answer))
+    }
+
+    /// Sends `op` (a READ, WRITE or SETATTR through `handle`: [`Handle`] builds them), unless
+    /// the handle's reopen after a restart was refused: then it is answered here, with that
+    /// refusal's errno.
+    pub async fn call_on(&self, handle: Handle, op: Op) -> Result<Answer, Gone> {
+        match self.session.handle_error(handle) {
+            Some(errno) => Ok(self.answered_here(Err(errno))),
+            None => self.call(op).await,
+        }
+    }
+
+    /// RELEASEs `handle`, and the session forgets it once answered; a dead handle is
+    /// forgotten without asking (answered Done here).
+    pub async fn release(&self, handle: Handle) -> Result<Answer, Gone> {
+        if self.session.handle_error(handle).is_some() {
+            self.session.handle_released(handle);
+            return Ok(self.answered_here(Ok(Body::Done)));
+        }
+        let answer = self.call(handle.release_op()).await?;
+        self.session.handle_released(handle);
+        Ok(answer)
+    }
+
+    /// An answer made here, for a request the server need not see.
+    fn answered_here(&self, result: Result<Body, Errno>) -> Answer {
+        let last_committed = self.session.last_committed();
+        Answer {
+            reply: Reply::new(0, 0, last_committed, result),
+            resent: false,
+        }
+    }
+
+    /// The session (the client identity) this connection speaks for.
+    pub fn session(&self) -> &Arc<Session> {
+        &self.session
     }
 
     async fn reconnect(&self, failed: u64) -> Result<(), Gone> {

@@ -1,18 +1,20 @@
 //! The client's side of a session: its identity, its xids, which of them still wait for a
 //! reply, and — with a server that answers before the commit (`--ack early`) — the requests
 //! answered but not durable yet ("unsafe"), kept until `last_committed` covers them so they
-//! can be replayed if the server restarts first. One [`Session`] outlives the connections it
-//! is used on, so a client that reconnects keeps its identity, keeps counting xids upward and
-//! keeps its unsafe requests, and every request can tell the server the watermark below which
-//! it has every reply (`acked_xid`).
+//! can be replayed if the server restarts first — and the files it holds open (`handles.rs`),
+//! reopened after a restart. One [`Session`] outlives the connections it is used on, so a
+//! client that reconnects keeps its identity, keeps counting xids upward, keeps its unsafe
+//! requests and its open handles, and every request can tell the server the watermark below
+//! which it has every reply (`acked_xid`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use mds_proto::{Body, Cred, MAX_GROUPS, Op, Reply};
+use mds_proto::{Body, Cred, Errno, MAX_GROUPS, Op, OpenFlags, Reply};
 use parking_lot::Mutex;
 
 use crate::auth::SessionSecret;
+use crate::handles::{Handle, Handles};
 
 /// A client identity and its xid bookkeeping; share it between the successive connections of
 /// one client (`Arc<Session>`: a reconnect takes the place of the connection it lost). The
@@ -46,6 +48,8 @@ pub struct Session {
     /// Unsafe requests the server would not take back after a restart (the recovery window
     /// had closed, or the client was not known): their changes are lost.
     lost: AtomicU64,
+    /// The files this identity holds open, and the counter their numbers come from.
+    handles: Mutex<Handles>,
 }
 
 /// A request answered before its commit.
@@ -106,6 +110,7 @@ impl Session {
             unreplayed: Mutex::new(BTreeMap::new()),
             secret: Mutex::new(None),
             lost: AtomicU64::new(0),
+            handles: Mutex::new(Handles::new()),
         }
     }
 
@@ -277,6 +282,49 @@ impl Session {
     pub fn lost(&self) -> u64 {
         self.lost.load(Ordering::Relaxed)
     }
+
+    /// A handle for `ino` opened as `flags`, with a number no other handle of this identity
+    /// has had; send its [`Handle::open_op`], and once that succeeds record it with
+    /// [`Session::handle_opened`]. ([`crate::Client::open`] does both.)
+    pub fn new_handle(&self, ino: u64, flags: OpenFlags) -> Handle {
+        self.handles.lock().draw(ino, flags)
+    }
+
+    /// The server start `server_boot` ([`crate::Client::server_boot`]) opened `handle`: a
+    /// connect to any other start reopens it.
+    pub fn handle_opened(&self, handle: Handle, server_boot: u64) {
+        self.handles.lock().opened(handle, server_boot);
+    }
+
+    /// `handle` was released (or is given up): nothing reopens it.
+    pub fn handle_released(&self, handle: Handle) {
+        self.handles.lock().forget(handle);
+    }
+
+    /// The errno a handle whose reopen was refused answers to every use; `None` while it
+    /// is alive.
+    pub fn handle_error(&self, handle: Handle) -> Option<Errno> {
+        self.handles.lock().dead(handle)
+    }
+
+    /// Handles held open, dead ones (not released yet) among them.
+    pub fn open_handles(&self) -> usize {
+        self.handles.lock().len()
+    }
+
+    /// The live handles no open on `server_boot` backs: what a connect to it reopens.
+    pub(crate) fn handles_to_reopen(&self, server_boot: u64) -> Vec<Handle> {
+        self.handles.lock().to_reopen(server_boot)
+    }
+
+    pub(crate) fn handle_reopened(&self, handle: Handle, server_boot: u64) {
+        self.handles.lock().reopened(handle, server_boot);
+    }
+
+    /// A reopen was refused with `errno`: the handle answers it from now on.
+    pub(crate) fn handle_died(&self, handle: Handle, errno: Errno) {
+        self.handles.lock().died(handle, errno);
+    }
 }
 
 impl Default for Session {
@@ -408,6 +456,37 @@ mod tests {
         assert!(after.requests.is_empty());
         assert_eq!(s.lost(), 2);
         assert_eq!(s.unsafe_count(), 0);
+    }
+
+    /// The handle bookkeeping through the session's own methods: numbers from its counter,
+    /// held once opened, reopened on another start, dead after a refused reopen.
+    #[test]
+    fn the_session_numbers_records_and_forgets_its_handles() {
+        let s = Session::with_cred(Cred::default());
+        let flags = OpenFlags {
+            read: true,
+            ..OpenFlags::default()
+        };
+        let a = s.new_handle(10, flags);
+        let b = s.new_handle(11, flags);
+        assert_eq!((a.id(), b.id(), a.ino(), a.flags()), (1, 2, 10, flags));
+        assert_eq!(s.open_handles(), 0);
+        s.handle_opened(a, 7);
+        s.handle_opened(b, 7);
+        assert_eq!(s.open_handles(), 2);
+        assert!(s.handles_to_reopen(7).is_empty());
+        assert_eq!(s.handles_to_reopen(8), [a, b]);
+        s.handle_reopened(a, 8);
+        s.handle_died(b, Errno::ESTALE);
+        assert!(s.handles_to_reopen(8).is_empty());
+        assert_eq!(
+            (s.handle_error(a), s.handle_error(b)),
+            (None, Some(Errno::ESTALE))
+        );
+        s.handle_released(b);
+        assert_eq!(s.open_handles(), 1);
+        assert_eq!(s.handle_error(b), None);
+        assert_eq!(s.new_handle(12, flags).id(), 3);
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! Human units on command lines: durations (`250us`, `5ms`, `2s`, a bare number of seconds),
-//! counts (`4096`, `16k`, `2M`) and rates (`400`, `5k`, `2.5k`), shared by `mds`, `mdsctl` and `loadgen` so every tool
-//! reads `--duration 300` and `--max-batch 16k` the same way.
+//! counts (`4096`, `16k`, `2M`), rates (`400`, `5k`, `2.5k`) and sizes in bytes (`4096`,
+//! `64k`, `1MiB`), shared by `mds`, `mdsctl` and `loadgen` so every tool reads
+//! `--duration 300` and `--max-batch 16k` the same way.
 
 use std::time::Duration;
 
@@ -47,6 +48,27 @@ pub fn parse_rate(s: &str) -> Result<f64, String> {
         .ok_or_else(|| format!("invalid rate {s:?}: a positive number per second (try 400 or 5k)"))
 }
 
+/// Parses a size in bytes with an optional binary suffix, as dd(1) and fio read one: `k`,
+/// `K` or `KiB` (×1024), `m`, `M` or `MiB` (×1024²), `g`, `G` or `GiB` (×1024³). A count's
+/// `k` is 1000 ([`parse_count`]); a size's is 1024, so `--size 4k` is one 4 KiB block.
+pub fn parse_bytes(s: &str) -> Result<u64, String> {
+    let s = s.trim();
+    let digits_end = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, suffix) = s.split_at(digits_end);
+    let shift = match suffix {
+        "" => 0,
+        "k" | "K" | "KiB" => 10,
+        "m" | "M" | "MiB" => 20,
+        "g" | "G" | "GiB" => 30,
+        _ => return Err(format!("invalid size {s:?} (try 4096, 64k or 1MiB)")),
+    };
+    digits
+        .parse::<u64>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| format!("invalid size {s:?} (try 4096, 64k or 1MiB)"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,6 +94,30 @@ mod tests {
         assert_eq!(parse_rate("0.5").unwrap(), 0.5);
         for bad in ["", "k", "0", "-5k", "inf", "NaN", "fast"] {
             assert!(parse_rate(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn sizes_take_binary_multiples_and_refuse_the_rest() {
+        assert_eq!(parse_bytes("0").unwrap(), 0);
+        assert_eq!(parse_bytes("4096").unwrap(), 4096);
+        assert_eq!(parse_bytes("4k").unwrap(), 4096);
+        assert_eq!(parse_bytes("64K").unwrap(), 65536);
+        assert_eq!(parse_bytes("200KiB").unwrap(), 204_800);
+        assert_eq!(parse_bytes("1M").unwrap(), 1 << 20);
+        assert_eq!(parse_bytes("2MiB").unwrap(), 2 << 20);
+        assert_eq!(parse_bytes(" 1g ").unwrap(), 1 << 30);
+        for bad in [
+            "",
+            "k",
+            "-1",
+            "1.5k",
+            "4kb",
+            "4 k",
+            "1T",
+            "99999999999999999999G",
+        ] {
+            assert!(parse_bytes(bad).is_err(), "{bad:?}");
         }
     }
 }

@@ -1,6 +1,6 @@
 //! `mdsctl` as a user runs it against a real server: output shapes (text and `-o json`),
 //! POSIX error names on stderr, exit codes (1 server error, 2 usage, 3 unreachable, timed out
-//! or protocol failure), `MDS_SERVER`.
+//! or protocol failure), `MDS_SERVER`, and file data through `write` and `cat`.
 
 use std::io::{Read, Write};
 use std::net::TcpListener;
@@ -702,4 +702,163 @@ fn setattr_sets_times_given_now_or_in_rfc3339() {
     for bad in ["soon", "2023-13-01T00:00:00Z", "9999-01-01T00:00:00Z", ""] {
         usage_error(&ctl(&server, &["setattr", "/t", "--mtime", bad]));
     }
+}
+
+/// Runs mdsctl with `input` on its stdin (fed from a thread, so a large input never waits on
+/// a full pipe while mdsctl waits on the server).
+fn ctl_with_input(server: &Server, args: &[&str], input: &[u8]) -> Output {
+    let mut child = Command::new(MDSCTL)
+        .args(["--server", &server.addr.to_string()])
+        .args(args)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdin = child.stdin.take().unwrap();
+    let input = input.to_vec();
+    let feeder = std::thread::spawn(move || stdin.write_all(&input));
+    let out = child.wait_with_output().unwrap();
+    feeder.join().unwrap().unwrap();
+    out
+}
+
+/// `cat`'s stdout, bytes as they are.
+fn cat(server: &Server, path: &str) -> Vec<u8> {
+    let out = ctl(server, &["cat", path]);
+    assert!(
+        out.status.success(),
+        "cat {path}: {:?} {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out.stdout
+}
+
+#[test]
+fn write_copies_stdin_into_a_file_and_cat_prints_it_back() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = Server::start(&mds_testkit::bin("mds"), dir.path(), &[]);
+    ok(ctl(&server, &["mkdir", "/d"]));
+
+    // A file write makes, with the mode asked for.
+    ok(ctl_with_input(
+        &server,
+        &["write", "-m", "600", "/d/f"],
+        b"hello\n",
+    ));
+    assert_eq!(cat(&server, "/d/f"), b"hello\n");
+    let stat = json(&server, &["stat", "/d/f"]);
+    assert_eq!(
+        (&stat[0]["kind"], &stat[0]["mode"], &stat[0]["size"]),
+        (&"file".into(), &"0600".into(), &6.into())
+    );
+
+    // 200 KiB of bytes that are not text: four pieces of at most 64 KiB each way, and what
+    // the file held before is cut away first.
+    let big: Vec<u8> = (0..200 * 1024u32).map(|i| (i * 7 % 251) as u8).collect();
+    let out = ctl_with_input(&server, &["-o", "json", "write", "/d/f"], &big);
+    let written: serde_json::Value = serde_json::from_str(&ok(out)).unwrap();
+    assert_eq!(
+        (&written["written"], &written["size"], &written["path"]),
+        (&204_800.into(), &204_800.into(), &"/d/f".into())
+    );
+    assert_eq!(
+        written["inode"], stat[0]["inode"],
+        "the same file, rewritten"
+    );
+    assert_eq!(written["mode"], "0600", "a file that exists keeps its mode");
+    let back = cat(&server, "/d/f");
+    assert_eq!(back.len(), big.len());
+    assert!(
+        back == big,
+        "200 KiB read back differ from what was written"
+    );
+
+    // Rewritten shorter: nothing of the old bytes is left.
+    ok(ctl_with_input(&server, &["write", "/d/f"], b"short"));
+    assert_eq!(cat(&server, "/d/f"), b"short");
+    // --append adds at the end.
+    ok(ctl_with_input(
+        &server,
+        &["write", "--append", "/d/f"],
+        b" more",
+    ));
+    assert_eq!(cat(&server, "/d/f"), b"short more");
+    // --offset writes over what is there and leaves the rest; past the end, a hole of zeros.
+    ok(ctl_with_input(
+        &server,
+        &["write", "--offset", "2", "/d/f"],
+        b"XY",
+    ));
+    assert_eq!(cat(&server, "/d/f"), b"shXYt more");
+    ok(ctl_with_input(
+        &server,
+        &["write", "--offset", "12", "/d/f"],
+        b"Z",
+    ));
+    assert_eq!(cat(&server, "/d/f"), b"shXYt more\0\0Z");
+    // --append to a file that is not there makes it.
+    ok(ctl_with_input(
+        &server,
+        &["write", "-a", "/d/new"],
+        b"first",
+    ));
+    assert_eq!(cat(&server, "/d/new"), b"first");
+    // Empty stdin empties the file.
+    ok(ctl_with_input(&server, &["write", "/d/new"], b""));
+    assert!(cat(&server, "/d/new").is_empty());
+    assert_eq!(json(&server, &["stat", "/d/new"])[0]["size"], 0);
+
+    let shown = json(&server, &["cat", "/d/f"]);
+    assert_eq!(shown["path"], "/d/f");
+    assert_eq!(shown["size"], 13);
+    assert_eq!(shown["data_hex"], "7368585974206d6f726500005a");
+
+    // The server's figures: the bytes its files hold, and no handle left open by mdsctl.
+    let status = json(&server, &["status"]);
+    assert_eq!(status["file_bytes"], 13, "{status}");
+    assert_eq!(status["open_handles"], 0, "{status}");
+    assert_eq!(status["orphans"], 0, "{status}");
+    assert!(
+        status["inline_data_max"].as_u64().unwrap() >= 204_800,
+        "{status}"
+    );
+    let text = ok(ctl(&server, &["status"]));
+    for line in [
+        "file_bytes:      13",
+        "open_handles:    0",
+        "orphans:         0",
+        "inline_data_max: ",
+    ] {
+        assert!(text.contains(line), "{line} in {text}");
+    }
+
+    // Errors: a file that is not there, a directory that is not there, a symbolic link
+    // (never followed: the server refuses to open one), a directory to write.
+    let out = ctl(&server, &["cat", "/d/missing"]);
+    assert!(out.stdout.is_empty());
+    fails_with(out, "ENOENT");
+    fails_with(
+        ctl_with_input(&server, &["write", "/nope/f"], b"x"),
+        "ENOENT",
+    );
+    ok(ctl(&server, &["ln", "-s", "f", "/d/l"]));
+    fails_with(ctl(&server, &["cat", "/d/l"]), "ELOOP");
+    fails_with(ctl_with_input(&server, &["write", "/d/l"], b"x"), "ELOOP");
+    fails_with(ctl_with_input(&server, &["write", "/d"], b"x"), "EISDIR");
+    assert_eq!(
+        cat(&server, "/d/f"),
+        b"shXYt more\0\0Z",
+        "unchanged by the refusals"
+    );
+    for args in [
+        &["write", "--append", "--offset", "3", "/d/f"][..],
+        &["write", "--offset", "soon", "/d/f"],
+        &["write"],
+        &["cat"],
+    ] {
+        usage_error(&ctl(&server, args));
+    }
+    assert_eq!(json(&server, &["status"])["open_handles"], 0);
 }

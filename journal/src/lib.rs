@@ -19,7 +19,7 @@ mod store;
 pub use error::{Error, Fault, InjectedFailure, Result};
 pub use resend::ClientResend;
 pub use schema::{
-    Dentry, FileKind, Inode, JournalOp, ROOT_INO, ResendRecord, ResendSlot, SCHEMA_VERSION,
-    SECRET_LEN, TxRecord, now_ns,
+    DATA_BLOCK, Dentry, FileKind, Inode, JournalOp, ROOT_INO, ResendRecord, ResendSlot,
+    SCHEMA_VERSION, SECRET_LEN, TxRecord, now_ns,
 };
 pub use store::{Ceilings, CommitInfo, Journal, JournalOptions, Leases, Recovered, StoreStats};

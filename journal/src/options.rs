@@ -7,7 +7,7 @@ use rocksdb::{
     ReadOptions,
 };
 
-use crate::schema::{ALL_CFS, CF_CLIENTS, CF_META};
+use crate::schema::{ALL_CFS, CF_CLIENTS, CF_DATA, CF_META};
 
 /// How much write-ahead log may be live before RocksDB forces flushes: about the most a
 /// restart after a crash replays.
@@ -130,7 +130,13 @@ pub(crate) fn cf_options(cache: &Cache, tuning: &Tuning, name: &str) -> Options 
     // path, a quarter of the server's CPU under load — and sorts once at flush (on a
     // background thread) or for the open's scan. The price is paid by point reads of
     // a mutable memtable (each sorts a copy), which only offline tools and tests make.
-    cf.set_memtable_factory(MemtableFactory::Vector);
+    //
+    // Except file data: the server reads back committed blocks while serving (a READ, or
+    // the rest of a block a WRITE changes part of), so its family keeps the skiplist, whose
+    // point reads do not sort.
+    if name != CF_DATA {
+        cf.set_memtable_factory(MemtableFactory::Vector);
+    }
     cf
 }
 

@@ -8,7 +8,7 @@ use crate::error::{Error, Result};
 
 /// Bumped whenever a key layout or a record encoding changes incompatibly: what counts, and
 /// how, is in `docs/schema.md`; the golden-bytes tests below and in `store.rs` fail first.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 /// The version before resend records were written: its `clients` family is always empty, so
 /// such a store is upgraded in place at open (`docs/schema.md`).
@@ -19,8 +19,16 @@ pub(crate) const SCHEMA_VERSION_WITHOUT_RESEND: u32 = 1;
 /// batch that records the new version; a read-only open reads them in the old one.
 pub(crate) const SCHEMA_VERSION_V2_INODES: u32 = 2;
 
+/// The version before file data and orphans: its store lacks their two families, which a
+/// writable open adds (nothing else changed).
+pub(crate) const SCHEMA_VERSION_BEFORE_DATA: u32 = 3;
+
 /// The root directory's inode number.
 pub const ROOT_INO: u64 = 1;
+
+/// File data is kept in blocks of this many bytes: a WRITE rewrites the blocks it touches,
+/// and a block past the end of its file is never kept.
+pub const DATA_BLOCK: usize = 4096;
 
 /// Inodes by number: key = ino (u64 BE), value = [`Inode`].
 pub(crate) const CF_INODES: &str = "inodes";
@@ -35,7 +43,26 @@ pub(crate) const CF_META: &str = "meta";
 /// Extended attributes: key = ino (u64 BE) ++ name bytes, value = the attribute's bytes as
 /// given. One key per attribute, so a SETXATTR writes only the attribute it changes.
 pub(crate) const CF_XATTRS: &str = "xattrs";
-pub(crate) const ALL_CFS: [&str; 5] = [CF_INODES, CF_DENTRIES, CF_CLIENTS, CF_META, CF_XATTRS];
+/// File data: key = ino (u64 BE) ++ block number (u32 BE), value = the block's bytes up to the
+/// file's end when it was written (a shorter block reads as zeros after its bytes; a missing
+/// one, a hole, as zeros throughout).
+pub(crate) const CF_DATA: &str = "data";
+/// Orphans, Lustre's PENDING directory: files whose last name is gone while handles kept them
+/// open. key = ino (u64 BE), value = the clients that held them open (postcard `Vec<u64>`),
+/// whose return after a restart they wait for.
+pub(crate) const CF_ORPHANS: &str = "orphans";
+pub(crate) const ALL_CFS: [&str; 7] = [
+    CF_INODES,
+    CF_DENTRIES,
+    CF_CLIENTS,
+    CF_META,
+    CF_XATTRS,
+    CF_DATA,
+    CF_ORPHANS,
+];
+/// Families later versions added, which a store of an older one lacks: a read-only open
+/// opens it without them, a writable one adds them once the store is current.
+pub(crate) const ADDED_CFS: [&str; 3] = [CF_XATTRS, CF_DATA, CF_ORPHANS];
 
 pub(crate) const META_SCHEMA_VERSION: &[u8] = b"schema_version";
 pub(crate) const META_LAST_COMMITTED: &[u8] = b"last_committed";
@@ -312,6 +339,28 @@ pub enum JournalOp {
         ino: u64,
         name: String,
     },
+    /// One block of a file's data ([`DATA_BLOCK`] bytes at most), whole.
+    PutData {
+        ino: u64,
+        block: u32,
+        #[serde(serialize_with = "as_bytes")]
+        bytes: Vec<u8>,
+    },
+    /// Every block of the file from `from` up to `to` (exclusive): a truncate or the file's
+    /// deletion. A few blocks are point deletes, more one range delete.
+    DeleteData {
+        ino: u64,
+        from: u32,
+        to: u32,
+    },
+    /// The file lost its last name while `owners` held it open: it is kept until they
+    /// release it, or, after a restart, until the recovery window ends without them.
+    PutOrphan {
+        ino: u64,
+        owners: Vec<u64>,
+    },
+    /// The orphan's last handle went: its inode goes in the same record.
+    DeleteOrphan(u64),
 }
 
 /// One mutation's changes, made durable atomically with its transno.
@@ -342,6 +391,21 @@ pub(crate) fn dentry_key_into(key: &mut Vec<u8>, parent: u64, name: &str) {
 /// attributes are one contiguous range.
 pub(crate) fn xattr_key(ino: u64, name: &str) -> Vec<u8> {
     dentry_key(ino, name)
+}
+
+/// A data block's key: the inode's number, then the block's, so one file's blocks are one
+/// contiguous range in order.
+pub(crate) fn data_key(ino: u64, block: u32) -> [u8; 12] {
+    resend_key(ino, block)
+}
+
+/// The key just past block `to - 1` of `ino` (the end of a range delete), which for `to` of
+/// `u32::MAX` blocks and beyond is the next inode's first block.
+pub(crate) fn data_key_end(ino: u64, to: u32) -> [u8; 12] {
+    match to {
+        u32::MAX => data_key(ino.saturating_add(1), 0),
+        to => data_key(ino, to),
+    }
 }
 
 pub(crate) fn resend_key(client: u64, slot: u32) -> [u8; 12] {
@@ -539,6 +603,11 @@ mod tests {
                 "extended attribute key",
                 xattr_key(2, "user.x"),
                 "0000000000000002757365722e78",
+            ),
+            (
+                "data key",
+                data_key(2, 3).to_vec(),
+                "000000000000000200000003",
             ),
             (
                 "resend key",

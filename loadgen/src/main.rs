@@ -65,17 +65,50 @@ enum Command {
         #[command(flatten)]
         xattr: XattrArgs,
     },
+    /// Create files and write --size bytes into each: CREATE, OPEN, WRITE in pieces of at
+    /// most 64 KiB, RELEASE, counted as one operation per file (with --read-back, READ back
+    /// and checked before the RELEASE).
+    Write {
+        #[command(flatten)]
+        common: Common,
+        #[command(flatten)]
+        file: FileArgs,
+    },
     /// A weighted mix, e.g. --mix create=60,stat=30,unlink=10.
     Mix {
         #[command(flatten)]
         common: Common,
         /// Operation weights: create, mkdir, stat, lookup, unlink, readdir, link, symlink,
-        /// setxattr.
+        /// setxattr, write.
         #[arg(long)]
         mix: String,
         #[command(flatten)]
         xattr: XattrArgs,
+        #[command(flatten)]
+        file: FileArgs,
     },
+}
+
+#[derive(Args, Clone)]
+struct FileArgs {
+    /// Bytes each write puts in its new file (e.g. 4096, 4k, 1MiB: k is 1024 here), sent in
+    /// pieces of at most 64 KiB.
+    #[arg(long, default_value_t = workload::DEFAULT_WRITE_SIZE, value_parser = mds_client::units::parse_bytes)]
+    size: u64,
+    /// Read each file back after writing it, through the same handle, and check every byte
+    /// (a write-then-read benchmark: its rate is files created, written and read per second).
+    /// A file that reads back wrong stops the run (exit 1).
+    #[arg(long)]
+    read_back: bool,
+}
+
+impl Default for FileArgs {
+    fn default() -> FileArgs {
+        FileArgs {
+            size: workload::DEFAULT_WRITE_SIZE,
+            read_back: false,
+        }
+    }
 }
 
 #[derive(Args, Clone)]
@@ -148,7 +181,8 @@ struct Common {
     /// to stdout and the text report to stderr.
     #[arg(long)]
     json: Option<PathBuf>,
-    /// Write the path of every acknowledged create, one per line.
+    /// Write the path of every acknowledged create, one per line (a write's file too, once
+    /// its CREATE is answered).
     #[arg(long)]
     ack_log: Option<PathBuf>,
     /// No progress bar (on a terminal) or progress lines (otherwise).
@@ -171,6 +205,7 @@ fn plan(
     mix: Mix,
     c: Common,
     xattr: XattrArgs,
+    file: FileArgs,
 ) -> anyhow::Result<(Plan, Option<PathBuf>)> {
     let stop = match (c.duration, c.count) {
         (Some(d), None) => Stop::Duration(d),
@@ -211,6 +246,8 @@ fn plan(
             progress_interval: c.progress_interval,
             send_log: c.send_log,
             xattr_size: xattr.xattr_size as usize,
+            write_size: file.size,
+            read_back: file.read_back,
         },
         c.json,
     ))
@@ -218,8 +255,10 @@ fn plan(
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    let single =
-        |kind: Kind, c: Common| plan(kind.name(), Mix::single(kind), c, XattrArgs::default());
+    let single = |kind: Kind, c: Common| {
+        let (xattr, file) = (XattrArgs::default(), FileArgs::default());
+        plan(kind.name(), Mix::single(kind), c, xattr, file)
+    };
     let planned = match cli.command {
         Command::Create(c) => single(Kind::Create, c),
         Command::Mkdir(c) => single(Kind::Mkdir, c),
@@ -230,11 +269,19 @@ fn main() -> ExitCode {
         Command::Link(c) => single(Kind::Link, c),
         Command::Symlink(c) => single(Kind::Symlink, c),
         Command::Setxattr { common, xattr } => {
-            plan("setxattr", Mix::single(Kind::Setxattr), common, xattr)
+            let file = FileArgs::default();
+            plan("setxattr", Mix::single(Kind::Setxattr), common, xattr, file)
         }
-        Command::Mix { common, mix, xattr } => {
-            Mix::parse(&mix).and_then(|m| plan("mix", m, common, xattr))
+        Command::Write { common, file } => {
+            let xattr = XattrArgs::default();
+            plan("write", Mix::single(Kind::Write), common, xattr, file)
         }
+        Command::Mix {
+            common,
+            mix,
+            xattr,
+            file,
+        } => Mix::parse(&mix).and_then(|m| plan("mix", m, common, xattr, file)),
     };
     let (plan, json) = match planned {
         Ok(p) => p,

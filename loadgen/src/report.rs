@@ -49,6 +49,9 @@ pub struct Report {
     pub all_disconnected_secs: f64,
     /// Operations done during the warm-up, counted nowhere else.
     pub warmup_ops: u64,
+    /// File data the counted `write`s wrote, and read back (`--read-back`); 0 without them.
+    pub bytes_written: u64,
+    pub bytes_read: u64,
     /// The server's own figures over the run (STATFS before and after); `None` when the
     /// server could not be asked at the end.
     pub server: Option<ServerFigures>,
@@ -72,6 +75,10 @@ pub struct Parameters {
     pub warmup_secs: f64,
     /// Bytes of each SETXATTR's value (`--xattr-size`); `None` when the mix sets none.
     pub xattr_size: Option<usize>,
+    /// Bytes each `write` puts in its file (`--size`), and whether it reads them back
+    /// (`--read-back`); `None` when the mix writes none.
+    pub size: Option<u64>,
+    pub read_back: Option<bool>,
 }
 
 /// Latency in microseconds, measured from each request's intended send time.
@@ -204,6 +211,23 @@ impl Report {
             for (k, v) in &self.per_op {
                 let _ = writeln!(out, "  {k} latency (us): {}", latency_text(&v.latency_us));
             }
+        }
+        if self.bytes_written > 0 || self.bytes_read > 0 {
+            let per_sec = |bytes: u64| {
+                if self.elapsed_secs > 0.0 {
+                    bytes as f64 / self.elapsed_secs / f64::from(1 << 20)
+                } else {
+                    0.0
+                }
+            };
+            let _ = writeln!(
+                out,
+                "data: {} bytes written ({:.2} MiB/s), {} read back ({:.2} MiB/s)",
+                self.bytes_written,
+                per_sec(self.bytes_written),
+                self.bytes_read,
+                per_sec(self.bytes_read)
+            );
         }
         if self.parameters.warmup_secs > 0.0 {
             let _ = writeln!(

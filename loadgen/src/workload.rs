@@ -1,7 +1,8 @@
 //! What each request is: the operation kinds, the `--mix` weights, and the names a lane works
 //! on. A lane is one request slot (`--depth` lanes per thread); it owns the names it creates,
 //! so `stat`, `lookup`, `unlink`, `link` and `setxattr` in a mix touch files the same lane
-//! made (and `symlink` points at one of them).
+//! made (and `symlink` points at one of them). A `write` is several requests counted as one
+//! operation: it makes a new file and fills it (`run/files.rs`).
 
 use std::fmt;
 
@@ -23,6 +24,9 @@ pub enum Kind {
     Symlink,
     /// `user.loadgen` (`--xattr-size` bytes) set on a file of the working set.
     Setxattr,
+    /// A new file, opened, written with `--size` bytes and released (with `--read-back`,
+    /// read back and checked before the release): one operation, several requests.
+    Write,
 }
 
 /// The extended attribute `setxattr` sets: in the `user.` namespace, which regular files
@@ -32,12 +36,15 @@ pub const XATTR_NAME: &str = "user.loadgen";
 /// `--xattr-size`'s default: a small value, as a tag or a checksum would be.
 pub const DEFAULT_XATTR_SIZE: u32 = 16;
 
+/// `--size`'s default: one page, the small file a write-then-read benchmark is made of.
+pub const DEFAULT_WRITE_SIZE: u64 = 4096;
+
 /// What a `symlink` points at when its lane has no file to name: a name nothing here makes
 /// (a dangling link is as good a SYMLINK as any).
 pub const FALLBACK_TARGET: &str = "loadgen.target";
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::Create,
         Kind::Mkdir,
         Kind::Stat,
@@ -47,6 +54,7 @@ impl Kind {
         Kind::Link,
         Kind::Symlink,
         Kind::Setxattr,
+        Kind::Write,
     ];
 
     pub fn name(self) -> &'static str {
@@ -60,6 +68,7 @@ impl Kind {
             Kind::Link => "link",
             Kind::Symlink => "symlink",
             Kind::Setxattr => "setxattr",
+            Kind::Write => "write",
         }
     }
 
@@ -75,6 +84,7 @@ impl Kind {
             Kind::Link => "links",
             Kind::Symlink => "symlinks",
             Kind::Setxattr => "setxattrs",
+            Kind::Write => "writes",
         }
     }
 
@@ -91,7 +101,16 @@ impl Kind {
     /// Whether the kind makes a new name in the lane's directory whatever the lane holds: a
     /// run of these needs no files to start from.
     pub fn makes_names(self) -> bool {
-        matches!(self, Kind::Create | Kind::Mkdir | Kind::Symlink)
+        matches!(
+            self,
+            Kind::Create | Kind::Mkdir | Kind::Symlink | Kind::Write
+        )
+    }
+
+    /// Whether the kind makes a regular file, which the ack log lists and the working set
+    /// may keep.
+    pub fn makes_files(self) -> bool {
+        matches!(self, Kind::Create | Kind::Write)
     }
 
     fn parse(s: &str) -> anyhow::Result<Kind> {
@@ -357,6 +376,35 @@ mod tests {
             (names.len(), plurals.len()),
             (Kind::ALL.len(), Kind::ALL.len())
         );
+    }
+
+    #[test]
+    fn writes_parse_make_files_and_need_none_to_start_from() {
+        let mix = Mix::parse("create=1,write=3").unwrap();
+        assert_eq!(mix.spec(), "create=1,write=3");
+        assert_eq!(mix.kinds().collect::<Vec<_>>(), [Kind::Create, Kind::Write]);
+        assert_eq!(Kind::parse("write").unwrap(), Kind::Write);
+        assert_eq!(
+            (Kind::Write.name(), Kind::Write.plural()),
+            ("write", "writes")
+        );
+        assert_eq!(
+            serde_json::to_value(Kind::Write).unwrap(),
+            serde_json::json!("write")
+        );
+        assert!(Kind::Write.makes_names() && Kind::Write.makes_files());
+        assert!(!Kind::Write.works_on_names());
+        assert!(Kind::Create.makes_files() && !Kind::Mkdir.makes_files());
+        assert!(!Kind::Symlink.makes_files() && !Kind::Link.makes_files());
+        // A write's file joins the set when the mix works on names, as a create's does.
+        let mut set = WorkingSet::new(Vec::new(), &Mix::parse("write=1,stat=1").unwrap());
+        assert!(set.keeps_created());
+        set.created("w".into(), 5);
+        assert_eq!(set.next_in_turn(), Some(&("w".to_owned(), 5)));
+        assert!(!WorkingSet::new(Vec::new(), &Mix::single(Kind::Write)).keeps_created());
+        for bad in ["writes=1", "write=1,write=2", "write"] {
+            assert!(Mix::parse(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

@@ -32,6 +32,7 @@ fn create(ns: &Namespace, cred: &Cred, parent: u64, name: String) -> Exec {
         cred,
         last_committed: 0,
         reuse_ino: None,
+        replay: false,
     };
     ns.execute(
         Op::Create {
@@ -71,6 +72,7 @@ fn creates(c: &mut Criterion) {
                 cred: &cred,
                 last_committed: 0,
                 reuse_ino: None,
+                replay: false,
             },
         )
         else {
@@ -99,6 +101,7 @@ fn creates(c: &mut Criterion) {
                     cred: &cred,
                     last_committed: u64::MAX,
                     reuse_ino: None,
+                    replay: false,
                 };
                 for name in names {
                     ns.execute(

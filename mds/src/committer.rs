@@ -269,6 +269,8 @@ impl Worker {
                     self.stats
                         .durable_at_unix_ns
                         .store(journal::now_ns() as u64, Ordering::Relaxed);
+                    // Durable data leaves memory before replies tell anyone it is durable.
+                    self.namespace.data_committed(last_committed);
                     self.listener.committed(last_committed);
                     // Asked for under load, when no idle moment comes: right after a commit.
                     self.write_checkpoints(last_committed);

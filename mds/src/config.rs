@@ -15,7 +15,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 use mds_client::auth::AuthKey;
-use mds_client::units::{parse_count, parse_duration};
+use mds_client::units::{parse_bytes, parse_count, parse_duration};
+
+/// The largest `--inline-data-max`.
+const MAX_INLINE_DATA: u64 = 1 << 30;
 
 use crate::error::{Error, IoContext, Result};
 use crate::queue::ReplyPath;
@@ -180,6 +183,12 @@ pub struct Config {
     #[arg(long, value_parser = parse_duration)]
     #[serde(with = "duration_text")]
     pub session_expiry: Duration,
+    /// Most bytes of data one regular file may hold on the server (e.g. 64k, 1MiB; EFBIG
+    /// beyond), kept in the store with the file's metadata and journaled in the same commits
+    /// (Lustre's Data-on-MDT, for small files); 0 turns file data off (READ and WRITE are
+    /// refused), as a pure metadata benchmark wants. At most 1GiB.
+    #[arg(long, value_parser = parse_bytes)]
+    pub inline_data_max: u64,
     /// Where SIGUSR1 writes a checkpoint of the store while it serves (a consistent copy, a
     /// new `checkpoint-<unix seconds>` directory each time). None: SIGUSR1 is logged and
     /// ignored.
@@ -250,6 +259,7 @@ impl Default for Config {
             ack: Ack::Commit,
             recovery_window: Duration::from_secs(30),
             session_expiry: Duration::from_secs(300),
+            inline_data_max: 1 << 20,
             checkpoint_dir: None,
             reply_path: ReplyPath::PerCpu,
             service_threads: 16,
@@ -362,6 +372,13 @@ impl Config {
         }
         if self.max_batch == 0 {
             return Err(Error::Invalid("--max-batch must be at least 1".into()));
+        }
+        if self.inline_data_max > MAX_INLINE_DATA {
+            return Err(Error::Invalid(format!(
+                "--inline-data-max must be at most 1GiB, got {} bytes: the server keeps small \
+                 files' data with their metadata",
+                self.inline_data_max
+            )));
         }
         let auth_key = match &self.auth_key {
             Some(path) => Some(Arc::new(AuthKey::from_file(path).map_err(Error::AuthKey)?)),

@@ -9,7 +9,9 @@
 //! target's length; only devices carry a device number; every extended attribute must belong
 //! to a live inode, with a name and value within Linux's limits. Resend records must hold a
 //! reply this build decodes and a transno no later than `last_committed` (they are written
-//! with their mutation).
+//! with their mutation). A file no entry names must be an orphan — `nlink` 0 and an orphan
+//! record (an unlinked file a handle held when the server stopped) — and every orphan record
+//! such a file. Every data block must belong to a live regular file and lie within its size.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -42,6 +44,12 @@ pub(crate) fn lock_holder(lock: &Path) -> Option<i32> {
 pub struct Report {
     pub inodes: u64,
     pub entries: u64,
+    /// Files no entry names, kept for the handles that held them (reclaimed by the next
+    /// start once its recovery window ends without their clients).
+    pub orphans: u64,
+    /// File data blocks, and their bytes.
+    pub data_blocks: u64,
+    pub data_bytes: u64,
     pub last_committed: u64,
     /// One line per problem; empty when the store is clean.
     pub findings: Vec<String>,
@@ -77,6 +85,14 @@ pub fn check(data: &Path) -> crate::error::Result<Report> {
         Ok(())
     })?;
     report.inodes = inodes.len() as u64;
+    let mut orphans = HashSet::new();
+    journal.scan_orphans(|ino, _| {
+        orphans.insert(ino);
+        Ok(())
+    })?;
+    report.orphans = orphans.len() as u64;
+    let (blocks, bytes) = check_data(&journal, &inodes, &mut report.findings)?;
+    (report.data_blocks, report.data_bytes) = (blocks, bytes);
     let f = &mut report.findings;
     let tree = Tree::scan(&journal, &inodes, f)?;
     report.entries = tree.count;
@@ -92,11 +108,60 @@ pub fn check(data: &Path) -> crate::error::Result<Report> {
     sorted.sort_by_key(|i| i.ino);
     tree.find_cycles(&sorted, &reached, f);
     for inode in sorted {
-        check_inode(inode, &recovered, &tree, &reached, f);
+        check_inode(
+            inode,
+            &recovered,
+            &tree,
+            &reached,
+            orphans.contains(&inode.ino),
+            f,
+        );
+    }
+    for ino in &orphans {
+        if !inodes.contains_key(ino) {
+            f.push(format!(
+                "orphan record of inode {ino}, which does not exist"
+            ));
+        }
     }
     check_resend_records(&recovered, f);
     check_xattrs(&journal, &inodes, f)?;
     Ok(report)
+}
+
+/// Every data block belongs to a live regular file, within its size and at most one block
+/// long; returns the blocks and their bytes.
+fn check_data(
+    journal: &Journal,
+    inodes: &HashMap<u64, Inode>,
+    f: &mut Vec<String>,
+) -> journal::Result<(u64, u64)> {
+    let (mut blocks, mut bytes) = (0, 0);
+    let block_size = journal::DATA_BLOCK as u64;
+    journal.scan_data(|ino, block, data| {
+        blocks += 1;
+        bytes += data.len() as u64;
+        let at = format!("data block {block} of inode {ino}");
+        match inodes.get(&ino) {
+            None => f.push(format!("{at}: the inode does not exist")),
+            Some(i) if i.kind != FileKind::File => f.push(format!("{at}: a {:?}", i.kind)),
+            Some(i) => {
+                let start = u64::from(block) * block_size;
+                if start + data.len() as u64 > i.size {
+                    f.push(format!(
+                        "{at}: {} bytes from {start}, past the size {}",
+                        data.len(),
+                        i.size
+                    ));
+                }
+            }
+        }
+        if data.len() as u64 > block_size {
+            f.push(format!("{at}: {} bytes, more than a block", data.len()));
+        }
+        Ok(())
+    })?;
+    Ok((blocks, bytes))
 }
 
 /// Every extended attribute belongs to a live inode and is within Linux's limits.
@@ -240,6 +305,7 @@ fn check_inode(
     recovered: &journal::Recovered,
     tree: &Tree,
     reached: &HashSet<u64>,
+    orphan_record: bool,
     f: &mut Vec<String>,
 ) {
     let at = format!("inode {}", inode.ino);
@@ -253,7 +319,18 @@ fn check_inode(
         f.push(format!("{at}: at or above next_ino {}", recovered.next_ino));
     }
     let refs = tree.names.get(&inode.ino).map_or(0, std::vec::Vec::len) as u32;
-    if inode.ino != ROOT_INO && refs == 0 {
+    let kept_open = inode.kind != FileKind::Directory && inode.nlink == 0 && refs == 0;
+    if orphan_record && !kept_open {
+        f.push(format!(
+            "{at}: an orphan record, but it is a {:?} with {} links and {refs} names",
+            inode.kind, inode.nlink
+        ));
+    }
+    if kept_open {
+        if !orphan_record {
+            f.push(format!("{at}: no links, no names and no orphan record"));
+        }
+    } else if inode.ino != ROOT_INO && refs == 0 {
         f.push(format!("{at}: orphan (no entry names it)"));
     } else if !reached.contains(&inode.ino) {
         f.push(format!("{at}: not reachable from the root"));

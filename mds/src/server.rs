@@ -116,7 +116,9 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> Result<(
         .doing(|| "building the main runtime".into())?;
     let (journal, mut recovered) = open_journal(&config)?;
     let namespace = Arc::new(
-        Namespace::load(&journal, &recovered)?.squashing_root(config.keys.root_squash.is_on()),
+        Namespace::load(&journal, &recovered)?
+            .squashing_root(config.keys.root_squash.is_on())
+            .with_data(journal.clone(), config.keys.inline_data_max),
     );
     let counts = namespace.counts();
     info!(
@@ -177,6 +179,10 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> Result<(
         shutdown: CancellationToken::new(),
         cut: CancellationToken::new(),
     });
+    if !shared.core.recovery.is_open() {
+        // Nobody to wait for: orphans of the last start go before anyone is served.
+        shared.core.reclaim_orphans();
+    }
     let (threads, done_rx) = start_partitions(listeners.client, &shared)?;
     let service_threads = start_service_threads(&config, &shared)?;
     rt.block_on(async {
@@ -362,7 +368,13 @@ fn open_recovery(
             }
         })
     };
-    Recovery::new(recovered.known_clients.clone(), bounds, replay_key, skipper)
+    // Besides the clients that may replay, those that held orphans open: the window waits
+    // for them to take their handles back.
+    let mut expected = recovered.known_clients.clone();
+    expected.extend(namespace.orphan_owners());
+    expected.sort_unstable();
+    expected.dedup();
+    Recovery::new(expected, bounds, replay_key, skipper)
 }
 
 /// Finished partitions drop their sender of the returned channel: `None` from it once all
@@ -622,8 +634,11 @@ async fn expire_sessions(shared: Arc<Shared>, expiry: std::time::Duration) {
     loop {
         every.tick().await;
         // Dropped under the sessions' locks: see `Sessions::forget_if_idle`.
-        let forgotten = shared.core.sessions.expire(expiry, |client| {
-            shared.core.to_committer(CommitMsg::DropResend(client));
+        let forgotten = shared.core.sessions.expire(expiry, |client, journaled| {
+            shared.core.release_handles(client);
+            if journaled {
+                shared.core.to_committer(CommitMsg::DropResend(client));
+            }
         });
         if forgotten > 0 {
             debug!(forgotten, "sessions expired");
@@ -658,6 +673,7 @@ async fn close_recovery_window(
     metrics::gauge!(crate::metrics::RECOVERY_DURATION).set(open_for.as_secs_f64());
     if every_client_replayed {
         info!(?open_for, "recovery done: every known client replayed");
+        shared.core.reclaim_orphans();
         return;
     }
     // Not before what they may have replayed before they went is durable; a session of
@@ -679,6 +695,7 @@ async fn close_recovery_window(
         ?open_for,
         "recovery window closed; clients that did not come back lose their unsafe changes"
     );
+    shared.core.reclaim_orphans();
 }
 
 /// Tells the service manager (systemd, through `NOTIFY_SOCKET`) what the server is doing; a

@@ -71,6 +71,7 @@ fn op() -> impl Strategy<Value = Op> {
                     size,
                     atime: None,
                     mtime: mtime.map(SetTime::At),
+                    handle: None,
                 },
             }),
         (ino(), ino(), name()).prop_map(|(ino, parent, name)| Op::Link { ino, parent, name }),

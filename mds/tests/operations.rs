@@ -94,6 +94,7 @@ async fn setattr_changes_what_it_is_asked_and_ctime() {
         size: Some(1 << 20),
         atime: Some(SetTime::At(2_000_000_007)),
         mtime: Some(SetTime::At(1_000_000_000)),
+        handle: None,
     };
     let a = c.setattr(f.ino, set).await.unwrap();
     assert_eq!(

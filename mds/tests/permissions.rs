@@ -40,7 +40,7 @@ use std::sync::Arc;
 
 use common::InProcess;
 use mds_client::{Client, ClientError, ROOT, Session};
-use mds_proto::{Attr, Cred, Errno, Kind, RenameHow, SetAttr, SetTime, XattrSet};
+use mds_proto::{Attr, Cred, Errno, Kind, Op, OpenFlags, RenameHow, SetAttr, SetTime, XattrSet};
 
 /// Who asks. `squashed`: root on a client of the root-squashing server, whom the kernel is
 /// asked as [`SQUASHED_AS`].
@@ -204,7 +204,37 @@ enum Act {
     GetX(&'static str, &'static str),
     ListX(&'static str),
     RemoveX(&'static str, &'static str),
+    /// `open(2)` (`O_NOFOLLOW`) to read, write or both, with `O_TRUNC` or not; closed at once.
+    Open(&'static str, OpenFlags),
 }
+
+/// OPEN's flags for the cases: read, write, both, and with O_TRUNC.
+const O_RDONLY: OpenFlags = OpenFlags {
+    read: true,
+    write: false,
+    truncate: false,
+    append: false,
+};
+const O_WRONLY: OpenFlags = OpenFlags {
+    read: false,
+    write: true,
+    truncate: false,
+    append: false,
+};
+const O_RDWR: OpenFlags = OpenFlags {
+    read: true,
+    write: true,
+    truncate: false,
+    append: false,
+};
+const O_WRONLY_TRUNC: OpenFlags = OpenFlags {
+    truncate: true,
+    ..O_WRONLY
+};
+const O_RDONLY_TRUNC: OpenFlags = OpenFlags {
+    truncate: true,
+    ..O_RDONLY
+};
 
 /// (mode, uid, gid) of an inode.
 type Owner = (u32, u32, u32);
@@ -472,6 +502,52 @@ fn cases() -> Vec<Case> {
             .then("d/f", 0o6755, A, USERS),
         case("truncate of a directory", ROOT_USER, Truncate("d", 0), Err(EISDIR),
              &[dir("d", 0o777, 0, 0)]),
+        // OPEN, as open(2) checks it (`may_open`).
+        case("open to read another's readable file", BOB, Open("d/f", O_RDONLY), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS)]),
+        case("open to write without write", BOB, Open("d/f", O_WRONLY), Err(EACCES),
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS)]),
+        case("open to read and write without write", BOB, Open("d/f", O_RDWR), Err(EACCES),
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS)]),
+        case("open to read without read", BOB, Open("d/f", O_RDONLY), Err(EACCES),
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o622, A, USERS)]),
+        case("open to write a write-only file", BOB, Open("d/f", O_WRONLY), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o622, A, USERS)]),
+        case("the owner's bits, not the others'", ALICE, Open("d/f", O_RDONLY), Err(EACCES),
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o077, A, USERS)]),
+        case("the group's bits for a member", ALICE, Open("d/f", O_RDWR), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o460, 0, USERS)]),
+        case("root opens anything to write", ROOT_USER, Open("d/f", O_RDWR), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o000, A, USERS)]),
+        case("O_RDONLY|O_TRUNC needs write", BOB, Open("d/f", O_RDONLY_TRUNC), Err(EACCES),
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS)]),
+        case("O_RDONLY|O_TRUNC truncates with write", BOB, Open("d/f", O_RDONLY_TRUNC), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o666, A, USERS)])
+            .then("d/f", 0o666, A, USERS),
+        case("O_TRUNC by a user drops set-ID bits", BOB, Open("d/f", O_WRONLY_TRUNC), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o6777, A, USERS)])
+            .then("d/f", 0o777, A, USERS),
+        case("O_TRUNC drops a group-ID without x for a non-member", BOB, Open("d/f", O_WRONLY_TRUNC), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o2666, A, USERS)])
+            .then("d/f", 0o666, A, USERS),
+        case("O_TRUNC keeps a group-ID without x for a member", ALICE, Open("d/f", O_WRONLY_TRUNC), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o2666, 0, USERS)])
+            .then("d/f", 0o2666, 0, USERS),
+        case("O_TRUNC by root keeps set-ID bits", ROOT_USER, Open("d/f", O_WRONLY_TRUNC), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o6755, A, USERS)])
+            .then("d/f", 0o6755, A, USERS),
+        case("open a directory to read", BOB, Open("d", O_RDONLY), ok,
+             &[dir("d", 0o755, A, USERS)]),
+        case("open a directory to write", ROOT_USER, Open("d", O_WRONLY), Err(EISDIR),
+             &[dir("d", 0o777, 0, 0)]),
+        case("open a directory to read and write", ROOT_USER, Open("d", O_RDWR), Err(EISDIR),
+             &[dir("d", 0o777, 0, 0)]),
+        case("open an unreadable directory", BOB, Open("d", O_RDONLY), Err(EACCES),
+             &[dir("d", 0o711, A, USERS)]),
+        case("open a symlink", ROOT_USER, Open("d/l", O_RDONLY), Err(ELOOP),
+             &[dir("d", 0o755, 0, 0), symlink("d/l", "f", 0, 0)]),
+        case("open a fifo to read", BOB, Open("d/p", O_RDONLY), ok,
+             &[dir("d", 0o755, 0, 0), fifo("d/p", 0o644, A, USERS)]),
         // Root squash: root on a client is nobody.
         case("squashed root cannot write root's directory", SQUASHED, Create("d/new", 0o644), Err(EACCES),
              &[dir("d", 0o755, 0, 0)]),
@@ -1072,6 +1148,8 @@ enum Call {
     GetX(CString, CString),
     ListX(CString),
     RemoveX(CString, CString),
+    /// Path, `open(2)` flags.
+    Open(CString, libc::c_int),
 }
 
 fn c_path(root: &Path, path: &str) -> CString {
@@ -1130,6 +1208,7 @@ fn kernel(user: User, root: &Path, act: Act) -> (Result<(), i32>, Option<Shown>)
             },
         ),
         Truncate(path, size) => Call::Truncate(p(path), size),
+        Open(path, how) => Call::Open(p(path), open_flags(how)),
         Link(from, to) => Call::Link(p(from), p(to)),
         Symlink(path, target) => Call::Symlink(c_str(target), p(path)),
         Readlink(path) => Call::Readlink(p(path)),
@@ -1286,6 +1365,10 @@ unsafe fn become_and_call(
             }
             Call::ListX(p) => libc::llistxattr(p.as_ptr(), buf.cast(), room.len()),
             Call::RemoveX(p, name) => libc::lremovexattr(p.as_ptr(), name.as_ptr()) as isize,
+            Call::Open(p, flags) => {
+                let fd = libc::open(p.as_ptr(), *flags);
+                (if fd >= 0 { libc::close(fd) } else { fd }) as isize
+            }
         };
         if rc < 0 {
             libc::_exit(*libc::__errno_location());
@@ -1321,6 +1404,9 @@ fn errno_name(errno: i32) -> Option<Errno> {
         libc::ERANGE => ERANGE,
         libc::E2BIG => E2BIG,
         libc::EOPNOTSUPP => EOPNOTSUPP,
+        libc::ELOOP => ELOOP,
+        libc::EBADF => EBADF,
+        libc::EFBIG => EFBIG,
         _ => return None,
     })
 }
@@ -1390,6 +1476,18 @@ fn kernel_owner(root: &Path, path: &str) -> Option<Owner> {
 /// An operation refused: which request of the ones the client sent refused it (a path is
 /// walked by LOOKUPs first), and with what.
 type Refusal = (&'static str, Errno);
+
+/// `open(2)`'s flags for OPEN's: never following a symlink (as the server opens none), never
+/// blocking (a fifo).
+fn open_flags(how: OpenFlags) -> libc::c_int {
+    let access = match (how.read, how.write) {
+        (_, false) => libc::O_RDONLY,
+        (false, true) => libc::O_WRONLY,
+        (true, true) => libc::O_RDWR,
+    };
+    let truncate = if how.truncate { libc::O_TRUNC } else { 0 };
+    access | truncate | libc::O_NOFOLLOW | libc::O_NONBLOCK
+}
 
 fn refusal(op: &'static str) -> impl Fn(ClientError) -> Refusal {
     move |e| {
@@ -1543,6 +1641,21 @@ async fn server(client: &Client, root: u64, act: Act) -> Result<Option<Shown>, R
                 ..SetAttr::default()
             };
             setattr(path, set).await.and(done)
+        }
+        Open(path, flags) => {
+            let ino = walk(client, root, path).await?.ino;
+            let open = Op::Open {
+                ino,
+                handle: 1,
+                flags,
+                reopen: false,
+            };
+            client.call(open).await.map_err(refusal("open"))?;
+            client
+                .call(Op::Release { handle: 1 })
+                .await
+                .map_err(refusal("release"))
+                .and(done)
         }
         Link(from, to) => {
             let ino = walk(client, root, from).await?.ino;

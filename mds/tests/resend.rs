@@ -146,7 +146,7 @@ fn mkdir(name: &str) -> Op {
 
 fn statfs(raw: &mut Raw, xid: u64, acked_xid: u64) -> mds_proto::StatFs {
     match raw.call(xid, acked_xid, Op::Statfs).result {
-        Ok(Body::StatFs(s)) => s,
+        Ok(Body::StatFs(s)) => *s,
         other => panic!("{other:?}"),
     }
 }

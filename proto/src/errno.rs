@@ -65,6 +65,12 @@ errnos! {
     /// An extended attribute name in no namespace the server keeps (`user.`, `trusted.`,
     /// `security.`, `system.posix_acl_access`, `system.posix_acl_default`).
     EOPNOTSUPP,
+    /// A handle that is not open, or not open for what READ or WRITE asks of it.
+    EBADF,
+    /// A WRITE or a size past `--inline-data-max`.
+    EFBIG,
+    /// OPEN of a symbolic link (the client follows links; the server opens none).
+    ELOOP,
 }
 
 impl std::fmt::Display for Errno {

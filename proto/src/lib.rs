@@ -1,4 +1,4 @@
-//! The mds wire protocol, version 4: request and reply types, error codes, frame encoding and
+//! The mds wire protocol, version 5: request and reply types, error codes, frame encoding and
 //! name rules. No I/O: the server, the client library, the load tool and the fuzz targets all
 //! speak through these types, and none of them needs anything else of the others.
 //!
@@ -25,13 +25,13 @@ pub use frame::{
 };
 pub use names::check_name;
 pub use op::{
-    Cred, MAX_GROUPS, Op, RenameHow, Replay, Request, SetAttr, SetTime, Target, XattrSet,
-    XattrValue, opcode,
+    Cred, Data, MAX_GROUPS, Op, OpenFlags, RenameHow, Replay, Request, SetAttr, SetTime, Target,
+    XattrSet, XattrValue, opcode,
 };
 pub use reply::{Attr, Body, DirEntry, Kind, Reply, StatFs};
 
 /// Version carried in CONNECT; a server refuses any other with EPROTO.
-pub const PROTOCOL_VERSION: u32 = 4;
+pub const PROTOCOL_VERSION: u32 = 5;
 /// Largest frame payload either side accepts, in bytes: an extended attribute's largest
 /// value ([`MAX_XATTR_VALUE`]) and 4 KiB for the rest of its request.
 pub const MAX_FRAME: usize = MAX_XATTR_VALUE + 4096;
@@ -42,6 +42,8 @@ pub const MAX_XATTR_VALUE: usize = 65536;
 /// Longest extended attribute name, in bytes, prefix included (Linux's `XATTR_NAME_MAX`):
 /// ERANGE beyond.
 pub const MAX_XATTR_NAME: usize = 255;
+/// Most bytes one READ or WRITE carries (a FUSE mount's `max_write` and `max_read`).
+pub const MAX_IO: usize = 65536;
 /// Most links a non-directory may have (ext4's `EXT4_LINK_MAX`): EMLINK beyond.
 pub const MAX_LINKS: u32 = 65000;
 
@@ -176,6 +178,29 @@ mod tests {
                 ino: 2,
                 name: "user.x".into(),
             },
+            Op::Open {
+                ino: 2,
+                handle: 7,
+                flags: OpenFlags {
+                    write: true,
+                    truncate: true,
+                    ..OpenFlags::default()
+                },
+                reopen: false,
+            },
+            Op::Release { handle: 7 },
+            Op::Read {
+                ino: 2,
+                handle: 7,
+                offset: 4096,
+                len: 100,
+            },
+            Op::Write {
+                ino: 2,
+                handle: 7,
+                offset: 1,
+                data: Data(vec![1, 2, 3]),
+            },
         ]
     }
 
@@ -206,8 +231,21 @@ mod tests {
                 "symlink",
                 "mknod",
                 "setxattr",
-                "removexattr"
+                "removexattr",
+                "open",
+                "release",
+                "write"
             ]
+        );
+        let plain_open = Op::Open {
+            ino: 2,
+            handle: 8,
+            flags: OpenFlags::default(),
+            reopen: false,
+        };
+        assert!(
+            !plain_open.is_mutation(),
+            "only an OPEN that truncates changes anything"
         );
     }
 
@@ -236,7 +274,10 @@ mod tests {
                 "ENODATA",
                 "ERANGE",
                 "E2BIG",
-                "EOPNOTSUPP"
+                "EOPNOTSUPP",
+                "EBADF",
+                "EFBIG",
+                "ELOOP"
             ]
         );
         for (code, errno) in Errno::ALL.iter().enumerate() {

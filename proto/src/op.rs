@@ -138,6 +138,22 @@ operations! {
     /// The names of the inode's extended attributes that the caller may see.
     20 LISTXATTR "listxattr" Listxattr { ino: u64 };
     21 REMOVEXATTR "removexattr" Removexattr { ino: u64, name: String };
+    /// Opens the non-directory `ino` (a directory only to read) as `handle`: a number the
+    /// client chooses, unique among its open handles, that READ, WRITE, SETATTR and RELEASE
+    /// name. An open file outlives its last name until its last handle is released.
+    /// `reopen`: after a server restart, the client takes back a handle it had (sent after
+    /// its replays and before anything else, inside the recovery window; never truncates).
+    22 OPEN "open" Open { ino: u64, handle: u64, flags: OpenFlags, reopen: bool };
+    /// Closes `handle`; a handle that is not open answers Done, so a resend never fails.
+    23 RELEASE "release" Release { handle: u64 };
+    /// Up to `len` bytes (at most [`crate::MAX_IO`]) of the regular file `ino` from `offset`,
+    /// through a handle opened to read; fewer at the end of the file, holes as zeros.
+    24 READ "read" Read { ino: u64, handle: u64, offset: u64, len: u32 };
+    /// `data` (at most [`crate::MAX_IO`] bytes) into the regular file `ino` at `offset`,
+    /// through a handle opened to write. At the file's end if the handle was opened to
+    /// append or `offset` is `u64::MAX` — which is what a client sends through an append
+    /// handle, so that a replay after a restart (which runs without the handle) appends too.
+    25 WRITE "write" Write { ino: u64, handle: u64, offset: u64, data: Data };
 }
 
 impl Op {
@@ -156,7 +172,9 @@ impl Op {
                 | Op::Mknod { .. }
                 | Op::Setxattr { .. }
                 | Op::Removexattr { .. }
-        )
+                | Op::Release { .. }
+                | Op::Write { .. }
+        ) || matches!(self, Op::Open { flags, .. } if flags.truncate)
     }
 }
 
@@ -193,6 +211,23 @@ pub enum XattrSet {
     Replace,
 }
 
+/// How OPEN opens a file: `open(2)`'s access mode, `O_TRUNC` and `O_APPEND`. Four
+/// independent flags, as `open(2)` has them (one byte each on the wire).
+#[allow(clippy::struct_excessive_bools)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpenFlags {
+    pub read: bool,
+    pub write: bool,
+    /// Cut the file to 0 bytes (needs `write`): an OPEN that truncates is a mutation.
+    pub truncate: bool,
+    /// Every WRITE through the handle goes at the file's end, whatever its offset.
+    pub append: bool,
+}
+
+/// File data: bytes, at most [`crate::MAX_IO`] in one READ or WRITE.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Data(#[serde(serialize_with = "crate::as_bytes")] pub Vec<u8>);
+
 /// A symbolic link's target: bytes, as Linux keeps them (not necessarily UTF-8).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Target(#[serde(serialize_with = "crate::as_bytes")] pub Vec<u8>);
@@ -220,4 +255,8 @@ pub struct SetAttr {
     pub size: Option<u64>,
     pub atime: Option<SetTime>,
     pub mtime: Option<SetTime>,
+    /// `ftruncate(2)`: the size is set through this handle, which must be open for writing
+    /// (EBADF if it is not open, EINVAL if it is not writable), and no write permission is
+    /// checked again.
+    pub handle: Option<u64>,
 }

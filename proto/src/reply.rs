@@ -103,6 +103,14 @@ pub struct StatFs {
     pub others: u64,
     /// Bytes of extended attributes held in memory: names, values and 16 bytes each.
     pub xattr_bytes: u64,
+    /// The sizes of every regular file added up (holes included): what the files' data
+    /// kept on the server amounts to at most.
+    pub file_bytes: u64,
+    /// Most bytes one file may hold (`--inline-data-max`); 0: READ and WRITE are refused.
+    pub inline_data_max: u64,
+    /// Handles open, and files whose last name is gone while a handle keeps them.
+    pub open_handles: u64,
+    pub orphans: u64,
     /// The file system the store is on: its size, what is free, and what is free to the
     /// server (`statvfs`'s blocks, bfree and bavail times its fragment size); 0 if unknown.
     pub store_bytes: u64,
@@ -153,17 +161,18 @@ pub enum Body {
     },
     /// 1
     Pong,
-    /// 2: MKDIR, CREATE, LOOKUP, GETATTR, SETATTR, LINK, SYMLINK, MKNOD.
+    /// 2: MKDIR, CREATE, LOOKUP, GETATTR, SETATTR, LINK, SYMLINK, MKNOD, OPEN, WRITE.
     Attr(Attr),
     /// 3: READDIR; `next` is the cursor of the following page, `None` at the end.
     Entries {
         entries: Vec<DirEntry>,
         next: Option<String>,
     },
-    /// 4: UNLINK, RMDIR, RENAME, SYNC, SETXATTR, REMOVEXATTR.
+    /// 4: UNLINK, RMDIR, RENAME, SYNC, SETXATTR, REMOVEXATTR, RELEASE.
     Done,
-    /// 5
-    StatFs(StatFs),
+    /// 5 (boxed: the largest body by far, and rare; inline, every reply the server holds
+    /// would be its size).
+    StatFs(Box<StatFs>),
     /// 6: with xid 0, a message no request asked for: `last_committed` moved.
     Notice,
     /// 7: CONNECT's answer when something must be proved before the session is touched: the
@@ -181,6 +190,8 @@ pub enum Body {
     Xattr(crate::XattrValue),
     /// 10: LISTXATTR's names, in byte order.
     XattrNames(Vec<String>),
+    /// 11: READ's bytes.
+    Data(crate::Data),
 }
 
 /// A reply: the request's xid (0 for a connection-level error or a notice), the transno of the

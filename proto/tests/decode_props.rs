@@ -5,8 +5,8 @@
 
 use bytes::BytesMut;
 use mds_proto::{
-    self as protocol, Attr, Body, Cred, DirEntry, Errno, Kind, Op, RenameHow, Replay, Reply,
-    Request, SetAttr, SetTime, Target, XattrSet, XattrValue,
+    self as protocol, Attr, Body, Cred, Data, DirEntry, Errno, Kind, Op, OpenFlags, RenameHow,
+    Replay, Reply, Request, SetAttr, SetTime, Target, XattrSet, XattrValue,
 };
 use proptest::prelude::*;
 use tokio_util::codec::Decoder;
@@ -28,6 +28,40 @@ fn time() -> impl Strategy<Value = Option<SetTime>> {
 
 fn bytes() -> impl Strategy<Value = Vec<u8>> {
     proptest::collection::vec(any::<u8>(), 0..300)
+}
+
+/// The operations protocol 5 added.
+fn io_op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        (any::<u64>(), any::<u64>(), any::<[bool; 5]>()).prop_map(|(ino, handle, f)| Op::Open {
+            ino,
+            handle,
+            flags: OpenFlags {
+                read: f[0],
+                write: f[1],
+                truncate: f[2],
+                append: f[3],
+            },
+            reopen: f[4],
+        }),
+        any::<u64>().prop_map(|handle| Op::Release { handle }),
+        (any::<u64>(), any::<u64>(), any::<u64>(), any::<u32>()).prop_map(
+            |(ino, handle, offset, len)| Op::Read {
+                ino,
+                handle,
+                offset,
+                len
+            }
+        ),
+        (any::<u64>(), any::<u64>(), any::<u64>(), bytes()).prop_map(|(ino, handle, offset, d)| {
+            Op::Write {
+                ino,
+                handle,
+                offset,
+                data: Data(d),
+            }
+        }),
+    ]
 }
 
 /// The operations protocol 4 added.
@@ -68,6 +102,7 @@ fn new_op() -> impl Strategy<Value = Op> {
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         new_op(),
+        io_op(),
         (any::<u32>(), any::<u64>()).prop_map(|(version, client)| Op::Connect { version, client }),
         Just(Op::Ping),
         (any::<u64>(), name(), any::<u32>()).prop_map(|(parent, name, mode)| Op::Mkdir {
@@ -98,6 +133,7 @@ fn op() -> impl Strategy<Value = Op> {
                     size,
                     atime,
                     mtime,
+                    handle: size,
                 },
             }),
         (any::<u64>(), proptest::option::of(name()), any::<u32>())
@@ -167,6 +203,7 @@ fn body() -> impl Strategy<Value = Result<Body, Errno>> {
         bytes().prop_map(|t| Ok(Body::Target(Target(t)))),
         bytes().prop_map(|v| Ok(Body::Xattr(XattrValue(v)))),
         proptest::collection::vec(name(), 0..10).prop_map(|n| Ok(Body::XattrNames(n))),
+        bytes().prop_map(|d| Ok(Body::Data(Data(d)))),
         attr.prop_map(|a| Ok(Body::Attr(a))),
         (
             proptest::collection::vec((name(), any::<u64>()), 0..20),

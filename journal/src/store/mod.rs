@@ -16,11 +16,12 @@ use crate::error::{Error, Fault, Result};
 use crate::options::{Tuning, block_cache, cf_descriptors, cf_options, db_options, full_scan};
 use crate::resend::{ClientResend, ClientSlots};
 use crate::schema::{
-    ALL_CFS, CF_CLIENTS, CF_DENTRIES, CF_INODES, CF_META, CF_XATTRS, Dentry, Inode, InodeV2,
-    JournalOp, META_CLIENT_PREFIX, META_INO_CEILING, META_LAST_COMMITTED, META_NEXT_INO,
-    META_REPLAY_KEY, META_SCHEMA_VERSION, META_SESSION_PREFIX, META_TRANSNO_CEILING, ROOT_INO,
-    ResendRecord, ResendSlot, ResendSlotRef, SCHEMA_VERSION, SCHEMA_VERSION_V2_INODES,
-    SCHEMA_VERSION_WITHOUT_RESEND, SECRET_LEN, TxRecord, client_key, decode, decode_dentry_key,
+    ADDED_CFS, ALL_CFS, CF_CLIENTS, CF_DATA, CF_DENTRIES, CF_INODES, CF_META, CF_ORPHANS,
+    CF_XATTRS, Dentry, Inode, InodeV2, JournalOp, META_CLIENT_PREFIX, META_INO_CEILING,
+    META_LAST_COMMITTED, META_NEXT_INO, META_REPLAY_KEY, META_SCHEMA_VERSION, META_SESSION_PREFIX,
+    META_TRANSNO_CEILING, ROOT_INO, ResendRecord, ResendSlot, ResendSlotRef, SCHEMA_VERSION,
+    SCHEMA_VERSION_BEFORE_DATA, SCHEMA_VERSION_V2_INODES, SCHEMA_VERSION_WITHOUT_RESEND,
+    SECRET_LEN, TxRecord, client_key, data_key, data_key_end, decode, decode_dentry_key,
     decode_meta_u64, decode_resend_key, decode_u64_key, dentry_key, dentry_key_into, encode,
     ino_key, now_ns, resend_key, session_key, xattr_key,
 };
@@ -122,6 +123,11 @@ pub struct StoreStats {
     pub wal_syncs: u64,
 }
 
+/// A `DeleteData` of at most this many blocks is point deletes: a small file's removal (a
+/// 16-block file is 64 KiB) leaves no range tombstone behind, which RocksDB's reads of the
+/// family would have to step over until compaction.
+const POINT_DELETES_MAX: u32 = 16;
+
 /// The journal: a RocksDB database with the mds schema.
 pub struct Journal {
     db: DB,
@@ -178,29 +184,34 @@ impl Journal {
     ) -> Result<(Journal, Recovered)> {
         let opts = db_options(tuning);
         let cache = block_cache();
-        // A store of schema 1 or 2 has no `xattrs` family. It is opened with the families it
-        // has, so that one the checks below refuse is left as it was — its own build could
-        // not open it again with a family it does not know — and gets the family once it is
-        // current (a crash in between leaves a current store without it: the next open adds
-        // it).
+        // A store of an older schema lacks the families later versions added (`xattrs` in
+        // version 3, `data` and `orphans` in 4). It is opened with the families it has, so
+        // that one the checks below refuse is left as it was — its own build could not open
+        // it again with a family it does not know — and gets them once it is current (a
+        // crash in between leaves a current store without them: the next open adds them).
         let present = path
             .join("CURRENT")
             .is_file()
             .then(|| DB::list_cf(&opts, path))
             .transpose()?;
-        let lacks_xattrs = present
-            .as_ref()
-            .is_some_and(|p| !p.iter().any(|f| f == CF_XATTRS));
+        let missing: Vec<&str> = ADDED_CFS
+            .into_iter()
+            .filter(|name| {
+                present
+                    .as_ref()
+                    .is_some_and(|p| !p.iter().any(|f| f == name))
+            })
+            .collect();
         let families = cf_descriptors(&cache, tuning)
             .into_iter()
-            .filter(|d| !(lacks_xattrs && d.name() == CF_XATTRS));
+            .filter(|d| !missing.contains(&d.name()));
         let db = DB::open_cf_descriptors(&opts, path, families)
             .map_err(|e| explain_open_failure(&opts, path, e))?;
         let (mut journal, recovered) = Self::finish_open(db, opts, path, options, true)?;
-        if lacks_xattrs {
+        for name in missing {
             journal
                 .db
-                .create_cf(CF_XATTRS, &cf_options(&cache, tuning, CF_XATTRS))?;
+                .create_cf(name, &cf_options(&cache, tuning, name))?;
         }
         Ok((journal, recovered))
     }
@@ -216,9 +227,9 @@ impl Journal {
         let mut opts = db_options(&tuning);
         opts.create_if_missing(false);
         let cache = block_cache();
-        // A store of an older schema may lack a family this build added (`xattrs`, in
-        // version 3): a read-only open cannot create it, so it opens what is there, and reads
-        // of a missing family find nothing.
+        // A store of an older schema may lack families this build added (`ADDED_CFS`): a
+        // read-only open cannot create them, so it opens what is there, and reads of a
+        // missing family find nothing.
         let present = DB::list_cf(&opts, path)?;
         let families = cf_descriptors(&cache, &tuning)
             .into_iter()
@@ -262,16 +273,16 @@ impl Journal {
                     })?);
                 // Version 1 never wrote resend records; versions 1 and 2 share the inode
                 // layout that version 3 extended.
-                let old = found == SCHEMA_VERSION_V2_INODES
+                let old_inodes = found == SCHEMA_VERSION_V2_INODES
                     || (found == SCHEMA_VERSION_WITHOUT_RESEND
                         && journal.resend_family_is_empty()?);
-                if old {
+                if old_inodes || found == SCHEMA_VERSION_BEFORE_DATA {
                     schema_version = found;
                     if writable {
-                        journal.upgrade(path, found)?;
+                        journal.upgrade(path, found, old_inodes)?;
                         upgraded_from = Some(found);
                     } else {
-                        v2_inodes = true;
+                        v2_inodes = old_inodes;
                     }
                 } else if found != SCHEMA_VERSION {
                     return Err(Error::SchemaVersion {
@@ -352,8 +363,9 @@ impl Journal {
         ))
     }
 
-    /// Upgrades a version 1 or 2 store: every inode rewritten in the current layout, and the
-    /// current version recorded, all in one synced batch — a crash leaves the store either
+    /// Upgrades a store of an older version: for versions 1 and 2 (`old_inodes`) every inode
+    /// rewritten in the current layout, and the current version recorded, all in one synced
+    /// batch (version 3 differs only in the families the open adds) — a crash leaves the store either
     /// as it was or upgraded, never with the two layouts mixed (which one decoding could not
     /// tell apart). The batch holds the whole inode family once: a one-time cost at the
     /// first start of a new build.
@@ -363,7 +375,7 @@ impl Journal {
     /// versions at CONNECT), so none could ever resend. A store with known clients — it was
     /// not stopped cleanly, and clients may still replay early replies into it, which only
     /// the old build can take — is refused, before anything is written.
-    fn upgrade(&self, path: &Path, found: u32) -> Result<()> {
+    fn upgrade(&self, path: &Path, found: u32, old_inodes: bool) -> Result<()> {
         let known = self.known_clients()?;
         if !known.is_empty() {
             return Err(Error::UpgradeWithKnownClients {
@@ -374,7 +386,7 @@ impl Journal {
         }
         let (inodes, clients, meta) = (self.cf(CF_INODES), self.cf(CF_CLIENTS), self.cf(CF_META));
         let mut batch = WriteBatch::default();
-        for item in self.scan(CF_INODES) {
+        for item in self.scan(CF_INODES).take_while(|_| old_inodes) {
             let (key, value) = item?;
             let old: InodeV2 = decode("version 2 inode", &value)?;
             batch.put_cf(inodes, &key, encode(&Inode::from(old)));
@@ -734,6 +746,7 @@ impl Journal {
             self.cf(CF_META),
             self.cf(CF_XATTRS),
         );
+        let (data, orphans) = (self.cf(CF_DATA), self.cf(CF_ORPHANS));
         let mut next_ino = self.next_ino.load(Ordering::Relaxed);
         let mut batch = WriteBatch::default();
         let mut scratch = Vec::with_capacity(128);
@@ -792,6 +805,26 @@ impl Journal {
                         dentry_key_into(&mut key, *ino, name);
                         batch.delete_cf(xattrs, &key);
                     }
+                    JournalOp::PutData { ino, block, bytes } => {
+                        batch.put_cf(data, data_key(*ino, *block), bytes);
+                    }
+                    JournalOp::DeleteData { ino, from, to } => {
+                        if to.saturating_sub(*from) <= POINT_DELETES_MAX {
+                            for block in *from..*to {
+                                batch.delete_cf(data, data_key(*ino, block));
+                            }
+                        } else {
+                            batch.delete_range_cf(
+                                data,
+                                data_key(*ino, *from),
+                                data_key_end(*ino, *to),
+                            );
+                        }
+                    }
+                    JournalOp::PutOrphan { ino, owners } => {
+                        batch.put_cf(orphans, ino_key(*ino), encode(owners));
+                    }
+                    JournalOp::DeleteOrphan(ino) => batch.delete_cf(orphans, ino_key(*ino)),
                 }
             }
         }
@@ -886,6 +919,50 @@ impl Journal {
             return Ok(None); // a read-only open of a store from before them
         };
         Ok(self.db.get_cf(xattrs, xattr_key(ino, name))?)
+    }
+
+    /// Reads one committed block of a file's data into `into` (cleared first): `false` if
+    /// the block is not stored (a hole, or past what was written).
+    pub fn read_block(&self, ino: u64, block: u32, into: &mut Vec<u8>) -> Result<bool> {
+        into.clear();
+        let Some(data) = self.db.cf_handle(CF_DATA) else {
+            return Ok(false); // a read-only open of a store from before file data
+        };
+        match self.db.get_pinned_cf(data, data_key(ino, block))? {
+            Some(v) => {
+                into.extend_from_slice(&v);
+                Ok(true)
+            }
+            None => Ok(false),
+        }
+    }
+
+    /// Calls `f(ino, block, bytes)` on every committed data block, in inode then block order.
+    pub fn scan_data(&self, mut f: impl FnMut(u64, u32, &[u8]) -> Result<()>) -> Result<()> {
+        if self.db.cf_handle(CF_DATA).is_none() {
+            return Ok(());
+        }
+        for item in self.scan(CF_DATA) {
+            let (key, value) = item?;
+            let (ino, block) = decode_resend_key(&key)?;
+            f(ino, block, &value)?;
+        }
+        Ok(())
+    }
+
+    /// Calls `f(ino, owners)` on every orphan, in inode order.
+    pub fn scan_orphans(&self, mut f: impl FnMut(u64, Vec<u64>) -> Result<()>) -> Result<()> {
+        if self.db.cf_handle(CF_ORPHANS).is_none() {
+            return Ok(());
+        }
+        for item in self.scan(CF_ORPHANS) {
+            let (key, value) = item?;
+            f(
+                decode_u64_key("orphan key", &key)?,
+                decode("orphan owners", &value)?,
+            )?;
+        }
+        Ok(())
     }
 
     /// Reads one committed directory entry.

@@ -109,6 +109,15 @@ fn what_a_commit_writes_is_pinned() {
                     name: "user.k".into(),
                     value: vec![0xab],
                 },
+                JournalOp::PutData {
+                    ino: 3,
+                    block: 1,
+                    bytes: vec![1, 2],
+                },
+                JournalOp::PutOrphan {
+                    ino: 3,
+                    owners: vec![7],
+                },
                 resend(2),
             ],
         },
@@ -134,10 +143,14 @@ fn what_a_commit_writes_is_pinned() {
         "meta 6c6173745f636f6d6d6974746564 = 0200000000000000",
         "meta 6e6578745f696e6f = 0500000000000000",
         "meta 7265706c61795f6b6579 = (32 random bytes)",
-        "meta 736368656d615f76657273696f6e = 03000000",
+        "meta 736368656d615f76657273696f6e = 04000000",
         "meta 7472616e736e6f5f6365696c696e67 = 0200020000000000",
         // key: ino u64 BE ++ name's bytes ("user.k"). value: the bytes as given.
         "xattrs 0000000000000003757365722e6b = ab",
+        // key: ino u64 BE ++ block u32 BE. value: the block's bytes.
+        "data 000000000000000300000001 = 0102",
+        // key: ino u64 BE. value: postcard Vec<u64> of the clients that held it open.
+        "orphans 0000000000000003 = 0107",
     ];
     assert_eq!(raw_contents(&j), golden, "{ENCODING_CHANGED}");
 }
@@ -313,10 +326,18 @@ fn records_the_client_already_has_replies_for_are_not_written() {
     assert!(clients_keys(&j).is_empty());
 }
 
-/// Makes the store at `dir` look as a build of schema `version` (1 or 2) left it: every inode
-/// in the layout of those versions, no `xattrs` family, and the version recorded.
+/// Makes the store at `dir` look as a build of schema `version` (1, 2 or 3) left it: no
+/// `data` or `orphans` family; for 1 and 2 every inode in their layout and no `xattrs`
+/// family either; and the version recorded.
 fn downgrade(dir: &Path, version: u32) {
     let (mut j, _) = Journal::open(dir, JournalOptions::default()).unwrap();
+    j.db.drop_cf(CF_DATA).unwrap();
+    j.db.drop_cf(CF_ORPHANS).unwrap();
+    if version == 3 {
+        j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, version.to_le_bytes())
+            .unwrap();
+        return;
+    }
     j.db.drop_cf(CF_XATTRS).unwrap();
     let mut old = Vec::new();
     j.scan_inodes(|inode| {
@@ -407,9 +428,104 @@ fn a_store_of_version_2_is_read_as_it_is_and_upgraded_by_the_first_writable_open
     let v = j.db.get_cf(j.cf(CF_META), META_SCHEMA_VERSION).unwrap();
     assert_eq!(v.unwrap(), SCHEMA_VERSION.to_le_bytes());
     assert!(j.db.cf_handle(CF_XATTRS).is_some(), "added once current");
+    assert!(j.db.cf_handle(CF_DATA).is_some() && j.db.cf_handle(CF_ORPHANS).is_some());
     drop(j);
     let (_, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
     assert_eq!(recovered.upgraded_from, None);
+}
+
+/// A store of version 3 (before file data): its inodes are read as they are, and the first
+/// writable open adds the two families and records the version; its old sessions go.
+#[test]
+fn a_store_of_version_3_gets_the_data_and_orphan_families() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        let mut file = Inode::root(5);
+        file.ino = 2;
+        file.kind = FileKind::File;
+        j.commit(&[TxRecord {
+            transno: 1,
+            ops: vec![JournalOp::PutInode(file), put_resend(7, 0, 1)],
+        }])
+        .unwrap();
+    }
+    downgrade(dir.path(), 3);
+    let (ro, recovered) = Journal::open_read_only(dir.path()).unwrap();
+    assert_eq!(recovered.schema_version, 3);
+    let mut buf = Vec::new();
+    assert!(
+        !ro.read_block(2, 0, &mut buf).unwrap(),
+        "no family: nothing stored"
+    );
+    drop(ro);
+    let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(recovered.upgraded_from, Some(3));
+    assert_eq!(j.inode(2).unwrap().unwrap().kind, FileKind::File);
+    assert!(
+        recovered.resend.is_empty(),
+        "no protocol-4 client can resend"
+    );
+    assert!(j.db.cf_handle(CF_DATA).is_some() && j.db.cf_handle(CF_ORPHANS).is_some());
+    let v = j.db.get_cf(j.cf(CF_META), META_SCHEMA_VERSION).unwrap();
+    assert_eq!(v.unwrap(), SCHEMA_VERSION.to_le_bytes());
+}
+
+/// A file's data blocks are read back as written; a delete of a few blocks removes those,
+/// one of many removes the whole range (one range delete), and other files keep theirs.
+#[test]
+fn data_blocks_are_written_read_and_deleted_by_range() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let put = |ino, block| JournalOp::PutData {
+        ino,
+        block,
+        bytes: vec![block as u8; 3],
+    };
+    let mut ops: Vec<_> = (0..40).map(|b| put(5, b)).collect();
+    ops.push(put(4, 7));
+    ops.push(put(6, 0));
+    j.commit(&[TxRecord { transno: 1, ops }]).unwrap();
+    let mut buf = Vec::new();
+    assert!(j.read_block(5, 39, &mut buf).unwrap());
+    assert_eq!(buf, [39, 39, 39]);
+    assert!(!j.read_block(5, 40, &mut buf).unwrap() && buf.is_empty());
+    let blocks = |j: &Journal| {
+        let mut seen = Vec::new();
+        j.scan_data(|ino, block, _| {
+            seen.push((ino, block));
+            Ok(())
+        })
+        .unwrap();
+        seen
+    };
+    j.commit(&[TxRecord {
+        transno: 2,
+        ops: vec![JournalOp::DeleteData {
+            ino: 5,
+            from: 30,
+            to: 40,
+        }],
+    }])
+    .unwrap();
+    assert_eq!(blocks(&j).len(), 32, "ten point deletes");
+    j.commit(&[TxRecord {
+        transno: 3,
+        ops: vec![
+            JournalOp::DeleteData {
+                ino: 5,
+                from: 1,
+                to: u32::MAX,
+            },
+            put(5, 2),
+        ],
+    }])
+    .unwrap();
+    assert_eq!(
+        blocks(&j),
+        [(4, 7), (5, 0), (5, 2), (6, 0)],
+        "a range, then a block written after it in the same batch"
+    );
 }
 
 /// A store of an older schema with known clients was not stopped cleanly: they may replay

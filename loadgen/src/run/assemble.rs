@@ -25,6 +25,8 @@ pub(super) struct Totals {
     errors: BTreeMap<String, u64>,
     resent: u64,
     warmup_ops: u64,
+    bytes_written: u64,
+    bytes_read: u64,
     sends: Vec<u64>,
 }
 
@@ -35,6 +37,8 @@ impl Totals {
             errors: BTreeMap::new(),
             resent: 0,
             warmup_ops: 0,
+            bytes_written: 0,
+            bytes_read: 0,
             sends: Vec::new(),
         }
     }
@@ -51,6 +55,8 @@ impl Totals {
         }
         self.resent += r.resent;
         self.warmup_ops += r.warmup_ops;
+        self.bytes_written += r.bytes_written;
+        self.bytes_read += r.bytes_read;
         self.sends.extend(r.sends);
     }
 
@@ -110,6 +116,8 @@ pub(super) fn report(plan: &Plan, totals: Totals, latencies: &PerKind, outcome: 
         errors,
         resent,
         warmup_ops,
+        bytes_written,
+        bytes_read,
         sends: _,
     } = totals;
     let Outcome {
@@ -143,6 +151,7 @@ pub(super) fn report(plan: &Plan, totals: Totals, latencies: &PerKind, outcome: 
         .collect();
     let ops: u64 = per_op.values().map(|c| c.ok).sum();
     let ops_name = ops_name(plan);
+    let writes = plan.mix.kinds().any(|k| k == Kind::Write);
     // The rate is over the time some connection was up: while every one was down nothing
     // could be answered, and that time (reported apart) says nothing about the server's pace.
     let elapsed = wall.saturating_sub(down.all_down).as_secs_f64();
@@ -182,6 +191,8 @@ pub(super) fn report(plan: &Plan, totals: Totals, latencies: &PerKind, outcome: 
                 .kinds()
                 .any(|k| k == Kind::Setxattr)
                 .then_some(plan.xattr_size),
+            size: writes.then_some(plan.write_size),
+            read_back: writes.then_some(plan.read_back),
         },
         ops,
         rate_line: report::rate_line(rate, plan.threads, ops, &ops_name, elapsed),
@@ -198,6 +209,8 @@ pub(super) fn report(plan: &Plan, totals: Totals, latencies: &PerKind, outcome: 
         disconnected_secs: down.summed.as_secs_f64(),
         all_disconnected_secs: down.all_down.as_secs_f64(),
         warmup_ops,
+        bytes_written,
+        bytes_read,
         server: after.map(|after| server_figures(&before, &after)),
         failure,
     }

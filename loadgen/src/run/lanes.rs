@@ -2,18 +2,22 @@
 //! the request's slot (open loop) or go at once (closed loop), choose a kind from the mix,
 //! build its request from the lane's working set, send it, and count what came back into the
 //! lane's own histograms and tallies, which the run merges at the end. Requests whose
-//! intended time falls in the `--warmup` are sent but counted apart.
+//! intended time falls in the `--warmup` are sent but counted apart. A `write` is several
+//! requests (`files.rs`) counted as one operation, with one latency.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use mds_client::resilient::ResilientConn;
-use mds_proto::{Body, Kind as FileKind, MAX_READDIR, Op, Target, XattrSet, XattrValue};
+use mds_client::resilient::{Answer, ResilientConn};
+use mds_proto::{
+    Attr, Body, Errno, Kind as FileKind, MAX_READDIR, Op, Target, XattrSet, XattrValue,
+};
 use tokio::task::JoinHandle;
 
 use super::Shared;
+use super::files::{self, FileWork, WriteOutcome};
 use crate::workload::{FALLBACK_TARGET, Kind, Mix, Rng, WorkingSet, XATTR_NAME};
 
 /// One kind's results in one lane.
@@ -31,6 +35,9 @@ pub(super) struct LaneResult {
     pub(super) resent: u64,
     /// Requests sent during the warm-up: done, not counted anywhere else.
     pub(super) warmup_ops: u64,
+    /// File data the counted `write`s wrote, and read back.
+    pub(super) bytes_written: u64,
+    pub(super) bytes_read: u64,
     /// When each request was due to go out — the open loop's schedule, a closed loop's send
     /// time — in nanoseconds from the run's start (`--send-log` only).
     pub(super) sends: Vec<u64>,
@@ -53,6 +60,16 @@ pub(super) struct Lane {
     rng: Rng,
     /// What `setxattr` sets `user.loadgen` to: `--xattr-size` bytes.
     xattr_value: Vec<u8>,
+    /// What each `write` puts in its file.
+    file_work: FileWork,
+}
+
+/// What the requests carry besides names: the run's `--xattr-size`, `--size` and
+/// `--read-back`.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Payloads {
+    pub(super) xattr_size: usize,
+    pub(super) file: FileWork,
 }
 
 impl Lane {
@@ -63,7 +80,7 @@ impl Lane {
         work: WorkingSet,
         prefix: String,
         rng: Rng,
-        xattr_size: usize,
+        payloads: Payloads,
     ) -> Lane {
         Lane {
             conn,
@@ -74,7 +91,8 @@ impl Lane {
             created: 0,
             readdir_cursor: None,
             rng,
-            xattr_value: vec![b'v'; xattr_size],
+            xattr_value: vec![b'v'; payloads.xattr_size],
+            file_work: payloads.file,
         }
     }
 
@@ -165,6 +183,8 @@ async fn run_lane(
         errors: BTreeMap::new(),
         resent: 0,
         warmup_ops: 0,
+        bytes_written: 0,
+        bytes_read: 0,
         sends: Vec::new(),
     };
     let mut sent = 0u64;
@@ -186,7 +206,7 @@ async fn run_lane(
             pace_until(intended).await;
         }
         let kind = choose(&mut lane, &mix);
-        let Some((op, name)) = build(&mut lane, kind, shared.ack_log.is_some()) else {
+        let Some((work, name)) = build(&mut lane, kind, shared.ack_log.is_some()) else {
             break; // an unlink lane that removed all it had, or one with nothing to work on
         };
         if shared.send_log {
@@ -195,36 +215,51 @@ async fn run_lane(
             let due = intended.saturating_duration_since(started).as_nanos();
             result.sends.push(due.min(u128::from(u64::MAX)) as u64);
         }
-        let answer = match lane.conn.call(op).await {
-            Ok(a) => a,
+        let answered = match work {
+            Work::Request(op) => lane.conn.call(op).await.map(Done::from),
+            Work::File(create) => {
+                let seed = lane.rng.next();
+                files::write_file(&lane.conn, create, lane.file_work, seed)
+                    .await
+                    .map(Done::from)
+            }
+        };
+        let mut done = match answered {
+            Ok(done) => done,
             Err(gone) => {
-                let mut failure = shared.failure.lock().unwrap();
-                if failure.is_none() {
-                    *failure = Some(gone.to_string());
-                }
-                shared.stop.store(true, Ordering::Relaxed);
+                fail(&shared, gone.to_string());
                 break;
             }
         };
         let micros = (intended.elapsed().as_micros().max(1) as u64).min(3_600_000_000);
+        if let Some(attr) = done.made_file.take() {
+            made_file(&mut lane, kind, name, attr, &shared);
+        }
+        if let Some(mismatch) = &done.mismatch {
+            // Bytes that do not read back as written: the server is wrong, and nothing it
+            // measures after that is worth a rate.
+            fail(&shared, format!("read back: {mismatch}"));
+        }
         if !counted {
             result.warmup_ops += 1;
             shared.warmup_done.fetch_add(1, Ordering::Relaxed);
-            if let Ok(body) = answer.reply.result {
-                after_success(&mut lane, kind, name, body, &shared);
+            if let Ok(body) = done.result {
+                after_success(&mut lane, kind, body);
             }
             continue;
         }
-        if answer.resent {
+        if done.resent {
             result.resent += 1;
         }
+        result.bytes_written += done.bytes.0;
+        result.bytes_read += done.bytes.1;
         shared.done.fetch_add(1, Ordering::Relaxed);
         shared.latencies.record(kind, micros);
         let tally = result.per_op.entry(kind).or_default();
-        match answer.reply.result {
+        match done.result {
             Ok(body) => {
                 tally.ok += 1;
-                after_success(&mut lane, kind, name, body, &shared);
+                after_success(&mut lane, kind, body);
             }
             Err(e) => {
                 tally.errors += 1;
@@ -235,37 +270,109 @@ async fn run_lane(
     result
 }
 
-/// Picks the next kind; a stat, lookup, unlink, link or setxattr with nothing to work on
-/// creates instead (in a mix) so the lane keeps a working set.
-fn choose(lane: &mut Lane, mix: &Mix) -> Kind {
-    let kind = mix.pick(lane.rng.next());
-    if kind.works_on_names() && lane.work.is_empty() && mix.kinds().any(|k| k == Kind::Create) {
-        Kind::Create
-    } else {
-        kind
+/// Stops the run, keeping the first reason.
+fn fail(shared: &Shared, why: String) {
+    let mut failure = shared.failure.lock().unwrap();
+    if failure.is_none() {
+        *failure = Some(why);
+    }
+    shared.stop.store(true, Ordering::Relaxed);
+}
+
+/// What a lane sends for one operation.
+enum Work {
+    /// One request.
+    Request(Op),
+    /// A `write`: its CREATE, then the rest of `files::write_file`.
+    File(Op),
+}
+
+/// One operation's outcome, whether one request or several.
+struct Done {
+    result: Result<Body, Errno>,
+    resent: bool,
+    /// A regular file it made (a create's, or a write's once its CREATE succeeded, even if a
+    /// later request of it failed): it exists, for the ack log and the working set.
+    made_file: Option<Attr>,
+    /// File data written and read back.
+    bytes: (u64, u64),
+    mismatch: Option<String>,
+}
+
+impl From<Answer> for Done {
+    fn from(answer: Answer) -> Done {
+        let made_file = match &answer.reply.result {
+            Ok(Body::Attr(attr)) if attr.kind == FileKind::File => Some(attr.clone()),
+            _ => None,
+        };
+        Done {
+            result: answer.reply.result,
+            resent: answer.resent,
+            made_file,
+            bytes: (0, 0),
+            mismatch: None,
+        }
     }
 }
 
-/// The request for `kind`, and the name it creates (if the lane keeps or logs what it
+impl From<WriteOutcome> for Done {
+    fn from(w: WriteOutcome) -> Done {
+        // Bytes that read back wrong fail the operation as a disk's would: EIO.
+        let error = w.error.or(w.mismatch.as_ref().map(|_| Errno::EIO));
+        Done {
+            result: match (error, &w.created) {
+                (Some(errno), _) => Err(errno),
+                (None, Some(attr)) => Ok(Body::Attr(attr.clone())),
+                (None, None) => Err(Errno::EPROTO),
+            },
+            resent: w.resent,
+            made_file: w.created,
+            bytes: (w.bytes_written, w.bytes_read),
+            mismatch: w.mismatch,
+        }
+    }
+}
+
+/// Picks the next kind; a stat, lookup, unlink, link or setxattr with nothing to work on
+/// makes a file instead (a create, or a write in a mix that has writes and no creates) so
+/// the lane keeps a working set.
+fn choose(lane: &mut Lane, mix: &Mix) -> Kind {
+    let kind = mix.pick(lane.rng.next());
+    if !kind.works_on_names() || !lane.work.is_empty() {
+        return kind;
+    }
+    let mut makers = mix.kinds().filter(|k| k.makes_files());
+    let first = makers.next();
+    match makers.next() {
+        // Both: a create, as before writes existed.
+        Some(_) => Kind::Create,
+        None => first.unwrap_or(kind),
+    }
+}
+
+/// The work for `kind`, and the name it creates (if the lane keeps or logs what it
 /// creates: `logged` with `--ack-log`) or removes.
-fn build(lane: &mut Lane, kind: Kind, logged: bool) -> Option<(Op, Option<String>)> {
-    Some(match kind {
-        Kind::Create | Kind::Mkdir => {
+fn build(lane: &mut Lane, kind: Kind, logged: bool) -> Option<(Work, Option<String>)> {
+    let (op, name) = match kind {
+        Kind::Create | Kind::Mkdir | Kind::Write => {
             let name = lane.new_name("");
             let kept = (logged || lane.work.keeps_created()).then(|| name.clone());
-            let op = if kind == Kind::Create {
-                Op::Create {
-                    parent: lane.dir,
-                    name,
-                    mode: 0o644,
-                }
-            } else {
+            let op = if kind == Kind::Mkdir {
                 Op::Mkdir {
                     parent: lane.dir,
                     name,
                     mode: 0o755,
                 }
+            } else {
+                Op::Create {
+                    parent: lane.dir,
+                    name,
+                    mode: 0o644,
+                }
             };
+            if kind == Kind::Write {
+                return Some((Work::File(op), kept));
+            }
             (op, kept)
         }
         Kind::Stat | Kind::Lookup => {
@@ -342,24 +449,25 @@ fn build(lane: &mut Lane, kind: Kind, logged: bool) -> Option<(Op, Option<String
                 None,
             )
         }
-    })
+    };
+    Some((Work::Request(op), name))
 }
 
-fn after_success(lane: &mut Lane, kind: Kind, name: Option<String>, body: Body, shared: &Shared) {
-    match (kind, body) {
-        (Kind::Create | Kind::Mkdir, Body::Attr(attr)) => {
-            // None: neither kept nor logged.
-            let Some(name) = name else { return };
-            if kind == Kind::Create
-                && let Some(log) = &shared.ack_log
-            {
-                let _ = log.send(format!("{}/{}", lane.dir_path, name));
-            }
-            if attr.kind == FileKind::File {
-                lane.work.created(name, attr.ino);
-            }
-        }
-        (Kind::Readdir, Body::Entries { next, .. }) => lane.readdir_cursor = next,
-        _ => {}
+/// A create or a write made a regular file: the ack log lists it, and the working set keeps
+/// it if the mix works on names. (`name` is `None` when neither wants it.)
+fn made_file(lane: &mut Lane, kind: Kind, name: Option<String>, attr: Attr, shared: &Shared) {
+    let Some(name) = name else { return };
+    if !kind.makes_files() {
+        return;
+    }
+    if let Some(log) = &shared.ack_log {
+        let _ = log.send(format!("{}/{}", lane.dir_path, name));
+    }
+    lane.work.created(name, attr.ino);
+}
+
+fn after_success(lane: &mut Lane, kind: Kind, body: Body) {
+    if let (Kind::Readdir, Body::Entries { next, .. }) = (kind, body) {
+        lane.readdir_cursor = next;
     }
 }

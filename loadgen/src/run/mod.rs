@@ -6,10 +6,11 @@
 //!
 //! This file holds the plan and the order of the phases; each phase has its own file:
 //! `setup.rs` (connections, directories, existing files, lanes, ack log), `lanes.rs` (the
-//! request loops), `progress.rs` (the progress bar or lines) and `assemble.rs` (lane results
+//! request loops), `files.rs` (a `write`'s requests), `progress.rs` (the progress bar or lines) and `assemble.rs` (lane results
 //! into the report).
 
 mod assemble;
+mod files;
 mod lanes;
 mod latency;
 mod progress;
@@ -62,9 +63,24 @@ pub struct Plan {
     pub send_log: Option<PathBuf>,
     /// Bytes of the value each `setxattr` sets.
     pub xattr_size: usize,
+    /// Bytes each `write` puts in its new file.
+    pub write_size: u64,
+    /// Each `write` reads its file back and checks it.
+    pub read_back: bool,
 }
 
 impl Plan {
+    /// What the lanes' requests carry.
+    fn payloads(&self) -> lanes::Payloads {
+        lanes::Payloads {
+            xattr_size: self.xattr_size,
+            file: files::FileWork {
+                size: self.write_size,
+                read_back: self.read_back,
+            },
+        }
+    }
+
     /// A new client (a fresh identity) on the server, as the run's options say.
     pub async fn connect(&self) -> mds_client::Result<mds_client::Client> {
         let session = Arc::new(mds_client::Session::new());

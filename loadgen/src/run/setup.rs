@@ -105,7 +105,7 @@ pub(super) async fn prepare(
                 WorkingSet::new(names, &plan.mix),
                 format!("f.{run_tag}.{t}.{l}"),
                 Rng::new(seed ^ global as u64),
-                plan.xattr_size,
+                plan.payloads(),
             ));
         }
         existing.clear();

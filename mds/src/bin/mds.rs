@@ -60,10 +60,14 @@ fn main() -> ExitCode {
                     println!("{finding}");
                 }
                 println!(
-                    "{}: {} inodes, {} entries, last_committed {}, {} findings",
+                    "{}: {} inodes, {} entries, orphans: {}, {} data blocks ({} bytes), \
+                     last_committed {}, {} findings",
                     data.display(),
                     report.inodes,
                     report.entries,
+                    report.orphans,
+                    report.data_blocks,
+                    report.data_bytes,
                     report.last_committed,
                     report.findings.len()
                 );

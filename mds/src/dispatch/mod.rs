@@ -27,6 +27,10 @@ use crate::recovery::{Recovery, Refusal, Turn};
 use crate::session::{Answered, Begin, Session, Sessions};
 use crate::ticket::ReplayKey;
 
+/// File data written by mutations not durable yet past which no request is executed until a
+/// commit makes room: memory holds that data (`namespace/ops/data.rs`) until then.
+pub const MAX_PENDING_DATA: u64 = 64 << 20;
+
 /// What dispatch needs of the server, shared by every partition.
 pub struct Core {
     pub namespace: Arc<Namespace>,
@@ -54,19 +58,47 @@ pub struct Core {
 }
 
 impl Core {
-    /// Whether executed-but-not-durable mutations have reached `max_uncommitted`.
+    /// Whether executed-but-not-durable mutations have reached `max_uncommitted`, or the
+    /// file data they wrote, which memory holds until their commit, `MAX_PENDING_DATA`.
     pub fn over_uncommitted_cap(&self) -> bool {
         // Skipped or replayed transnos may put `last_committed` ahead for a moment.
         self.namespace
             .last_transno()
             .saturating_sub(self.replies.last_committed())
             >= self.max_uncommitted
+            || self.namespace.pending_data_bytes() >= MAX_PENDING_DATA
     }
 
-    /// Forgets `client`'s session if it is idle, and then the journal's records of it.
+    /// Forgets `client`'s session if it is idle — it holds no open handle either, which
+    /// keeps a session until it expires — and then the journal's records of it.
     pub fn forget_if_idle(&self, client: u64) {
+        if self.namespace.holds_handles(client) {
+            return;
+        }
         self.sessions
             .forget_if_idle(client, || self.to_committer(CommitMsg::DropResend(client)));
+    }
+
+    /// `client`'s session ended: its handles are released, and the orphans that were
+    /// their last go to the committer, each a record of its own (no reply waits on them).
+    pub fn release_handles(&self, client: u64) {
+        let records = self
+            .namespace
+            .release_all(client, self.replies.last_committed());
+        for record in records {
+            self.to_committer(CommitMsg::Record(record));
+        }
+    }
+
+    /// Recovery ended: the orphans no client took back go to the committer, each a record
+    /// of its own.
+    pub fn reclaim_orphans(&self) {
+        for record in self
+            .namespace
+            .reclaim_orphans(self.replies.last_committed())
+        {
+            self.to_committer(CommitMsg::Record(record));
+        }
     }
 
     /// Hands a message to the committer. The committer never goes away while partitions run;
@@ -99,6 +131,10 @@ impl Core {
             files: counts.files,
             others: counts.others,
             xattr_bytes: counts.xattr_bytes,
+            file_bytes: counts.file_bytes,
+            inline_data_max: self.namespace.inline_data_max(),
+            open_handles: self.namespace.open_files().0,
+            orphans: self.namespace.open_files().1,
             store_bytes: space.total,
             store_bytes_free: space.free,
             store_bytes_available: space.available,
@@ -256,7 +292,7 @@ pub async fn dispatch(
         Op::Connect { .. } => second("CONNECT"),
         Op::Authenticate { .. } => second("AUTHENTICATE"),
         Op::Ping => now(Ok(Body::Pong)),
-        Op::Statfs => now(Ok(Body::StatFs(core.statfs()))),
+        Op::Statfs => now(Ok(Body::StatFs(Box::new(core.statfs())))),
         Op::Sync => sync(core, metrics, session, xid, opcode),
         _ => execute(core, metrics, session, request, turn),
     }
@@ -285,6 +321,13 @@ async fn admit<'a>(
 ) -> Admitted<'a> {
     let recovery = &core.recovery;
     let Some(replay) = request.replay else {
+        if matches!(request.op, Op::Open { reopen: true, .. }) && !request.op.is_mutation() {
+            // A client taking back a handle the restart lost: after its replays and before
+            // anything else, inside the window — it must not end the window (it is not
+            // done), nor wait for it (the orphans it keeps are reclaimed when it ends). It
+            // takes no transno, so it may run among the replays.
+            return Admitted::Go(None);
+        }
         if recovery.is_open() {
             if recovery.expects(session.client()) {
                 recovery.client_done(session.client());
@@ -479,6 +522,7 @@ fn execute(
             .and(replay)
             .map(|r| r.ino)
             .filter(|&ino| ino != 0),
+        replay: replayed,
     };
     // The ticket binds the operation as its request encoded it; made only for what can be
     // answered early (before `execute` takes the operation).

@@ -79,7 +79,7 @@ const RESULTS: usize = 1 + Errno::ALL.len();
 
 /// The operations a permission check can refuse (`namespace/ops/mod.rs`): the series of
 /// [`PERMISSION_DENIED`] exist for these, from start-up, and for no other.
-const PERMISSION_CHECKED: [&str; 14] = [
+const PERMISSION_CHECKED: [&str; 15] = [
     "mkdir",
     "create",
     "lookup",
@@ -94,6 +94,7 @@ const PERMISSION_CHECKED: [&str; 14] = [
     "setxattr",
     "getxattr",
     "removexattr",
+    "open",
 ];
 
 /// One partition's handles.

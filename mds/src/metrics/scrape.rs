@@ -114,6 +114,35 @@ pub fn write_state(out: &mut String, namespace: &Namespace, stats: &CommitStats)
         "Bytes of extended attributes in the namespace, held in memory: names, values and 16 bytes of overhead each.",
         &[("", counts.xattr_bytes as f64)],
     );
+    write_family(
+        out,
+        "mds_file_bytes",
+        "gauge",
+        "The sizes of every regular file added up (holes included): what file data kept on the server amounts to at most.",
+        &[("", counts.file_bytes as f64)],
+    );
+    write_family(
+        out,
+        "mds_pending_data_bytes",
+        "gauge",
+        "File data written by changes not durable yet, held in memory until their commit.",
+        &[("", namespace.pending_data_bytes() as f64)],
+    );
+    let (handles, orphans) = namespace.open_files();
+    write_family(
+        out,
+        "mds_open_handles",
+        "gauge",
+        "Handles open (OPEN without its RELEASE), all clients.",
+        &[("", handles as f64)],
+    );
+    write_family(
+        out,
+        "mds_orphans",
+        "gauge",
+        "Files whose last name is gone while handles keep them (journaled; reclaimed with their last handle).",
+        &[("", orphans as f64)],
+    );
     let last = stats.durable_at_unix_ns.load(Ordering::Relaxed);
     if last > 0 {
         write_family(

@@ -11,18 +11,21 @@
 //! meet only when [`Namespace::load`] reads the store and when an operation builds its
 //! record, so in-memory-only state can never change the disk encoding (`docs/schema.md`).
 
+mod handles;
 mod node;
 mod ops;
 mod perm;
 mod table;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crossbeam_utils::CachePadded;
 use journal::{Ceilings, Journal, Recovered, TxRecord};
 use parking_lot::Mutex;
 
+use handles::Handles;
 use mds_proto::{Attr, Body, Cred, Errno};
 use node::{DirName, Entries, Entry, FileKind, InodeAttr, Node};
 use perm::squash_root;
@@ -42,6 +45,28 @@ pub struct Caller<'a> {
     /// A replayed CREATE or MKDIR (recovery) takes the inode number it had before the
     /// restart again, so what its client was told stays true.
     pub reuse_ino: Option<u64>,
+    /// A replay (recovery): what it executed through a handle executes without one — the
+    /// restart lost the handles, and its ticket proves the server allowed it the first time.
+    pub replay: bool,
+}
+
+impl Caller<'_> {
+    /// The server itself, acting for `client` (a session that ended releases its handles;
+    /// orphans whose clients did not come back are reclaimed): root's credentials.
+    pub fn server(client: u64, last_committed: u64) -> Caller<'static> {
+        static ROOT: Cred = Cred {
+            uid: 0,
+            gid: 0,
+            groups: Vec::new(),
+        };
+        Caller {
+            client,
+            cred: &ROOT,
+            last_committed,
+            reuse_ino: None,
+            replay: false,
+        }
+    }
 }
 
 /// What executing one operation produced.
@@ -87,6 +112,25 @@ pub struct Namespace {
     others: AtomicU64,
     /// Bytes of extended attributes held in memory: names, values and a fixed overhead each.
     xattr_bytes: AtomicU64,
+    /// The sizes of every regular file added up.
+    file_bytes: AtomicU64,
+    /// Open handles, all clients'.
+    handles: Handles,
+    /// Files kept only by open handles (`nlink` 0).
+    orphans: AtomicU64,
+    /// Orphans loaded from the store: their handles went with the last start, and they are
+    /// reclaimed when recovery ends unless a client took a handle back (`reclaim_orphans`).
+    loaded_orphans: Mutex<Vec<(u64, Vec<u64>)>>,
+    /// Where committed file data is read from (`None`: tests without a store, which read
+    /// every committed block as a hole).
+    store: Option<Arc<Journal>>,
+    /// Most bytes one file may hold (`--inline-data-max`); 0: READ and WRITE are refused.
+    inline_data_max: u64,
+    /// Bytes of data written by changes that may not be durable yet (`Node::data`).
+    pending_data_bytes: AtomicU64,
+    /// (transno, inode) of each write whose data is held in memory until its commit, for
+    /// [`Namespace::data_committed`] to find after the commit.
+    pending_data: Mutex<VecDeque<(u64, u64)>>,
     /// Set when the journal fails: every mutation is refused with EIO from then on.
     read_only: AtomicBool,
     /// The journal failure that made it read-only was a full disk.
@@ -161,6 +205,14 @@ impl Namespace {
             files: AtomicU64::new(0),
             others: AtomicU64::new(0),
             xattr_bytes: AtomicU64::new(0),
+            file_bytes: AtomicU64::new(0),
+            handles: Handles::default(),
+            orphans: AtomicU64::new(0),
+            loaded_orphans: Mutex::new(Vec::new()),
+            store: None,
+            inline_data_max: 0,
+            pending_data_bytes: AtomicU64::new(0),
+            pending_data: Mutex::new(VecDeque::new()),
             read_only: AtomicBool::new(false),
             no_space: AtomicBool::new(false),
             root_squash: false,
@@ -175,11 +227,15 @@ impl Namespace {
         journal.scan_inodes(|record| {
             let attr = InodeAttr::from_record(record);
             ns.count(attr.kind, 1);
+            if attr.kind == FileKind::File {
+                ns.file_bytes.fetch_add(attr.size, Ordering::Relaxed);
+            }
             let entries = attr.kind.is_dir().then(BTreeMap::new);
             ns.table.insert_unlocked(Node::new(attr, entries));
             Ok(())
         })?;
         ns.load_xattrs(journal)?;
+        ns.load_orphans(journal)?;
         // Every entry must name a live inode of the kind it says, under a directory.
         for (parent, entries) in dirs {
             for (name, entry) in &entries {
@@ -220,6 +276,16 @@ impl Namespace {
     #[cfg(test)]
     pub(crate) fn empty() -> Namespace {
         tests::empty()
+    }
+
+    /// The same namespace, reading committed file data from `store` and holding at most
+    /// `inline_data_max` bytes per file (0: no file data at all).
+    pub fn with_data(self, store: Arc<Journal>, inline_data_max: u64) -> Namespace {
+        Namespace {
+            store: Some(store),
+            inline_data_max,
+            ..self
+        }
     }
 
     /// The same namespace, root-squashing (`--root-squash`) or not.
@@ -338,6 +404,7 @@ impl Namespace {
             files: self.files.load(Ordering::Relaxed),
             others: self.others.load(Ordering::Relaxed),
             xattr_bytes: self.xattr_bytes.load(Ordering::Relaxed),
+            file_bytes: self.file_bytes.load(Ordering::Relaxed),
         }
     }
 
@@ -349,6 +416,78 @@ impl Namespace {
             _ => &self.others,
         };
         counter.fetch_add(n as u64, Ordering::Relaxed);
+    }
+
+    /// Loading: the orphans, each a file with no name left; refuses an orphan record of
+    /// anything else, and a file with no name and no orphan record.
+    fn load_orphans(&self, journal: &Journal) -> crate::error::Result<()> {
+        let mut orphans = Vec::new();
+        journal.scan_orphans(|ino, owners| {
+            orphans.push((ino, owners));
+            Ok(())
+        })?;
+        let inconsistent = |what: String| {
+            crate::error::Error::Inconsistent(format!(
+                "{what}; run `mds fsck --data {}`",
+                journal.path().display()
+            ))
+        };
+        for (ino, _) in &orphans {
+            let orphan = self.table.lock(&[*ino]).get(*ino).map(Node::is_orphan);
+            if orphan != Some(true) {
+                return Err(inconsistent(format!(
+                    "orphan record of inode {ino}, which is not a file without names"
+                )));
+            }
+        }
+        let mut nameless = None;
+        self.table.for_each(|n| {
+            if n.is_orphan() && !orphans.iter().any(|(o, _)| *o == n.attr.ino) {
+                nameless.get_or_insert(n.attr.ino);
+            }
+        });
+        if let Some(ino) = nameless {
+            return Err(inconsistent(format!(
+                "inode {ino} has no names and no orphan record"
+            )));
+        }
+        self.orphans.store(orphans.len() as u64, Ordering::Relaxed);
+        *self.loaded_orphans.lock() = orphans;
+        Ok(())
+    }
+
+    /// The clients the orphans loaded at start wait for: recovery keeps its window open for
+    /// them, so that they can take their handles back.
+    pub fn orphan_owners(&self) -> Vec<u64> {
+        let mut owners: Vec<u64> = self
+            .loaded_orphans
+            .lock()
+            .iter()
+            .flat_map(|(_, o)| o.iter().copied())
+            .collect();
+        owners.sort_unstable();
+        owners.dedup();
+        owners
+    }
+
+    /// Handles open and orphans, all clients'.
+    pub fn open_files(&self) -> (u64, u64) {
+        (self.handles.count(), self.orphans.load(Ordering::Relaxed))
+    }
+
+    /// Whether `client` holds open handles (its session is not idle).
+    pub fn holds_handles(&self, client: u64) -> bool {
+        self.handles.holds_any(client)
+    }
+
+    /// Most bytes one file may hold; 0: no file data.
+    pub fn inline_data_max(&self) -> u64 {
+        self.inline_data_max
+    }
+
+    /// Bytes of file data held in memory until their commit.
+    pub fn pending_data_bytes(&self) -> u64 {
+        self.pending_data_bytes.load(Ordering::Relaxed)
     }
 
     /// Loading: every committed extended attribute onto its inode, refusing one whose inode
@@ -387,6 +526,8 @@ pub struct Counts {
     /// Symbolic links, fifos, sockets and devices.
     pub others: u64,
     pub xattr_bytes: u64,
+    /// The sizes of every regular file added up.
+    pub file_bytes: u64,
 }
 
 impl Counts {
@@ -424,6 +565,8 @@ fn now_ns() -> i64 {
 
 #[cfg(test)]
 mod model_tests;
+#[cfg(test)]
+mod open_tests;
 #[cfg(test)]
 mod perm_cos_tests;
 #[cfg(test)]

@@ -138,6 +138,7 @@ fn set_attr() -> impl Strategy<Value = SetAttr> {
             size,
             atime,
             mtime,
+            handle: None,
         })
 }
 
@@ -426,9 +427,16 @@ impl Model {
     fn counts(&self) -> super::Counts {
         let dirs = self.live.values().filter(|n| n.kind == Kind::Directory);
         let dirs = dirs.count() as u64;
+        let file_bytes = self
+            .live
+            .values()
+            .filter(|n| n.kind == Kind::File)
+            .map(|n| n.size)
+            .sum();
         super::Counts {
             directories: dirs,
             files: self.live.len() as u64 - dirs,
+            file_bytes,
             ..super::Counts::default()
         }
     }
@@ -638,6 +646,7 @@ impl Model {
                     size,
                     atime: _,
                     mtime,
+                    handle: _,
                 } = set.clone();
                 if let Some(mode) = mode {
                     node.mode = mode & 0o7777;
@@ -929,6 +938,7 @@ impl Harness {
             cred: &self.creds[client],
             last_committed,
             reuse_ino: None,
+            replay: false,
         };
         let exec = self.ns.execute(op.clone(), &caller);
         self.log
@@ -948,6 +958,7 @@ impl Harness {
             cred: &self.creds[0],
             last_committed: COS_OFF,
             reuse_ino: None,
+            replay: false,
         };
         match self.ns.execute(op.clone(), &caller) {
             Exec::Now { result, wait: 0 } => Ok(result),
@@ -1198,6 +1209,7 @@ fn as_client(ns: &Namespace, client: u64, last_committed: u64, op: Op) -> Exec {
         cred: &cred,
         last_committed,
         reuse_ino: None,
+        replay: false,
     };
     ns.execute(op, &caller)
 }

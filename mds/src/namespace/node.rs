@@ -355,6 +355,57 @@ pub(crate) struct Node {
     /// changes are the inode's: they write `stamp`.
     #[allow(clippy::box_collection)]
     pub xattrs: Option<Box<Xattrs>>,
+    /// Regular files (and directories opened to read): which clients hold handles on it,
+    /// with how many each; `None` while nobody does. A file whose last name goes while this
+    /// is set stays, an orphan (`nlink` 0), until the last handle is released.
+    pub opens: Option<Box<Opens>>,
+    /// Regular files: data written by changes that may not be durable yet (`ops/data.rs`).
+    pub data: Option<Box<PendingData>>,
+}
+
+/// The clients holding handles on one inode: (client, handles), a few at most in practice.
+pub(crate) type Opens = SmallVec<[(u64, u32); 2]>;
+
+/// A file's data that the store may not hold yet: what a reader must see instead of the
+/// store's copy until the change that wrote it is durable, then dropped (the committer trims
+/// it after each commit), so the server's memory holds only uncommitted data.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct PendingData {
+    /// Blocks written, whole, with the transno that wrote each last.
+    pub blocks: BTreeMap<u32, (Arc<[u8]>, u64)>,
+    /// A truncate not durable yet, (first block cut, its transno): a block from there on
+    /// that is not in `blocks` reads as a hole, whatever the store still holds.
+    pub cut: Option<(u32, u64)>,
+}
+
+impl PendingData {
+    /// Bytes of data it holds.
+    pub(crate) fn bytes(&self) -> usize {
+        self.blocks.values().map(|(b, _)| b.len()).sum()
+    }
+
+    /// Drops what `last_committed` made durable; returns the bytes dropped. A durable block
+    /// that an uncommitted truncate covers stays: the truncate hides the store's copy, and
+    /// until it is durable readers must find the block here.
+    pub(crate) fn trim(&mut self, last_committed: u64) -> usize {
+        if self.cut.is_some_and(|(_, t)| t <= last_committed) {
+            self.cut = None;
+        }
+        let cut_from = self.cut.map(|(from, _)| from);
+        let mut dropped = 0;
+        self.blocks.retain(|&block, (bytes, transno)| {
+            let keep = *transno > last_committed || cut_from.is_some_and(|f| block >= f);
+            if !keep {
+                dropped += bytes.len();
+            }
+            keep
+        });
+        dropped
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.blocks.is_empty() && self.cut.is_none()
+    }
 }
 
 /// One inode's extended attributes, by name, with the bytes they are charged in all (names,
@@ -375,7 +426,57 @@ impl Node {
             content: Stamp::default(),
             removed: None,
             xattrs: None,
+            opens: None,
+            data: None,
         }
+    }
+
+    /// Handles open on this inode, all clients'.
+    pub(crate) fn open_count(&self) -> u32 {
+        self.opens
+            .as_ref()
+            .map_or(0, |o| o.iter().map(|(_, n)| n).sum())
+    }
+
+    /// A file kept only by its open handles: its last name is gone.
+    pub(crate) fn is_orphan(&self) -> bool {
+        !self.attr.kind.is_dir() && self.attr.nlink == 0
+    }
+
+    /// One more handle of `client`.
+    pub(crate) fn add_open(&mut self, client: u64) {
+        let opens = self.opens.get_or_insert_with(Default::default);
+        match opens.iter_mut().find(|(c, _)| *c == client) {
+            Some((_, n)) => *n += 1,
+            None => opens.push((client, 1)),
+        }
+    }
+
+    /// One handle of `client` fewer.
+    pub(crate) fn drop_open(&mut self, client: u64) {
+        let Some(opens) = self.opens.as_mut() else {
+            return;
+        };
+        if let Some(i) = opens.iter().position(|(c, _)| *c == client) {
+            opens[i].1 -= 1;
+            if opens[i].1 == 0 {
+                opens.swap_remove(i);
+            }
+        }
+        if opens.is_empty() {
+            self.opens = None;
+        }
+    }
+
+    /// The clients holding handles on it, in order.
+    pub(crate) fn open_by(&self) -> Vec<u64> {
+        let mut owners: Vec<u64> = self
+            .opens
+            .iter()
+            .flat_map(|o| o.iter().map(|(c, _)| *c))
+            .collect();
+        owners.sort_unstable();
+        owners
     }
 
     /// The entry named `name`, if this is a directory that has one.

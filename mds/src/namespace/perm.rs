@@ -97,7 +97,9 @@ pub(crate) fn sticky_applies(cred: &Cred, dir: &InodeAttr) -> bool {
 /// one time set to now and the other left is an explicit change (Linux's
 /// `ATTR_TIMES_SET`), the owner's.
 pub(crate) fn may_setattr(cred: &Cred, inode: &InodeAttr, set: &SetAttr) -> Result<(), Errno> {
-    if set.size.is_some() {
+    // ftruncate: through a handle opened for writing (checked by the caller), write
+    // permission was checked when it was opened, and is not again.
+    if set.size.is_some() && set.handle.is_none() {
         check(cred, inode, WRITE)?;
     }
     if is_root(cred) {
@@ -392,6 +394,22 @@ pub(crate) fn mode_after_setattr(cred: &Cred, inode: &InodeAttr, set: &SetAttr) 
     }
     let drop_sgid =
         mode & S_ISGID != 0 && (mode & S_IXGRP != 0 || !(root || in_group(cred, inode.gid)));
+    let mode = mode & !S_ISUID;
+    if drop_sgid { mode & !S_ISGID } else { mode }
+}
+
+/// The mode of a regular file after a non-empty WRITE, or an O_TRUNC, by `cred`: Linux's
+/// `file_remove_privs` drops set-user-ID, and set-group-ID where group execute makes it mean
+/// "run as" (or the writer is not in the group), unless the writer is root (CAP_FSETID), so
+/// nobody can change a program that runs as someone else and keep it running so.
+pub(crate) fn mode_after_write(cred: &Cred, inode: &InodeAttr) -> u32 {
+    let mode = inode.mode;
+    if is_root(cred) || inode.kind != FileKind::File {
+        return mode;
+    }
+    // Linux 6.x's `setattr_should_drop_sgid`: set-group-ID goes where it means "run as the
+    // group", and also without group execute if the writer is not in the file's group.
+    let drop_sgid = mode & S_ISGID != 0 && (mode & S_IXGRP != 0 || !in_group(cred, inode.gid));
     let mode = mode & !S_ISUID;
     if drop_sgid { mode & !S_ISGID } else { mode }
 }

@@ -37,6 +37,7 @@ fn run(ns: &Namespace, client: u64, last_committed: u64, op: Op) -> Exec {
             cred: &cred,
             last_committed,
             reuse_ino: None,
+            replay: false,
         },
     )
 }

@@ -148,8 +148,7 @@ impl Table {
             .insert(node.attr.ino, node);
     }
 
-    /// Runs `f` on every node, one stripe at a time.
-    #[cfg(test)]
+    /// Runs `f` on every node, one stripe at a time (loading, and tests).
     pub fn for_each(&self, mut f: impl FnMut(&mut Node)) {
         for stripe in &self.stripes {
             for node in stripe.lock().nodes.values_mut() {

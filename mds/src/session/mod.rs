@@ -332,10 +332,11 @@ impl Sessions {
     }
 
     /// Forgets sessions whose client has been away longer than `expiry` with nothing
-    /// pending: their records are of no use to a client that gave up. Calls `drop_records`
-    /// for each the journal holds records of, under its shard's lock (see `forget_if_idle`),
-    /// and returns how many were forgotten in all.
-    pub fn expire(&self, expiry: Duration, mut drop_records: impl FnMut(u64)) -> usize {
+    /// pending: their records and open handles are of no use to a client that gave up.
+    /// Calls `ended(client, journaled)` for each, under its shard's lock (see
+    /// `forget_if_idle`) — `journaled`: the journal holds records of it to drop — and
+    /// returns how many were forgotten in all.
+    pub fn expire(&self, expiry: Duration, mut ended: impl FnMut(u64, bool)) -> usize {
         let now = Instant::now();
         let mut forgotten = 0;
         for shard in &self.shards {
@@ -349,9 +350,7 @@ impl Sessions {
                         .is_some_and(|t| now.saturating_duration_since(t) >= expiry);
                 if expired {
                     forgotten += 1;
-                    if state.journaled {
-                        drop_records(client);
-                    }
+                    ended(client, state.journaled);
                 }
                 !expired
             });

@@ -11,7 +11,11 @@ fn attach(sessions: &Sessions, client: u64, conn: Arc<ConnOutput>) -> Attached {
 /// `Sessions::expire`, with the clients whose records it drops.
 fn expire(sessions: &Sessions, expiry: Duration) -> (Vec<u64>, usize) {
     let mut dropped = Vec::new();
-    let forgotten = sessions.expire(expiry, |client| dropped.push(client));
+    let forgotten = sessions.expire(expiry, |client, journaled| {
+        if journaled {
+            dropped.push(client);
+        }
+    });
     (dropped, forgotten)
 }
 

@@ -1,11 +1,13 @@
 //! `mdsctl`: the mds client by hand. Paths are absolute and resolved by LOOKUP from the root,
 //! name by name: a symbolic link is never followed, at the end of a path or inside one (`stat`,
-//! `ln` and the rest act on the link itself; `readlink` prints where it points). There is no
-//! file data on the server, so nothing here reads or writes any.
+//! `ln` and the rest act on the link itself; `readlink` prints where it points; `write` and
+//! `cat` open the path itself, which the server refuses with ELOOP for a link). A file's data
+//! goes through a handle, in pieces of at most `MAX_IO` bytes: `write` copies stdin into one,
+//! `cat` prints one's bytes to stdout.
 //!
 //! Output is text for people, or with `-o json` one JSON document on stdout per run. Exit
 //! status: 0 done; 1 the server (or the path check) answered with a POSIX error, whose name
-//! (e.g. `ENOENT`) is printed on stderr; 2 bad usage (clap's, including a value a flag cannot
+//! (e.g. `ENOENT`) is printed on stderr, or `write` could not read stdin; 2 bad usage (clap's, including a value a flag cannot
 //! take: a mode, a time, an attribute value, device numbers where they do not belong); 3 the
 //! server could not be reached, did not answer within `--timeout`, closed the connection, or
 //! sent something this client does not understand.
@@ -31,10 +33,12 @@ use std::time::Duration;
 use clap::error::ErrorKind;
 use clap::{CommandFactory, Parser, Subcommand, ValueEnum};
 use mds_client::auth::AuthKey;
-use mds_client::proto::{Attr, Errno, Kind, RenameHow, SetAttr, SetTime, XattrSet};
+use mds_client::proto::{
+    Attr, Errno, Kind, MAX_IO, OpenFlags, RenameHow, SetAttr, SetTime, XattrSet,
+};
 use mds_client::tls::TlsClient;
-use mds_client::units::parse_duration;
-use mds_client::{Client, ClientError, ConnectOptions, Session};
+use mds_client::units::{parse_bytes, parse_duration};
+use mds_client::{Client, ClientError, ConnectOptions, Handle, Session};
 use serde_json::{Value, json};
 
 /// The server answered with an error (or a path was refused before it was sent).
@@ -50,7 +54,7 @@ const EXIT_USAGE: u8 = 2;
     version,
     about = "Talk to an mds server by hand",
     after_help = "Exit status: 0 done; 1 the server answered with an error (its POSIX name on \
-                  stderr); 2 bad usage; 3 the server could not be reached, did not answer \
+                  stderr), or stdin could not be read; 2 bad usage; 3 the server could not be reached, did not answer \
                   within --timeout, or broke the protocol."
 )]
 struct Cli {
@@ -260,6 +264,27 @@ enum Command {
         dump: bool,
         path: String,
     },
+    /// Copy stdin into a regular file, creating it if there is none (cut to 0 bytes first if
+    /// it exists, unless --append or --offset).
+    ///
+    /// With -o json: the file's attributes after the last write and "written" (bytes).
+    Write {
+        /// Permission bits, octal, of a file this creates.
+        #[arg(short, long, default_value = "644", value_parser = parse_mode)]
+        mode: u32,
+        /// Add to the end of the file (O_APPEND) instead of replacing what it holds.
+        #[arg(short, long, conflicts_with = "offset")]
+        append: bool,
+        /// Write from this byte on, leaving the rest of the file as it is (no truncate;
+        /// writing past the end leaves a hole, read as zeros).
+        #[arg(long, value_parser = parse_bytes)]
+        offset: Option<u64>,
+        path: String,
+    },
+    /// Print a regular file's bytes to stdout, as they are.
+    ///
+    /// With -o json: {"path", "size", "data" (UTF-8, lossy), "data_hex"}.
+    Cat { path: String },
     /// Wait until everything the server executed so far is durable.
     Sync,
     /// Print server figures (STATFS).
@@ -340,6 +365,10 @@ fn main() -> ExitCode {
             );
             ExitCode::from(EXIT_UNREACHABLE)
         }
+        Err(Failure::Stdin(e)) => {
+            eprintln!("mdsctl: reading stdin: {e}");
+            ExitCode::from(EXIT_SERVER_ERROR)
+        }
         Err(Failure::Client(what, e)) => match e.errno() {
             // Refused at CONNECT: the name, and what to do about it.
             Some(Errno::EAUTH) => {
@@ -365,6 +394,8 @@ fn main() -> ExitCode {
 enum Failure {
     /// What was being done, and how it failed.
     Client(String, ClientError),
+    /// `write` could not read its input.
+    Stdin(std::io::Error),
     /// `--timeout` passed first.
     Timeout,
 }
@@ -456,6 +487,7 @@ async fn execute(
                 size,
                 atime,
                 mtime,
+                handle: None,
             };
             setattr(client, json, &path, set).await
         }
@@ -480,6 +512,13 @@ async fn execute(
         Command::Getfattr { name, path, .. } => {
             getfattr(client, json, &path, name.as_deref()).await
         }
+        Command::Write {
+            mode,
+            append,
+            offset,
+            path,
+        } => write(client, json, &path, mode, append, offset).await,
+        Command::Cat { path } => cat(client, json, &path).await,
         Command::Sync => {
             client.sync().await.map_err(at("sync"))?;
             if json {
@@ -797,6 +836,169 @@ async fn getfattr(
             println!("{name}={}", xattr_text(value));
         }
     }
+    Ok(())
+}
+
+/// The inode `path` names, created (as a regular file of `mode`) if nothing does: (its
+/// attributes, whether this made it).
+async fn find_or_create(client: &Client, path: &str, mode: u32) -> Result<(Attr, bool), Failure> {
+    match client.resolve(path).await {
+        Ok(found) => return Ok((found, false)),
+        Err(e) if e.errno() == Some(Errno::ENOENT) => {}
+        Err(e) => return Err(Failure::Client(path.to_owned(), e)),
+    }
+    let (parent, name) = client.resolve_parent(path).await.map_err(at(path))?;
+    match client.create(parent, name, mode).await {
+        Ok(made) => Ok((made, true)),
+        // Someone else made it meanwhile.
+        Err(e) if e.errno() == Some(Errno::EEXIST) => {
+            let found = client.lookup(parent, name).await.map_err(at(path))?;
+            Ok((found, false))
+        }
+        Err(e) => Err(Failure::Client(path.to_owned(), e)),
+    }
+}
+
+/// `write`: stdin into `path` through a handle opened to write, one piece of at most
+/// `MAX_IO` bytes as each is read (stdin is never held whole). A file that exists is cut to
+/// 0 bytes by the OPEN, unless `append` or `offset` say otherwise.
+async fn write(
+    client: &Client,
+    json: bool,
+    path: &str,
+    mode: u32,
+    append: bool,
+    offset: Option<u64>,
+) -> Result<(), Failure> {
+    let (file, made) = find_or_create(client, path, mode).await?;
+    let flags = OpenFlags {
+        write: true,
+        // A file just made is empty already: no truncate, which would be one more change.
+        truncate: !made && !append && offset.is_none(),
+        append,
+        ..OpenFlags::default()
+    };
+    let (handle, opened) = client.open(file.ino, flags).await.map_err(at(path))?;
+    let copied = copy_stdin(client, path, handle, offset.unwrap_or(0), opened).await;
+    // Released whatever the copy came to: the server keeps an open handle until then.
+    let released = client.release(handle).await.map_err(at(path));
+    let (written, attr) = copied?;
+    released?;
+    if json {
+        let mut shown = attr_json(path, &attr);
+        shown["written"] = written.into();
+        print_json(&shown);
+    }
+    Ok(())
+}
+
+/// Copies stdin through `handle` from `offset`: (bytes written, the attributes after the
+/// last write, or `opened` if stdin was empty).
+async fn copy_stdin(
+    client: &Client,
+    path: &str,
+    handle: Handle,
+    offset: u64,
+    opened: Attr,
+) -> Result<(u64, Attr), Failure> {
+    let mut pieces = stdin_pieces();
+    let (mut written, mut attr) = (0u64, opened);
+    while let Some(piece) = pieces.recv().await {
+        let piece = piece.map_err(Failure::Stdin)?;
+        attr = client
+            .write(handle, offset + written, &piece)
+            .await
+            .map_err(at(path))?;
+        written += piece.len() as u64;
+    }
+    Ok((written, attr))
+}
+
+/// Reads stdin on a thread of its own, in pieces of `MAX_IO` bytes (the last one shorter,
+/// none empty): the runtime, and `--timeout` with it, never waits on a blocked read, and the
+/// next piece is read while the last one is being written.
+fn stdin_pieces() -> tokio::sync::mpsc::Receiver<std::io::Result<Vec<u8>>> {
+    use std::io::Read as _;
+    let (tx, rx) = tokio::sync::mpsc::channel(2);
+    std::thread::spawn(move || {
+        let mut stdin = std::io::stdin().lock();
+        loop {
+            // A pipe gives what it has; fill the piece so each WRITE carries a whole one.
+            let mut piece = vec![0u8; MAX_IO];
+            let mut filled = 0;
+            while filled < piece.len() {
+                match stdin.read(&mut piece[filled..]) {
+                    Ok(0) => break,
+                    Ok(n) => filled += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        let _ = tx.blocking_send(Err(e));
+                        return;
+                    }
+                }
+            }
+            let last = filled < piece.len();
+            piece.truncate(filled);
+            // A send fails once the copy gave up: nobody wants the rest.
+            if (filled > 0 && tx.blocking_send(Ok(piece)).is_err()) || last {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// `cat`: the file's bytes on stdout, each piece as it comes (or one JSON document).
+async fn cat(client: &Client, json: bool, path: &str) -> Result<(), Failure> {
+    let ino = client.resolve(path).await.map_err(at(path))?.ino;
+    let flags = OpenFlags {
+        read: true,
+        ..OpenFlags::default()
+    };
+    let (handle, _) = client.open(ino, flags).await.map_err(at(path))?;
+    let printed = print_file(client, json, path, handle).await;
+    let released = client.release(handle).await.map_err(at(path));
+    printed?;
+    released
+}
+
+async fn print_file(
+    client: &Client,
+    json: bool,
+    path: &str,
+    handle: Handle,
+) -> Result<(), Failure> {
+    if json {
+        let data = client.read_to_end(handle).await.map_err(at(path))?;
+        print_json(&json!({
+            "path": path,
+            "size": data.len(),
+            "data": String::from_utf8_lossy(&data),
+            "data_hex": hex(&data),
+        }));
+        return Ok(());
+    }
+    let mut out = std::io::stdout().lock();
+    let mut offset = 0u64;
+    loop {
+        let piece = client
+            .read(handle, offset, MAX_IO as u32)
+            .await
+            .map_err(at(path))?;
+        if let Err(e) = out.write_all(&piece) {
+            // A reader that went away (`| head`) is not the server's failure.
+            if e.kind() == std::io::ErrorKind::BrokenPipe {
+                return Ok(());
+            }
+            panic!("writing to stdout: {e}");
+        }
+        offset += piece.len() as u64;
+        if piece.len() < MAX_IO {
+            break;
+        }
+    }
+    out.flush()
+        .unwrap_or_else(|e| panic!("writing to stdout: {e}"));
     Ok(())
 }
 

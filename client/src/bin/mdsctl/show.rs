@@ -75,6 +75,10 @@ pub(crate) fn status_json(server: &str, s: &StatFs) -> Value {
         "files": s.files,
         "others": s.others,
         "xattr_bytes": s.xattr_bytes,
+        "file_bytes": s.file_bytes,
+        "inline_data_max": s.inline_data_max,
+        "open_handles": s.open_handles,
+        "orphans": s.orphans,
         "store_bytes": s.store_bytes,
         "store_bytes_free": s.store_bytes_free,
         "store_bytes_available": s.store_bytes_available,
@@ -112,6 +116,11 @@ pub(crate) fn print_status(server: &str, s: &StatFs) {
     println!("files:           {}", s.files);
     println!("others:          {}", s.others);
     println!("xattr_bytes:     {}", s.xattr_bytes);
+    println!("file_bytes:      {}", s.file_bytes);
+    // 0: the server keeps no file data (READ and WRITE are refused).
+    println!("inline_data_max: {}", s.inline_data_max);
+    println!("open_handles:    {}", s.open_handles);
+    println!("orphans:         {}", s.orphans);
     if s.store_bytes == 0 {
         println!("store:           unknown");
     } else {

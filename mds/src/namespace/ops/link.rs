@@ -25,6 +25,10 @@ impl Namespace {
         let mut l = self.table.lock(&[ino, parent]);
         let source = inode(cx, &l, ino)?;
         cx.see(&source.stamp);
+        if source.is_orphan() {
+            // Open, its last name gone: Linux's linkat of such a file (not O_TMPFILE).
+            return Err(Errno::ENOENT);
+        }
         let source_attr = source.attr.clone();
         let p = dir_mut(cx, &mut l, parent)?;
         cx.see(&p.stamp);

@@ -58,7 +58,9 @@ use mds_proto::{
     Body, DirEntry, Errno, Kind, MAX_FRAME, MAX_READDIR, Op, SetAttr, SetTime, check_name,
 };
 
+mod data;
 mod link;
+mod open;
 mod rename;
 mod xattr;
 
@@ -233,6 +235,25 @@ impl Namespace {
             Op::Getxattr { ino, name } => self.getxattr(cx, ino, &name),
             Op::Listxattr { ino } => self.listxattr(cx, ino),
             Op::Removexattr { ino, name } => self.removexattr(cx, ino, name),
+            Op::Open {
+                ino,
+                handle,
+                flags,
+                reopen,
+            } => self.open(cx, ino, handle, flags, reopen),
+            Op::Release { handle } => self.release(cx, handle),
+            Op::Read {
+                ino,
+                handle,
+                offset,
+                len,
+            } => self.read(cx, ino, handle, offset, len),
+            Op::Write {
+                ino,
+                handle,
+                offset,
+                data,
+            } => self.write(cx, ino, handle, offset, data.0),
             Op::Connect { .. } | Op::Authenticate { .. } | Op::Ping | Op::Statfs | Op::Sync => {
                 Err(Errno::EPROTO)
             }
@@ -469,6 +490,19 @@ impl Namespace {
     fn setattr(&self, cx: &mut Cx<'_>, ino: u64, set: SetAttr) -> OpResult {
         self.writable()?;
         let now = now_ns();
+        if let Some(handle) = set.handle
+            && !cx.caller.replay
+        {
+            // ftruncate: through a handle of this inode opened for writing.
+            match self.handles.get(cx.caller.client, handle) {
+                Some(open) if open.ino == ino => {
+                    if !open.write {
+                        return Err(Errno::EINVAL);
+                    }
+                }
+                _ => return Err(Errno::EBADF),
+            }
+        }
         let mut l = self.table.lock(&[ino]);
         let node = inode_mut(cx, &mut l, ino)?;
         see_inode(cx, node);
@@ -482,8 +516,18 @@ impl Namespace {
         let cred = cx.caller.cred;
         perm::may_setattr(cred, &node.attr, &set)?;
         let mode = perm::mode_after_setattr(cred, &node.attr, &set);
+        let partial = match set.size {
+            Some(size) => self.prepare_resize(node, size)?,
+            None => None,
+        };
         let transno = self.next_transno()?;
         node.stamp = cx.stamp(node.stamp, transno);
+        let mut ops = journal_ops([]);
+        if let Some(size) = set.size {
+            // Truncating changes the file's data, as a write does, even to the same size.
+            self.apply_resize(node, size, partial, transno, &mut ops);
+            node.attr.mtime_ns = now;
+        }
         let attr = &mut node.attr;
         attr.mode = mode;
         if let Some(uid) = set.uid {
@@ -491,11 +535,6 @@ impl Namespace {
         }
         if let Some(gid) = set.gid {
             attr.gid = gid;
-        }
-        if let Some(size) = set.size {
-            // Truncating changes the file's data, as a write does, even to the same size.
-            attr.size = size;
-            attr.mtime_ns = now;
         }
         let at = |t: SetTime| match t {
             SetTime::Now => now,
@@ -509,14 +548,10 @@ impl Namespace {
         }
         attr.ctime_ns = now;
         attr.transno = transno;
-        let image = attr.image();
+        ops.push(JournalOp::PutInode(attr.image()));
         let body = Body::Attr(to_attr(attr));
         drop(l);
-        Ok(mutation(
-            transno,
-            journal_ops([JournalOp::PutInode(image)]),
-            body,
-        ))
+        Ok(mutation(transno, ops, body))
     }
 
     fn readdir(&self, cx: &mut Cx<'_>, ino: u64, cursor: Option<&str>, limit: u32) -> OpResult {
@@ -628,9 +663,11 @@ impl Namespace {
         }
     }
 
-    /// Removes one name of `ino`: a directory or a non-directory's last link deletes the
-    /// inode (and its extended attributes, one delete each); an earlier link only drops its
-    /// count and sets its ctime. Appends the journal ops that says so.
+    /// Removes one name of `ino`: a directory, or a non-directory's last link with no handle
+    /// open on it, deletes the inode (its extended attributes one delete each, its data);
+    /// another link only drops its count and sets its ctime; the last one of a file that is
+    /// open leaves an orphan, journaled with the clients that hold it. Appends the journal
+    /// ops that say so.
     fn drop_link(
         &self,
         cx: &Cx<'_>,
@@ -641,20 +678,45 @@ impl Namespace {
         ops: &mut Vec<JournalOp>,
     ) {
         let node = l.get_mut(ino).expect("an entry names a live inode");
-        if !node.attr.kind.is_dir() && node.attr.nlink > 1 {
+        if !node.attr.kind.is_dir() && (node.attr.nlink > 1 || node.opens.is_some()) {
             node.stamp = cx.stamp(node.stamp, transno);
             node.attr.nlink -= 1;
             node.attr.ctime_ns = now;
             node.attr.transno = transno;
             ops.push(JournalOp::PutInode(node.attr.image()));
+            if node.attr.nlink == 0 {
+                ops.push(JournalOp::PutOrphan {
+                    ino,
+                    owners: node.open_by(),
+                });
+                self.count_orphan(1);
+            }
             return;
         }
+        self.delete_inode(cx, l, ino, transno, ops);
+    }
+
+    /// Deletes the inode `ino` (locked) in `transno`, with its extended attributes, its data
+    /// and, for an orphan, its orphan record.
+    fn delete_inode(
+        &self,
+        cx: &Cx<'_>,
+        l: &mut Locked<'_>,
+        ino: u64,
+        transno: u64,
+        ops: &mut Vec<JournalOp>,
+    ) {
         let removed = l.remove(ino).expect("just found");
         if cx.keeps_removals() {
             let stamp = cx.stamp(removed.stamp, transno);
             l.note_removed(ino, stamp, cx.caller.last_committed);
         }
         self.count(removed.attr.kind, -1);
+        self.delete_data(&removed, ops);
+        if removed.is_orphan() {
+            ops.push(JournalOp::DeleteOrphan(ino));
+            self.count_orphan(-1);
+        }
         if let Some(xattrs) = removed.xattrs {
             self.xattr_bytes
                 .fetch_sub(xattrs.bytes as u64, Ordering::Relaxed);

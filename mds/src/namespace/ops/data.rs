@@ -1,0 +1,336 @@
+//! Small files' data on the server (Lustre's Data-on-MDT): READ and WRITE through handles,
+//! and what a size change does to the data. Data is kept in blocks of `journal::DATA_BLOCK`
+//! bytes, each stored whole up to the file's end as it was when written; a block that is not
+//! stored is a hole and reads as zeros, as do the bytes past a short block's end. No block
+//! past the file's end is ever kept: a truncate deletes them.
+//!
+//! A WRITE journals the blocks it touches with the inode (size, mtime, ctime) in one record,
+//! so after a crash size, times and data agree. Memory holds only what may not be durable yet
+//! (`Node::data`, trimmed after each commit by [`Namespace::data_committed`]); committed
+//! blocks are read from the store, so the server's memory does not grow with the data it
+//! keeps. Every block a WRITE changes part of, and a truncate's partial block, is read
+//! before the transno is taken: nothing may fail after it.
+//!
+//! Commit-on-share: data is part of the inode's state — a WRITE writes the inode's stamp, a
+//! READ looks at it, so another client's read of uncommitted data waits for its commit.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use journal::{DATA_BLOCK, JournalOp};
+use mds_proto::{Body, Data, Errno, MAX_IO};
+
+use super::{Cx, OpResult, RESEND_OPS, inode_mut, mutation, now, see_inode, touch_atime};
+use crate::namespace::handles::OpenHandle;
+use crate::namespace::node::{FileKind, Node};
+use crate::namespace::perm;
+use crate::namespace::{Namespace, now_ns, to_attr};
+
+const BLOCK: u64 = DATA_BLOCK as u64;
+
+/// Blocks a file of `size` bytes spans.
+fn blocks(size: u64) -> u32 {
+    u32::try_from(size.div_ceil(BLOCK)).unwrap_or(u32::MAX)
+}
+
+/// READ and WRITE are of regular files: EISDIR for a directory, EINVAL for anything else.
+fn regular(node: &Node) -> Result<(), Errno> {
+    match node.attr.kind {
+        FileKind::File => Ok(()),
+        FileKind::Directory => Err(Errno::EISDIR),
+        _ => Err(Errno::EINVAL),
+    }
+}
+
+impl Namespace {
+    fn data_on(&self) -> Result<(), Errno> {
+        if self.inline_data_max == 0 {
+            Err(Errno::EOPNOTSUPP)
+        } else {
+            Ok(())
+        }
+    }
+
+    /// The handle a READ or WRITE names, or EBADF if the client holds none by that number on
+    /// `ino`; `None` for a replay, which executes without one (the restart took the handles;
+    /// its ticket proves the server allowed it).
+    fn handle_for(&self, cx: &Cx<'_>, ino: u64, handle: u64) -> Result<Option<OpenHandle>, Errno> {
+        if cx.caller.replay {
+            return Ok(None);
+        }
+        match self.handles.get(cx.caller.client, handle) {
+            Some(open) if open.ino == ino => Ok(Some(open)),
+            _ => Err(Errno::EBADF),
+        }
+    }
+
+    /// Block `block` of `node` as a reader must see it: what an uncommitted change wrote, a
+    /// hole where an uncommitted truncate cut, or what the store holds (empty: a hole).
+    fn block_of(&self, node: &Node, block: u32) -> Result<Vec<u8>, Errno> {
+        if let Some(pending) = &node.data {
+            if let Some((bytes, _)) = pending.blocks.get(&block) {
+                return Ok(bytes.to_vec());
+            }
+            if pending.cut.is_some_and(|(from, _)| block >= from) {
+                return Ok(Vec::new());
+            }
+        }
+        let mut bytes = Vec::new();
+        if let Some(store) = &self.store {
+            store
+                .read_block(node.attr.ino, block, &mut bytes)
+                .map_err(|e| {
+                    tracing::error!(ino = node.attr.ino, block, cause = %e, "reading file data");
+                    Errno::EIO
+                })?;
+        }
+        Ok(bytes)
+    }
+
+    /// READ: up to `len` bytes from `offset`, fewer at the end of the file, holes as zeros.
+    pub(super) fn read(
+        &self,
+        cx: &mut Cx<'_>,
+        ino: u64,
+        handle: u64,
+        offset: u64,
+        len: u32,
+    ) -> OpResult {
+        self.data_on()?;
+        if self.handle_for(cx, ino, handle)?.is_some_and(|h| !h.read) {
+            return Err(Errno::EBADF);
+        }
+        let mut l = self.table.lock(&[ino]);
+        let node = inode_mut(cx, &mut l, ino)?;
+        see_inode(cx, node);
+        regular(node)?;
+        let end = offset
+            .saturating_add((len as usize).min(MAX_IO) as u64)
+            .min(node.attr.size);
+        let mut out = Vec::with_capacity(end.saturating_sub(offset) as usize);
+        let mut pos = offset;
+        while pos < end {
+            let within = (pos % BLOCK) as usize;
+            let take = (BLOCK - pos % BLOCK).min(end - pos) as usize;
+            let block = self.block_of(node, (pos / BLOCK) as u32)?;
+            let have = block.len().saturating_sub(within).min(take);
+            out.extend_from_slice(&block[within.min(block.len())..][..have]);
+            out.resize(out.len() + take - have, 0);
+            pos += take as u64;
+        }
+        touch_atime(&mut node.attr, now_ns());
+        Ok(now(Body::Data(Data(out))))
+    }
+
+    /// WRITE: `data` at `offset` (at the end for a handle opened to append, or an offset of
+    /// `u64::MAX`, which is how an appending write is replayed), up to `--inline-data-max`
+    /// (EFBIG beyond); set-ID bits go as Linux drops them on a write.
+    pub(super) fn write(
+        &self,
+        cx: &mut Cx<'_>,
+        ino: u64,
+        handle: u64,
+        offset: u64,
+        data: Vec<u8>,
+    ) -> OpResult {
+        self.data_on()?;
+        if data.len() > MAX_IO {
+            return Err(Errno::EINVAL);
+        }
+        self.writable()?;
+        let open = self.handle_for(cx, ino, handle)?;
+        if open.is_some_and(|h| !h.write) {
+            return Err(Errno::EBADF);
+        }
+        let append = open.is_some_and(|h| h.append) || offset == u64::MAX;
+        let now_at = now_ns();
+        let mut l = self.table.lock(&[ino]);
+        let node = inode_mut(cx, &mut l, ino)?;
+        see_inode(cx, node);
+        regular(node)?;
+        let offset = if append { node.attr.size } else { offset };
+        let end = offset
+            .checked_add(data.len() as u64)
+            .filter(|&end| end <= self.inline_data_max)
+            .ok_or(Errno::EFBIG)?;
+        if data.is_empty() {
+            return Ok(now(Body::Attr(to_attr(&node.attr))));
+        }
+        // Every block it touches, whole, before the transno.
+        let mut written = Vec::with_capacity(data.len() / DATA_BLOCK + 2);
+        let (mut pos, mut rest) = (offset, &data[..]);
+        while !rest.is_empty() {
+            let block = (pos / BLOCK) as u32;
+            let within = (pos % BLOCK) as usize;
+            let take = (DATA_BLOCK - within).min(rest.len());
+            let mut bytes = if within == 0 && take == DATA_BLOCK {
+                Vec::with_capacity(DATA_BLOCK)
+            } else {
+                self.block_of(node, block)?
+            };
+            if bytes.len() < within + take {
+                bytes.resize(within + take, 0);
+            }
+            bytes[within..within + take].copy_from_slice(&rest[..take]);
+            written.push((block, bytes));
+            rest = &rest[take..];
+            pos += take as u64;
+        }
+        let transno = self.next_transno()?;
+        let mut ops = Vec::with_capacity(written.len() + 1 + RESEND_OPS);
+        for (block, bytes) in written {
+            ops.push(JournalOp::PutData {
+                ino,
+                block,
+                bytes: bytes.clone(),
+            });
+            self.hold_block(node, block, bytes.into(), transno);
+        }
+        self.pending_data.lock().push_back((transno, ino));
+        let attr = &mut node.attr;
+        if end > attr.size {
+            self.file_bytes
+                .fetch_add(end - attr.size, Ordering::Relaxed);
+            attr.size = end;
+        }
+        attr.mode = perm::mode_after_write(cx.caller.cred, attr);
+        attr.mtime_ns = now_at;
+        attr.ctime_ns = now_at;
+        attr.transno = transno;
+        node.stamp = cx.stamp(node.stamp, transno);
+        ops.push(JournalOp::PutInode(node.attr.image()));
+        Ok(mutation(transno, ops, Body::Attr(to_attr(&node.attr))))
+    }
+
+    /// Keeps a block written in `transno` where readers find it until that is durable.
+    fn hold_block(&self, node: &mut Node, block: u32, bytes: Arc<[u8]>, transno: u64) {
+        let len = bytes.len() as u64;
+        let pending = node.data.get_or_insert_with(Default::default);
+        let before = pending.blocks.insert(block, (bytes, transno));
+        let freed = before.map_or(0, |(b, _)| b.len() as u64);
+        self.pending_data_bytes.fetch_add(len, Ordering::Relaxed);
+        self.pending_data_bytes.fetch_sub(freed, Ordering::Relaxed);
+    }
+
+    /// A size change to `size`, before its transno: EFBIG past `--inline-data-max` (when
+    /// file data is on), and the block it cuts into, cut, if that block holds bytes past the
+    /// new end (they must read as zeros if the file grows again).
+    pub(super) fn prepare_resize(
+        &self,
+        node: &Node,
+        size: u64,
+    ) -> Result<Option<(u32, Vec<u8>)>, Errno> {
+        let old = node.attr.size;
+        if size > old && self.inline_data_max > 0 && size > self.inline_data_max {
+            return Err(Errno::EFBIG);
+        }
+        let within = (size % BLOCK) as usize;
+        if size >= old || within == 0 || node.attr.kind != FileKind::File {
+            return Ok(None);
+        }
+        let block = (size / BLOCK) as u32;
+        let mut bytes = self.block_of(node, block)?;
+        if bytes.len() <= within {
+            return Ok(None);
+        }
+        bytes.truncate(within);
+        Ok(Some((block, bytes)))
+    }
+
+    /// A size change, under its transno: blocks past the new end deleted (and read as holes
+    /// until that is durable), the cut block rewritten, the size and the files' total moved.
+    pub(super) fn apply_resize(
+        &self,
+        node: &mut Node,
+        size: u64,
+        partial: Option<(u32, Vec<u8>)>,
+        transno: u64,
+        ops: &mut Vec<JournalOp>,
+    ) {
+        let (ino, old) = (node.attr.ino, node.attr.size);
+        if node.attr.kind == FileKind::File {
+            if size >= old {
+                self.file_bytes.fetch_add(size - old, Ordering::Relaxed);
+            } else {
+                self.file_bytes.fetch_sub(old - size, Ordering::Relaxed);
+            }
+        }
+        node.attr.size = size;
+        if size >= old || node.attr.kind != FileKind::File {
+            return;
+        }
+        let (from, to) = (blocks(size), blocks(old));
+        if from < to {
+            ops.push(JournalOp::DeleteData { ino, from, to });
+            let pending = node.data.get_or_insert_with(Default::default);
+            let dropped: usize = pending
+                .blocks
+                .split_off(&from)
+                .values()
+                .map(|(b, _)| b.len())
+                .sum();
+            self.pending_data_bytes
+                .fetch_sub(dropped as u64, Ordering::Relaxed);
+            let first = pending.cut.map_or(from, |(f, _)| f.min(from));
+            pending.cut = Some((first, transno));
+            self.pending_data.lock().push_back((transno, ino));
+        }
+        if let Some((block, bytes)) = partial {
+            ops.push(JournalOp::PutData {
+                ino,
+                block,
+                bytes: bytes.clone(),
+            });
+            self.hold_block(node, block, bytes.into(), transno);
+            self.pending_data.lock().push_back((transno, ino));
+        }
+    }
+
+    /// The journal ops that delete a file's data with the file.
+    pub(super) fn delete_data(&self, node: &Node, ops: &mut Vec<JournalOp>) {
+        if let Some(pending) = &node.data {
+            self.pending_data_bytes
+                .fetch_sub(pending.bytes() as u64, Ordering::Relaxed);
+        }
+        if node.attr.kind != FileKind::File {
+            return;
+        }
+        self.file_bytes.fetch_sub(node.attr.size, Ordering::Relaxed);
+        if node.attr.size > 0 {
+            ops.push(JournalOp::DeleteData {
+                ino: node.attr.ino,
+                from: 0,
+                to: blocks(node.attr.size),
+            });
+        }
+    }
+
+    /// Everything up to `last_committed` is durable: the data it wrote is dropped from
+    /// memory (readers find it in the store now). Called by the committer after each commit.
+    pub fn data_committed(&self, last_committed: u64) {
+        loop {
+            let ino = {
+                let mut queue = self.pending_data.lock();
+                match queue.front() {
+                    Some(&(transno, ino)) if transno <= last_committed => {
+                        queue.pop_front();
+                        ino
+                    }
+                    _ => return,
+                }
+            };
+            let mut l = self.table.lock(&[ino]);
+            let Some(node) = l.get_mut(ino) else {
+                continue; // deleted since, and its data with it
+            };
+            if let Some(pending) = node.data.as_mut() {
+                let dropped = pending.trim(last_committed);
+                self.pending_data_bytes
+                    .fetch_sub(dropped as u64, Ordering::Relaxed);
+                if pending.is_empty() {
+                    node.data = None;
+                }
+            }
+        }
+    }
+}
