@@ -14,6 +14,7 @@
 #   BUILDS="/var/tmp/old/release /var/tmp/mds-target/release" ./bench/cachegrind.sh
 #   LOADGEN_BIN=each ...    # each build driven by its own loadgen (builds of different protocols)
 #   COUNT=400000 LL=2097152,16,64 ...   # the defaults
+#   SERVER_ARGS="--inline-data-max 0" ... # server flags for every build
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
@@ -26,6 +27,7 @@ THREADS="${THREADS:-64}"
 DEPTH="${DEPTH:-16}"
 LL="${LL:-2097152,16,64}"
 OUT="${OUT:-/var/tmp/mds-cachegrind}"
+SERVER_ARGS="${SERVER_ARGS:-}"
 command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install -y valgrind)" >&2; exit 2; }
 mkdir -p "$OUT"
 
@@ -47,10 +49,11 @@ n=0
 for build in $BUILDS; do
   n=$((n + 1))
   data=$(mktemp -d /var/tmp/mds-cg.XXXXXX)
+  # shellcheck disable=SC2086 # $SERVER_ARGS is a list of flags
   valgrind --tool=cachegrind --cache-sim=yes --LL="$LL" \
     --cachegrind-out-file="$OUT/cachegrind.$n.out" \
     "$build/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
-    2>"$data.log" &
+    $SERVER_ARGS 2>"$data.log" &
   pid=$!
   wait_for_mds "$data.log"
   lg="$LOADGEN_BIN"

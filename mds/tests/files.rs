@@ -181,9 +181,10 @@ async fn with_inline_data_off_read_and_write_are_refused() {
     server.stop().unwrap();
 }
 
-/// Under `--ack early`, WRITEs, a ftruncate and a truncating OPEN answered before their
-/// commit are lost to a SIGKILL and come back with the replays, which run without the handles
-/// the restart took; the data reads back as it was answered.
+/// Under `--ack early`, WRITEs, a ftruncate, a truncating OPEN, and an UNLINK of an open file
+/// then its RELEASE, answered before their commit, are lost to a SIGKILL and come back with
+/// the replays, which run without the handles the restart took; the data reads back as it
+/// was answered, and the orphan is gone.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn data_answered_early_comes_back_with_the_replays_after_a_sigkill() {
     let dir = tempfile::tempdir().unwrap();
@@ -202,6 +203,12 @@ async fn data_answered_early_comes_back_with_the_replays_after_a_sigkill() {
         .unwrap();
     let f = c.create(ROOT, "f", 0o644).await.unwrap().ino;
     let g = c.create(ROOT, "g", 0o644).await.unwrap().ino;
+    let h = c.create(ROOT, "h", 0o644).await.unwrap().ino;
+    let o = c.create(ROOT, "o", 0o644).await.unwrap().ino;
+    c.call(open(h, 3, RW)).await.unwrap();
+    c.call(write(h, 3, 0, b"cut me")).await.unwrap();
+    c.call(Op::Release { handle: 3 }).await.unwrap();
+    c.call(open(o, 4, RW)).await.unwrap();
     c.sync().await.unwrap();
     c.call(open(f, 1, RW)).await.unwrap();
     let append = OpenFlags {
@@ -226,6 +233,22 @@ async fn data_answered_early_comes_back_with_the_replays_after_a_sigkill() {
         // As the client library sends them through an append handle.
         write(g, 2, u64::MAX, b"one,"),
         write(g, 2, u64::MAX, b"two"),
+        // O_TRUNC of a file with data.
+        open(
+            h,
+            5,
+            OpenFlags {
+                write: true,
+                truncate: true,
+                ..OpenFlags::default()
+            },
+        ),
+        // The last name of an open file, then its last handle: the orphan goes.
+        Op::Unlink {
+            parent: ROOT,
+            name: "o".into(),
+        },
+        Op::Release { handle: 4 },
     ] {
         let reply = c.call_reply(op).await.unwrap();
         assert!(reply.result.is_ok() && early(&reply), "{reply:?}");
@@ -250,6 +273,13 @@ async fn data_answered_early_comes_back_with_the_replays_after_a_sigkill() {
         b"one,two",
         "appended in order, each once"
     );
+    assert_eq!(c.getattr(h).await.unwrap().size, 0, "the O_TRUNC came back");
+    assert!(
+        matches!(c.getattr(o).await, Err(ClientError::Errno(Errno::ESTALE))),
+        "the released orphan is gone"
+    );
+    let s = c.statfs().await.unwrap();
+    assert_eq!((s.orphans, s.files), (0, 3), "{s:?}");
     drop(c);
     assert!(server.stop().success());
     let (code, out) = common::fsck(dir.path());

@@ -1,7 +1,8 @@
-//! A store written by the previous build (schema version 2, protocol 3: the fixture
+//! Stores written by earlier builds — schema version 2 (protocol 3: the fixture
 //! `fixtures/store-schema-2.tar.gz`, made by `fixtures/make-schema-2-store.sh` with commit
-//! a0e1521's binaries) is read as it is by `mds fsck`, upgraded in place by the first
-//! `mds serve`, served with everything it held, and fscks clean after.
+//! a0e1521's binaries) and schema version 3 (protocol 4: `fixtures/store-schema-3.tar.gz`, by
+//! `make-schema-3-store.sh` with 528efd0's) — are read as they are by `mds fsck`, upgraded
+//! in place by the first `mds serve`, served with everything they held, and fsck clean after.
 
 mod common;
 
@@ -11,10 +12,10 @@ use std::process::Command;
 use mds_client::ROOT;
 use mds_proto::{Kind, XattrSet};
 
-/// The fixture unpacked into `dir`: the store's directory.
-fn unpack(dir: &Path) -> std::path::PathBuf {
-    let fixture =
-        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/store-schema-2.tar.gz");
+/// The fixture of schema `version` unpacked into `dir`: the store's directory.
+fn unpack(dir: &Path, version: u32) -> std::path::PathBuf {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join(format!("tests/fixtures/store-schema-{version}.tar.gz"));
     let status = Command::new("tar")
         .arg("-xzf")
         .arg(&fixture)
@@ -29,7 +30,7 @@ fn unpack(dir: &Path) -> std::path::PathBuf {
 #[test]
 fn a_store_written_by_the_previous_build_is_served_and_fscks_clean() {
     let dir = tempfile::tempdir().unwrap();
-    let store = unpack(dir.path());
+    let store = unpack(dir.path(), 2);
     // Read-only, in the old layout, changing nothing.
     let (code, out) = common::fsck(&store);
     assert_eq!(code, 0, "{out}");
@@ -86,4 +87,55 @@ fn a_store_written_by_the_previous_build_is_served_and_fscks_clean() {
     });
     assert!(!server.log_text().contains("upgraded the store"));
     assert!(server.stop().success());
+}
+
+/// Schema 3's kinds, links, times and attributes survive the upgrade to schema 4, which adds
+/// file data and orphans: the old files take data, and the store fscks clean.
+#[test]
+fn a_store_of_schema_3_keeps_its_links_kinds_times_and_attributes() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = unpack(dir.path(), 3);
+    let (code, out) = common::fsck(&store);
+    assert_eq!(code, 0, "{out}");
+    let server = common::start(&store, &[]);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    rt.block_on(async {
+        let c = server.client().await;
+        let a = c.lookup(ROOT, "a").await.unwrap();
+        let b = c.lookup(a.ino, "b").await.unwrap();
+        assert_eq!(common::names(&c, b.ino).await, ["hard", "soft"]);
+        let f = c.lookup(a.ino, "f").await.unwrap();
+        assert_eq!(
+            (f.size, f.nlink, f.mtime_ns, f.atime_ns),
+            (8192, 2, 1_000_000_000, 2_000_000_000)
+        );
+        assert_eq!(c.lookup(b.ino, "hard").await.unwrap().ino, f.ino);
+        let soft = c.lookup(b.ino, "soft").await.unwrap();
+        assert_eq!(c.readlink(soft.ino).await.unwrap(), b"../f");
+        assert_eq!(c.lookup(a.ino, "p").await.unwrap().kind, Kind::Fifo);
+        let tty = c.lookup(a.ino, "tty").await.unwrap();
+        assert_eq!((tty.kind, tty.rdev), (Kind::CharDevice, (4 << 8) | 1));
+        assert_eq!(c.getxattr(f.ino, "user.tag").await.unwrap(), b"blue");
+        // The old file takes data: its size was only a number, its bytes are a hole.
+        let rw = mds_proto::OpenFlags {
+            read: true,
+            write: true,
+            ..mds_proto::OpenFlags::default()
+        };
+        let (h, _) = c.open(f.ino, rw).await.unwrap();
+        assert_eq!(c.read(h, 8190, 10).await.unwrap(), [0, 0]);
+        c.write(h, 0, b"now").await.unwrap();
+        assert_eq!(c.read(h, 0, 3).await.unwrap(), b"now");
+        c.release(h).await.unwrap();
+    });
+    assert!(
+        server
+            .log_text()
+            .contains("upgraded the store from schema version 3"),
+        "{}",
+        server.log_text()
+    );
+    assert!(server.stop().success());
+    let (code, out) = common::fsck(&store);
+    assert_eq!(code, 0, "{out}");
 }
