@@ -215,6 +215,20 @@ ROWS = [
            "(its client does not acknowledge replies), and requests refused EPERM by --cred-check "
            "owner (credentials other than their connection owner's).", 12),
     ]),
+    ("Open files and data", [
+        ts("Open handles and orphans", "short",
+           [(f"sum by (instance) (mds_open_handles{{{SEL}}})", "handles {{instance}}"),
+            (f"sum by (instance) (mds_orphans{{{SEL}}})", "orphans {{instance}}")],
+           "Handles open (OPEN without its RELEASE), and files whose last name is gone while a "
+           "handle keeps them (journaled; reclaimed with their last handle, their session's "
+           "expiry, or after a restart once the recovery window ends without their client)."),
+        ts("File data", "bytes",
+           [(f"sum by (instance) (mds_file_bytes{{{SEL}}})", "files' sizes {{instance}}"),
+            (f"sum by (instance) (mds_pending_data_bytes{{{SEL}}})", "in memory until its commit {{instance}}")],
+           "The sizes of every regular file added up (what the data kept on the server amounts "
+           "to at most), and the data written by changes not durable yet, which memory holds "
+           "until their commit (past 64 MiB no request executes until a commit makes room)."),
+    ]),
     ("Group commit", [
         ts("Commits per second by instance", "ops",
            [(f"sum by (instance) ({rate('mds_commits_total')})", "{{instance}}")],
