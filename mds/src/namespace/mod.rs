@@ -224,9 +224,15 @@ impl Namespace {
                 .insert(DirName::new(&name), Entry::from_record(entry));
             Ok(())
         })?;
+        // Files with no link left: each must be an orphan (`load_orphans`). Noted here, in
+        // the one pass over the inodes, rather than by walking the table again.
+        let mut nameless = Vec::new();
         journal.scan_inodes(|record| {
             let attr = InodeAttr::from_record(record);
             ns.count(attr.kind, 1);
+            if !attr.kind.is_dir() && attr.nlink == 0 {
+                nameless.push(attr.ino);
+            }
             if attr.kind == FileKind::File {
                 ns.file_bytes.fetch_add(attr.size, Ordering::Relaxed);
             }
@@ -235,7 +241,7 @@ impl Namespace {
             Ok(())
         })?;
         ns.load_xattrs(journal)?;
-        ns.load_orphans(journal)?;
+        ns.load_orphans(journal, &nameless)?;
         // Every entry must name a live inode of the kind it says, under a directory.
         for (parent, entries) in dirs {
             for (name, entry) in &entries {
@@ -420,7 +426,7 @@ impl Namespace {
 
     /// Loading: the orphans, each a file with no name left; refuses an orphan record of
     /// anything else, and a file with no name and no orphan record.
-    fn load_orphans(&self, journal: &Journal) -> crate::error::Result<()> {
+    fn load_orphans(&self, journal: &Journal, nameless: &[u64]) -> crate::error::Result<()> {
         let mut orphans = Vec::new();
         journal.scan_orphans(|ino, owners| {
             orphans.push((ino, owners));
@@ -440,13 +446,10 @@ impl Namespace {
                 )));
             }
         }
-        let mut nameless = None;
-        self.table.for_each(|n| {
-            if n.is_orphan() && !orphans.iter().any(|(o, _)| *o == n.attr.ino) {
-                nameless.get_or_insert(n.attr.ino);
-            }
-        });
-        if let Some(ino) = nameless {
+        if let Some(ino) = nameless
+            .iter()
+            .find(|ino| !orphans.iter().any(|(o, _)| o == *ino))
+        {
             return Err(inconsistent(format!(
                 "inode {ino} has no names and no orphan record"
             )));

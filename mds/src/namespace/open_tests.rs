@@ -34,7 +34,17 @@ struct Run<'a> {
     hold: bool,
 }
 
-impl Run<'_> {
+impl<'a> Run<'a> {
+    /// Committing every mutation at once.
+    fn new(ns: &'a Namespace, journal: &'a Journal) -> Run<'a> {
+        Run {
+            ns,
+            journal,
+            held: Vec::new(),
+            hold: false,
+        }
+    }
+
     fn exec(&mut self, client: u64, op: Op) -> (Result<Body, Errno>, u64) {
         let cred = Cred::default();
         let caller = Caller {
@@ -168,12 +178,7 @@ fn unlink(name: &str) -> Op {
 fn data_written_reads_back_before_and_after_its_commit_and_after_a_reload() {
     let dir = tempfile::tempdir().unwrap();
     let (ns, journal) = open_store(dir.path());
-    let mut r = Run {
-        ns: &ns,
-        journal: &journal,
-        held: Vec::new(),
-        hold: false,
-    };
+    let mut r = Run::new(&ns, &journal);
     let f = r.create("f");
     r.open(ALICE, f, 1, RW).unwrap();
     r.hold = true;
@@ -205,12 +210,7 @@ fn data_written_reads_back_before_and_after_its_commit_and_after_a_reload() {
     drop(ns);
     drop(journal);
     let (ns, journal) = open_store(dir.path());
-    let mut r = Run {
-        ns: &ns,
-        journal: &journal,
-        held: Vec::new(),
-        hold: false,
-    };
+    let mut r = Run::new(&ns, &journal);
     assert_eq!(ns.counts().file_bytes, 4100, "reloaded from the sizes");
     r.open(ALICE, f, 9, RW).unwrap();
     let (bytes, _) = r.read(ALICE, f, 9, 4090, 10);
@@ -221,12 +221,7 @@ fn data_written_reads_back_before_and_after_its_commit_and_after_a_reload() {
 fn a_truncate_hides_the_stores_blocks_until_it_is_durable_and_cuts_them_after() {
     let dir = tempfile::tempdir().unwrap();
     let (ns, journal) = open_store(dir.path());
-    let mut r = Run {
-        ns: &ns,
-        journal: &journal,
-        held: Vec::new(),
-        hold: false,
-    };
+    let mut r = Run::new(&ns, &journal);
     let f = r.create("f");
     r.open(ALICE, f, 1, RW).unwrap();
     let full: Vec<u8> = (0..3 * 4096).map(|i| (i % 251) as u8 + 1).collect();
@@ -273,12 +268,7 @@ fn a_truncate_hides_the_stores_blocks_until_it_is_durable_and_cuts_them_after() 
 fn handles_check_what_they_were_opened_for() {
     let dir = tempfile::tempdir().unwrap();
     let (ns, journal) = open_store(dir.path());
-    let mut r = Run {
-        ns: &ns,
-        journal: &journal,
-        held: Vec::new(),
-        hold: false,
-    };
+    let mut r = Run::new(&ns, &journal);
     let f = r.create("f");
     let g = r.create("g");
     let read_only = OpenFlags {
@@ -386,12 +376,7 @@ fn handles_check_what_they_were_opened_for() {
 fn a_write_clears_set_id_bits_unless_root_writes() {
     let dir = tempfile::tempdir().unwrap();
     let (ns, journal) = open_store(dir.path());
-    let mut r = Run {
-        ns: &ns,
-        journal: &journal,
-        held: Vec::new(),
-        hold: false,
-    };
+    let mut r = Run::new(&ns, &journal);
     let f = r.create("f");
     r.ok(
         ALICE,
@@ -440,12 +425,7 @@ fn a_write_clears_set_id_bits_unless_root_writes() {
 fn another_clients_read_of_uncommitted_data_waits_for_its_commit() {
     let dir = tempfile::tempdir().unwrap();
     let (ns, journal) = open_store(dir.path());
-    let mut r = Run {
-        ns: &ns,
-        journal: &journal,
-        held: Vec::new(),
-        hold: false,
-    };
+    let mut r = Run::new(&ns, &journal);
     let f = r.create("f");
     r.open(ALICE, f, 1, RW).unwrap();
     r.open(BOB, f, 1, RW).unwrap();
@@ -465,12 +445,7 @@ fn another_clients_read_of_uncommitted_data_waits_for_its_commit() {
 fn an_open_file_outlives_its_last_name_until_its_last_release() {
     let dir = tempfile::tempdir().unwrap();
     let (ns, journal) = open_store(dir.path());
-    let mut r = Run {
-        ns: &ns,
-        journal: &journal,
-        held: Vec::new(),
-        hold: false,
-    };
+    let mut r = Run::new(&ns, &journal);
     let f = r.create("f");
     r.open(ALICE, f, 1, RW).unwrap();
     r.open(BOB, f, 7, RW).unwrap();
@@ -531,12 +506,7 @@ fn an_open_file_outlives_its_last_name_until_its_last_release() {
 fn orphans_are_reclaimed_when_their_session_ends_or_after_a_restart_unless_taken_back() {
     let dir = tempfile::tempdir().unwrap();
     let (ns, journal) = open_store(dir.path());
-    let mut r = Run {
-        ns: &ns,
-        journal: &journal,
-        held: Vec::new(),
-        hold: false,
-    };
+    let mut r = Run::new(&ns, &journal);
     let (a, b, c) = (r.create("a"), r.create("b"), r.create("c"));
     r.open(ALICE, a, 1, RW).unwrap();
     r.open(ALICE, b, 2, RW).unwrap();
@@ -611,12 +581,7 @@ fn orphans_nobody_takes_back_go_when_recovery_ends() {
     let dir = tempfile::tempdir().unwrap();
     {
         let (ns, journal) = open_store(dir.path());
-        let mut r = Run {
-            ns: &ns,
-            journal: &journal,
-            held: Vec::new(),
-            hold: false,
-        };
+        let mut r = Run::new(&ns, &journal);
         let f = r.create("f");
         r.open(ALICE, f, 1, RW).unwrap();
         r.write(ALICE, f, 1, 0, &[7; 9000]).unwrap();

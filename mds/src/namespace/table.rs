@@ -148,7 +148,8 @@ impl Table {
             .insert(node.attr.ino, node);
     }
 
-    /// Runs `f` on every node, one stripe at a time (loading, and tests).
+    /// Runs `f` on every node, one stripe at a time.
+    #[cfg(test)]
     pub fn for_each(&self, mut f: impl FnMut(&mut Node)) {
         for stripe in &self.stripes {
             for node in stripe.lock().nodes.values_mut() {
