@@ -6,8 +6,9 @@
 //! takes `last_committed` from notices (xid 0) the server sends unasked. Xids come from the
 //! connection's [`Session`], which outlives it when the caller reconnects, and so do the
 //! handles of the files it opens: a connect that reaches a new server start reopens them
-//! after its replays. Path helpers resolve `/a/b/c` by LOOKUP from the root, as `mdsctl`
-//! does.
+//! after its replays. A request carries the session's credentials, or a caller's own
+//! ([`Client::call_as`]: a mount sends each with its caller's). Path helpers resolve `/a/b/c`
+//! by LOOKUP from the root, as `mdsctl` does.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -21,7 +22,7 @@ use tokio::sync::{Notify, oneshot};
 use tokio_util::codec::FramedRead;
 
 use mds_proto::{
-    self as protocol, Attr, Body, DirEntry, Errno, Kind, MAX_IO, MAX_READDIR, Op, OpenFlags,
+    self as protocol, Attr, Body, Cred, DirEntry, Errno, Kind, MAX_IO, MAX_READDIR, Op, OpenFlags,
     PROTOCOL_VERSION, RenameHow, Replay, Reply, Request, SetAttr, StatFs, Target, XattrSet,
     XattrValue, encode_frame,
 };
@@ -377,8 +378,8 @@ impl Client {
         if recovering || replays.same_start {
             self.replay_unsafe(replays).await?;
         } else {
-            for _ in &replays.requests {
-                self.inner.session.lose();
+            for (transno, request) in replays.requests {
+                self.inner.session.lose(transno, request);
             }
         }
         // After the replays (a replayed WRITE or truncating OPEN names its handle as it was)
@@ -409,7 +410,12 @@ impl Client {
                     ticket: request.ticket,
                 };
                 let sent = client
-                    .send_replay(request.replayed_as, request.op.clone(), replay)
+                    .send_replay(
+                        request.replayed_as,
+                        request.op.clone(),
+                        &request.cred,
+                        replay,
+                    )
                     .await;
                 let reply = match sent {
                     Ok(reply) => reply,
@@ -423,7 +429,7 @@ impl Client {
                 };
                 match reply.result {
                     Ok(_) => session.keep_unsafe(reply.transno, request),
-                    Err(_) => session.lose(),
+                    Err(_) => session.lose(transno, request),
                 }
                 Ok::<(), ClientError>(())
             }
@@ -471,15 +477,29 @@ impl Client {
         failed.map_or(Ok(()), Err)
     }
 
-    async fn send_replay(&self, xid: u64, op: Op, replay: Replay) -> Result<Reply> {
+    /// A replay goes with the credentials of the request it replays: what it creates is its
+    /// caller's, as the original's was.
+    async fn send_replay(&self, xid: u64, op: Op, cred: &Cred, replay: Replay) -> Result<Reply> {
         let acked_xid = self.inner.session.acked_xid();
-        self.send_request(xid, acked_xid, op, Some(replay)).await
+        self.send_request(xid, acked_xid, op, cred, Some(replay))
+            .await
     }
 
     /// Sends `op` with the session's next xid and waits for its reply, whole.
     pub async fn call_reply(&self, op: Op) -> Result<Reply> {
+        self.call_reply_with(None, op).await
+    }
+
+    /// As [`Client::call_reply`], with `cred` instead of the session's credentials: the
+    /// server checks `op` against them, and what it creates is theirs.
+    pub async fn call_reply_as(&self, cred: &Cred, op: Op) -> Result<Reply> {
+        self.call_reply_with(Some(cred), op).await
+    }
+
+    /// `cred`, or the session's if `None`.
+    async fn call_reply_with(&self, cred: Option<&Cred>, op: Op) -> Result<Reply> {
         let (xid, acked_xid) = self.inner.session.begin();
-        let reply = self.send(xid, acked_xid, op).await;
+        let reply = self.send(xid, acked_xid, op, cred).await;
         if reply.is_err() {
             // Nobody will resend it (that is `send_as`): it must not hold the session's
             // watermark below it for good — the server would keep every later resend
@@ -493,12 +513,21 @@ impl Client {
     /// send of a request that may need resending, or its resend after a reconnect.
     pub async fn send_as(&self, xid: u64, op: Op) -> Result<Reply> {
         let acked_xid = self.inner.session.acked_xid();
-        self.send(xid, acked_xid, op).await
+        self.send(xid, acked_xid, op, None).await
     }
 
-    async fn send(&self, xid: u64, acked_xid: u64, op: Op) -> Result<Reply> {
-        self.inner.session.sending(xid, &op);
-        self.send_request(xid, acked_xid, op, None).await
+    /// As [`Client::send_as`], with `cred` instead of the session's credentials (a resend
+    /// must carry the ones its first send did).
+    pub async fn send_with_cred(&self, xid: u64, cred: &Cred, op: Op) -> Result<Reply> {
+        let acked_xid = self.inner.session.acked_xid();
+        self.send(xid, acked_xid, op, Some(cred)).await
+    }
+
+    /// Sends with `cred`, or the session's credentials if `None`.
+    async fn send(&self, xid: u64, acked_xid: u64, op: Op, cred: Option<&Cred>) -> Result<Reply> {
+        let cred = cred.unwrap_or(self.inner.session.cred());
+        self.inner.session.sending(xid, &op, cred);
+        self.send_request(xid, acked_xid, op, cred, None).await
     }
 
     async fn send_request(
@@ -506,6 +535,7 @@ impl Client {
         xid: u64,
         acked_xid: u64,
         op: Op,
+        cred: &Cred,
         replay: Option<Replay>,
     ) -> Result<Reply> {
         let (tx, rx) = oneshot::channel();
@@ -518,7 +548,7 @@ impl Client {
             xid,
             op,
             acked_xid,
-            cred: self.inner.session.cred().clone(),
+            cred: cred.clone(),
             replay,
         };
         encode_frame(&request, &mut self.inner.outbox.lock());
@@ -529,6 +559,14 @@ impl Client {
     /// Sends `op` and returns the reply's body, or its error as `ClientError::Errno`.
     pub async fn call(&self, op: Op) -> Result<Body> {
         self.call_reply(op)
+            .await?
+            .result
+            .map_err(ClientError::Errno)
+    }
+
+    /// As [`Client::call`], on behalf of `cred` (a mount's caller) rather than the session.
+    pub async fn call_as(&self, cred: &Cred, op: Op) -> Result<Body> {
+        self.call_reply_as(cred, op)
             .await?
             .result
             .map_err(ClientError::Errno)
@@ -1185,6 +1223,108 @@ mod tests {
             Some(Errno::EINVAL),
             "more than MAX_IO is refused unsent"
         );
+    }
+
+    /// A server start that answers early (`ack_early`): a CREATE gets transno 5 over
+    /// `last_committed` 0, with a ticket; it keeps every request it was sent, whole.
+    async fn early_start(
+        boot: u64,
+        recovering: bool,
+        session: &Arc<Session>,
+    ) -> (Client, Arc<parking_lot::Mutex<Vec<Request>>>) {
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
+        let kept = seen.clone();
+        tokio::spawn(async move {
+            let (rd, mut wr) = tokio::io::split(theirs);
+            let mut frames = FramedRead::new(rd, protocol::codec());
+            while let Some(Ok(frame)) = frames.next().await {
+                let request: Request = protocol::decode(&frame).unwrap();
+                let (transno, ticket, result) = match request.op {
+                    Op::Connect { .. } => (
+                        0,
+                        0,
+                        Ok(Body::Connected {
+                            version: PROTOCOL_VERSION,
+                            server_boot: boot,
+                            partition: 0,
+                            ack_early: true,
+                            recovering,
+                            evicted: false,
+                            session_secret: None,
+                        }),
+                    ),
+                    Op::Create { .. } => (5, 9, Ok(Body::Attr(file_attr(42)))),
+                    _ => (0, 0, Ok(Body::Pong)),
+                };
+                let reply = Reply {
+                    ticket,
+                    ..Reply::new(request.xid, transno, 0, result)
+                };
+                kept.lock().push(request);
+                let mut out = BytesMut::new();
+                encode_frame(&reply, &mut out);
+                if wr.write_all(&out).await.is_err() {
+                    return;
+                }
+            }
+        });
+        let (rd, wr) = tokio::io::split(ours);
+        let client = Client::start(rd, wr, session.clone(), None).await.unwrap();
+        (client, seen)
+    }
+
+    /// A request sent on behalf of other credentials than the session's carries them, and so
+    /// does its replay after a restart: what it created stays its caller's (regression guard
+    /// for the mount, whose requests each carry their caller's credentials).
+    #[tokio::test]
+    async fn a_request_sent_as_a_caller_carries_its_credentials_into_its_replay() {
+        let mine = Cred {
+            uid: 7,
+            gid: 7,
+            groups: vec![],
+        };
+        let caller = Cred {
+            uid: 1000,
+            gid: 100,
+            groups: vec![10, 20],
+        };
+        let session = Arc::new(Session::with_cred(mine.clone()));
+        let (first, seen) = early_start(1, false, &session).await;
+        let create = Op::Create {
+            parent: 1,
+            name: "f".into(),
+            mode: 0o644,
+        };
+        first.call_as(&caller, create.clone()).await.unwrap();
+        first.ping().await.unwrap();
+        {
+            let sent = seen.lock();
+            assert_eq!(
+                (sent[1].op.clone(), &sent[1].cred),
+                (create.clone(), &caller)
+            );
+            assert_eq!(
+                sent[2].cred, mine,
+                "the session's own requests keep its credentials"
+            );
+        }
+        assert_eq!(session.unsafe_count(), 1);
+        drop(first);
+
+        let (_second, seen) = early_start(2, true, &session).await;
+        let sent = seen.lock();
+        let replay = sent
+            .iter()
+            .find(|r| r.replay.is_some())
+            .expect("the unsafe CREATE is replayed");
+        assert_eq!(replay.op, create);
+        assert_eq!(
+            replay.cred, caller,
+            "the replay carries the original's credentials"
+        );
+        let r = replay.replay.unwrap();
+        assert_eq!((r.transno, r.ino, r.ticket), (5, 42, 9));
     }
 
     #[test]

@@ -7,13 +7,15 @@
 //! and how long they were down, so a load tool can report that time apart from its rate.
 //! Open files go through it too ([`ResilientConn::open`], [`ResilientConn::call_on`],
 //! [`ResilientConn::release`]): their handles are kept in the session, so a reconnect to a
-//! restarted server reopens them before anything is resent.
+//! restarted server reopens them before anything is resent. Each call has a variant that sends
+//! on behalf of other credentials than the session's (`call_as`, `open_as`, `call_on_as`: a
+//! mount's callers), which its resends keep.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use mds_proto::{Body, Errno, Op, OpenFlags, Reply};
+use mds_proto::{Body, Cred, Errno, Op, OpenFlags, Reply};
 use tokio::sync::Mutex;
 
 use crate::{Client, ClientError, ConnectOptions, Handle, Session};
@@ -182,11 +184,19 @@ impl ResilientConn {
 
     /// Sends `op`; on a broken connection reconnects and resends it with the same xid.
     pub async fn call(&self, op: Op) -> Result<Answer, Gone> {
-        self.call_at(op).await.map(|(answer, _)| answer)
+        self.call_at(None, op).await.map(|(answer, _)| answer)
     }
 
-    /// As [`ResilientConn::call`], with the server start that answered.
-    async fn call_at(&self, op: Op) -> Result<(Answer, u64), Gone> {
+    /// As [`ResilientConn::call`], on behalf of `cred` rather than the session's credentials
+    /// (its resends carry them too).
+    pub async fn call_as(&self, cred: &Cred, op: Op) -> Result<Answer, Gone> {
+        self.call_at(Some(cred), op).await.map(|(answer, _)| answer)
+    }
+
+    /// As [`ResilientConn::call_as`] (`None`: the session's credentials), with the server
+    /// start that answered.
+    async fn call_at(&self, cred: Option<&Cred>, op: Op) -> Result<(Answer, u64), Gone> {
+        let cred = cred.unwrap_or(self.session.cred());
         let (xid, _) = self.session.begin();
         let mut resent = false;
         loop {
@@ -197,7 +207,7 @@ impl ResilientConn {
                 let current = self.current.lock().await;
                 (current.0, current.1.clone())
             };
-            match client.send_as(xid, op.clone()).await {
+            match client.send_with_cred(xid, cred, op.clone()).await {
                 Ok(reply) => return Ok((Answer { reply, resent }, client.server_boot())),
                 Err(ClientError::Disconnected | ClientError::Io(_)) => {
                     self.reconnect(generation).await?;
@@ -212,8 +222,28 @@ impl ResilientConn {
     /// session once the server opened it, so that a reconnect to a restarted server reopens
     /// it. The handle comes back whatever the answer: it is open only if the reply is.
     pub async fn open(&self, ino: u64, flags: OpenFlags) -> Result<(Handle, Answer), Gone> {
+        self.open_with(None, ino, flags).await
+    }
+
+    /// As [`ResilientConn::open`], checked against `cred` rather than the session's
+    /// credentials.
+    pub async fn open_as(
+        &self,
+        cred: &Cred,
+        ino: u64,
+        flags: OpenFlags,
+    ) -> Result<(Handle, Answer), Gone> {
+        self.open_with(Some(cred), ino, flags).await
+    }
+
+    async fn open_with(
+        &self,
+        cred: Option<&Cred>,
+        ino: u64,
+        flags: OpenFlags,
+    ) -> Result<(Handle, Answer), Gone> {
         let handle = self.session.new_handle(ino, flags);
-        let (answer, server_boot) = self.call_at(handle.open_op()).await?;
+        let (answer, server_boot) = self.call_at(cred, handle.open_op()).await?;
         if matches!(answer.reply.result, Ok(Body::Attr(_))) {
             self.session.handle_opened(handle, server_boot);
         }
@@ -227,6 +257,14 @@ impl ResilientConn {
         match self.session.handle_error(handle) {
             Some(errno) => Ok(self.answered_here(Err(errno))),
             None => self.call(op).await,
+        }
+    }
+
+    /// As [`ResilientConn::call_on`], on behalf of `cred`.
+    pub async fn call_on_as(&self, cred: &Cred, handle: Handle, op: Op) -> Result<Answer, Gone> {
+        match self.session.handle_error(handle) {
+            Some(errno) => Ok(self.answered_here(Err(errno))),
+            None => self.call_as(cred, op).await,
         }
     }
 

@@ -1,11 +1,12 @@
 //! The client's side of a session: its identity, its xids, which of them still wait for a
 //! reply, and — with a server that answers before the commit (`--ack early`) — the requests
 //! answered but not durable yet ("unsafe"), kept until `last_committed` covers them so they
-//! can be replayed if the server restarts first — and the files it holds open (`handles.rs`),
-//! reopened after a restart. One [`Session`] outlives the connections it is used on, so a
-//! client that reconnects keeps its identity, keeps counting xids upward, keeps its unsafe
-//! requests and its open handles, and every request can tell the server the watermark below
-//! which it has every reply (`acked_xid`).
+//! can be replayed if the server restarts first, each with the credentials it was sent with,
+//! and those a restart lost, kept until the caller asks which they were — and the files it
+//! holds open (`handles.rs`), reopened after a restart. One [`Session`] outlives the
+//! connections it is used on, so a client that reconnects keeps its identity, keeps counting
+//! xids upward, keeps its unsafe requests and its open handles, and every request can tell the
+//! server the watermark below which it has every reply (`acked_xid`).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -24,7 +25,8 @@ use crate::handles::{Handle, Handles};
 #[derive(Debug)]
 pub struct Session {
     id: u64,
-    /// The credentials every request of this session carries.
+    /// The credentials a request carries unless its caller gives others (a mount sends each
+    /// request with its caller's).
     cred: Cred,
     xids: Mutex<Xids>,
     /// The server answers mutations before their commit: keep what it answered until safe.
@@ -33,9 +35,9 @@ pub struct Session {
     server_boot: AtomicU64,
     /// The highest `last_committed` any reply or notice carried.
     last_committed: AtomicU64,
-    /// Mutations sent and not answered yet (only with early replies): what to keep if the
-    /// answer is unsafe.
-    sent: Mutex<HashMap<u64, Op>>,
+    /// Mutations sent and not answered yet (only with early replies), with the credentials
+    /// they carry: what to keep if the answer is unsafe.
+    sent: Mutex<HashMap<u64, (Op, Cred)>>,
     /// Answered but not durable yet, by transno: what a restart makes the client replay.
     unsafe_requests: Mutex<BTreeMap<u64, Unsafe>>,
     /// Replays sent and not answered (the connection broke first), by transno: whether the
@@ -48,6 +50,9 @@ pub struct Session {
     /// Unsafe requests the server would not take back after a restart (the recovery window
     /// had closed, or the client was not known): their changes are lost.
     lost: AtomicU64,
+    /// Those lost requests themselves, by transno, until [`Session::take_lost`]: a mount
+    /// answers EIO for the inodes they touched.
+    lost_requests: Mutex<Vec<(u64, Unsafe)>>,
     /// The files this identity holds open, and the counter their numbers come from.
     handles: Mutex<Handles>,
 }
@@ -57,6 +62,9 @@ pub struct Session {
 pub struct Unsafe {
     pub xid: u64,
     pub op: Op,
+    /// The credentials it was sent with, which its replay carries again: the owner of what it
+    /// creates, and whose permissions it was checked against.
+    pub cred: Cred,
     /// The inode it created (0 if none): a replay creates it with the same number.
     pub ino: u64,
     /// The reply's replay ticket, which the replay must carry.
@@ -110,6 +118,7 @@ impl Session {
             unreplayed: Mutex::new(BTreeMap::new()),
             secret: Mutex::new(None),
             lost: AtomicU64::new(0),
+            lost_requests: Mutex::new(Vec::new()),
             handles: Mutex::new(Handles::new()),
         }
     }
@@ -167,9 +176,11 @@ impl Session {
         let before = self.server_boot.swap(server_boot, Ordering::Relaxed);
         let restarted = before != 0 && before != server_boot;
         if evicted && restarted {
-            let lost = std::mem::take(&mut *self.unsafe_requests.lock()).len()
-                + std::mem::take(&mut *self.unreplayed.lock()).len();
-            self.lost.fetch_add(lost as u64, Ordering::Relaxed);
+            let unsafe_requests = std::mem::take(&mut *self.unsafe_requests.lock());
+            let unreplayed = std::mem::take(&mut *self.unreplayed.lock());
+            for (transno, request) in unsafe_requests.into_iter().chain(unreplayed) {
+                self.lose(transno, request);
+            }
             self.sent.lock().clear();
         }
         self.committed(last_committed);
@@ -201,17 +212,17 @@ impl Session {
         *self.secret.lock() = Some(secret);
     }
 
-    /// A mutation is about to be sent (early replies only): keep it until its answer says
-    /// whether it is safe.
-    pub fn sending(&self, xid: u64, op: &Op) {
+    /// A mutation is about to be sent with `cred` (early replies only): keep both until its
+    /// answer says whether it is safe.
+    pub fn sending(&self, xid: u64, op: &Op, cred: &Cred) {
         if self.is_early() && op.is_mutation() {
-            self.sent.lock().insert(xid, op.clone());
+            self.sent.lock().insert(xid, (op.clone(), cred.clone()));
         }
     }
 
     /// A reply or notice arrived.
     pub fn answered(&self, reply: &Reply) {
-        if let Some(op) = self.sent.lock().remove(&reply.xid)
+        if let Some((op, cred)) = self.sent.lock().remove(&reply.xid)
             && reply.result.is_ok()
             && reply.transno > reply.last_committed
         {
@@ -222,6 +233,7 @@ impl Session {
             let kept = Unsafe {
                 xid: reply.xid,
                 op,
+                cred,
                 ino,
                 ticket: reply.ticket,
                 replayed_as: 0,
@@ -272,15 +284,24 @@ impl Session {
         self.last_committed.load(Ordering::Relaxed)
     }
 
-    /// Counts an unsafe request whose change a restart lost.
-    pub fn lose(&self) {
-        self.lost.fetch_add(1, Ordering::Relaxed);
+    /// Counts the unsafe request of `transno` whose change a restart lost, and keeps it for
+    /// [`Session::take_lost`].
+    pub fn lose(&self, transno: u64, request: Unsafe) {
+        // Kept before counted: a caller that sees the count move finds the request there.
+        self.lost_requests.lock().push((transno, request));
+        self.lost.fetch_add(1, Ordering::Release);
     }
 
     /// Unsafe requests whose changes a server restart lost (the server did not wait for this
     /// client, or its window closed first).
     pub fn lost(&self) -> u64 {
-        self.lost.load(Ordering::Relaxed)
+        self.lost.load(Ordering::Acquire)
+    }
+
+    /// The lost requests (by transno, in the order they were lost) not taken yet: what a
+    /// caller must report as lost, and for which inodes.
+    pub fn take_lost(&self) -> Vec<(u64, Unsafe)> {
+        std::mem::take(&mut *self.lost_requests.lock())
     }
 
     /// A handle for `ino` opened as `flags`, with a number no other handle of this identity
@@ -393,6 +414,11 @@ mod tests {
                 name: name.into(),
                 mode: 0o644,
             },
+            cred: Cred {
+                uid: 1000 + xid as u32,
+                gid: 100,
+                groups: vec![],
+            },
             ino: xid + 100,
             ticket: xid ^ 0x55,
             replayed_as: 0,
@@ -439,11 +465,15 @@ mod tests {
         // committed, answers it there.
         s.keep_unreplayed(11, r11);
         let anew = s.connected(9, true, false, 20);
-        assert_eq!(anew.requests[0].1.replayed_as, replay_xid);
+        let (t11, r11) = anew.requests.into_iter().next().unwrap();
+        assert_eq!(r11.replayed_as, replay_xid);
         // Once sent again it is the replay's answer that decides.
         assert_eq!(s.unsafe_count(), 0);
-        s.lose();
+        s.lose(t11, r11.clone());
         assert_eq!(s.lost(), 1);
+        assert_eq!(s.take_lost(), vec![(11, r11)], "kept for the caller, once");
+        assert!(s.take_lost().is_empty());
+        assert_eq!(s.lost(), 1, "the count stays");
     }
 
     #[test]
@@ -455,6 +485,8 @@ mod tests {
         let after = s.connected(8, true, true, 30);
         assert!(after.requests.is_empty());
         assert_eq!(s.lost(), 2);
+        let lost: Vec<u64> = s.take_lost().into_iter().map(|(t, _)| t).collect();
+        assert_eq!(lost, [10, 11], "both are kept, with their transnos");
         assert_eq!(s.unsafe_count(), 0);
     }
 
