@@ -5,10 +5,15 @@
 # With MDS_TEST_DEPS=1 (scripts/test.sh sets it), also what the test suite needs:
 #   prometheus            promtool and a real Prometheus, for the metrics and dashboard tests
 #   python3               dashboards/generate.py --check (and bench/chart.py, chart_compare.py)
+#   fuse3                 fusermount3, for the mount's tests (mount/tests/)
+#   fsmark, git           fs_mark with an fsync per file, and git clone onto a mount
+#   libacl1-dev           what the pjdfstest crate links against
 #   rustfmt, clippy       rustup components
 #   cargo-deb             from crates.io (cargo install), to check the Debian package
 #   cargo-fuzz            from crates.io, only where a nightly toolchain is installed
 #   cargo-machete         from crates.io, pinned, to keep unused dependencies out
+#   pjdfstest             from crates.io, pinned: the POSIX suite mount/tests/suites.rs runs
+#                         with mount/tests/pjdfstest.toml (its expected failures name its tests)
 # Extra Debian packages may be named as arguments. Packages are installed with
 # --no-install-recommends. Also checks that rustc is at least the workspace's rust-version.
 # Safe to run again: installs only what is missing.
@@ -19,7 +24,7 @@ cd "$(dirname "$0")/.."
 
 pkgs=(clang libclang-dev curl)
 if [ "${MDS_TEST_DEPS:-0}" = 1 ]; then
-  pkgs+=(prometheus python3)
+  pkgs+=(prometheus python3 fuse3 fsmark git libacl1-dev)
 fi
 pkgs+=("$@")
 
@@ -95,6 +100,17 @@ if [ "${MDS_TEST_DEPS:-0}" = 1 ] \
   echo "installing cargo-machete $MACHETE_VERSION (cargo install, a minute the first time)"
   CARGO_TARGET_DIR="${TMPDIR:-/tmp}/cargo-machete-build" \
     cargo install cargo-machete --locked --version "$MACHETE_VERSION"
+fi
+
+# pjdfstest, the Rust rewrite of the POSIX file-system suite, into cargo's bin directory (it
+# persists across runs). Pinned: mount/tests/pjdfstest.toml lists its test cases by name.
+PJDFSTEST_VERSION=0.2.2
+if [ "${MDS_TEST_DEPS:-0}" = 1 ] \
+  && ! "${CARGO_HOME:-$HOME/.cargo}/bin/pjdfstest" --version 2>/dev/null \
+    | grep -qw "$PJDFSTEST_VERSION"; then
+  echo "installing pjdfstest $PJDFSTEST_VERSION (cargo install, a minute the first time)"
+  CARGO_TARGET_DIR="${TMPDIR:-/tmp}/pjdfstest-build" \
+    cargo install pjdfstest --locked --version "$PJDFSTEST_VERSION"
 fi
 
 # cargo-fuzz runs the decode fuzzer for a bounded time in scripts/test.sh, where a nightly

@@ -43,7 +43,19 @@ cargo fmt --all -- --check
 cargo clippy --release --workspace --all-targets -- -D warnings
 # No crate declares a dependency it does not use (the fuzz crate is checked with the rest).
 cargo machete
+# The mount's tests (mount/tests/) mount FUSE file systems as root and must unmount every one,
+# failed or not: a mount of mdsmount that appears during the run and is still there after it
+# fails the run (and is detached).
+mdsmounts() { awk '{ for (i = 7; i <= NF; i++) if ($i == "-" && $(i + 1) == "fuse.mdsmount") print $5 }' /proc/self/mountinfo | sort; }
+mounts_before="$(mdsmounts)"
 cargo test --release --workspace
+leaked="$(comm -13 <(echo "$mounts_before") <(mdsmounts))"
+if [ -n "$leaked" ]; then
+  echo "test.sh: the tests left these mdsmount mounts behind (now detached):" >&2
+  echo "$leaked" >&2
+  while read -r m; do fusermount3 -u "$m" 2>/dev/null || umount -l "$m"; done <<<"$leaked"
+  exit 1
+fi
 # Every server test again on the global reply path: the baseline must answer exactly as the
 # per-CPU path does (the test harnesses read MDS_TEST_REPLY_PATH).
 MDS_TEST_REPLY_PATH=global cargo test --release -p mds -p mds-client --tests
@@ -112,6 +124,19 @@ if readelf -S "$TMP/pkg/usr/bin/mds" | grep -q '\.debug_info'; then
   exit 1
 fi
 echo "package: $(dpkg-deb -f "$TMP/mds.deb" Package Version | tr '\n' ' ')built and checked"
+# The mount's own package, for client machines: the binary in /usr/bin (mount(8) runs
+# mount.fuse3 with a fixed PATH), stripped, and fuse3 among its dependencies.
+cargo deb -p mdsmount --no-build --strip --output "$TMP/mdsmount.deb" >/dev/null
+grep -q ' ./usr/bin/mdsmount$' <<<"$(dpkg-deb -c "$TMP/mdsmount.deb")" \
+  || { echo "package: mdsmount's /usr/bin/mdsmount missing" >&2; exit 1; }
+dpkg-deb -f "$TMP/mdsmount.deb" Depends | grep -qw fuse3 \
+  || { echo "package: mdsmount does not depend on fuse3" >&2; exit 1; }
+mkdir -p "$TMP/pkg-mount" && dpkg-deb -x "$TMP/mdsmount.deb" "$TMP/pkg-mount"
+if readelf -S "$TMP/pkg-mount/usr/bin/mdsmount" | grep -q '\.debug_info'; then
+  echo "package: /usr/bin/mdsmount is not stripped" >&2
+  exit 1
+fi
+echo "package: $(dpkg-deb -f "$TMP/mdsmount.deb" Package Version | tr '\n' ' ')built and checked"
 
 # The decode fuzzer for a bounded time, where nightly is installed (libFuzzer needs it): its
 # own workspace and target dir, so it never rebuilds RocksDB. Its corpus persists there, so

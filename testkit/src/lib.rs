@@ -212,3 +212,18 @@ pub fn scrape_metric(addr: SocketAddr, series: &str) -> Option<f64> {
     let (_, _, body) = http(addr, "GET", "/metrics").ok()?;
     metric_value(&body, series)
 }
+
+/// Makes the child `cmd` starts die (SIGKILL) when the thread that starts it ends, so a test
+/// process that dies without unwinding leaves no daemon behind — for a FUSE daemon, the kernel
+/// then aborts its connection and nothing hangs on the mount.
+pub fn die_with_parent(cmd: &mut Command) -> &mut Command {
+    use std::os::unix::process::CommandExt as _;
+    // SAFETY: prctl(2) in the child between fork and exec is async-signal-safe and touches no
+    // memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL);
+            Ok(())
+        })
+    }
+}

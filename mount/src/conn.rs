@@ -1,0 +1,193 @@
+//! The mount's one connection to the server: the client library's reconnecting connection
+//! (`ResilientConn`: on a break it reconnects as the same session, replays what was answered
+//! early, reopens the handles and resends), with every request sent on behalf of its caller's
+//! credentials. Two things a mount needs beyond it: a server that stays away past the
+//! reconnect timeout makes the library give up on that connection for good, so the next
+//! request tries a fresh one (as the same session) and the mount comes back when the server
+//! does; and a server that is full (EBUSY) is asked again after a pause instead of failing a
+//! program's system call.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::Context as _;
+use fuser::Errno;
+use mds_client::proto::{self, Cred, Op, OpenFlags, Reply};
+use mds_client::resilient::{Answer, Gone, Outages, ResilientConn};
+use mds_client::{ConnectOptions, Handle, Session};
+use tracing::{error, info, warn};
+
+use crate::attr::Fallible;
+
+/// How long the first connection may take: past it, `mdsmount` fails rather than mounting a
+/// file system that cannot answer.
+const FIRST_CONNECT: Duration = Duration::from_secs(10);
+
+/// How long a fresh connection after a given-up one may take before the request that tried
+/// it is answered EIO (the next request tries again).
+const FRESH_CONNECT: Duration = Duration::from_secs(5);
+
+/// How long a request is asked again while the server answers EBUSY.
+const BUSY_FOR: Duration = Duration::from_secs(30);
+
+pub struct Conn {
+    server: String,
+    /// TLS and the shared key, for every fresh connection.
+    options: ConnectOptions,
+    session: Arc<Session>,
+    reconnect_timeout: Duration,
+    outages: Arc<Outages>,
+    /// The connection in use; replaced when the library gave up on it.
+    current: parking_lot::RwLock<Arc<ResilientConn>>,
+    /// Held while a fresh connection is tried, so that one request tries and the others
+    /// wait for its outcome.
+    replacing: tokio::sync::Mutex<()>,
+}
+
+impl Conn {
+    /// Connects to `server` as a new session with this process's credentials.
+    pub async fn connect(
+        server: &str,
+        options: ConnectOptions,
+        reconnect_timeout: Duration,
+    ) -> anyhow::Result<Conn> {
+        let session = Arc::new(Session::new());
+        let outages = Outages::new();
+        let first = ResilientConn::connect_with(
+            server,
+            options.clone(),
+            session.clone(),
+            reconnect_timeout,
+            outages.clone(),
+        );
+        let conn = tokio::time::timeout(FIRST_CONNECT, first)
+            .await
+            .map_err(|_| anyhow::anyhow!("no answer within {FIRST_CONNECT:?}"))?
+            .with_context(|| format!("connecting to {server}"))?;
+        Ok(Conn {
+            server: server.to_owned(),
+            options,
+            session,
+            reconnect_timeout,
+            outages,
+            current: parking_lot::RwLock::new(Arc::new(conn)),
+            replacing: tokio::sync::Mutex::new(()),
+        })
+    }
+
+    /// The session every connection of the mount speaks for.
+    pub fn session(&self) -> &Arc<Session> {
+        &self.session
+    }
+
+    /// Sends `op` on behalf of `cred`: the server's whole reply (its transno and
+    /// `last_committed` say what fsync must wait for), or EIO when the server cannot be
+    /// reached.
+    pub async fn call(&self, cred: &Cred, op: Op) -> Fallible<Reply> {
+        self.busy_retried(|conn| {
+            let op = op.clone();
+            async move { conn.call_as(cred, op).await }
+        })
+        .await
+    }
+
+    /// Sends `op` (a READ, WRITE or SETATTR built by `handle`) through the open `handle`.
+    pub async fn call_on(&self, cred: &Cred, handle: Handle, op: Op) -> Fallible<Reply> {
+        self.busy_retried(|conn| {
+            let op = op.clone();
+            async move { conn.call_on_as(cred, handle, op).await }
+        })
+        .await
+    }
+
+    /// OPENs `ino` on behalf of `cred`; the handle is open if the reply is.
+    pub async fn open(&self, cred: &Cred, ino: u64, flags: OpenFlags) -> Fallible<(Handle, Reply)> {
+        let started = Instant::now();
+        loop {
+            let conn = self.live().await?;
+            let (handle, answer) = conn.open_as(cred, ino, flags).await.map_err(gone)?;
+            if !self.pause_if_busy(&answer, started).await {
+                return Ok((handle, answer.reply));
+            }
+        }
+    }
+
+    /// RELEASEs `handle` (the session forgets it once answered).
+    pub async fn release(&self, handle: Handle) -> Fallible<Reply> {
+        self.busy_retried(|conn| async move { conn.release(handle).await })
+            .await
+    }
+
+    /// Runs `send` on the live connection until its answer is not EBUSY or [`BUSY_FOR`] has
+    /// passed; a request answered EBUSY did not execute, so asking again (with a new xid) is
+    /// safe.
+    async fn busy_retried<'a, F, Fut>(&'a self, send: F) -> Fallible<Reply>
+    where
+        F: Fn(Arc<ResilientConn>) -> Fut,
+        Fut: Future<Output = Result<Answer, Gone>> + 'a,
+    {
+        let started = Instant::now();
+        loop {
+            let conn = self.live().await?;
+            let answer = send(conn).await.map_err(gone)?;
+            if !self.pause_if_busy(&answer, started).await {
+                return Ok(answer.reply);
+            }
+        }
+    }
+
+    /// Whether `answer` is an EBUSY to ask again about (after a pause, taken here).
+    async fn pause_if_busy(&self, answer: &Answer, started: Instant) -> bool {
+        if answer.reply.result != Err(proto::Errno::EBUSY) || started.elapsed() > BUSY_FOR {
+            return false;
+        }
+        let pause = Duration::from_millis(10)
+            .saturating_mul(1 << started.elapsed().as_secs().min(6))
+            .min(Duration::from_secs(1));
+        tokio::time::sleep(pause).await;
+        true
+    }
+
+    /// The connection to send on: the current one, or — when the library gave up on it —
+    /// a fresh one as the same session (it replays and reopens as any reconnect does).
+    async fn live(&self) -> Fallible<Arc<ResilientConn>> {
+        let current = self.current.read().clone();
+        if !current.is_dead() {
+            return Ok(current);
+        }
+        let _replacing = self.replacing.lock().await;
+        let current = self.current.read().clone();
+        if !current.is_dead() {
+            return Ok(current); // another request replaced it meanwhile
+        }
+        let fresh = ResilientConn::connect_with(
+            &self.server,
+            self.options.clone(),
+            self.session.clone(),
+            self.reconnect_timeout,
+            self.outages.clone(),
+        );
+        match tokio::time::timeout(FRESH_CONNECT, fresh).await {
+            Ok(Ok(conn)) => {
+                info!(server = %self.server, "connected again after giving up on the server");
+                let conn = Arc::new(conn);
+                *self.current.write() = conn.clone();
+                Ok(conn)
+            }
+            Ok(Err(cause)) => {
+                warn!(server = %self.server, %cause, "server still unreachable: EIO");
+                Err(Errno::EIO)
+            }
+            Err(_) => {
+                warn!(server = %self.server, "server still unreachable: EIO");
+                Err(Errno::EIO)
+            }
+        }
+    }
+}
+
+/// A request the connection could not get answered: an I/O error to the program.
+fn gone(why: Gone) -> Errno {
+    error!(cause = %why, "request not answered: EIO");
+    Errno::EIO
+}

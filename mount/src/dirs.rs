@@ -1,0 +1,205 @@
+//! Open directories. FUSE asks for a directory's entries from a numeric offset (the one the
+//! filesystem gave the last entry it returned); the server pages by name (a cursor is the last
+//! name of the page before). Each open directory keeps the entries returned so far, "." and
+//! ".." first, and the entry at index `i` has offset `i + 1`: any offset the kernel comes back
+//! with (a `seekdir` to a `telldir`) names the same entry again, and pages are fetched from the
+//! server only as the listing goes past what it holds. An offset of 0 after the first page
+//! starts over (`rewinddir`), so a listing sees what changed since. READDIRPLUS also gives
+//! each entry's attributes: GETATTRs for the entries about to be returned, in flight together.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use fuser::Errno;
+use mds_client::proto::{Attr, Body, Kind, MAX_READDIR, Op};
+
+use crate::attr::Fallible;
+use crate::creds::Caller;
+use crate::mount::Mount;
+use crate::namespace::{attr, permitted};
+
+/// Dir handles are numbered from here up, apart from file handles (the server's numbers,
+/// from 1), so a file's SETATTR never takes a directory's handle for its own.
+const DIR_HANDLES: u64 = 1 << 63;
+
+/// The inode number "..", whose inode the server does not say, is listed with (libfuse's
+/// `FUSE_UNKNOWN_INO`; the kernel does not use it).
+const UNKNOWN_INO: u64 = 0xffff_ffff;
+
+/// Attributes fetched at a time for READDIRPLUS: a page-sized reply holds about this many.
+const PLUS_BATCH: usize = 32;
+
+/// One entry of a listing.
+pub struct Entry {
+    pub name: String,
+    pub ino: u64,
+    pub kind: Kind,
+    /// For READDIRPLUS, once fetched; `None` after a GETATTR that failed (the entry went).
+    pub attr: Option<Attr>,
+    /// Its attributes were asked for.
+    pub fetched: bool,
+}
+
+pub struct DirStream {
+    ino: u64,
+    entries: Vec<Entry>,
+    /// The cursor of the next page, once one was fetched.
+    next: Option<String>,
+    /// Pages fetched since the listing (re)started.
+    pages: usize,
+    done: bool,
+    /// The last loss this directory was told of (see `durability`).
+    told: AtomicU64,
+}
+
+impl DirStream {
+    fn new(ino: u64, told: u64) -> DirStream {
+        let mut stream = DirStream {
+            ino,
+            entries: Vec::new(),
+            next: None,
+            pages: 0,
+            done: false,
+            told: AtomicU64::new(told),
+        };
+        stream.restart();
+        stream
+    }
+
+    fn restart(&mut self) {
+        let dot = |name: &str, ino| Entry {
+            name: name.to_owned(),
+            ino,
+            kind: Kind::Directory,
+            attr: None,
+            fetched: true,
+        };
+        self.entries = vec![dot(".", self.ino), dot("..", UNKNOWN_INO)];
+        self.next = None;
+        self.pages = 0;
+        self.done = false;
+    }
+}
+
+impl Mount {
+    /// OPENDIR. Without `default_permissions` read permission is checked here, as open(2)
+    /// checks it (READDIR would check it only at the first page).
+    pub async fn opendir(&self, caller: Caller, ino: u64) -> Fallible<u64> {
+        if !self.kernel_checks {
+            let cred = self.cred(caller);
+            let dir = attr(self.call(&cred, Op::Getattr { ino }, &[]).await?)?;
+            if dir.kind != Kind::Directory {
+                return Err(Errno::ENOTDIR);
+            }
+            if !permitted(&cred, &dir, libc::R_OK) {
+                return Err(Errno::EACCES);
+            }
+        }
+        let fh = DIR_HANDLES | self.next_dir.fetch_add(1, Ordering::Relaxed);
+        let stream = DirStream::new(ino, self.durability.losses());
+        self.dirs
+            .lock()
+            .insert(fh, Arc::new(tokio::sync::Mutex::new(stream)));
+        Ok(fh)
+    }
+
+    /// READDIR or READDIRPLUS (`plus`) from `offset`: hands `add` each entry with its offset
+    /// until it says the reply is full or the directory ends.
+    pub async fn readdir(
+        &self,
+        caller: Caller,
+        fh: u64,
+        offset: u64,
+        plus: bool,
+        mut add: impl FnMut(&Entry, u64) -> bool,
+    ) -> Fallible<()> {
+        let stream = self.dirs.lock().get(&fh).cloned().ok_or(Errno::EBADF)?;
+        let mut s = stream.lock().await;
+        let cred = self.cred(caller);
+        if offset == 0 && s.pages > 0 {
+            s.restart();
+        }
+        let mut i = usize::try_from(offset).map_err(|_| Errno::EINVAL)?;
+        let mut added = 0;
+        loop {
+            while i >= s.entries.len() && !s.done {
+                match self.fetch_page(&cred, &mut s).await {
+                    Ok(()) => {}
+                    // What was added is returned; the error comes with the next call.
+                    Err(_) if added > 0 => return Ok(()),
+                    Err(e) => return Err(e),
+                }
+            }
+            if i >= s.entries.len() {
+                return Ok(());
+            }
+            if plus && !s.entries[i].fetched {
+                self.fetch_attrs(&cred, &mut s.entries[i..]).await;
+            }
+            let entry = &s.entries[i];
+            i += 1;
+            if plus && entry.attr.is_none() && entry.ino != s.ino && entry.ino != UNKNOWN_INO {
+                continue; // gone between READDIR and GETATTR
+            }
+            if add(entry, i as u64) {
+                return Ok(());
+            }
+            added += 1;
+        }
+    }
+
+    async fn fetch_page(&self, cred: &mds_client::proto::Cred, s: &mut DirStream) -> Fallible<()> {
+        let op = Op::Readdir {
+            ino: s.ino,
+            cursor: s.next.clone(),
+            limit: MAX_READDIR,
+        };
+        let Body::Entries { entries, next } = self.call(cred, op, &[]).await? else {
+            return Err(Errno::EIO);
+        };
+        s.entries.extend(entries.into_iter().map(|e| Entry {
+            name: e.name,
+            ino: e.ino,
+            kind: e.kind,
+            attr: None,
+            fetched: false,
+        }));
+        s.done = next.is_none();
+        s.next = next;
+        s.pages += 1;
+        Ok(())
+    }
+
+    /// GETATTR for the first [`PLUS_BATCH`] of `entries` not asked yet, in flight together.
+    async fn fetch_attrs(&self, cred: &mds_client::proto::Cred, entries: &mut [Entry]) {
+        let batch: Vec<&mut Entry> = entries
+            .iter_mut()
+            .filter(|e| !e.fetched)
+            .take(PLUS_BATCH)
+            .collect();
+        let asks = batch.iter().map(|e| {
+            let op = Op::Getattr { ino: e.ino };
+            async move {
+                self.call(cred, op, &[])
+                    .await
+                    .ok()
+                    .and_then(|b| attr(b).ok())
+            }
+        });
+        let attrs = futures::future::join_all(asks).await;
+        for (entry, attr) in batch.into_iter().zip(attrs) {
+            entry.attr = attr;
+            entry.fetched = true;
+        }
+    }
+
+    pub async fn fsyncdir(&self, fh: u64) -> Fallible<()> {
+        let stream = self.dirs.lock().get(&fh).cloned().ok_or(Errno::EBADF)?;
+        let s = stream.lock().await;
+        self.fsync(s.ino, &s.told).await
+    }
+
+    pub fn releasedir(&self, fh: u64) {
+        self.dirs.lock().remove(&fh);
+    }
+}

@@ -1,0 +1,282 @@
+//! Open files: OPEN and CREATE give the kernel the server's handle number as the FUSE file
+//! handle; READ and WRITE go through it in pieces of at most `MAX_IO` (the mount asks the
+//! kernel for writes of that size, so a WRITE is one request; a READ of a larger readahead is
+//! several, in flight together); FLUSH and FSYNC report a change a server restart lost;
+//! RELEASE closes the handle. A file written through a descriptor opened `O_SYNC` or `O_DSYNC`
+//! is durable when write(2) returns.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use fuser::Errno;
+use mds_client::Handle;
+use mds_client::proto::{Attr, Body, Cred, MAX_IO, Op, OpenFlags, SetAttr};
+use tracing::warn;
+
+use crate::attr::{Fallible, errno};
+use crate::creds::Caller;
+use crate::mount::Mount;
+use crate::namespace::attr;
+
+/// A file open on the mount.
+pub struct OpenFile {
+    pub handle: Handle,
+    /// The last loss (see `durability`) this file was told of, or the count when it opened:
+    /// a loss is reported once to each file open before it.
+    pub told: AtomicU64,
+}
+
+/// How many times CREATE is tried when its name keeps coming and going between CREATE and
+/// LOOKUP (another client creating and removing it).
+const CREATE_TRIES: usize = 4;
+
+impl Mount {
+    /// OPEN of `ino` with open(2)'s `flags` (the kernel sends `O_TRUNC` apart, as a SETATTR
+    /// after it).
+    pub async fn open(&self, caller: Caller, ino: u64, flags: i32) -> Fallible<(Handle, Attr)> {
+        let cred = self.cred(caller);
+        self.open_as(&cred, ino, open_flags(flags)).await
+    }
+
+    async fn open_as(&self, cred: &Cred, ino: u64, flags: OpenFlags) -> Fallible<(Handle, Attr)> {
+        let (handle, reply) = self.conn.open(cred, ino, flags).await?;
+        self.durability.note(&reply, &[ino]);
+        let opened = attr(reply.result.map_err(errno)?)?;
+        let file = OpenFile {
+            handle,
+            told: AtomicU64::new(self.durability.losses()),
+        };
+        self.files.lock().insert(handle.id(), Arc::new(file));
+        Ok((handle, opened))
+    }
+
+    /// CREATE, then OPEN. Without `O_EXCL` a name that exists is opened instead (open(2)'s
+    /// `O_CREAT` alone), found by LOOKUP — and created after all if it went meanwhile.
+    pub async fn create(
+        &self,
+        caller: Caller,
+        parent: u64,
+        name: String,
+        mode: u32,
+        flags: i32,
+    ) -> Fallible<(Handle, Attr)> {
+        let cred = self.cred(caller);
+        let access = open_flags(flags);
+        let mode = mode & 0o7777;
+        let lent = owner_needs(&cred, access) & !mode;
+        for _ in 0..CREATE_TRIES {
+            let op = Op::Create {
+                parent,
+                name: name.clone(),
+                mode: mode | lent,
+            };
+            match self.call(&cred, op, &[]).await {
+                Ok(body) => {
+                    let created = attr(body)?;
+                    // A new file is empty: nothing to cut.
+                    let flags = OpenFlags {
+                        truncate: false,
+                        ..access
+                    };
+                    let opened = self.open_as(&cred, created.ino, flags).await?;
+                    return self.take_back(&cred, opened, lent).await;
+                }
+                Err(e) if e.code() == libc::EEXIST && flags & libc::O_EXCL == 0 => {
+                    let found = Op::Lookup {
+                        parent,
+                        name: name.clone(),
+                    };
+                    match self.call(&cred, found, &[]).await {
+                        Ok(body) => return self.open_as(&cred, attr(body)?.ino, access).await,
+                        Err(e) if e.code() == libc::ENOENT => {}
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        Err(Errno::EIO)
+    }
+
+    /// open(2) with `O_CREAT` of a new file may open it for what its own mode denies (a file
+    /// made 0444 and opened to write), as Linux skips the permission check for the file the
+    /// call created; the server's OPEN checks the mode. So such a file is created with the
+    /// owner's bits it needs (`lent`), opened, and then given them back.
+    async fn take_back(
+        &self,
+        cred: &Cred,
+        (handle, opened): (Handle, Attr),
+        lent: u32,
+    ) -> Fallible<(Handle, Attr)> {
+        if lent == 0 {
+            return Ok((handle, opened));
+        }
+        let set = Op::Setattr {
+            ino: opened.ino,
+            attr: SetAttr {
+                mode: Some(opened.mode & 0o7777 & !lent),
+                ..SetAttr::default()
+            },
+        };
+        match self.call(cred, set, &[]).await.and_then(attr) {
+            Ok(narrowed) => Ok((handle, narrowed)),
+            Err(e) => {
+                // create(2) fails, so the kernel will never RELEASE the handle: close it here.
+                self.release(handle.id()).await;
+                Err(e)
+            }
+        }
+    }
+
+    /// READ of up to `size` bytes at `offset`: the pieces in flight together, joined up to the
+    /// first short one (the end of the file).
+    pub async fn read(&self, caller: Caller, fh: u64, offset: u64, size: u32) -> Fallible<Vec<u8>> {
+        let handle = self.file(fh)?.handle;
+        let cred = self.cred(caller);
+        let pieces = (0..size.div_ceil(MAX_IO as u32)).map(|i| {
+            let at = offset + u64::from(i) * MAX_IO as u64;
+            let len = (size - i * MAX_IO as u32).min(MAX_IO as u32);
+            let op = handle.read_op(at, len);
+            let cred = &cred;
+            async move {
+                let reply = self.conn.call_on(cred, handle, op).await?;
+                match reply.result.map_err(errno)? {
+                    Body::Data(data) => Ok((data.0, len)),
+                    _ => Err(Errno::EIO),
+                }
+            }
+        });
+        let mut data = Vec::with_capacity(size as usize);
+        for piece in futures::future::join_all(pieces).await {
+            let (bytes, asked) = piece?;
+            let short = bytes.len() < asked as usize;
+            data.extend_from_slice(&bytes);
+            if short {
+                break;
+            }
+        }
+        Ok(data)
+    }
+
+    /// WRITE of `data` at `offset` (at the end for a file opened `O_APPEND`: the handle sends
+    /// the server's "at the end"); with `O_SYNC` or `O_DSYNC` durable before it returns.
+    pub async fn write(
+        &self,
+        caller: Caller,
+        fh: u64,
+        offset: u64,
+        data: &[u8],
+        flags: i32,
+    ) -> Fallible<u32> {
+        let file = self.file(fh)?;
+        let cred = self.cred(caller);
+        let ino = file.handle.ino();
+        let mut at = offset;
+        for piece in data.chunks(MAX_IO) {
+            let op = file.handle.write_op(at, piece.to_vec());
+            let reply = self.conn.call_on(&cred, file.handle, op).await?;
+            self.durability.note(&reply, &[ino]);
+            reply.result.map_err(errno)?;
+            at += piece.len() as u64;
+        }
+        if flags & (libc::O_SYNC | libc::O_DSYNC) != 0 {
+            self.fsync(ino, &file.told).await?;
+        }
+        Ok(data.len() as u32)
+    }
+
+    /// FLUSH (each close(2)): every write was answered already, so there is nothing to send;
+    /// a change of this file that a server restart lost is reported here.
+    pub fn flush(&self, fh: u64) -> Fallible<()> {
+        let file = self.file(fh)?;
+        match self
+            .durability
+            .lost_since(file.handle.ino(), file.told.load(Ordering::Relaxed))
+        {
+            Some(loss) => {
+                file.told.fetch_max(loss, Ordering::Relaxed);
+                Err(Errno::EIO)
+            }
+            None => Ok(()),
+        }
+    }
+
+    pub async fn fsync_file(&self, fh: u64) -> Fallible<()> {
+        let file = self.file(fh)?;
+        self.fsync(file.handle.ino(), &file.told).await
+    }
+
+    /// RELEASE: the last close of an open file. Its answer goes nowhere (close(2) has
+    /// returned), so a failure is only logged.
+    pub async fn release(&self, fh: u64) {
+        let Some(file) = self.files.lock().remove(&fh) else {
+            return;
+        };
+        let ino = file.handle.ino();
+        // Not answered at all is logged by the connection.
+        if let Ok(reply) = self.conn.release(file.handle).await {
+            self.durability.note(&reply, &[ino]);
+            if let Err(e) = reply.result {
+                warn!(ino, handle = fh, error = %e, "RELEASE refused");
+            }
+        }
+    }
+
+    fn file(&self, fh: u64) -> Fallible<Arc<OpenFile>> {
+        self.files.lock().get(&fh).cloned().ok_or(Errno::EBADF)
+    }
+}
+
+/// open(2)'s flags as OPEN takes them.
+fn open_flags(flags: i32) -> OpenFlags {
+    let access = flags & libc::O_ACCMODE;
+    OpenFlags {
+        read: access == libc::O_RDONLY || access == libc::O_RDWR,
+        write: access == libc::O_WRONLY || access == libc::O_RDWR,
+        truncate: flags & libc::O_TRUNC != 0,
+        append: flags & libc::O_APPEND != 0,
+    }
+}
+
+/// The owner's permission bits a new file needs for the OPEN that follows its CREATE
+/// (root needs none: the server lets it open anything).
+fn owner_needs(cred: &Cred, access: OpenFlags) -> u32 {
+    if cred.uid == 0 {
+        return 0;
+    }
+    (if access.read { 0o400 } else { 0 }) | (if access.write { 0o200 } else { 0 })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_flags_carry_access_truncate_and_append() {
+        let f = open_flags(libc::O_WRONLY | libc::O_TRUNC | libc::O_CREAT);
+        assert_eq!(
+            (f.read, f.write, f.truncate, f.append),
+            (false, true, true, false)
+        );
+        let f = open_flags(libc::O_RDWR | libc::O_APPEND);
+        assert_eq!(
+            (f.read, f.write, f.truncate, f.append),
+            (true, true, false, true)
+        );
+        let f = open_flags(libc::O_RDONLY);
+        assert_eq!((f.read, f.write), (true, false));
+    }
+
+    #[test]
+    fn a_new_file_gets_the_owner_bits_its_open_needs_unless_root_creates_it() {
+        let user = Cred {
+            uid: 1000,
+            gid: 100,
+            groups: vec![],
+        };
+        let rw = open_flags(libc::O_RDWR);
+        assert_eq!(owner_needs(&user, rw), 0o600);
+        assert_eq!(owner_needs(&user, open_flags(libc::O_WRONLY)), 0o200);
+        assert_eq!(owner_needs(&Cred::default(), rw), 0, "root");
+    }
+}

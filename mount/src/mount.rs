@@ -1,0 +1,123 @@
+//! The state every request of the mount shares: the connection, the callers' groups, what
+//! fsync must wait for, the files and directories open, and the cache timeouts the kernel is
+//! given. Operations are `async` methods of [`Mount`], one module per family (`namespace`,
+//! `files`, `dirs`); `fs` hands each FUSE request to one of them on the runtime.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+use std::time::Duration;
+
+use mds_client::proto::{Body, Cred, Op};
+use parking_lot::Mutex;
+use tracing::warn;
+
+use crate::attr::{Fallible, errno};
+use crate::conn::Conn;
+use crate::creds::{Caller, Groups};
+use crate::dirs::DirStream;
+use crate::durability::{Durability, touched_by};
+use crate::files::OpenFile;
+
+/// How long the kernel may keep what it was told.
+#[derive(Clone, Copy, Debug)]
+pub struct Timeouts {
+    /// An inode's attributes (`attr_timeout`).
+    pub attr: Duration,
+    /// A name's inode (`entry_timeout`).
+    pub entry: Duration,
+}
+
+pub struct Mount {
+    pub conn: Conn,
+    pub groups: Groups,
+    pub durability: Durability,
+    pub timeouts: Timeouts,
+    /// The kernel checks permissions itself (`default_permissions`): ACCESS and OPENDIR are
+    /// not asked of the server.
+    pub kernel_checks: bool,
+    /// Open files by FUSE file handle (the server's handle number).
+    pub files: Mutex<HashMap<u64, Arc<OpenFile>>>,
+    /// Open directories by FUSE file handle (numbered apart from files).
+    pub dirs: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<DirStream>>>>,
+    pub next_dir: AtomicU64,
+}
+
+impl Mount {
+    pub fn new(conn: Conn, timeouts: Timeouts, kernel_checks: bool) -> Mount {
+        let durability = Durability::new(conn.session().clone());
+        Mount {
+            conn,
+            groups: Groups::default(),
+            durability,
+            timeouts,
+            kernel_checks,
+            files: Mutex::new(HashMap::new()),
+            dirs: Mutex::new(HashMap::new()),
+            next_dir: AtomicU64::new(1),
+        }
+    }
+
+    /// The credentials `caller`'s requests carry.
+    pub fn cred(&self, caller: Caller) -> Cred {
+        self.groups.cred(caller)
+    }
+
+    /// The mount's own credentials (for SYNC and STATFS, which check none).
+    pub fn own_cred(&self) -> &Cred {
+        self.conn.session().cred()
+    }
+
+    /// Sends `op` on behalf of `cred` and returns its answer's body. What it changes is noted
+    /// for fsync: the inodes the request names (`durability::touched_by`), the inode it
+    /// created, and `also` (what the request cannot name: a rename's moved and replaced
+    /// inodes).
+    pub async fn call(&self, cred: &Cred, op: Op, also: &[u64]) -> Fallible<Body> {
+        let creates = op.creates_inode();
+        let mut inodes = touched_by(&op, 0);
+        inodes.extend_from_slice(also);
+        let reply = self.conn.call(cred, op).await?;
+        if creates && let Ok(Body::Attr(attr)) = &reply.result {
+            inodes.push(attr.ino);
+        }
+        self.durability.note(&reply, &inodes);
+        reply.result.map_err(errno)
+    }
+
+    /// Sends SYNC: returns once everything the server executed so far is durable.
+    pub async fn sync(&self) -> Fallible<()> {
+        let cred = self.own_cred().clone();
+        match self.call(&cred, Op::Sync, &[]).await {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                warn!(errno = e.code(), "SYNC failed");
+                Err(e)
+            }
+        }
+    }
+
+    /// fsync, fdatasync and fsync of a directory on `ino`, for an open file or directory that
+    /// was last told of the loss `told` (updated when it is told of a newer one): EIO for a
+    /// loss that touched `ino` since; at once when `last_committed` covers every early reply
+    /// that touched it; otherwise after a SYNC. Never ENOSYS: the kernel would stop sending
+    /// fsync at all.
+    pub async fn fsync(&self, ino: u64, told: &AtomicU64) -> Fallible<()> {
+        use std::sync::atomic::Ordering;
+        let check = || match self
+            .durability
+            .lost_since(ino, told.load(Ordering::Relaxed))
+        {
+            Some(loss) => {
+                told.fetch_max(loss, Ordering::Relaxed);
+                Err(fuser::Errno::EIO)
+            }
+            None => Ok(()),
+        };
+        check()?;
+        if self.durability.pending(ino).is_some() {
+            self.sync().await?;
+        }
+        // A restart during the SYNC may have refused the very change it waited for.
+        check()
+    }
+}

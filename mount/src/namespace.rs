@@ -1,0 +1,394 @@
+//! Names and inodes: LOOKUP, GETATTR, SETATTR, MKDIR, MKNOD, SYMLINK, READLINK, LINK, UNLINK,
+//! RMDIR, RENAME, STATFS, ACCESS and the extended attributes, each one request to the server
+//! (RENAME under early replies two: the names it moves and replaces are looked up first, so
+//! that fsync of either inode waits for it).
+
+use fuser::{Errno, RenameFlags};
+use mds_client::proto::{
+    Attr, Body, Cred, Kind, Op, RenameHow, SetAttr, StatFs, Target, XattrSet, XattrValue,
+};
+
+use crate::attr::{Fallible, server_rdev};
+use crate::creds::Caller;
+use crate::mount::Mount;
+
+/// What SETATTR asks, as the kernel gave it.
+#[derive(Debug, Default)]
+pub struct SetRequest {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    pub size: Option<u64>,
+    pub atime: Option<fuser::TimeOrNow>,
+    pub mtime: Option<fuser::TimeOrNow>,
+    /// The open file it goes through (ftruncate), if any.
+    pub fh: Option<u64>,
+}
+
+/// What STATFS answers, in the kernel's terms.
+pub struct FsStats {
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+}
+
+/// The block size STATFS counts in.
+pub const STATFS_BLOCK: u32 = 4096;
+
+/// Inodes are only memory on the server (no table to fill): `df -i` shows this many in all.
+const INODE_CEILING: u64 = u32::MAX as u64;
+
+impl Mount {
+    pub async fn lookup(&self, caller: Caller, parent: u64, name: String) -> Fallible<Attr> {
+        let cred = self.cred(caller);
+        attr(self.call(&cred, Op::Lookup { parent, name }, &[]).await?)
+    }
+
+    pub async fn getattr(&self, caller: Caller, ino: u64) -> Fallible<Attr> {
+        let cred = self.cred(caller);
+        attr(self.call(&cred, Op::Getattr { ino }, &[]).await?)
+    }
+
+    pub async fn setattr(&self, caller: Caller, ino: u64, set: SetRequest) -> Fallible<Attr> {
+        let cred = self.cred(caller);
+        let mut mtime = set.mtime.map(crate::attr::set_time);
+        if set.size.is_some() && set.atime.is_none() {
+            // ftruncate(2) comes with "mtime now" (ATTR_MTIME without a time), which the
+            // server would judge as utimensat's (owner or root only) and refuse a writer who
+            // does not own the file. A truncate sets mtime and ctime anyway.
+            mtime = mtime.filter(|t| *t != mds_client::proto::SetTime::Now);
+        }
+        let mut change = SetAttr {
+            mode: set.mode.map(|m| m & 0o7777),
+            uid: set.uid,
+            gid: set.gid,
+            size: set.size,
+            atime: set.atime.map(crate::attr::set_time),
+            mtime,
+            handle: None,
+        };
+        // A size through an open file is ftruncate: the handle's write access decides, not
+        // the mode as it is now.
+        let open = set
+            .fh
+            .filter(|_| set.size.is_some())
+            .and_then(|fh| self.files.lock().get(&fh).cloned())
+            .filter(|f| f.handle.ino() == ino && f.handle.flags().write);
+        let Some(open) = open else {
+            return attr(
+                self.call(&cred, Op::Setattr { ino, attr: change }, &[])
+                    .await?,
+            );
+        };
+        change.handle = Some(open.handle.id());
+        let op = Op::Setattr { ino, attr: change };
+        let reply = self.conn.call_on(&cred, open.handle, op).await?;
+        self.durability.note(&reply, &[ino]);
+        attr(reply.result.map_err(crate::attr::errno)?)
+    }
+
+    pub async fn mkdir(
+        &self,
+        caller: Caller,
+        parent: u64,
+        name: String,
+        mode: u32,
+    ) -> Fallible<Attr> {
+        let cred = self.cred(caller);
+        let op = Op::Mkdir {
+            parent,
+            name,
+            mode: mode & 0o7777,
+        };
+        attr(self.call(&cred, op, &[]).await?)
+    }
+
+    /// A fifo, socket, device or regular file, of the kind the mode's `S_IFMT` bits name.
+    pub async fn mknod(
+        &self,
+        caller: Caller,
+        parent: u64,
+        name: String,
+        mode: u32,
+        rdev: u32,
+    ) -> Fallible<Attr> {
+        let cred = self.cred(caller);
+        let kind = Kind::from_mode_bits(mode).ok_or(Errno::EINVAL)?;
+        let rdev = match kind {
+            Kind::CharDevice | Kind::BlockDevice => server_rdev(rdev),
+            _ => 0,
+        };
+        let op = Op::Mknod {
+            parent,
+            name,
+            kind,
+            mode: mode & 0o7777,
+            rdev,
+        };
+        attr(self.call(&cred, op, &[]).await?)
+    }
+
+    pub async fn symlink(
+        &self,
+        caller: Caller,
+        parent: u64,
+        name: String,
+        target: Vec<u8>,
+    ) -> Fallible<Attr> {
+        let cred = self.cred(caller);
+        let op = Op::Symlink {
+            parent,
+            name,
+            target: Target(target),
+        };
+        attr(self.call(&cred, op, &[]).await?)
+    }
+
+    pub async fn readlink(&self, caller: Caller, ino: u64) -> Fallible<Vec<u8>> {
+        let cred = self.cred(caller);
+        match self.call(&cred, Op::Readlink { ino }, &[]).await? {
+            Body::Target(target) => Ok(target.0),
+            _ => Err(Errno::EIO),
+        }
+    }
+
+    pub async fn link(
+        &self,
+        caller: Caller,
+        ino: u64,
+        parent: u64,
+        name: String,
+    ) -> Fallible<Attr> {
+        let cred = self.cred(caller);
+        attr(
+            self.call(&cred, Op::Link { ino, parent, name }, &[])
+                .await?,
+        )
+    }
+
+    pub async fn unlink(&self, caller: Caller, parent: u64, name: String) -> Fallible<()> {
+        let cred = self.cred(caller);
+        self.call(&cred, Op::Unlink { parent, name }, &[])
+            .await
+            .map(drop)
+    }
+
+    pub async fn rmdir(&self, caller: Caller, parent: u64, name: String) -> Fallible<()> {
+        let cred = self.cred(caller);
+        self.call(&cred, Op::Rmdir { parent, name }, &[])
+            .await
+            .map(drop)
+    }
+
+    /// RENAME with renameat2's flags. Under early replies the two names are looked up first:
+    /// the inode moved and the one replaced (or exchanged) change too, and fsync of either
+    /// must wait for the rename.
+    pub async fn rename(
+        &self,
+        caller: Caller,
+        (src_parent, src_name): (u64, String),
+        (dst_parent, dst_name): (u64, String),
+        flags: RenameFlags,
+    ) -> Fallible<()> {
+        let cred = self.cred(caller);
+        let how = if flags.contains(RenameFlags::RENAME_EXCHANGE) {
+            RenameHow::Exchange
+        } else if flags.contains(RenameFlags::RENAME_NOREPLACE) {
+            RenameHow::NoReplace
+        } else if flags.is_empty() {
+            RenameHow::Replace
+        } else {
+            return Err(Errno::EINVAL); // RENAME_WHITEOUT: overlayfs's, not ours
+        };
+        let mut also = Vec::new();
+        if self.conn.session().is_early() {
+            let src = self.call(&cred, lookup(src_parent, &src_name), &[]);
+            let dst = self.call(&cred, lookup(dst_parent, &dst_name), &[]);
+            let (src, dst) = futures::join!(src, dst);
+            also.extend(
+                [src, dst]
+                    .into_iter()
+                    .filter_map(|b| attr(b.ok()?).ok())
+                    .map(|a| a.ino),
+            );
+        }
+        let op = Op::Rename {
+            src_parent,
+            src_name,
+            dst_parent,
+            dst_name,
+            how,
+        };
+        self.call(&cred, op, &also).await.map(drop)
+    }
+
+    pub async fn statfs(&self) -> Fallible<FsStats> {
+        let cred = self.own_cred().clone();
+        let s: StatFs = match self.call(&cred, Op::Statfs, &[]).await? {
+            Body::StatFs(s) => *s,
+            _ => return Err(Errno::EIO),
+        };
+        let block = u64::from(STATFS_BLOCK);
+        Ok(FsStats {
+            blocks: s.store_bytes / block,
+            bfree: s.store_bytes_free / block,
+            bavail: s.store_bytes_available / block,
+            files: INODE_CEILING.max(s.inodes),
+            ffree: INODE_CEILING.saturating_sub(s.inodes),
+        })
+    }
+
+    /// access(2) without `default_permissions`: the mode bits of GETATTR judged as the server
+    /// judges them (owner's class, else the group's — the primary or a supplementary group —
+    /// else the others'; root passes read and write, and execute if anyone may).
+    pub async fn access(&self, caller: Caller, ino: u64, mask: i32) -> Fallible<()> {
+        let cred = self.cred(caller);
+        let a = attr(self.call(&cred, Op::Getattr { ino }, &[]).await?)?;
+        if permitted(&cred, &a, mask) {
+            Ok(())
+        } else {
+            Err(Errno::EACCES)
+        }
+    }
+
+    pub async fn setxattr(
+        &self,
+        caller: Caller,
+        ino: u64,
+        name: String,
+        value: Vec<u8>,
+        flags: i32,
+    ) -> Fallible<()> {
+        let cred = self.cred(caller);
+        let how = match flags {
+            0 => XattrSet::Either,
+            libc::XATTR_CREATE => XattrSet::Create,
+            libc::XATTR_REPLACE => XattrSet::Replace,
+            _ => return Err(Errno::EINVAL),
+        };
+        let op = Op::Setxattr {
+            ino,
+            name,
+            value: XattrValue(value),
+            how,
+        };
+        self.call(&cred, op, &[]).await.map(drop)
+    }
+
+    pub async fn getxattr(&self, caller: Caller, ino: u64, name: String) -> Fallible<Vec<u8>> {
+        let cred = self.cred(caller);
+        match self.call(&cred, Op::Getxattr { ino, name }, &[]).await? {
+            Body::Xattr(value) => Ok(value.0),
+            _ => Err(Errno::EIO),
+        }
+    }
+
+    /// The names, each followed by a NUL, as listxattr(2) returns them.
+    pub async fn listxattr(&self, caller: Caller, ino: u64) -> Fallible<Vec<u8>> {
+        let cred = self.cred(caller);
+        match self.call(&cred, Op::Listxattr { ino }, &[]).await? {
+            Body::XattrNames(names) => Ok(names
+                .iter()
+                .flat_map(|n| n.bytes().chain(std::iter::once(0)))
+                .collect()),
+            _ => Err(Errno::EIO),
+        }
+    }
+
+    pub async fn removexattr(&self, caller: Caller, ino: u64, name: String) -> Fallible<()> {
+        let cred = self.cred(caller);
+        self.call(&cred, Op::Removexattr { ino, name }, &[])
+            .await
+            .map(drop)
+    }
+}
+
+fn lookup(parent: u64, name: &str) -> Op {
+    Op::Lookup {
+        parent,
+        name: name.to_owned(),
+    }
+}
+
+/// The inode's attributes from an answer that must carry them.
+pub fn attr(body: Body) -> Fallible<Attr> {
+    match body {
+        Body::Attr(a) => Ok(a),
+        _ => Err(Errno::EIO),
+    }
+}
+
+/// Whether `cred` may do what `mask` (access(2)'s R_OK, W_OK, X_OK) asks of `attr`.
+pub fn permitted(cred: &Cred, attr: &Attr, mask: i32) -> bool {
+    let wanted = (mask & (libc::R_OK | libc::W_OK | libc::X_OK)) as u32;
+    if cred.uid == 0 {
+        let anyone_executes = attr.mode & 0o111 != 0 || attr.kind == Kind::Directory;
+        return wanted & (libc::X_OK as u32) == 0 || anyone_executes;
+    }
+    let class = if cred.uid == attr.uid {
+        attr.mode >> 6
+    } else if cred.gid == attr.gid || cred.groups.contains(&attr.gid) {
+        attr.mode >> 3
+    } else {
+        attr.mode
+    };
+    class & wanted == wanted
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn file(mode: u32, uid: u32, gid: u32) -> Attr {
+        Attr {
+            ino: 2,
+            kind: Kind::File,
+            mode,
+            uid,
+            gid,
+            nlink: 1,
+            size: 0,
+            atime_ns: 0,
+            mtime_ns: 0,
+            ctime_ns: 0,
+            rdev: 0,
+            generation: 1,
+        }
+    }
+
+    fn cred(uid: u32, gid: u32, groups: &[u32]) -> Cred {
+        Cred {
+            uid,
+            gid,
+            groups: groups.to_vec(),
+        }
+    }
+
+    #[test]
+    fn access_takes_one_class_of_bits_as_the_kernel_does() {
+        let f = file(0o640, 10, 20);
+        let (r, w, x) = (libc::R_OK, libc::W_OK, libc::X_OK);
+        assert!(permitted(&cred(10, 99, &[]), &f, r | w));
+        assert!(!permitted(&cred(10, 99, &[]), &f, x));
+        assert!(
+            permitted(&cred(11, 99, &[20]), &f, r),
+            "a supplementary group"
+        );
+        assert!(!permitted(&cred(11, 20, &[]), &f, w));
+        assert!(!permitted(&cred(12, 30, &[]), &f, r), "others");
+        // The owner's class decides even when the group's would allow more.
+        assert!(!permitted(&cred(10, 20, &[]), &file(0o070, 10, 20), r));
+        assert!(
+            permitted(&cred(0, 0, &[]), &f, r | w),
+            "root reads and writes"
+        );
+        assert!(
+            !permitted(&cred(0, 0, &[]), &f, x),
+            "but executes only what someone may"
+        );
+        assert!(permitted(&cred(0, 0, &[]), &file(0o001, 10, 20), x));
+        assert!(permitted(&cred(12, 30, &[]), &f, libc::F_OK), "existence");
+    }
+}

@@ -1,0 +1,938 @@
+//! The real `mdsmount` binary on a real server, exercised as programs use a file system:
+//! std::fs and libc on the mount point. Each test starts its own server on a free 127.0.0.1
+//! port and its own mount on a temporary directory; every mount is unmounted when its guard
+//! drops, also when the test fails (`fusermount3 -u`, then `umount -l`, then the process is
+//! killed), and every other child is bounded by `timeout -k`. Run after
+//! `cargo build --release -p mds -p mdsmount` (the binaries are found beside the test).
+//! Needs root (or `fusermount3`) and /dev/fuse.
+
+use std::ffi::CString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use mds_testkit::Server;
+
+/// A mounted `mdsmount -f`: unmounted, and its process ended, when dropped.
+struct Mounted {
+    at: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+    /// Holds the mount point and the log; leaked instead of removed if the mount would not
+    /// go (removing it would walk into the mount).
+    dir: Option<tempfile::TempDir>,
+}
+
+impl Mounted {
+    /// Mounts `server` in the foreground with `options` (`-o` and flags).
+    fn new(server: &Server, options: &[&str]) -> Mounted {
+        let dir = tempfile::tempdir().unwrap();
+        let at = dir.path().join("mnt");
+        fs::create_dir(&at).unwrap();
+        let log = dir.path().join("mount.log");
+        // Spawned itself, not under `timeout`: killing it must kill the mount's process; and
+        // it dies with the test if the test dies without unwinding.
+        let child = mds_testkit::die_with_parent(&mut Command::new(mds_testkit::bin("mdsmount")))
+            .arg(server.addr.to_string())
+            .arg(&at)
+            .arg("-f")
+            .args(options)
+            .env("MDSMOUNT_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(File::create(&log).unwrap())
+            .spawn()
+            .expect("starting mdsmount");
+        let mut mounted = Mounted {
+            at,
+            log,
+            child: Some(child),
+            dir: Some(dir),
+        };
+        mounted.wait_until_mounted();
+        mounted
+    }
+
+    fn wait_until_mounted(&mut self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while !is_mounted(&self.at) {
+            if let Some(status) = self.child.as_mut().unwrap().try_wait().unwrap() {
+                panic!(
+                    "mdsmount exited ({status}) before mounting: {}",
+                    self.log_text()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "not mounted: {}",
+                self.log_text()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.at.join(name)
+    }
+
+    fn log_text(&self) -> String {
+        fs::read_to_string(&self.log).unwrap_or_default()
+    }
+
+    /// Unmounts with `fusermount3 -u` and waits for mdsmount to exit: its exit status.
+    fn unmount(mut self) -> std::process::ExitStatus {
+        assert!(
+            bounded("fusermount3", &["-u"], &self.at),
+            "fusermount3 -u failed"
+        );
+        let status = wait_for(self.child.as_mut().unwrap(), Duration::from_secs(40));
+        self.child = None;
+        status.unwrap_or_else(|| panic!("mdsmount did not exit: {}", self.log_text()))
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        if is_mounted(&self.at) && !bounded("fusermount3", &["-u"], &self.at) {
+            bounded("umount", &["-l"], &self.at);
+        }
+        if let Some(mut child) = self.child.take()
+            && wait_for(&mut child, Duration::from_secs(40)).is_none()
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        if is_mounted(&self.at) {
+            std::mem::forget(self.dir.take());
+        }
+    }
+}
+
+/// `program args… path` under `timeout -k 2 20`: whether it succeeded.
+fn bounded(program: &str, args: &[&str], path: &Path) -> bool {
+    Command::new("timeout")
+        .args(["-k", "2", "20", program])
+        .args(args)
+        .arg(path)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
+fn wait_for(child: &mut Child, limit: Duration) -> Option<std::process::ExitStatus> {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            return Some(status);
+        }
+        if Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Whether `path` is a mount point of this namespace (its line in /proc/self/mountinfo).
+fn is_mounted(path: &Path) -> bool {
+    let info = fs::read_to_string("/proc/self/mountinfo").unwrap();
+    let want = path.to_str().unwrap();
+    info.lines()
+        .any(|line| line.split(' ').nth(4) == Some(want))
+}
+
+fn server(dir: &Path, extra: &[&str]) -> Server {
+    Server::start(&mds_testkit::bin("mds"), &dir.join("data"), extra)
+}
+
+/// A port on 127.0.0.1 free now, for a server restarted on the same address.
+fn free_listen() -> String {
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    format!("127.0.0.1:{}", l.local_addr().unwrap().port())
+}
+
+fn pattern(len: usize, seed: u8) -> Vec<u8> {
+    (0..len)
+        .map(|i| (i as u8).wrapping_mul(31).wrapping_add(seed))
+        .collect()
+}
+
+fn c_path(p: &Path) -> CString {
+    CString::new(p.as_os_str().as_bytes()).unwrap()
+}
+
+fn errno() -> i32 {
+    std::io::Error::last_os_error().raw_os_error().unwrap()
+}
+
+#[test]
+fn data_goes_in_and_comes_back_through_the_mount() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path(), &[]);
+    let m = Mounted::new(&server, &[]);
+
+    fs::create_dir(m.path("d")).unwrap();
+    // Larger than one server WRITE (64 KiB) and than one kernel request.
+    let big = pattern(300_000, 7);
+    fs::write(m.path("d/big"), &big).unwrap();
+    assert_eq!(fs::read(m.path("d/big")).unwrap(), big);
+    assert_eq!(fs::metadata(m.path("d/big")).unwrap().len(), 300_000);
+    // A read in the middle, across a 64 KiB boundary.
+    let mut f = File::open(m.path("d/big")).unwrap();
+    f.seek(SeekFrom::Start(65_000)).unwrap();
+    let mut middle = vec![0; 2_000];
+    f.read_exact(&mut middle).unwrap();
+    assert_eq!(middle, big[65_000..67_000]);
+    drop(f);
+
+    // O_APPEND goes to the end, whatever the offset.
+    fs::write(m.path("d/log"), b"one,").unwrap();
+    let mut log = OpenOptions::new()
+        .append(true)
+        .open(m.path("d/log"))
+        .unwrap();
+    log.write_all(b"two,").unwrap();
+    log.write_all(b"three").unwrap();
+    drop(log);
+    assert_eq!(fs::read(m.path("d/log")).unwrap(), b"one,two,three");
+
+    // ftruncate through a descriptor opened to write, also when the mode forbids writing
+    // now; then fsync.
+    let f = OpenOptions::new()
+        .write(true)
+        .open(m.path("d/big"))
+        .unwrap();
+    fs::set_permissions(m.path("d/big"), fs::Permissions::from_mode(0o444)).unwrap();
+    f.set_len(10).unwrap();
+    f.sync_all().unwrap();
+    f.sync_data().unwrap();
+    drop(f);
+    assert_eq!(fs::read(m.path("d/big")).unwrap(), big[..10]);
+
+    // An unlinked file stays readable and writable through what holds it open.
+    let mut held = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create_new(true)
+        .open(m.path("d/gone"))
+        .unwrap();
+    held.write_all(b"still here").unwrap();
+    fs::remove_file(m.path("d/gone")).unwrap();
+    assert!(!m.path("d/gone").exists());
+    held.seek(SeekFrom::Start(0)).unwrap();
+    let mut back = String::new();
+    held.read_to_string(&mut back).unwrap();
+    assert_eq!(back, "still here");
+    assert_eq!(held.metadata().unwrap().nlink(), 0);
+    drop(held);
+
+    // O_TRUNC cuts; O_EXCL refuses a name that exists; a mode that denies the owner still
+    // lets open(O_CREAT) of a new file write it, as on Linux.
+    fs::write(m.path("d/log"), b"x").unwrap();
+    assert_eq!(fs::read(m.path("d/log")).unwrap(), b"x");
+    let exists = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(m.path("d/log"))
+        .unwrap_err();
+    assert_eq!(exists.kind(), std::io::ErrorKind::AlreadyExists);
+    let mut ro = OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o444)
+        .open(m.path("d/ro"))
+        .unwrap();
+    ro.write_all(b"ok").unwrap();
+    drop(ro);
+    let meta = fs::metadata(m.path("d/ro")).unwrap();
+    assert_eq!((meta.mode() & 0o7777, meta.len()), (0o444, 2));
+
+    // fsync of a directory and of the root; statfs.
+    File::open(m.path("d")).unwrap().sync_all().unwrap();
+    File::open(&m.at).unwrap().sync_all().unwrap();
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid path and a buffer of the right type.
+    assert_eq!(
+        unsafe { libc::statvfs(c_path(&m.at).as_ptr(), &raw mut st) },
+        0
+    );
+    assert_eq!(st.f_bsize, 4096);
+    assert!(st.f_blocks > 0 && st.f_files > 0 && st.f_namemax == 255);
+
+    assert!(m.unmount().success());
+}
+
+#[test]
+fn a_directory_of_two_thousand_entries_lists_whole() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path(), &[]);
+    let m = Mounted::new(&server, &[]);
+    fs::create_dir(m.path("many")).unwrap();
+    let mut names: Vec<String> = (0..2000)
+        .map(|i| format!("entry-{i:05}-{}", "x".repeat(i % 40)))
+        .collect();
+    for (i, name) in names.iter().enumerate() {
+        if i % 10 == 0 {
+            fs::create_dir(m.path("many").join(name)).unwrap();
+        } else {
+            File::create(m.path("many").join(name)).unwrap();
+        }
+    }
+    for _ in 0..2 {
+        let mut listed: Vec<String> = fs::read_dir(m.path("many"))
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        listed.sort();
+        names.sort();
+        assert_eq!(listed.len(), 2000);
+        assert_eq!(listed, names);
+    }
+    // `ls -la` sees the dots, the kinds and the attributes (readdirplus).
+    let out = Command::new("timeout")
+        .args(["20", "ls", "-la"])
+        .arg(m.path("many"))
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert_eq!(
+        text.lines().count(),
+        2000 + 3,
+        "total, ., .. and the entries"
+    );
+    assert_eq!(text.lines().filter(|l| l.starts_with('d')).count(), 200 + 2);
+    assert_eq!(fs::metadata(m.path("many")).unwrap().nlink(), 2 + 200);
+}
+
+#[test]
+fn names_links_special_files_attributes_and_xattrs() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path(), &[]);
+    let m = Mounted::new(&server, &[]);
+    fs::write(m.path("a"), b"A").unwrap();
+    fs::write(m.path("b"), b"B").unwrap();
+
+    // rename, and renameat2's RENAME_NOREPLACE and RENAME_EXCHANGE.
+    let renameat2 = |from: &str, to: &str, flags: u32| {
+        let (from, to) = (c_path(&m.path(from)), c_path(&m.path(to)));
+        // SAFETY: valid NUL-terminated paths; AT_FDCWD with absolute paths.
+        let rc = unsafe {
+            libc::renameat2(
+                libc::AT_FDCWD,
+                from.as_ptr(),
+                libc::AT_FDCWD,
+                to.as_ptr(),
+                flags,
+            )
+        };
+        if rc == 0 { 0 } else { errno() }
+    };
+    assert_eq!(renameat2("a", "b", libc::RENAME_NOREPLACE), libc::EEXIST);
+    assert_eq!(renameat2("a", "b", libc::RENAME_EXCHANGE), 0);
+    assert_eq!(fs::read(m.path("a")).unwrap(), b"B");
+    assert_eq!(fs::read(m.path("b")).unwrap(), b"A");
+    assert_eq!(renameat2("a", "c", libc::RENAME_NOREPLACE), 0);
+    fs::rename(m.path("c"), m.path("b")).unwrap();
+    assert_eq!(fs::read(m.path("b")).unwrap(), b"B");
+    assert!(!m.path("a").exists() && !m.path("c").exists());
+
+    // Symbolic and hard links.
+    std::os::unix::fs::symlink("b", m.path("sym")).unwrap();
+    assert_eq!(fs::read_link(m.path("sym")).unwrap(), Path::new("b"));
+    assert_eq!(
+        fs::read(m.path("sym")).unwrap(),
+        b"B",
+        "followed by the kernel"
+    );
+    assert!(
+        fs::symlink_metadata(m.path("sym"))
+            .unwrap()
+            .file_type()
+            .is_symlink()
+    );
+    fs::hard_link(m.path("b"), m.path("hard")).unwrap();
+    assert_eq!(fs::metadata(m.path("b")).unwrap().nlink(), 2);
+    assert_eq!(
+        fs::metadata(m.path("b")).unwrap().ino(),
+        fs::metadata(m.path("hard")).unwrap().ino()
+    );
+    fs::remove_file(m.path("hard")).unwrap();
+    assert_eq!(fs::metadata(m.path("b")).unwrap().nlink(), 1);
+    let dir_link = fs::hard_link(m.path("."), m.path("dirlink")).unwrap_err();
+    assert_eq!(dir_link.raw_os_error(), Some(libc::EPERM));
+
+    // A fifo, and a character device with its numbers.
+    let fifo = c_path(&m.path("fifo"));
+    // SAFETY: a valid path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o640) }, 0);
+    let meta = fs::symlink_metadata(m.path("fifo")).unwrap();
+    assert!(meta.file_type().is_fifo());
+    assert_eq!(meta.mode() & 0o7777, 0o640 & !umask());
+    let dev = c_path(&m.path("null2"));
+    // SAFETY: a valid path; root may make devices.
+    let rc = unsafe { libc::mknod(dev.as_ptr(), libc::S_IFCHR | 0o600, libc::makedev(1, 3)) };
+    assert_eq!(rc, 0, "mknod: errno {}", errno());
+    let meta = fs::symlink_metadata(m.path("null2")).unwrap();
+    assert!(meta.file_type().is_char_device());
+    assert_eq!((libc::major(meta.rdev()), libc::minor(meta.rdev())), (1, 3));
+
+    // chmod, chown, utimensat with explicit nanoseconds and with UTIME_NOW.
+    fs::set_permissions(m.path("b"), fs::Permissions::from_mode(0o4750)).unwrap();
+    std::os::unix::fs::chown(m.path("b"), Some(1234), Some(5678)).unwrap();
+    let meta = fs::metadata(m.path("b")).unwrap();
+    assert_eq!((meta.uid(), meta.gid()), (1234, 5678));
+    assert_eq!(meta.mode() & 0o7777, 0o750, "chown clears set-user-ID");
+    let times = [
+        libc::timespec {
+            tv_sec: 1_000_000_000,
+            tv_nsec: 123_456_789,
+        },
+        libc::timespec {
+            tv_sec: 1_100_000_000,
+            tv_nsec: 987_654_321,
+        },
+    ];
+    let b = c_path(&m.path("b"));
+    // SAFETY: a valid path and two timespecs.
+    assert_eq!(
+        unsafe { libc::utimensat(libc::AT_FDCWD, b.as_ptr(), times.as_ptr(), 0) },
+        0
+    );
+    let meta = fs::metadata(m.path("b")).unwrap();
+    assert_eq!(
+        (meta.atime(), meta.atime_nsec()),
+        (1_000_000_000, 123_456_789)
+    );
+    assert_eq!(
+        (meta.mtime(), meta.mtime_nsec()),
+        (1_100_000_000, 987_654_321)
+    );
+    let now = [
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_NOW,
+        },
+        libc::timespec {
+            tv_sec: 0,
+            tv_nsec: libc::UTIME_OMIT,
+        },
+    ];
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::utimensat(libc::AT_FDCWD, b.as_ptr(), now.as_ptr(), 0) },
+        0
+    );
+    let meta = fs::metadata(m.path("b")).unwrap();
+    assert!(meta.atime() > 1_700_000_000, "atime now");
+    assert_eq!(meta.mtime(), 1_100_000_000, "mtime left as it was");
+
+    // Extended attributes: set, get (with the size probe), list, remove.
+    let name = CString::new("user.colour").unwrap();
+    // SAFETY: valid path, name and value buffers with their lengths.
+    let rc = unsafe { libc::setxattr(b.as_ptr(), name.as_ptr(), b"blue".as_ptr().cast(), 4, 0) };
+    assert_eq!(rc, 0, "setxattr: errno {}", errno());
+    // SAFETY: a null buffer of size 0 asks for the size.
+    let size = unsafe { libc::getxattr(b.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0) };
+    assert_eq!(size, 4);
+    let mut value = [0u8; 16];
+    // SAFETY: the buffer holds 16 bytes.
+    let got = unsafe { libc::getxattr(b.as_ptr(), name.as_ptr(), value.as_mut_ptr().cast(), 16) };
+    assert_eq!(&value[..got as usize], b"blue");
+    // SAFETY: a 2-byte buffer, too small: ERANGE.
+    let short = unsafe { libc::getxattr(b.as_ptr(), name.as_ptr(), value.as_mut_ptr().cast(), 2) };
+    assert_eq!((short, errno()), (-1, libc::ERANGE));
+    let mut list = [0u8; 256];
+    // SAFETY: the buffer holds 256 bytes.
+    let len = unsafe { libc::listxattr(b.as_ptr(), list.as_mut_ptr().cast(), 256) };
+    assert_eq!(&list[..len as usize], b"user.colour\0");
+    // SAFETY: valid path and name.
+    assert_eq!(unsafe { libc::removexattr(b.as_ptr(), name.as_ptr()) }, 0);
+    // SAFETY: as above.
+    let none = unsafe { libc::getxattr(b.as_ptr(), name.as_ptr(), std::ptr::null_mut(), 0) };
+    assert_eq!((none, errno()), (-1, libc::ENODATA));
+
+    // Errors come back as Linux gives them.
+    assert_eq!(
+        fs::remove_dir(&m.at).unwrap_err().raw_os_error(),
+        Some(libc::EBUSY),
+        "the kernel's own answer for a mount point"
+    );
+    fs::create_dir(m.path("full")).unwrap();
+    fs::write(m.path("full/x"), b"").unwrap();
+    assert_eq!(
+        fs::remove_dir(m.path("full")).unwrap_err().raw_os_error(),
+        Some(libc::ENOTEMPTY)
+    );
+    assert_eq!(
+        fs::read(m.path("nothing")).unwrap_err().raw_os_error(),
+        Some(libc::ENOENT)
+    );
+}
+
+/// This process's umask (read back by setting it and restoring it).
+fn umask() -> u32 {
+    // SAFETY: umask cannot fail; the first call's answer is restored at once.
+    unsafe {
+        let old = libc::umask(0o022);
+        libc::umask(old);
+        old
+    }
+}
+
+#[test]
+fn the_mount_survives_a_server_restart_while_a_file_is_open() {
+    for ack in ["commit", "early"] {
+        let dir = tempfile::tempdir().unwrap();
+        let listen = free_listen();
+        let flags = [
+            "--listen",
+            listen.as_str(),
+            "--ack",
+            ack,
+            "--recovery-window",
+            "20s",
+        ];
+        let first = server(dir.path(), &flags);
+        let m = Mounted::new(&first, &[]);
+        fs::create_dir(m.path("d")).unwrap();
+        let mut open = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create_new(true)
+            .open(m.path("d/f"))
+            .unwrap();
+        open.write_all(b"before,").unwrap();
+        fs::write(m.path("d/other"), pattern(70_000, 3)).unwrap();
+
+        first.kill();
+        let second = server(dir.path(), &flags);
+        // The same descriptor keeps working: the mount reconnected, replayed what was
+        // answered early, and reopened its handle.
+        open.write_all(b"after").unwrap();
+        open.seek(SeekFrom::Start(0)).unwrap();
+        let mut back = String::new();
+        open.read_to_string(&mut back).unwrap();
+        assert_eq!(back, "before,after", "--ack {ack}");
+        open.sync_all().unwrap();
+        drop(open);
+        assert_eq!(
+            fs::read(m.path("d/other")).unwrap(),
+            pattern(70_000, 3),
+            "--ack {ack}"
+        );
+        fs::write(m.path("d/new"), b"new").unwrap();
+        assert!(
+            !m.log_text().contains("lost"),
+            "nothing lost: {}",
+            m.log_text()
+        );
+        assert!(m.unmount().success(), "--ack {ack}");
+        let status = second.stop();
+        assert!(status.success());
+        let (code, report) = mds_testkit::fsck(&mds_testkit::bin("mds"), &dir.path().join("data"));
+        assert_eq!(code, 0, "fsck after --ack {ack}: {report}");
+    }
+}
+
+/// With `--ack early` and a slow commit, fsync must wait for the commit: after it returns,
+/// the file survives a SIGKILL of the server and of the mount (so nothing is replayed).
+#[test]
+fn fsync_makes_an_early_answer_durable() {
+    let dir = tempfile::tempdir().unwrap();
+    let listen = free_listen();
+    let flags = [
+        "--listen",
+        listen.as_str(),
+        "--ack",
+        "early",
+        "--commit-interval",
+        "3s",
+        "--recovery-window",
+        "1s",
+    ];
+    let first = server(dir.path(), &flags);
+    let mut m = Mounted::new(&first, &[]);
+    // The server's first answer to a client waits for a commit: get it out of the way.
+    fs::create_dir(m.path("warm")).unwrap();
+    let started = Instant::now();
+    let mut f = File::create(m.path("kept")).unwrap();
+    f.write_all(b"durable").unwrap();
+    let answered = started.elapsed();
+    f.sync_all().unwrap();
+    let synced = started.elapsed();
+    assert!(
+        answered < Duration::from_millis(1500),
+        "answered early: {answered:?}"
+    );
+    eprintln!("create+write {answered:?}, fsync done at {synced:?}");
+    // A second file, answered early and never fsynced: the kill below must lose it, or the
+    // fsync above proves nothing (the 3 s commit interval has not passed).
+    fs::write(m.path("not-synced"), b"x").unwrap();
+    drop(f);
+    // Neither gets a chance to do anything more: fsync of the file alone made it durable.
+    let _ = m.child.as_mut().unwrap().kill();
+    first.kill();
+    drop(m);
+    let second = server(dir.path(), &flags);
+    let m = Mounted::new(&second, &[]);
+    assert_eq!(fs::read(m.path("kept")).unwrap(), b"durable");
+    assert!(
+        !m.path("not-synced").exists(),
+        "a file never fsynced outlived the kill of its server and mount within the commit \
+         interval: the test cannot tell fsync from the commit timer"
+    );
+}
+
+#[test]
+fn a_background_mount_returns_once_up_and_goes_with_fusermount() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path(), &[]);
+    let at = dir.path().join("mnt");
+    fs::create_dir(&at).unwrap();
+    let log = dir.path().join("mount.log");
+    let out = Command::new("timeout")
+        .args(["-k", "5", "60"])
+        .arg(mds_testkit::bin("mdsmount"))
+        .arg(server.addr.to_string())
+        .arg(&at)
+        .args(["-o", "default_permissions,attr_timeout=0,entry_timeout=0"])
+        .arg("--log-file")
+        .arg(&log)
+        .output()
+        .unwrap();
+    // Before any assertion: a background mount outlives `timeout` (its own process group).
+    let guard = Unmount(&at);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // Mounted when the command returns, not some time later.
+    assert!(is_mounted(&at));
+    fs::write(at.join("f"), b"x").unwrap();
+    assert_eq!(fs::read(at.join("f")).unwrap(), b"x");
+    drop(guard);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !fs::read_to_string(&log)
+        .unwrap()
+        .contains("everything answered is durable")
+    {
+        assert!(
+            Instant::now() < deadline,
+            "{}",
+            fs::read_to_string(&log).unwrap()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+
+    // A server nobody answers on: the command fails, saying why, and nothing is mounted.
+    let out = Command::new("timeout")
+        .args(["-k", "5", "60"])
+        .arg(mds_testkit::bin("mdsmount"))
+        .arg("127.0.0.1:1")
+        .arg(&at)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("127.0.0.1:1"), "{stderr}");
+    assert!(!is_mounted(&at));
+    // A bad option is refused before anything happens.
+    let out = Command::new("timeout")
+        .args(["-k", "5", "30"])
+        .arg(mds_testkit::bin("mdsmount"))
+        .arg(server.addr.to_string())
+        .arg(&at)
+        .args(["-o", "ro,nonsense"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("nonsense"));
+}
+
+/// What an `/etc/fstab` line does: `mount -t fuse.mdsmount SERVER DIR -o …` runs Debian's
+/// `mount.fuse3 SERVER DIR -o rw,… -t fuse.mdsmount`, which runs `mdsmount SERVER DIR -o …` in
+/// the background form, and `mount -t fuse 'mdsmount#SERVER' DIR` does the same; `umount DIR`
+/// then ends the mount. mount(8) gives its helper a fixed PATH (the package's /usr/bin is on
+/// it), so the test runs `mount.fuse3` as mount(8) would, with the built binary on PATH.
+#[test]
+fn mount_t_fuse_mdsmount_mounts_as_an_fstab_line_would() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path(), &[]);
+    let at = dir.path().join("mnt");
+    fs::create_dir(&at).unwrap();
+    let bin_dir = mds_testkit::bin("mdsmount").parent().unwrap().to_owned();
+    let path = format!(
+        "{}:{}",
+        bin_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    for (kind, device) in [
+        ("fuse.mdsmount", server.addr.to_string()),
+        ("fuse", format!("mdsmount#{}", server.addr)),
+    ] {
+        let log = dir.path().join(format!("{kind}.log"));
+        let opts = format!("_netdev,entry_timeout=0,log_file={}", log.display());
+        let out = Command::new("timeout")
+            .args(["-k", "5", "60", "mount.fuse3", &device])
+            .arg(&at)
+            .args(["-o", &format!("rw,{opts}")])
+            // mount(8) names the subtype of `fuse.mdsmount`; for `fuse` the device does.
+            .args(
+                kind.strip_prefix("fuse.")
+                    .map(|_| ["-t", kind])
+                    .into_iter()
+                    .flatten(),
+            )
+            .env("PATH", &path)
+            .output()
+            .unwrap();
+        let guard = Unmount(&at);
+        assert!(
+            out.status.success(),
+            "mount.fuse3 -t {kind}: {}{}",
+            String::from_utf8_lossy(&out.stderr),
+            fs::read_to_string(&log).unwrap_or_default()
+        );
+        assert!(
+            is_mounted(&at),
+            "mount.fuse3 -t {kind} returned before the mount was up"
+        );
+        let line = fs::read_to_string("/proc/self/mountinfo")
+            .unwrap()
+            .lines()
+            .find(|l| l.split(' ').nth(4) == Some(at.to_str().unwrap()))
+            .unwrap()
+            .to_owned();
+        assert!(
+            line.contains(" - fuse.mdsmount ") && line.contains(&server.addr.to_string()),
+            "{line}"
+        );
+        let name = format!("via-{kind}");
+        fs::write(at.join(&name), kind.as_bytes()).unwrap();
+        assert_eq!(fs::read(at.join(&name)).unwrap(), kind.as_bytes());
+        assert!(
+            bounded("umount", &[], &at),
+            "umount after mount.fuse3 -t {kind}"
+        );
+        assert!(!is_mounted(&at));
+        drop(guard);
+    }
+    // Both files were made through the server, whichever line mounted it.
+    let out = Command::new(mds_testkit::bin("mdsctl"))
+        .args(["--server", &server.addr.to_string(), "ls", "/"])
+        .output()
+        .unwrap();
+    let listing = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        listing.contains("via-fuse.mdsmount") && listing.contains("via-fuse\n"),
+        "{listing}"
+    );
+}
+
+/// Unmounts a background mount when dropped.
+struct Unmount<'a>(&'a Path);
+
+impl Drop for Unmount<'_> {
+    fn drop(&mut self) {
+        if is_mounted(self.0) && !bounded("fusermount3", &["-u"], self.0) {
+            bounded("umount", &["-l"], self.0);
+        }
+    }
+}
+
+/// Each request goes with its caller's uid, gid and supplementary groups (read from
+/// /proc/PID/status): without `default_permissions` the server's checks decide.
+#[test]
+fn callers_are_checked_with_their_own_credentials_and_groups() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path(), &[]);
+    let m = Mounted::new(&server, &["-o", "allow_other"]);
+    let shared = m.path("shared");
+    fs::create_dir(&shared).unwrap();
+    std::os::unix::fs::chown(&shared, Some(0), Some(4242)).unwrap();
+    fs::set_permissions(&shared, fs::Permissions::from_mode(0o770)).unwrap();
+    let as_user = |groups: &str, args: &[&str]| {
+        Command::new("timeout")
+            .args(["20", "setpriv", "--reuid=1000", "--regid=1000"])
+            .arg(groups)
+            .args(args)
+            .output()
+            .unwrap()
+    };
+    let outsider = as_user(
+        "--clear-groups",
+        &["touch", shared.join("x").to_str().unwrap()],
+    );
+    assert!(!outsider.status.success());
+    assert!(
+        String::from_utf8_lossy(&outsider.stderr).contains("Permission denied"),
+        "{}",
+        String::from_utf8_lossy(&outsider.stderr)
+    );
+    let member = as_user(
+        "--groups=4242",
+        &["touch", shared.join("y").to_str().unwrap()],
+    );
+    assert!(
+        member.status.success(),
+        "{}",
+        String::from_utf8_lossy(&member.stderr)
+    );
+    let meta = fs::metadata(shared.join("y")).unwrap();
+    assert_eq!(
+        (meta.uid(), meta.gid()),
+        (1000, 1000),
+        "owned by its creator"
+    );
+    // Root made the directory, the user made the file in it: each as itself.
+    assert_eq!(fs::metadata(&shared).unwrap().uid(), 0);
+}
+
+/// SIGTERM: the mount asks for a last commit, unmounts and exits 0. A read-only mount
+/// reads and refuses every change with EROFS.
+#[test]
+fn sigterm_commits_and_unmounts_and_ro_refuses_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path(), &["--ack", "early"]);
+    let mut m = Mounted::new(&server, &[]);
+    fs::write(m.path("f"), b"kept").unwrap();
+    let pid = m.child.as_ref().unwrap().id();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid.to_string()])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let status = wait_for(m.child.as_mut().unwrap(), Duration::from_secs(40)).expect("exits");
+    m.child = None;
+    assert!(status.success(), "{status}: {}", m.log_text());
+    assert!(!is_mounted(&m.at));
+    assert!(
+        m.log_text().contains("everything answered is durable"),
+        "{}",
+        m.log_text()
+    );
+    drop(m);
+
+    let ro = Mounted::new(&server, &["-o", "ro"]);
+    assert_eq!(fs::read(ro.path("f")).unwrap(), b"kept");
+    let refused = fs::write(ro.path("g"), b"x").unwrap_err();
+    assert_eq!(refused.raw_os_error(), Some(libc::EROFS));
+    assert_eq!(
+        fs::remove_file(ro.path("f")).unwrap_err().raw_os_error(),
+        Some(libc::EROFS)
+    );
+}
+
+/// A change the server answered early and then, restarted, refused to take back (the mount
+/// came back after the recovery window closed) is lost: fsync and close of the files it
+/// touched answer EIO — once per descriptor open before the loss — and the mount logs it.
+#[test]
+fn a_change_the_restarted_server_refused_is_reported_as_eio() {
+    let dir = tempfile::tempdir().unwrap();
+    let listen = free_listen();
+    let flags = [
+        "--listen",
+        listen.as_str(),
+        "--ack",
+        "early",
+        "--commit-interval",
+        "5s",
+        "--recovery-window",
+        "1s",
+    ];
+    let first = server(dir.path(), &flags);
+    let m = Mounted::new(&first, &["-o", "attr_timeout=0,entry_timeout=0"]);
+    // The first change of a client waits for its commit; the next are answered early.
+    fs::create_dir(m.path("warm")).unwrap();
+    let mut a = File::create(m.path("f")).unwrap();
+    a.write_all(b"early").unwrap();
+    let b = File::open(m.path("f")).unwrap();
+    // The idle mount does not notice the restart until it is asked for something: it comes
+    // back only after the recovery window closed without it.
+    first.kill();
+    let second = server(dir.path(), &flags);
+    std::thread::sleep(Duration::from_secs(3));
+    let lost = a.sync_all().unwrap_err();
+    assert_eq!(lost.raw_os_error(), Some(libc::EIO), "fsync after the loss");
+    a.sync_all()
+        .unwrap_or_else(|e| panic!("told once per descriptor, then {e}"));
+    drop(a);
+    // SAFETY: closing a descriptor we own, once (into_raw_fd gave it up).
+    let closed = unsafe { libc::close(std::os::fd::IntoRawFd::into_raw_fd(b)) };
+    assert_eq!(
+        (closed, errno()),
+        (-1, libc::EIO),
+        "close of a descriptor open before it"
+    );
+    assert_eq!(
+        fs::metadata(m.path("f")).unwrap_err().raw_os_error(),
+        Some(libc::ENOENT),
+        "the create itself was lost"
+    );
+    assert!(m.path("warm").is_dir(), "what was committed is there");
+    assert!(
+        m.log_text().contains("refused to take back"),
+        "{}",
+        m.log_text()
+    );
+    assert!(m.unmount().success());
+    drop(second);
+}
+
+/// A server started with `--auth-key`: the mount with the key works; without it, or with a
+/// key file others may read, mdsmount fails before mounting, saying why.
+#[test]
+fn a_mount_proves_the_shared_key_and_is_refused_without_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let key = dir.path().join("key");
+    fs::write(&key, [7u8; 32]).unwrap();
+    fs::set_permissions(&key, fs::Permissions::from_mode(0o600)).unwrap();
+    let server = server(dir.path(), &["--auth-key", key.to_str().unwrap()]);
+
+    let m = Mounted::new(&server, &["--auth-key", key.to_str().unwrap()]);
+    fs::write(m.path("keyed"), b"k").unwrap();
+    assert_eq!(fs::read(m.path("keyed")).unwrap(), b"k");
+    assert!(m.unmount().success());
+
+    let at = dir.path().join("refused");
+    fs::create_dir(&at).unwrap();
+    let out = Command::new("timeout")
+        .args(["-k", "5", "60"])
+        .arg(mds_testkit::bin("mdsmount"))
+        .arg(server.addr.to_string())
+        .arg(&at)
+        .arg("-f")
+        .output()
+        .unwrap();
+    let _guard = Unmount(&at);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("key"), "says a key is needed: {stderr}");
+    assert!(!is_mounted(&at));
+
+    let open_key = dir.path().join("open-key");
+    fs::write(&open_key, [7u8; 32]).unwrap();
+    fs::set_permissions(&open_key, fs::Permissions::from_mode(0o644)).unwrap();
+    let out = Command::new("timeout")
+        .args(["-k", "5", "60"])
+        .arg(mds_testkit::bin("mdsmount"))
+        .arg(server.addr.to_string())
+        .arg(&at)
+        .args(["-f", "-o"])
+        .arg(format!("auth_key={}", open_key.display()))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "a usage error: {stderr}");
+    assert!(stderr.contains("auth_key"), "{stderr}");
+    assert!(!is_mounted(&at));
+}

@@ -1,0 +1,1142 @@
+//! The field's own suites, run on a real `mdsmount` mount of a real `mds`:
+//!
+//! - pjdfstest, the crates.io rewrite (0.2.2), with `tests/pjdfstest.toml`: its features, and the
+//!   expected failures, one line of why each. Anything else failing fails the test, and so does
+//!   a listed one passing (pjdfstest counts "PASSED UNEXPECTEDLY" as a failure): the list only
+//!   shrinks. Three times: `--ack commit`, `--ack early`, and `-o default_permissions`.
+//! - fs_mark (Debian `fsmark`) with an fsync per file: its rate, then SIGKILL of the server
+//!   mid-run and a restart on the same store and port; every fs_mark run that finished (each of
+//!   its files fsynced) must have all its files with their size, the runs must go on without an
+//!   error, and `mds fsck` must be clean after a clean stop. Then under `--ack early`, the server
+//!   and the mount killed together: what fsync answered must be on the server even though no
+//!   mount survives to replay it.
+//! - `git clone` (over `file://`, git's own transport) of a repository of 1,200 files in three
+//!   commits that the test builds: `git fsck --full --strict` clean, `git status` clean, and
+//!   `diff -r` against a clone on the local disk empty, before and after a remount.
+//! - `tar x` of a tree with hard links, symlinks, fifos, a device, owners and mtimes, then
+//!   `tar c` of it from the mount: the same archive byte for byte (both with `--sort=name`,
+//!   nothing else normalised), before and after a remount.
+//! - SIGKILL of the server mid-untar (`--ack early`): a tree untarred and fsynced before, and the
+//!   one being untarred, are both there, byte for byte, after the restart, a clean stop and a
+//!   fresh mount; tar itself sees no error.
+//!
+//! Needs root, /dev/fuse, and what `MDS_TEST_DEPS=1 scripts/install-deps.sh` installs (fuse3,
+//! fsmark, git, pjdfstest); `MDS_SKIP_MOUNT_SUITES=1` skips them, saying so. Every external
+//! command runs under `timeout -k`; every mount is unmounted when its test ends, failed or not
+//! (`fusermount3 -u`, then `umount -l` and the fusectl abort).
+
+use std::fs;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{PermissionsExt, symlink};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Output, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use mds_testkit::Server;
+
+/// The pjdfstest release `tests/pjdfstest.toml` was written against (its test names).
+const PJDFSTEST_VERSION: &str = "0.2.2";
+
+// ---------------------------------------------------------------------------------------------
+// Prerequisites
+
+struct Env {
+    mds: PathBuf,
+    mdsmount: PathBuf,
+}
+
+/// What every test here needs, or `None` (after saying so) with `MDS_SKIP_MOUNT_SUITES=1`.
+fn env() -> Option<Env> {
+    if std::env::var_os("MDS_SKIP_MOUNT_SUITES").is_some_and(|v| v == "1") {
+        eprintln!("MDS_SKIP_MOUNT_SUITES=1: the mount suites are skipped");
+        return None;
+    }
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(
+        unsafe { libc::geteuid() },
+        0,
+        "the mount suites need root (FUSE mounts, pjdfstest's user switches, mknod); \
+         run as root or set MDS_SKIP_MOUNT_SUITES=1"
+    );
+    assert!(
+        Path::new("/dev/fuse").exists(),
+        "/dev/fuse is missing; set MDS_SKIP_MOUNT_SUITES=1 to skip the mount suites"
+    );
+    for tool in [
+        "fusermount3",
+        "fs_mark",
+        "git",
+        "tar",
+        "diff",
+        "timeout",
+        "umount",
+    ] {
+        assert!(
+            which(tool).is_some(),
+            "{tool} not found: run MDS_TEST_DEPS=1 scripts/install-deps.sh"
+        );
+    }
+    Some(Env {
+        mds: mds_testkit::bin("mds"),
+        mdsmount: PathBuf::from(env!("CARGO_BIN_EXE_mdsmount")),
+    })
+}
+
+fn which(tool: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    std::env::split_paths(&path)
+        .map(|d| d.join(tool))
+        .find(|p| p.is_file())
+}
+
+/// pjdfstest from PATH or cargo's bin directory, at the version the config was written for.
+fn pjdfstest() -> PathBuf {
+    let cargo_bin = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cargo")))
+        .map(|d| d.join("bin/pjdfstest"));
+    let bin = which("pjdfstest")
+        .or(cargo_bin.filter(|p| p.is_file()))
+        .expect("pjdfstest not found: run MDS_TEST_DEPS=1 scripts/install-deps.sh");
+    let version = Command::new(&bin).arg("--version").output().unwrap();
+    let version = String::from_utf8_lossy(&version.stdout);
+    assert!(
+        version.split_whitespace().any(|w| w == PJDFSTEST_VERSION),
+        "{} is {}, tests/pjdfstest.toml is for {PJDFSTEST_VERSION}: run scripts/install-deps.sh",
+        bin.display(),
+        version.trim()
+    );
+    bin
+}
+
+/// A directory on the local disk (not tmpfs, not the mount) for a test's stores and trees.
+fn scratch() -> tempfile::TempDir {
+    tempfile::Builder::new()
+        .prefix("mds-suites-")
+        .tempdir_in("/var/tmp")
+        .unwrap()
+}
+
+/// A short path to mount on: fs_mark refuses directories of 40 bytes or more.
+fn mount_point() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::Builder::new()
+        .prefix("mds")
+        .tempdir_in("/tmp")
+        .unwrap();
+    let mnt = dir.path().join("m");
+    (dir, mnt)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Commands, always bounded
+
+/// `timeout -k 10 SECS PROGRAM`: the caller adds arguments.
+fn bounded(secs: u64, program: impl AsRef<std::ffi::OsStr>) -> Command {
+    let mut cmd = Command::new("timeout");
+    cmd.args(["-k", "10", &secs.to_string()])
+        .arg(program)
+        .stdin(Stdio::null());
+    cmd
+}
+
+/// Runs `cmd`, panics with its output unless it exits 0; returns its stdout.
+fn check(cmd: &mut Command, what: &str) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
+    assert!(
+        out.status.success(),
+        "{what}: {}\n{}",
+        out.status,
+        both(&out)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn both(out: &Output) -> String {
+    format!(
+        "stdout:\n{}\nstderr:\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    )
+}
+
+fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + limit;
+    while !done() {
+        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// A mount
+
+/// `mdsmount SERVER DIR -f -o allow_other[,OPTS]`, its log in a file. Dropping it unmounts
+/// (`fusermount3 -u`, else `umount -l` and the fusectl abort) and reaps the daemon.
+struct Mount {
+    dir: PathBuf,
+    log: PathBuf,
+    child: Option<Child>,
+    /// The FUSE connection's number (the mount's minor device number), for the abort.
+    conn: Option<u32>,
+}
+
+impl Mount {
+    fn start(env: &Env, server: SocketAddr, dir: &Path, log: &Path) -> Mount {
+        Mount::start_with(env, server, dir, log, "")
+    }
+
+    fn start_with(env: &Env, server: SocketAddr, dir: &Path, log: &Path, opts: &str) -> Mount {
+        fs::create_dir_all(dir).unwrap();
+        let opts = if opts.is_empty() {
+            "allow_other".to_owned()
+        } else {
+            format!("allow_other,{opts}")
+        };
+        let file = fs::File::create(log).unwrap();
+        let mut cmd = Command::new(&env.mdsmount);
+        cmd.arg(server.to_string())
+            .arg(dir)
+            .args(["-f", "-o", &opts])
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(file.try_clone().unwrap())
+            .stderr(file);
+        // If the test process dies without unwinding, the daemon dies with it (its mount
+        // point stays until a `umount -l`).
+        mds_testkit::die_with_parent(&mut cmd);
+        let child = cmd.spawn().expect("starting mdsmount");
+        let mut mount = Mount {
+            dir: dir.to_owned(),
+            log: log.to_owned(),
+            child: Some(child),
+            conn: None,
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(conn) = fuse_connection(dir) {
+                mount.conn = Some(conn);
+                return mount;
+            }
+            if let Some(status) = mount.child.as_mut().unwrap().try_wait().unwrap() {
+                mount.child = None;
+                panic!(
+                    "mdsmount exited {status} before mounting:\n{}",
+                    mount.log_tail()
+                );
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} not mounted within 30 s:\n{}",
+                dir.display(),
+                mount.log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn log_tail(&self) -> String {
+        let text = fs::read_to_string(&self.log).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(60)..].join("\n")
+    }
+
+    /// Unmounts, then waits for the daemon (30 s, then SIGKILL). Its exit status, if it had
+    /// one of its own.
+    fn unmount(&mut self) -> Option<ExitStatus> {
+        if fuse_connection(&self.dir).is_some() {
+            let ok = bounded(30, "fusermount3")
+                .arg("-u")
+                .arg(&self.dir)
+                .output()
+                .is_ok_and(|o| o.status.success());
+            if !ok {
+                eprintln!("fusermount3 -u {} failed: lazy unmount", self.dir.display());
+                let _ = bounded(30, "umount").arg("-l").arg(&self.dir).status();
+            }
+        }
+        let mut status = None;
+        if let Some(mut child) = self.child.take() {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            status = loop {
+                if let Some(s) = child.try_wait().unwrap() {
+                    break Some(s);
+                }
+                if Instant::now() > deadline {
+                    eprintln!("mdsmount did not exit 30 s after the unmount: SIGKILL");
+                    let _ = child.kill();
+                    let _ = child.wait();
+                    break None;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            };
+        }
+        if let Some(conn) = self.conn.take() {
+            abort_connection(conn);
+        }
+        status
+    }
+
+    /// Unmounts and asserts the daemon exited 0.
+    fn finish(mut self) {
+        let status = self.unmount();
+        assert!(
+            status.is_some_and(|s| s.success()),
+            "mdsmount exited {status:?} after its unmount:\n{}",
+            self.log_tail()
+        );
+    }
+
+    /// SIGKILL of the daemon, as a crash of the client machine: the kernel aborts the
+    /// connection; the mount point is then detached.
+    fn kill(mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+        self.unmount();
+    }
+}
+
+impl Drop for Mount {
+    fn drop(&mut self) {
+        self.unmount();
+    }
+}
+
+/// The FUSE connection number of the mount at `dir`, if one is there (from mountinfo, which
+/// never touches the mount: a stat of a hung one would hang).
+fn fuse_connection(dir: &Path) -> Option<u32> {
+    let info = fs::read_to_string("/proc/self/mountinfo").ok()?;
+    let want = dir.as_os_str().as_bytes();
+    info.lines().rev().find_map(|line| {
+        let fields: Vec<&str> = line.split(' ').collect();
+        let sep = fields.iter().position(|f| *f == "-")?;
+        let fstype = fields.get(sep + 1)?;
+        (fields.get(4).map(|m| unescape(m)) == Some(want.to_vec()) && fstype.starts_with("fuse"))
+            .then(|| fields[2].split(':').nth(1)?.parse().ok())
+            .flatten()
+    })
+}
+
+/// mountinfo's octal escapes (`\040` for a space).
+fn unescape(s: &str) -> Vec<u8> {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let code = (b[i] == b'\\')
+            .then(|| s.get(i + 1..i + 4))
+            .flatten()
+            .and_then(|d| u8::from_str_radix(d, 8).ok());
+        if let Some(v) = code {
+            out.push(v);
+            i += 4;
+        } else {
+            out.push(b[i]);
+            i += 1;
+        }
+    }
+    out
+}
+
+/// Writes to the fusectl `abort` of connection `conn` if it still exists (a hung mount whose
+/// daemon is gone or stuck): every request waiting on it fails, and the lazy unmount completes.
+fn abort_connection(conn: u32) {
+    let base = Path::new("/sys/fs/fuse/connections");
+    if fs::read_dir(base).is_ok_and(|mut d| d.next().is_none()) {
+        let _ = bounded(10, "mount")
+            .args(["-t", "fusectl", "fusectl"])
+            .arg(base)
+            .status();
+    }
+    let abort = base.join(conn.to_string()).join("abort");
+    if abort.exists() {
+        let _ = fs::write(&abort, "1");
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// pjdfstest
+
+#[test]
+fn pjdfstest_fails_only_what_the_config_lists() {
+    pjdfstest_on(&[], "");
+}
+
+/// The same with early replies: every reply before its commit, fsync waiting for one.
+#[test]
+fn pjdfstest_fails_only_what_the_config_lists_with_early_replies() {
+    pjdfstest_on(&["--ack", "early"], "");
+}
+
+/// The same with the kernel checking permissions (`default_permissions`) before the server.
+#[test]
+fn pjdfstest_fails_only_what_the_config_lists_with_default_permissions() {
+    pjdfstest_on(&[], "default_permissions");
+}
+
+fn pjdfstest_on(server_flags: &[&str], mount_opts: &str) {
+    let Some(env) = env() else { return };
+    let pjdfstest = pjdfstest();
+    let tmp = scratch();
+    let server = Server::start(&env.mds, &tmp.path().join("data"), server_flags);
+    let (_short, mnt) = mount_point();
+    let log = tmp.path().join("mount.log");
+    let mount = Mount::start_with(&env, server.addr, &mnt, &log, mount_opts);
+    // Another file system for the EXDEV cases: the local disk.
+    let second = tmp.path().join("second");
+    fs::create_dir(&second).unwrap();
+    let config = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/pjdfstest.toml");
+    let started = Instant::now();
+    let out = bounded(900, &pjdfstest)
+        .arg("-c")
+        .arg(&config)
+        .arg("-p")
+        .arg(&mnt)
+        .arg("-s")
+        .arg(&second)
+        .env("NO_COLOR", "1")
+        .current_dir(tmp.path())
+        .output()
+        .unwrap();
+    let secs = started.elapsed().as_secs_f64();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let summary = text
+        .lines()
+        .find(|l| l.starts_with("Summary"))
+        .unwrap_or("no summary")
+        .to_owned();
+    let setup = format!("server {server_flags:?}, mount -o {mount_opts:?}");
+    eprintln!("pjdfstest on mdsmount ({setup}, {secs:.1} s): {summary}");
+    let unexpected = pjdfstest_unexpected(&text);
+    assert!(
+        out.status.success() && unexpected.is_empty() && summary.contains(" 0 failed"),
+        "pjdfstest on the mount ({setup}), {}: {summary}\n\n{}\n\nstderr:\n{}\n\nmount log:\n{}",
+        out.status,
+        unexpected.join("\n"),
+        String::from_utf8_lossy(&out.stderr),
+        mount.log_tail()
+    );
+    mount.finish();
+    assert!(server.stop().success());
+}
+
+/// The cases that failed but are not listed, and the listed ones that passed, with the
+/// lines pjdfstest printed after each (the assertion that failed).
+fn pjdfstest_unexpected(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut lines = text.lines().peekable();
+    while let Some(line) = lines.next() {
+        let t = line.trim_end();
+        if t.ends_with(" FAILED") || t.ends_with(" PASSED UNEXPECTEDLY") {
+            let mut case = t.to_owned();
+            while let Some(next) = lines.peek() {
+                if !next.starts_with('\t') && !next.starts_with(' ') {
+                    break;
+                }
+                // The backtrace adds nothing the assertion's message does not say.
+                if next.starts_with("Backtrace") || next.trim_start().starts_with(char::is_numeric)
+                {
+                    lines.next();
+                    continue;
+                }
+                if !next.trim().starts_with("at ") {
+                    case.push('\n');
+                    case.push_str(next);
+                }
+                lines.next();
+            }
+            out.push(case);
+        }
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// fs_mark
+
+/// One `fs_mark -k` run in its own directory: `threads` x `files` files of `size` bytes, each
+/// fsynced before close (fs_mark's default, `-S 1`).
+fn fs_mark(dir: &Path, cwd: &Path, files: usize, threads: usize, size: usize) -> Output {
+    bounded(300, "fs_mark")
+        .arg("-d")
+        .arg(dir)
+        .args(["-n", &files.to_string(), "-t", &threads.to_string()])
+        .args(["-s", &size.to_string(), "-S", "1", "-k", "-L", "1"])
+        .current_dir(cwd)
+        .output()
+        .unwrap()
+}
+
+/// fs_mark's Files/sec from its result line.
+fn fs_mark_rate(stdout: &str) -> f64 {
+    stdout
+        .lines()
+        .filter(|l| !l.trim_start().starts_with('#'))
+        .filter_map(|l| l.split_whitespace().nth(3)?.parse::<f64>().ok())
+        .next_back()
+        .unwrap_or_else(|| panic!("no result line in fs_mark's output:\n{stdout}"))
+}
+
+/// Runs fs_mark again and again, each run in `root/NNNN`, until `stop` or a run fails.
+struct FsMarkLoop {
+    done: Arc<Mutex<Vec<PathBuf>>>,
+    stop: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<Option<String>>>,
+}
+
+const LOOP_FILES: usize = 50;
+const LOOP_THREADS: usize = 2;
+const LOOP_SIZE: usize = 4096;
+
+impl FsMarkLoop {
+    fn start(root: &Path, cwd: &Path) -> FsMarkLoop {
+        fs::create_dir_all(root).unwrap();
+        let done = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (root, cwd) = (root.to_owned(), cwd.to_owned());
+        let thread = {
+            let (done, stop) = (done.clone(), stop.clone());
+            std::thread::spawn(move || {
+                for i in 0.. {
+                    if stop.load(Ordering::SeqCst) {
+                        return None;
+                    }
+                    let dir = root.join(format!("{i:04}"));
+                    let out = fs_mark(&dir, &cwd, LOOP_FILES, LOOP_THREADS, LOOP_SIZE);
+                    if !out.status.success() {
+                        return Some(format!("{}: {}\n{}", dir.display(), out.status, both(&out)));
+                    }
+                    done.lock().unwrap().push(dir);
+                }
+                None
+            })
+        };
+        FsMarkLoop {
+            done,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    fn finished(&self) -> usize {
+        self.done.lock().unwrap().len()
+    }
+
+    /// Stops after the run under way; the runs that finished, and the failure if one did.
+    fn stop(mut self) -> (Vec<PathBuf>, Option<String>) {
+        self.stop.store(true, Ordering::SeqCst);
+        let failure = self.thread.take().unwrap().join().unwrap();
+        (self.done.lock().unwrap().clone(), failure)
+    }
+}
+
+/// Every file of each finished fs_mark run is there, with its size and that many bytes.
+fn check_fs_mark_runs(runs: &[PathBuf]) {
+    assert!(!runs.is_empty());
+    for dir in runs {
+        let mut n = 0;
+        for entry in fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+            let path = entry.unwrap().path();
+            let len = fs::metadata(&path).unwrap().len();
+            let bytes = fs::read(&path).unwrap().len();
+            assert!(
+                len == LOOP_SIZE as u64 && bytes == LOOP_SIZE,
+                "{}: size {len}, {bytes} bytes read; fs_mark wrote {LOOP_SIZE} and fsynced them",
+                path.display()
+            );
+            n += 1;
+        }
+        assert_eq!(
+            n,
+            LOOP_FILES * LOOP_THREADS,
+            "{}: files fs_mark created and fsynced",
+            dir.display()
+        );
+    }
+}
+
+#[test]
+fn fs_mark_with_fsync_survives_sigkill_of_the_server() {
+    let Some(env) = env() else { return };
+    let tmp = scratch();
+    let data = tmp.path().join("data");
+    let server = Server::start(&env.mds, &data, &[]);
+    let addr = server.addr;
+    let (_short, mnt) = mount_point();
+    let mount = Mount::start(&env, server.addr, &mnt, &tmp.path().join("mount.log"));
+
+    let out = fs_mark(&mnt.join("rate"), tmp.path(), 1000, 2, 4096);
+    assert!(out.status.success(), "fs_mark: {}", both(&out));
+    let rate = fs_mark_rate(&String::from_utf8_lossy(&out.stdout));
+    eprintln!("fs_mark -n 1000 -t 2 -s 4096 (fsync per file) on mdsmount: {rate:.1} files/s");
+
+    // SIGKILL mid-run, a restart on the same store and port: the mount reconnects and every
+    // run goes on, the one the kill interrupted included.
+    let runs = FsMarkLoop::start(&mnt.join("crash"), tmp.path());
+    wait_until(Duration::from_secs(120), "3 fs_mark runs", || {
+        runs.finished() >= 3
+    });
+    std::thread::sleep(Duration::from_millis(150));
+    let before = runs.finished();
+    server.kill();
+    let server = Server::start(&env.mds, &data, &["--listen", &addr.to_string()]);
+    wait_until(
+        Duration::from_secs(180),
+        "3 fs_mark runs after the restart",
+        || runs.finished() >= before + 3,
+    );
+    let (done, failure) = runs.stop();
+    assert!(
+        failure.is_none(),
+        "an fs_mark run failed across the restart: {}\nmount log:\n{}",
+        failure.unwrap(),
+        mount.log_tail()
+    );
+    eprintln!(
+        "fs_mark: {before} runs finished before the SIGKILL, {} after",
+        done.len() - before
+    );
+    check_fs_mark_runs(&done);
+
+    mount.finish();
+    assert!(server.stop().success());
+    let (code, text) = mds_testkit::fsck(&env.mds, &data);
+    assert_eq!(code, 0, "mds fsck after a clean stop:\n{text}");
+}
+
+#[test]
+fn fsync_under_early_replies_survives_the_server_and_the_mount_dying() {
+    let Some(env) = env() else { return };
+    let tmp = scratch();
+    let data = tmp.path().join("data");
+    let early = ["--ack", "early", "--recovery-window", "2s"];
+    let server = Server::start(&env.mds, &data, &early);
+    let (_short, mnt) = mount_point();
+    let mount = Mount::start(&env, server.addr, &mnt, &tmp.path().join("mount.log"));
+
+    // No mount survives to replay anything: what fsync answered must have been committed.
+    let runs = FsMarkLoop::start(&mnt.join("crash"), tmp.path());
+    wait_until(Duration::from_secs(120), "3 fs_mark runs", || {
+        runs.finished() >= 3
+    });
+    std::thread::sleep(Duration::from_millis(150));
+    server.kill();
+    mount.kill();
+    let (done, _failure) = runs.stop();
+    eprintln!(
+        "fs_mark under --ack early: {} runs finished before the SIGKILL",
+        done.len()
+    );
+
+    let server = Server::start(&env.mds, &data, &early);
+    let mount = Mount::start(&env, server.addr, &mnt, &tmp.path().join("mount2.log"));
+    check_fs_mark_runs(&done);
+    mount.finish();
+    assert!(server.stop().success());
+    let (code, text) = mds_testkit::fsck(&env.mds, &data);
+    assert_eq!(code, 0, "mds fsck after a clean stop:\n{text}");
+}
+
+// ---------------------------------------------------------------------------------------------
+// Trees
+
+/// xorshift64*: the same trees on every run, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    /// `len` bytes of text lines, as source files are.
+    fn text(&mut self, len: usize) -> Vec<u8> {
+        const WORDS: [&str; 16] = [
+            "commit",
+            "inode",
+            "journal",
+            "reply",
+            "fsync",
+            "rename",
+            "xattr",
+            "mount",
+            "lookup",
+            "dentry",
+            "server",
+            "client",
+            "batch",
+            "durable",
+            "namespace",
+            "mds",
+        ];
+        let mut out = Vec::with_capacity(len + 16);
+        while out.len() < len {
+            out.extend_from_slice(WORDS[self.below(16) as usize].as_bytes());
+            out.push(if self.below(8) == 0 { b'\n' } else { b' ' });
+        }
+        out.truncate(len);
+        out
+    }
+
+    fn bytes(&mut self, len: usize) -> Vec<u8> {
+        (0..len).map(|_| self.next() as u8).collect()
+    }
+}
+
+/// `files` files in two levels of directories, text of 0 to 3 KiB with a few binary ones.
+fn write_files(root: &Path, files: usize, rng: &mut Rng) -> Vec<PathBuf> {
+    let mut paths = Vec::with_capacity(files);
+    for i in 0..files {
+        let dir = root.join(format!("d{:02}/s{}", i % 40, (i / 40) % 3));
+        fs::create_dir_all(&dir).unwrap();
+        let path = dir.join(format!("f{i:04}.txt"));
+        let len = rng.below(3072) as usize;
+        let body = if i % 97 == 0 {
+            rng.bytes(len)
+        } else {
+            rng.text(len)
+        };
+        fs::write(&path, body).unwrap();
+        paths.push(path);
+    }
+    paths
+}
+
+fn git(dir: &Path, home: &Path) -> Command {
+    let mut cmd = bounded(300, "git");
+    cmd.arg("-C")
+        .arg(dir)
+        .env("HOME", home)
+        .env("GIT_CONFIG_NOSYSTEM", "1")
+        .env("GIT_AUTHOR_NAME", "mds suites")
+        .env("GIT_AUTHOR_EMAIL", "suites@mds.invalid")
+        .env("GIT_COMMITTER_NAME", "mds suites")
+        .env("GIT_COMMITTER_EMAIL", "suites@mds.invalid")
+        .env("GIT_AUTHOR_DATE", "2026-01-01T00:00:00Z")
+        .env("GIT_COMMITTER_DATE", "2026-01-01T00:00:00Z");
+    cmd
+}
+
+/// A repository of 1,200 files in three commits (add; edit, delete, add, rename; modes and
+/// symlinks), and a bare copy of it to clone from.
+fn build_repository(base: &Path) -> PathBuf {
+    let src = base.join("src");
+    fs::create_dir_all(&src).unwrap();
+    let mut rng = Rng(0x6d64_7321);
+    check(
+        git(&src, base).args(["-c", "init.defaultBranch=main", "init", "-q"]),
+        "git init",
+    );
+    let paths = write_files(&src, 1200, &mut rng);
+    check(git(&src, base).args(["add", "-A"]), "git add");
+    check(
+        git(&src, base).args(["commit", "-q", "-m", "first"]),
+        "git commit",
+    );
+    for (i, path) in paths.iter().enumerate() {
+        match i % 12 {
+            0 => fs::write(path, rng.text(500)).unwrap(),
+            1 if i % 24 == 1 => fs::remove_file(path).unwrap(),
+            _ => {}
+        }
+    }
+    write_files(&src.join("new"), 60, &mut rng);
+    for i in 0..20 {
+        let from = format!("d{:02}/s0/f{:04}.txt", i, i + 40 * 3 * 2);
+        if src.join(&from).exists() {
+            check(
+                git(&src, base).args(["mv", &from, &format!("d{i:02}/moved{i}.txt")]),
+                "git mv",
+            );
+        }
+    }
+    check(git(&src, base).args(["add", "-A"]), "git add");
+    check(
+        git(&src, base).args(["commit", "-q", "-m", "second"]),
+        "git commit",
+    );
+    for path in paths.iter().skip(5).step_by(50).filter(|p| p.exists()) {
+        fs::set_permissions(path, fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    symlink("d00/s0/f0000.txt", src.join("link-to-file")).unwrap();
+    symlink("d01", src.join("link-to-dir")).unwrap();
+    check(git(&src, base).args(["add", "-A"]), "git add");
+    check(
+        git(&src, base).args(["commit", "-q", "-m", "third"]),
+        "git commit",
+    );
+    let files = check(git(&src, base).args(["ls-files"]), "git ls-files");
+    assert!(
+        files.lines().count() >= 1000,
+        "the repository has ≥ 1,000 files"
+    );
+    let bare = base.join("bare.git");
+    check(
+        bounded(300, "git")
+            .args(["clone", "-q", "--bare"])
+            .arg(&src)
+            .arg(&bare)
+            .env("HOME", base),
+        "git clone --bare",
+    );
+    bare
+}
+
+/// `git fsck`, `git status` and `diff -r` of the clone at `clone` against `local`.
+fn check_clone(clone: &Path, local: &Path, home: &Path) {
+    let fsck = git(clone, home)
+        .args(["fsck", "--full", "--strict", "--no-dangling"])
+        .output()
+        .unwrap();
+    assert!(
+        fsck.status.success() && fsck.stdout.is_empty(),
+        "git fsck on the mount: {}\n{}",
+        fsck.status,
+        both(&fsck)
+    );
+    let status = check(
+        git(clone, home).args(["status", "--porcelain", "--ignored"]),
+        "git status",
+    );
+    assert!(status.is_empty(), "git status on the mount:\n{status}");
+    let count = check(
+        git(clone, home).args(["rev-list", "--count", "HEAD"]),
+        "rev-list",
+    );
+    assert_eq!(count.trim(), "3");
+    let diff = bounded(300, "diff")
+        .args(["-r", "--no-dereference", "--exclude=.git"])
+        .arg(clone)
+        .arg(local)
+        .output()
+        .unwrap();
+    assert!(
+        diff.status.success() && diff.stdout.is_empty(),
+        "diff -r against the local clone: {}\n{}",
+        diff.status,
+        both(&diff)
+    );
+}
+
+#[test]
+fn git_clone_onto_the_mount_is_clean() {
+    let Some(env) = env() else { return };
+    let tmp = scratch();
+    let base = tmp.path();
+    let bare = build_repository(base);
+    let url = format!("file://{}", bare.display());
+    let local = base.join("local");
+    check(
+        bounded(300, "git")
+            .args(["clone", "-q", &url])
+            .arg(&local)
+            .env("HOME", base),
+        "git clone (local disk)",
+    );
+
+    let server = Server::start(&env.mds, &base.join("data"), &[]);
+    let (_short, mnt) = mount_point();
+    let mount = Mount::start(&env, server.addr, &mnt, &base.join("mount.log"));
+    let clone = mnt.join("clone");
+    let started = Instant::now();
+    let out = bounded(300, "git")
+        .args(["clone", "-q", &url])
+        .arg(&clone)
+        .env("HOME", base)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "git clone onto the mount: {}\n{}\nmount log:\n{}",
+        out.status,
+        both(&out),
+        mount.log_tail()
+    );
+    eprintln!(
+        "git clone of 1,200+ files onto mdsmount: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    check_clone(&clone, &local, base);
+
+    // Again from a fresh mount: what the server has, not the kernel's page cache.
+    mount.finish();
+    let mount = Mount::start(&env, server.addr, &mnt, &base.join("mount2.log"));
+    check_clone(&clone, &local, base);
+    mount.finish();
+    assert!(server.stop().success());
+}
+
+/// A tree with everything tar records: files (empty, text, binary), modes with
+/// set-ID and sticky bits, owners other than root, hard links, symlinks, fifos, a character
+/// device, empty directories, and mtimes of its own (set last, deepest first).
+fn build_tar_tree(root: &Path, files: usize, seed: u64) {
+    let mut rng = Rng(seed);
+    let paths = write_files(root, files, &mut rng);
+    for (i, path) in paths.iter().enumerate() {
+        let mode = [0o644, 0o600, 0o755, 0o444, 0o4755, 0o2750, 0o640][i % 7];
+        fs::set_permissions(path, fs::Permissions::from_mode(mode)).unwrap();
+        if i % 5 == 0 {
+            std::os::unix::fs::lchown(path, Some(1000 + (i % 3) as u32), Some(2000)).unwrap();
+        }
+        if i % 31 == 0 {
+            fs::hard_link(path, path.with_extension("hard")).unwrap();
+        }
+        if i % 29 == 0 {
+            symlink(path.file_name().unwrap(), path.with_extension("sym")).unwrap();
+        }
+    }
+    let special = root.join("special");
+    fs::create_dir_all(special.join("empty/deeper")).unwrap();
+    for (name, mode, dev) in [
+        ("fifo", libc::S_IFIFO | 0o640, 0),
+        ("null", libc::S_IFCHR | 0o666, libc::makedev(1, 3)),
+    ] {
+        let c = std::ffi::CString::new(special.join(name).as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid path, as root.
+        assert_eq!(
+            unsafe { libc::mknod(c.as_ptr(), mode, dev) },
+            0,
+            "mknod {name}"
+        );
+    }
+    fs::write(special.join("empty-file"), b"").unwrap();
+    symlink("../d00/s0/f0000.txt", special.join("up")).unwrap();
+    symlink("/nowhere/at/all", special.join("dangling")).unwrap();
+    let sticky = root.join("sticky");
+    fs::create_dir(&sticky).unwrap();
+    fs::set_permissions(&sticky, fs::Permissions::from_mode(0o1777)).unwrap();
+    // mtimes: everything below `root`, deepest first, so a directory's is set after its
+    // entries (as tar x does), and symlinks' own.
+    let mut all = Vec::new();
+    walk(root, &mut all);
+    all.sort_by_key(|p| std::cmp::Reverse(p.components().count()));
+    for (i, p) in all
+        .iter()
+        .chain(std::iter::once(&root.to_owned()))
+        .enumerate()
+    {
+        let secs = 1_600_000_000 + (i as i64) * 3_607;
+        let times = [
+            libc::timespec {
+                tv_sec: secs,
+                tv_nsec: 0,
+            },
+            libc::timespec {
+                tv_sec: secs,
+                tv_nsec: 0,
+            },
+        ];
+        let c = std::ffi::CString::new(p.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid path and two timespecs.
+        let r = unsafe {
+            libc::utimensat(
+                libc::AT_FDCWD,
+                c.as_ptr(),
+                times.as_ptr(),
+                libc::AT_SYMLINK_NOFOLLOW,
+            )
+        };
+        assert_eq!(r, 0, "utimensat {}", p.display());
+    }
+}
+
+fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let path = entry.path();
+        if entry.file_type().unwrap().is_dir() {
+            walk(&path, out);
+        }
+        out.push(path);
+    }
+}
+
+/// `tar cf ARCHIVE --sort=name --numeric-owner -C PARENT NAME`: members in name order (a
+/// directory's own order differs between file systems), nothing else normalised.
+fn tar_c(parent: &Path, name: &str, archive: &Path) {
+    check(
+        bounded(300, "tar")
+            .arg("cf")
+            .arg(archive)
+            .args(["--sort=name", "--numeric-owner", "-C"])
+            .arg(parent)
+            .arg(name),
+        "tar c",
+    );
+}
+
+/// `tar tvf` of both archives where they differ, then the first differing byte.
+fn same_archive(a: &Path, b: &Path) -> Result<(), String> {
+    let (x, y) = (fs::read(a).unwrap(), fs::read(b).unwrap());
+    if x == y {
+        return Ok(());
+    }
+    let list = |p: &Path| {
+        check(
+            bounded(60, "tar")
+                .args(["tvf"])
+                .arg(p)
+                .args(["--numeric-owner", "--full-time"]),
+            "tar tvf",
+        )
+    };
+    let (lx, ly) = (list(a), list(b));
+    let mut report: Vec<String> = lx
+        .lines()
+        .zip(ly.lines())
+        .filter(|(p, q)| p != q)
+        .take(30)
+        .map(|(p, q)| format!("- {p}\n+ {q}"))
+        .collect();
+    let first = x
+        .iter()
+        .zip(&y)
+        .position(|(p, q)| p != q)
+        .unwrap_or(x.len().min(y.len()));
+    report.push(format!(
+        "{} and {}: {} and {} bytes, first difference at byte {first}; {} and {} members",
+        a.display(),
+        b.display(),
+        x.len(),
+        y.len(),
+        lx.lines().count(),
+        ly.lines().count()
+    ));
+    Err(report.join("\n"))
+}
+
+fn tar_x(archive: &Path, into: &Path) -> Command {
+    let mut cmd = bounded(600, "tar");
+    cmd.arg("xf").arg(archive).arg("-C").arg(into);
+    cmd
+}
+
+#[test]
+fn tar_x_then_tar_c_round_trips_byte_for_byte() {
+    let Some(env) = env() else { return };
+    let tmp = scratch();
+    let base = tmp.path();
+    let local = base.join("local");
+    build_tar_tree(&local.join("tree"), 600, 0x7461_7221);
+    let a = base.join("a.tar");
+    tar_c(&local, "tree", &a);
+
+    let server = Server::start(&env.mds, &base.join("data"), &[]);
+    let (_short, mnt) = mount_point();
+    let mount = Mount::start(&env, server.addr, &mnt, &base.join("mount.log"));
+    let out = tar_x(&a, &mnt).output().unwrap();
+    assert!(
+        out.status.success() && out.stderr.is_empty(),
+        "tar x onto the mount: {}\n{}\nmount log:\n{}",
+        out.status,
+        both(&out),
+        mount.log_tail()
+    );
+    let b = base.join("b.tar");
+    tar_c(&mnt, "tree", &b);
+    if let Err(e) = same_archive(&a, &b) {
+        panic!("tar c from the mount differs from the archive untarred:\n{e}");
+    }
+    // From a fresh mount: what the server holds.
+    mount.finish();
+    let mount = Mount::start(&env, server.addr, &mnt, &base.join("mount2.log"));
+    let c = base.join("c.tar");
+    tar_c(&mnt, "tree", &c);
+    if let Err(e) = same_archive(&a, &c) {
+        panic!("tar c from a fresh mount differs from the archive untarred:\n{e}");
+    }
+    mount.finish();
+    assert!(server.stop().success());
+}
+
+#[test]
+fn sigkill_of_the_server_mid_untar_loses_nothing() {
+    let Some(env) = env() else { return };
+    let tmp = scratch();
+    let base = tmp.path();
+    let local = base.join("local");
+    build_tar_tree(&local.join("first"), 300, 0x0001);
+    build_tar_tree(&local.join("second"), 3000, 0x0002);
+    let (a1, a2) = (base.join("first.tar"), base.join("second.tar"));
+    tar_c(&local, "first", &a1);
+    tar_c(&local, "second", &a2);
+
+    let data = base.join("data");
+    let early = ["--ack", "early"];
+    let server = Server::start(&env.mds, &data, &early);
+    let addr = server.addr;
+    let (_short, mnt) = mount_point();
+    let mount = Mount::start(&env, server.addr, &mnt, &base.join("mount.log"));
+    check(&mut tar_x(&a1, &mnt), "tar x of the first tree");
+    // fsync of the mount's root: everything so far is durable (coreutils' sync of a directory
+    // is an fsync of it; sync -f, syncfs, would never reach a FUSE server).
+    check(
+        bounded(60, "sync").arg(&mnt),
+        "sync (fsync) of the mount's root",
+    );
+
+    // The second tree, its members counted as tar names them; SIGKILL a third of the way in.
+    let mut tar = tar_x(&a2, &mnt)
+        .arg("-v")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let members = Arc::new(Mutex::new(0usize));
+    let counter = {
+        let (members, stdout) = (members.clone(), tar.stdout.take().unwrap());
+        std::thread::spawn(move || {
+            for _ in BufReader::new(stdout).lines() {
+                *members.lock().unwrap() += 1;
+            }
+        })
+    };
+    wait_until(Duration::from_secs(300), "1,000 members untarred", || {
+        *members.lock().unwrap() >= 1000
+    });
+    server.kill();
+    let at_kill = *members.lock().unwrap();
+    let server = Server::start(
+        &env.mds,
+        &data,
+        &["--listen", &addr.to_string(), "--ack", "early"],
+    );
+    let status = tar.wait().unwrap();
+    counter.join().unwrap();
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut tar.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(
+        status.success() && stderr.is_empty(),
+        "tar x across the SIGKILL (at member {at_kill}): {status}\n{stderr}\nmount log:\n{}",
+        mount.log_tail()
+    );
+    eprintln!("tar x: SIGKILL of the server at member {at_kill}; tar finished cleanly");
+
+    mount.finish();
+    assert!(server.stop().success());
+    let (code, text) = mds_testkit::fsck(&env.mds, &data);
+    assert_eq!(code, 0, "mds fsck after a clean stop:\n{text}");
+
+    let server = Server::start(&env.mds, &data, &early);
+    let mount = Mount::start(&env, server.addr, &mnt, &base.join("mount2.log"));
+    for (name, archive) in [("first", &a1), ("second", &a2)] {
+        let back = base.join(format!("{name}-back.tar"));
+        tar_c(&mnt, name, &back);
+        if let Err(e) = same_archive(archive, &back) {
+            panic!("the {name} tree after the SIGKILL and a restart:\n{e}");
+        }
+    }
+    mount.finish();
+    assert!(server.stop().success());
+}
