@@ -109,11 +109,15 @@ def vs_stores(rows):
     notes = []
     for r in rows:
         parts = [f"mds/{k} {r[f'mds_over_{k}']}" for k in ("redis", "pg") if r.get(f"mds_over_{k}")]
+        if r.get("mds_per_commit"):
+            parts.append(f"{float(r['mds_per_commit']):.1f}/commit")
         notes.append(", ".join(parts))
     first = rows[0] if rows else {}
     subtitle = (f"Redis {first.get('redis_version') or '-'}, PostgreSQL {first.get('pg_version') or '-'}; "
                 f"{first.get('duration_secs', '?')} s per run, side by side on one machine, "
                 f"mean of {first.get('rounds', '?')} round(s)")
+    if first.get("placement"):
+        subtitle += f"; {first['placement']}"
     return bars("Durable writes/s against outstanding requests", subtitle,
                 [f"{r['outstanding']} outstanding" for r in rows], series, notes)
 

@@ -36,6 +36,11 @@
 #   DURATION=10s ./bench/vs-stores.sh
 #   DURATION=3s POINTS="2 64" SYSTEMS="mds redis" ./bench/vs-stores.sh   # a quick look
 # BIN=<release dir> skips the build and uses the mds and loadgen there.
+# Placement (bench/per-core.sh sets it): SERVER_CPUS runs every server (and every thread it
+# starts: RocksDB's, Redis's, PostgreSQL's backends) under `taskset -c SERVER_CPUS`, LOAD_CPUS
+# every load generator under `taskset -c LOAD_CPUS`; MDS_ARGS are added to `mds serve` (e.g.
+# --partitions 1); NAME names the CSVs and the chart (default vs-stores). With SERVER_CPUS, mds's
+# mutations per commit is recorded for each run (from loadgen's `server:` line).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
@@ -49,11 +54,18 @@ SYSTEMS="${SYSTEMS:-mds redis pg}"
 ROUNDS="${ROUNDS:-1}"
 PG_BATCHED="${PG_BATCHED:-1}"
 PG_CONNECT_SECS="${PG_CONNECT_SECS:-5}"
+SERVER_CPUS="${SERVER_CPUS:-}"
+LOAD_CPUS="${LOAD_CPUS:-}"
+MDS_ARGS="${MDS_ARGS:-}"
+NAME="${NAME:-vs-stores}"
 OUT=bench/results
-CSV="$OUT/vs-stores.csv"
-RUNS="$OUT/vs-stores-runs.csv"
+CSV="$OUT/$NAME.csv"
+RUNS="$OUT/$NAME-runs.csv"
 mkdir -p "$OUT"
 has() { [[ " $SYSTEMS " == *" $1 "* ]]; }
+# The placement: a server's command under `server_on`, a load generator's under `load_on`.
+server_on() { if [[ -n "$SERVER_CPUS" ]]; then taskset -c "$SERVER_CPUS" "$@"; else "$@"; fi; }
+load_on() { if [[ -n "$LOAD_CPUS" ]]; then taskset -c "$LOAD_CPUS" "$@"; else "$@"; fi; }
 
 # --- what each system needs, installed once -------------------------------------------------
 apt_install() {
@@ -100,12 +112,17 @@ RESULT=""
 mds_run() {
   local threads=$1 depth=$2 data log addr
   data=$(mktemp -d /var/tmp/mds-vs.XXXXXX); log="$data.log"; SCRATCH+=("$data" "$log")
-  "$BIN/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 2>"$log" &
+  # shellcheck disable=SC2086 # MDS_ARGS is a list of flags
+  server_on "$BIN/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+    $MDS_ARGS 2>"$log" &
   MDS_PID=$!
   wait_for_mds "$log"
   addr=$MDS_ADDR
-  RESULT=$("$BIN/loadgen" create --server "$addr" --threads "$threads" --depth "$depth" \
-    --duration "$DURATION" --quiet | awk '/^Rate:/ {print $2}')
+  local out
+  out=$(load_on "$BIN/loadgen" create --server "$addr" --threads "$threads" --depth "$depth" \
+    --duration "$DURATION")
+  # creates/s, then the server's mutations per commit over the run
+  RESULT=$(awk '/^Rate:/ {r = $2} /^server: / {c = $2} END {print r, c + 0}' <<<"$out")
   kill -TERM "$MDS_PID"; wait "$MDS_PID" || true; MDS_PID=""
   rm -rf "$data" "$log"
 }
@@ -113,14 +130,14 @@ mds_run() {
 # --- Redis: a fresh server and AOF per run; RESULT is "SETs/s seconds-it-ran" ---------------
 redis_bench() { # port, requests, redis-benchmark flags...; prints its rps
   local port=$1 n=$2; shift 2
-  redis-benchmark -h 127.0.0.1 -p "$port" -t set -r 100000000 -n "$n" --csv "$@" |
+  load_on redis-benchmark -h 127.0.0.1 -p "$port" -t set -r 100000000 -n "$n" --csv "$@" |
     awk -F'"' '$2 == "SET" {print $4}'
 }
 redis_run() {
   local dir port rps n started ended rate
   dir=$(mktemp -d /var/tmp/mds-vs-redis.XXXXXX); SCRATCH+=("$dir")
   port=$(free_port)
-  redis-server --port "$port" --bind 127.0.0.1 --appendonly yes --appendfsync always \
+  server_on redis-server --port "$port" --bind 127.0.0.1 --appendonly yes --appendfsync always \
     --dir "$dir" --save '' --daemonize no --logfile "$dir/redis.log" &
   REDIS_PID=$!
   for _ in $(seq 1 100); do
@@ -150,7 +167,7 @@ pg_start() {
   PG_PORT=$(free_port)
   runuser -u postgres -- "$PGBIN/initdb" -D "$PG_DIR/data" -U postgres --auth=trust \
     -E UTF8 --no-locale >"$PG_DIR/initdb.log"
-  runuser -u postgres -- "$PGBIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 \
+  server_on runuser -u postgres -- "$PGBIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 \
     -o "-p $PG_PORT -k $PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=1100 -c fsync=on -c synchronous_commit=on" \
     start >/dev/null
   export PGHOST=127.0.0.1 PGPORT=$PG_PORT PGUSER=postgres PGDATABASE=postgres
@@ -173,7 +190,7 @@ CREATE SEQUENCE names;
 CHECKPOINT;
 SQL
   [[ "$clients" -gt 64 ]] && secs=$((SECS + PG_CONNECT_SECS))
-  out=$(pgbench -n -M prepared -f "$PG_DIR/$script.sql" -c "$clients" -j 2 -T "$secs" 2>&1) ||
+  out=$(load_on pgbench -n -M prepared -f "$PG_DIR/$script.sql" -c "$clients" -j 2 -T "$secs" 2>&1) ||
     { echo "$out" >&2; exit 1; }
   tps=$(echo "$out" | awk '/^tps = / {print $3}')
   txns=$(echo "$out" | awk '/actually processed/ {print $NF}')
@@ -188,7 +205,8 @@ if has pg; then
 fi
 echo "versions: redis ${REDIS_VERSION:-(not run)}, postgresql ${PG_VERSION:-(not run)}; $(nproc) cores; DURATION=$DURATION"
 
-echo "outstanding,round,system,config,per_sec,seconds" >"$RUNS"
+echo "versions: placement ${SERVER_CPUS:+servers on CPU $SERVER_CPUS, load on CPU $LOAD_CPUS, }mds ${MDS_ARGS:-(defaults)}"
+echo "outstanding,round,system,config,per_sec,seconds,per_commit" >"$RUNS"
 for point in $POINTS; do
   case $point in
     2) m="2 1" r="2 1" p=2 ;;
@@ -199,38 +217,45 @@ for point in $POINTS; do
   for round in $(seq 1 "$ROUNDS"); do
     if has mds; then
       read -r t d <<<"$m"
-      mds_run "$t" "$d"; rate=$RESULT
-      echo "$point,$round,mds,loadgen --threads $t --depth $d,$rate,$SECS" | tee -a "$RUNS"
+      mds_run "$t" "$d"; read -r rate per_commit <<<"$RESULT"
+      echo "$point,$round,mds,loadgen --threads $t --depth $d,$rate,$SECS,$per_commit" | tee -a "$RUNS"
     fi
     if has redis; then
       read -r c pl <<<"$r"
       redis_run "$c" "$pl"; read -r rate secs <<<"$RESULT"
       rflags="-c $c"; [[ "$pl" -gt 1 ]] && rflags="$rflags -P $pl"
-      echo "$point,$round,redis,redis-benchmark $rflags,$rate,$secs" | tee -a "$RUNS"
+      echo "$point,$round,redis,redis-benchmark $rflags,$rate,$secs," | tee -a "$RUNS"
     fi
     if has pg; then
       pg_run "$p" insert 1; read -r rate secs <<<"$RESULT"
-      echo "$point,$round,pg,pgbench -c $p -j 2,$rate,$secs" | tee -a "$RUNS"
+      echo "$point,$round,pg,pgbench -c $p -j 2,$rate,$secs," | tee -a "$RUNS"
       if [[ "$point" == 1024 && "$PG_BATCHED" == 1 ]]; then
         pg_run 64 batch16 16; read -r rate secs <<<"$RESULT"
-        echo "$point,$round,pg_batch16,pgbench -c 64 -j 2 (16-INSERT pipeline = 1 txn),$rate,$secs" |
+        echo "$point,$round,pg_batch16,pgbench -c 64 -j 2 (16-INSERT pipeline = 1 txn),$rate,$secs," |
           tee -a "$RUNS"
       fi
     fi
   done
 done
 
-python3 - "$RUNS" "$CSV" "$REDIS_VERSION" "$PG_VERSION" "$SECS" <<'PY'
+PLACEMENT=""
+[[ -n "$SERVER_CPUS" ]] && PLACEMENT="servers on CPU $SERVER_CPUS, load on CPU $LOAD_CPUS; mds ${MDS_ARGS:-defaults}"
+python3 - "$RUNS" "$CSV" "$REDIS_VERSION" "$PG_VERSION" "$SECS" "$PLACEMENT" <<'PY'
 import csv, statistics, sys
-runs, dst, redis_v, pg_v, secs = sys.argv[1:]
+runs, dst, redis_v, pg_v, secs, placement = sys.argv[1:]
 rows = list(csv.DictReader(open(runs)))
 points = sorted({int(r["outstanding"]) for r in rows})
 systems = ["mds", "redis", "pg", "pg_batch16"]
 fields = ["outstanding"] + [f"{s}_{k}" for s in systems for k in ("per_sec", "config")] + [
-    "mds_over_redis", "mds_over_pg", "redis_version", "pg_version", "duration_secs", "rounds"]
+    "mds_over_redis", "mds_over_pg", "mds_per_commit", "redis_version", "pg_version",
+    "duration_secs", "rounds", "placement"]
 out = []
 for p in points:
-    row = {"outstanding": p, "redis_version": redis_v, "pg_version": pg_v, "duration_secs": secs}
+    row = {"outstanding": p, "redis_version": redis_v, "pg_version": pg_v, "duration_secs": secs,
+           "placement": placement}
+    mds_runs = [r for r in rows if int(r["outstanding"]) == p and r["system"] == "mds"]
+    per_commit = [float(r["per_commit"]) for r in mds_runs if r.get("per_commit")]
+    row["mds_per_commit"] = f"{statistics.mean(per_commit):.2f}" if per_commit else ""
     for s in systems:
         mine = [r for r in rows if int(r["outstanding"]) == p and r["system"] == s]
         row[f"{s}_per_sec"] = f"{statistics.mean(float(r['per_sec']) for r in mine):.0f}" if mine else ""
@@ -251,4 +276,4 @@ for r in out:
           f"{r['mds_over_redis']:>9} {r['mds_over_pg']:>7}   {r['pg_batch16_per_sec']}")
 print(f"redis {redis_v or '-'}, postgresql {pg_v or '-'}; means over {out[0]['rounds'] if out else 0} round(s); {dst}")
 PY
-python3 bench/chart_compare.py vs-stores "$CSV" docs/vs-stores.svg
+python3 bench/chart_compare.py vs-stores "$CSV" "docs/$NAME.svg"
