@@ -63,9 +63,12 @@ CSV="$OUT/$NAME.csv"
 RUNS="$OUT/$NAME-runs.csv"
 mkdir -p "$OUT"
 has() { [[ " $SYSTEMS " == *" $1 "* ]]; }
-# The placement: a server's command under `server_on`, a load generator's under `load_on`.
-server_on() { if [[ -n "$SERVER_CPUS" ]]; then taskset -c "$SERVER_CPUS" "$@"; else "$@"; fi; }
-load_on() { if [[ -n "$LOAD_CPUS" ]]; then taskset -c "$LOAD_CPUS" "$@"; else "$@"; fi; }
+# The placement: a server's command after "${SERVER_ON[@]}", a load generator's after
+# "${LOAD_ON[@]}" (arrays, not functions: a function run with & is a subshell, and $! would
+# name it instead of the server that the cleanup must stop).
+SERVER_ON=() LOAD_ON=()
+[[ -n "$SERVER_CPUS" ]] && SERVER_ON=(taskset -c "$SERVER_CPUS")
+[[ -n "$LOAD_CPUS" ]] && LOAD_ON=(taskset -c "$LOAD_CPUS")
 
 # --- what each system needs, installed once -------------------------------------------------
 apt_install() {
@@ -113,13 +116,13 @@ mds_run() {
   local threads=$1 depth=$2 data log addr
   data=$(mktemp -d /var/tmp/mds-vs.XXXXXX); log="$data.log"; SCRATCH+=("$data" "$log")
   # shellcheck disable=SC2086 # MDS_ARGS is a list of flags
-  server_on "$BIN/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+  "${SERVER_ON[@]}" "$BIN/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
     $MDS_ARGS 2>"$log" &
   MDS_PID=$!
   wait_for_mds "$log"
   addr=$MDS_ADDR
   local out
-  out=$(load_on "$BIN/loadgen" create --server "$addr" --threads "$threads" --depth "$depth" \
+  out=$("${LOAD_ON[@]}" "$BIN/loadgen" create --server "$addr" --threads "$threads" --depth "$depth" \
     --duration "$DURATION")
   # creates/s, then the server's mutations per commit over the run
   RESULT=$(awk '/^Rate:/ {r = $2} /^server: / {c = $2} END {print r, c + 0}' <<<"$out")
@@ -130,14 +133,14 @@ mds_run() {
 # --- Redis: a fresh server and AOF per run; RESULT is "SETs/s seconds-it-ran" ---------------
 redis_bench() { # port, requests, redis-benchmark flags...; prints its rps
   local port=$1 n=$2; shift 2
-  load_on redis-benchmark -h 127.0.0.1 -p "$port" -t set -r 100000000 -n "$n" --csv "$@" |
+  "${LOAD_ON[@]}" redis-benchmark -h 127.0.0.1 -p "$port" -t set -r 100000000 -n "$n" --csv "$@" |
     awk -F'"' '$2 == "SET" {print $4}'
 }
 redis_run() {
   local dir port rps n started ended rate
   dir=$(mktemp -d /var/tmp/mds-vs-redis.XXXXXX); SCRATCH+=("$dir")
   port=$(free_port)
-  server_on redis-server --port "$port" --bind 127.0.0.1 --appendonly yes --appendfsync always \
+  "${SERVER_ON[@]}" redis-server --port "$port" --bind 127.0.0.1 --appendonly yes --appendfsync always \
     --dir "$dir" --save '' --daemonize no --logfile "$dir/redis.log" &
   REDIS_PID=$!
   for _ in $(seq 1 100); do
@@ -167,7 +170,7 @@ pg_start() {
   PG_PORT=$(free_port)
   runuser -u postgres -- "$PGBIN/initdb" -D "$PG_DIR/data" -U postgres --auth=trust \
     -E UTF8 --no-locale >"$PG_DIR/initdb.log"
-  server_on runuser -u postgres -- "$PGBIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 \
+  "${SERVER_ON[@]}" runuser -u postgres -- "$PGBIN/pg_ctl" -D "$PG_DIR/data" -l "$PG_DIR/server.log" -w -t 60 \
     -o "-p $PG_PORT -k $PG_DIR -c listen_addresses=127.0.0.1 -c max_connections=1100 -c fsync=on -c synchronous_commit=on" \
     start >/dev/null
   export PGHOST=127.0.0.1 PGPORT=$PG_PORT PGUSER=postgres PGDATABASE=postgres
@@ -190,7 +193,7 @@ CREATE SEQUENCE names;
 CHECKPOINT;
 SQL
   [[ "$clients" -gt 64 ]] && secs=$((SECS + PG_CONNECT_SECS))
-  out=$(load_on pgbench -n -M prepared -f "$PG_DIR/$script.sql" -c "$clients" -j 2 -T "$secs" 2>&1) ||
+  out=$("${LOAD_ON[@]}" pgbench -n -M prepared -f "$PG_DIR/$script.sql" -c "$clients" -j 2 -T "$secs" 2>&1) ||
     { echo "$out" >&2; exit 1; }
   tps=$(echo "$out" | awk '/^tps = / {print $3}')
   txns=$(echo "$out" | awk '/actually processed/ {print $NF}')
