@@ -254,9 +254,13 @@ ROWS = [
         ts("Commit-on-share conflicts by operation", "ops",
            [(f"sum by (op) ({rate('mds_cos_conflicts_total')})", "{{op}}")],
            "Requests that would have observed or built on another client's uncommitted change: each asked for an immediate commit and its reply waited for it."),
+        ts("Small commits waiting for a sibling", "ops",
+           [(f"sum by (outcome) ({rate('mds_commit_sibling_waits_total')})", "{{outcome}}")],
+           "--commit-siblings: commits of a few mutations that waited up to half a sync for one more; joined means one came "
+           "and shared the sync, timed_out that the wait was spent. Zero with one client or under load."),
         ts("Journal errors by instance", "short",
            [(f"sum by (instance) (mds_journal_errors_total{{{SEL}}})", "{{instance}}")],
-           "Journal write or sync failures since start; the first turns that server read-only.", 24),
+           "Journal write or sync failures since start; the first turns that server read-only."),
     ]),
     ("Replies", [
         ts("Pending replies by instance", "short",

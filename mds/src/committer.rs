@@ -5,7 +5,9 @@
 //! records contiguous from `last_committed + 1`, writes and syncs it as one batch, publishes
 //! the new `last_committed` to the reply engine — which wakes each partition with replies to
 //! release, once — and starts over. Records gather while a sync runs: gathering never waits
-//! for a sync. It never encodes or sends a reply (HDFS-15869).
+//! for a sync, and a commit starts at once — except that a commit of a few records may wait a
+//! fraction of a sync for one more when the last commits say one follows (`commit_wait`,
+//! `--commit-siblings`). It never encodes or sends a reply (HDFS-15869).
 //!
 //! Partitions take transnos under their operations' locks but send the records afterwards, so
 //! records can arrive slightly out of order across partitions. A record whose predecessor has
@@ -23,6 +25,7 @@ use journal::{Journal, JournalOp, TxRecord};
 use reply::ReplyEngine;
 use tracing::{error, info, warn};
 
+use crate::commit_wait::{SiblingWait, Waited};
 use crate::metrics::CommitMetrics;
 use crate::namespace::Namespace;
 
@@ -93,6 +96,9 @@ pub struct CommitPolicy {
     pub interval: Duration,
     /// Most transactions in one commit.
     pub max_batch: usize,
+    /// A small commit may wait a fraction of a sync for a sibling (`--commit-siblings`,
+    /// `commit_wait`); only without an interval.
+    pub siblings: bool,
 }
 
 /// Figures the committer keeps for STATFS and tests.
@@ -134,6 +140,7 @@ impl Committer {
             namespace,
             listener,
             policy,
+            siblings: SiblingWait::new(policy.siblings && policy.interval.is_zero()),
             stats: stats.clone(),
             metrics: CommitMetrics::register(),
             held: BTreeMap::new(),
@@ -181,6 +188,8 @@ struct Worker {
     namespace: Arc<Namespace>,
     listener: Arc<dyn CommitListener>,
     policy: CommitPolicy,
+    /// Whether a small commit waits for one more record, learnt from the last commits.
+    siblings: SiblingWait,
     stats: Arc<CommitStats>,
     metrics: CommitMetrics,
     /// Records received and not yet committed, by transno.
@@ -228,6 +237,7 @@ impl Worker {
                 self.metrics.gap_wait.record(since.elapsed().as_secs_f64());
             }
             self.gather(last_committed);
+            self.wait_for_sibling(last_committed);
             if self.shutdown && !self.ready(last_committed) {
                 self.finish(last_committed);
                 return;
@@ -252,8 +262,12 @@ impl Worker {
             // burned ones included.
             self.journal
                 .note_inode_counter(self.namespace.inode_counter());
+            let started = Instant::now();
             match self.journal.commit(&batch) {
                 Ok(info) => {
+                    let waiting = !self.rx.is_empty();
+                    self.siblings
+                        .committed(batch.len(), started.elapsed(), waiting);
                     last_committed = info.last_committed;
                     self.last_committed = last_committed;
                     self.namespace.publish_ceilings(info.ceilings);
@@ -409,6 +423,42 @@ impl Worker {
                 Ok(msg) => self.take(msg),
                 Err(RecvTimeoutError::Timeout) => break,
                 Err(RecvTimeoutError::Disconnected) => self.shutdown = true,
+            }
+        }
+    }
+
+    /// A small batch and nothing else arrived: wait a little for one more record if the last
+    /// commits say one usually follows (`commit_wait`), then take what else arrived. A flush,
+    /// a drain or a shutdown ends the wait.
+    fn wait_for_sibling(&mut self, last_committed: u64) {
+        let hurry = |w: &Worker| w.draining || w.shutdown || w.flush_upto > last_committed;
+        if hurry(self) {
+            return;
+        }
+        let Some(wait) = self.siblings.wait_for(self.held.len()) else {
+            return;
+        };
+        let started = Instant::now();
+        let deadline = started + wait;
+        let before = self.held.len();
+        while self.held.len() == before && !hurry(self) {
+            match self.rx.recv_deadline(deadline) {
+                Ok(msg) => self.take(msg),
+                Err(RecvTimeoutError::Timeout) => break,
+                Err(RecvTimeoutError::Disconnected) => self.shutdown = true,
+            }
+        }
+        if self.held.len() > before {
+            self.siblings.waited(Waited::Joined(started.elapsed()));
+            self.metrics.sibling_joined.increment(1);
+        } else if !hurry(self) {
+            self.siblings.waited(Waited::TimedOut);
+            self.metrics.sibling_timed_out.increment(1);
+        }
+        while self.held.len() < self.policy.max_batch {
+            match self.rx.try_recv() {
+                Ok(msg) => self.take(msg),
+                Err(_) => break,
             }
         }
     }

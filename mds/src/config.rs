@@ -155,6 +155,13 @@ pub struct Config {
     /// Most mutations in one commit (e.g. 4096, 16k).
     #[arg(long, value_parser = parse_count)]
     pub max_batch: usize,
+    /// With no --commit-interval: `on` lets a commit of a few mutations wait up to half a
+    /// sync (at most 1 ms) for one more, while the last commits show that one usually
+    /// follows — two clients whose creates would otherwise alternate, one per sync, then share
+    /// each sync (PostgreSQL's commit_delay and commit_siblings, learnt rather than set). It
+    /// never waits with one client or under load. `off`: every commit starts at once.
+    #[arg(long, value_enum, num_args = 0..=1, default_missing_value = "on")]
+    pub commit_siblings: Switch,
     /// At SIGTERM/SIGINT, how long connections may take to send their last replies before
     /// those whose clients do not read are cut (e.g. 500ms, 10s). A second signal cuts them
     /// at once.
@@ -254,6 +261,7 @@ impl Default for Config {
             partitions: default_partitions(),
             commit_interval: Duration::ZERO,
             max_batch: 8192,
+            commit_siblings: Switch::On,
             shutdown_grace: Duration::from_secs(10),
             cos: Cos::On,
             ack: Ack::Commit,

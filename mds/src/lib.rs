@@ -14,6 +14,7 @@
 //! Prometheus. The wire protocol is the `mds-proto` crate and the client library `mds-client`.
 
 pub mod auth;
+pub mod commit_wait;
 pub mod committer;
 pub mod config;
 pub mod dispatch;

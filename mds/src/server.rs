@@ -142,6 +142,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> Result<(
         CommitPolicy {
             interval: config.keys.commit_interval,
             max_batch: config.keys.max_batch,
+            siblings: config.keys.commit_siblings.is_on(),
         },
     );
     let sessions = restore_sessions(&config, &mut recovered)?;

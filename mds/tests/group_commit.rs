@@ -67,3 +67,78 @@ async fn sixty_four_clients_share_commits() {
     );
     assert!(after.max_transactions_per_commit >= 16);
 }
+
+/// `--commit-siblings` (on by default): with one client of one request at a time nothing
+/// ever waits for it, since a commit's reply is what the client waits for; with two such
+/// clients every create is answered and counted, whatever the waits did; `off` never waits.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn small_commits_wait_for_siblings_only_when_there_are_siblings() {
+    let waits = |server: &mds_testkit::Server| {
+        let text = common::scrape(server.metrics);
+        ["joined", "timed_out"].map(|outcome| {
+            let series = format!("mds_commit_sibling_waits_total{{outcome=\"{outcome}\"}}");
+            common::sample(&text, &series).unwrap_or(0.0)
+        })
+    };
+    for switch in ["on", "off"] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = common::start(&dir.path().join("data"), &["--commit-siblings", switch]);
+        let one = mds_client::Client::connect(&server.addr.to_string())
+            .await
+            .unwrap();
+        for n in 0..200 {
+            let reply = one
+                .call_reply(common::create(ROOT, &format!("alone{n}")))
+                .await
+                .unwrap();
+            assert!(matches!(reply.result, Ok(Body::Attr(_))), "{reply:?}");
+        }
+        assert_eq!(
+            waits(&server),
+            [0.0, 0.0],
+            "--commit-siblings {switch}: a lone client was waited for"
+        );
+
+        let before = one.statfs().await.unwrap();
+        let mut workers = Vec::new();
+        for c in 0..2 {
+            let client = mds_client::Client::connect(&server.addr.to_string())
+                .await
+                .unwrap();
+            workers.push(tokio::spawn(async move {
+                for n in 0..400 {
+                    let reply = client
+                        .call_reply(common::create(ROOT, &format!("pair{c}-{n}")))
+                        .await
+                        .unwrap();
+                    assert!(matches!(reply.result, Ok(Body::Attr(_))), "{reply:?}");
+                    assert!(
+                        reply.transno <= reply.last_committed,
+                        "answered before its commit"
+                    );
+                }
+            }));
+        }
+        for w in workers {
+            w.await.unwrap();
+        }
+        let after = one.statfs().await.unwrap();
+        let txns = after.committed_transactions - before.committed_transactions;
+        let commits = after.commits - before.commits;
+        assert_eq!(txns, 800, "every create committed once");
+        let [joined, timed_out] = waits(&server);
+        eprintln!(
+            "--commit-siblings {switch}, two clients: {:.2} per commit, waits joined {joined}, \
+             timed out {timed_out}",
+            txns as f64 / commits as f64
+        );
+        if switch == "off" {
+            assert_eq!([joined, timed_out], [0.0, 0.0], "off waited");
+        }
+        let names = common::names(&one, ROOT).await;
+        assert_eq!(names.len(), 1000, "200 alone and 2 x 400");
+        assert!(server.stop().success());
+        let (code, text) = common::fsck(&dir.path().join("data"));
+        assert_eq!(code, 0, "{text}");
+    }
+}

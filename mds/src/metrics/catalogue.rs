@@ -36,6 +36,7 @@ pub const COMMIT_TRANSACTIONS: &str = "mds_commit_transactions";
 pub const COMMITTED_TRANSACTIONS: &str = "mds_committed_transactions_total";
 pub const COMMIT_BYTES: &str = "mds_commit_bytes_total";
 pub const FORCED_COMMITS: &str = "mds_forced_commits_total";
+pub const COMMIT_SIBLING_WAITS: &str = "mds_commit_sibling_waits_total";
 pub const JOURNAL_ERRORS: &str = "mds_journal_errors_total";
 pub const LAST_COMMITTED: &str = "mds_last_committed_transno";
 pub const LAST_TRANSNO: &str = "mds_last_assigned_transno";
@@ -157,6 +158,10 @@ fn describe_requests_and_commits() {
     describe_counter!(
         FORCED_COMMITS,
         "Commits asked to start at once, by a SYNC or by a request that built on another client's uncommitted change (commit-on-share), rather than at the commit interval or a full batch."
+    );
+    describe_counter!(
+        COMMIT_SIBLING_WAITS,
+        "Small commits that waited a fraction of a sync for one more mutation (--commit-siblings), by outcome: joined (one came and shared the sync) or timed_out."
     );
     describe_counter!(
         JOURNAL_ERRORS,

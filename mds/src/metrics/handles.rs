@@ -12,12 +12,13 @@ use metrics::{Counter, Gauge, Histogram};
 use mds_proto::{Errno, Op};
 
 use super::catalogue::{
-    COMMIT_BUILD, COMMIT_BYTES, COMMIT_GAP_WAIT, COMMIT_NOTICES, COMMIT_TRANSACTIONS,
-    COMMIT_WRITE_SYNC, COMMITS, COMMITTED_TRANSACTIONS, CONNECTIONS, CONNECTIONS_ACCEPTED,
-    COS_CONFLICTS, COS_WAIT, COS_WAITING, CREDENTIALS_REFUSED, DRAIN_DURATION, DRAIN_REPLIES,
-    DRAIN_WAKES, FORCED_COMMITS, JOURNAL_ERRORS, LAST_COMMITTED, LAST_TRANSNO, PERMISSION_DENIED,
-    PROTOCOL_ERRORS, QUEUE_DEPTH, READS_PAUSED, REPLAYED, REQUEST_DURATION, REQUESTS, RESEND_FULL,
-    RESENT_ANSWERED, SESSION_RECONNECTS, SLOW_CLIENTS, UNSAFE_REPLIES,
+    COMMIT_BUILD, COMMIT_BYTES, COMMIT_GAP_WAIT, COMMIT_NOTICES, COMMIT_SIBLING_WAITS,
+    COMMIT_TRANSACTIONS, COMMIT_WRITE_SYNC, COMMITS, COMMITTED_TRANSACTIONS, CONNECTIONS,
+    CONNECTIONS_ACCEPTED, COS_CONFLICTS, COS_WAIT, COS_WAITING, CREDENTIALS_REFUSED,
+    DRAIN_DURATION, DRAIN_REPLIES, DRAIN_WAKES, FORCED_COMMITS, JOURNAL_ERRORS, LAST_COMMITTED,
+    LAST_TRANSNO, PERMISSION_DENIED, PROTOCOL_ERRORS, QUEUE_DEPTH, READS_PAUSED, REPLAYED,
+    REQUEST_DURATION, REQUESTS, RESEND_FULL, RESENT_ANSWERED, SESSION_RECONNECTS, SLOW_CLIENTS,
+    UNSAFE_REPLIES,
 };
 
 /// Nanoseconds on a process-wide monotonic clock (quanta, ~15 ns a read): what the committer
@@ -42,6 +43,9 @@ pub struct CommitMetrics {
     last_transno: Gauge,
     /// Time the committer waited, records in hand, for an earlier transno's record.
     pub gap_wait: Histogram,
+    /// Small commits that waited for a sibling (`--commit-siblings`): one came, none did.
+    pub sibling_joined: Counter,
+    pub sibling_timed_out: Counter,
 }
 
 impl CommitMetrics {
@@ -58,6 +62,8 @@ impl CommitMetrics {
             last_committed: metrics::gauge!(LAST_COMMITTED),
             last_transno: metrics::gauge!(LAST_TRANSNO),
             gap_wait: metrics::histogram!(COMMIT_GAP_WAIT),
+            sibling_joined: metrics::counter!(COMMIT_SIBLING_WAITS, "outcome" => "joined"),
+            sibling_timed_out: metrics::counter!(COMMIT_SIBLING_WAITS, "outcome" => "timed_out"),
         }
     }
 
