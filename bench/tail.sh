@@ -10,6 +10,8 @@
 #   - from /proc/<pid>/task/*/schedstat, just before loadgen ends: how long the committer,
 #     each partition and loadgen's threads ran and waited on the run queue.
 #   BIN=/var/tmp/mds-target/release ./bench/tail.sh
+#   SERVER_CPUS=0 LOAD_CPUS=1 ARGS="--partitions 1" ./bench/tail.sh   # per-core.sh's placement:
+#     the server (every thread it starts) under taskset -c SERVER_CPUS, loadgen under LOAD_CPUS
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
@@ -20,18 +22,22 @@ THREADS="${THREADS:-64}"
 DEPTH="${DEPTH:-16}"
 DURATION_S="${DURATION_S:-10}"
 ARGS="${ARGS:-}"
+SERVER_ON=() LOAD_ON=()
+[[ -n "${SERVER_CPUS:-}" ]] && SERVER_ON=(taskset -c "$SERVER_CPUS")
+[[ -n "${LOAD_CPUS:-}" ]] && LOAD_ON=(taskset -c "$LOAD_CPUS")
 
 data=$(mktemp -d /var/tmp/mds-tail.XXXXXX)
 log="$data.log"
 # shellcheck disable=SC2086 # $ARGS is a list of flags
-"$BIN/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 $ARGS 2>"$log" &
+"${SERVER_ON[@]}" "$BIN/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+  $ARGS 2>"$log" &
 pid=$!
 trap 'kill $pid 2>/dev/null || true; wait $pid 2>/dev/null || true; rm -rf "$data" "$log"' EXIT
 wait_for_mds "$log"
 addr=$MDS_ADDR
 metrics=$MDS_METRICS
 
-"$BIN/loadgen" create --server "$addr" --threads "$THREADS" --depth "$DEPTH" \
+"${LOAD_ON[@]}" "$BIN/loadgen" create --server "$addr" --threads "$THREADS" --depth "$DEPTH" \
   --duration "${DURATION_S}s" --quiet >"$data.loadgen" &
 lg=$!
 sleep "$(awk -v d="$DURATION_S" 'BEGIN{print d - 0.5}')"
