@@ -1068,12 +1068,14 @@ mod tests {
 
     /// A server start that answers CONNECT as `boot`, OPEN with a file's attributes (or
     /// ESTALE for a reopen of a handle in `refused`), READ with 3 bytes and the rest with what
-    /// they expect, and keeps every operation it was sent.
+    /// they expect, and keeps every request it was sent, whole. With `ack_early` it says it
+    /// answers early, and a CREATE gets transno 5 over `last_committed` 0, with a ticket.
     struct FakeStart {
         boot: u64,
         recovering: bool,
+        ack_early: bool,
         refused: Vec<u64>,
-        seen: Arc<parking_lot::Mutex<Vec<Op>>>,
+        seen: Arc<parking_lot::Mutex<Vec<Request>>>,
     }
 
     fn file_attr(ino: u64) -> Attr {
@@ -1094,13 +1096,19 @@ mod tests {
     }
 
     impl FakeStart {
-        fn answer(&self, op: &Op) -> std::result::Result<Body, Errno> {
-            match *op {
+        fn answer(&self, op: &Op) -> Reply {
+            if self.ack_early && matches!(op, Op::Create { .. }) {
+                return Reply {
+                    ticket: 9,
+                    ..Reply::new(0, 5, 0, Ok(Body::Attr(file_attr(42))))
+                };
+            }
+            let result = match *op {
                 Op::Connect { .. } => Ok(Body::Connected {
                     version: PROTOCOL_VERSION,
                     server_boot: self.boot,
                     partition: 0,
-                    ack_early: false,
+                    ack_early: self.ack_early,
                     recovering: self.recovering,
                     evicted: false,
                     session_secret: None,
@@ -1114,14 +1122,15 @@ mod tests {
                 Op::Read { .. } => Ok(Body::Data(protocol::Data(vec![1, 2, 3]))),
                 Op::Release { .. } => Ok(Body::Done),
                 _ => Ok(Body::Pong),
-            }
+            };
+            Reply::new(0, 0, 0, result)
         }
 
         /// Connects `session` to this start.
         async fn connect(
             self,
             session: &Arc<Session>,
-        ) -> (Client, Arc<parking_lot::Mutex<Vec<Op>>>) {
+        ) -> (Client, Arc<parking_lot::Mutex<Vec<Request>>>) {
             let (ours, theirs) = tokio::io::duplex(1 << 16);
             let seen = self.seen.clone();
             tokio::spawn(async move {
@@ -1129,8 +1138,11 @@ mod tests {
                 let mut frames = FramedRead::new(rd, protocol::codec());
                 while let Some(Ok(frame)) = frames.next().await {
                     let request: Request = protocol::decode(&frame).unwrap();
-                    let reply = Reply::new(request.xid, 0, 0, self.answer(&request.op));
-                    self.seen.lock().push(request.op);
+                    let reply = Reply {
+                        xid: request.xid,
+                        ..self.answer(&request.op)
+                    };
+                    self.seen.lock().push(request);
                     let mut out = BytesMut::new();
                     encode_frame(&reply, &mut out);
                     if wr.write_all(&out).await.is_err() {
@@ -1148,6 +1160,7 @@ mod tests {
         FakeStart {
             boot,
             recovering,
+            ack_early: false,
             refused: refused.to_vec(),
             seen: Arc::default(),
         }
@@ -1176,7 +1189,7 @@ mod tests {
         for recovering in [true, false] {
             let boot = if recovering { 2 } else { 3 };
             let (client, seen) = start(boot, recovering, &[b.id()]).connect(&session).await;
-            let ops = seen.lock().clone();
+            let ops: Vec<Op> = seen.lock().iter().map(|r| r.op.clone()).collect();
             let mut expected = vec![Op::Open {
                 ino: 10,
                 handle: 1,
@@ -1210,7 +1223,7 @@ mod tests {
         again.release(b).await.unwrap();
         assert_eq!(seen.lock().len(), 1, "a dead handle is released unsent");
         again.release(a).await.unwrap();
-        assert_eq!(seen.lock()[1], Op::Release { handle: 1 });
+        assert_eq!(seen.lock()[1].op, Op::Release { handle: 1 });
         assert_eq!(session.open_handles(), 0);
         let (c, _) = again.open(30, OpenFlags::default()).await.unwrap();
         assert_eq!(c.id(), 3, "numbers are never used twice");
@@ -1223,55 +1236,6 @@ mod tests {
             Some(Errno::EINVAL),
             "more than MAX_IO is refused unsent"
         );
-    }
-
-    /// A server start that answers early (`ack_early`): a CREATE gets transno 5 over
-    /// `last_committed` 0, with a ticket; it keeps every request it was sent, whole.
-    async fn early_start(
-        boot: u64,
-        recovering: bool,
-        session: &Arc<Session>,
-    ) -> (Client, Arc<parking_lot::Mutex<Vec<Request>>>) {
-        let (ours, theirs) = tokio::io::duplex(1 << 16);
-        let seen = Arc::new(parking_lot::Mutex::new(Vec::new()));
-        let kept = seen.clone();
-        tokio::spawn(async move {
-            let (rd, mut wr) = tokio::io::split(theirs);
-            let mut frames = FramedRead::new(rd, protocol::codec());
-            while let Some(Ok(frame)) = frames.next().await {
-                let request: Request = protocol::decode(&frame).unwrap();
-                let (transno, ticket, result) = match request.op {
-                    Op::Connect { .. } => (
-                        0,
-                        0,
-                        Ok(Body::Connected {
-                            version: PROTOCOL_VERSION,
-                            server_boot: boot,
-                            partition: 0,
-                            ack_early: true,
-                            recovering,
-                            evicted: false,
-                            session_secret: None,
-                        }),
-                    ),
-                    Op::Create { .. } => (5, 9, Ok(Body::Attr(file_attr(42)))),
-                    _ => (0, 0, Ok(Body::Pong)),
-                };
-                let reply = Reply {
-                    ticket,
-                    ..Reply::new(request.xid, transno, 0, result)
-                };
-                kept.lock().push(request);
-                let mut out = BytesMut::new();
-                encode_frame(&reply, &mut out);
-                if wr.write_all(&out).await.is_err() {
-                    return;
-                }
-            }
-        });
-        let (rd, wr) = tokio::io::split(ours);
-        let client = Client::start(rd, wr, session.clone(), None).await.unwrap();
-        (client, seen)
     }
 
     /// A request sent on behalf of other credentials than the session's carries them, and so
@@ -1290,7 +1254,12 @@ mod tests {
             groups: vec![10, 20],
         };
         let session = Arc::new(Session::with_cred(mine.clone()));
-        let (first, seen) = early_start(1, false, &session).await;
+        let (first, seen) = FakeStart {
+            ack_early: true,
+            ..start(1, false, &[])
+        }
+        .connect(&session)
+        .await;
         let create = Op::Create {
             parent: 1,
             name: "f".into(),
@@ -1312,7 +1281,12 @@ mod tests {
         assert_eq!(session.unsafe_count(), 1);
         drop(first);
 
-        let (_second, seen) = early_start(2, true, &session).await;
+        let (_second, seen) = FakeStart {
+            ack_early: true,
+            ..start(2, true, &[])
+        }
+        .connect(&session)
+        .await;
         let sent = seen.lock();
         let replay = sent
             .iter()

