@@ -365,6 +365,27 @@ ROWS = [
         ts("Threads", "short", [(f"sum by (instance) (process_threads{{{SEL}}})", "{{instance}}")],
            "OS threads of each mds process.", 6),
     ]),
+    ("Cluster", [
+        ts("Shards with an owner", "short",
+           [(f"max by (shard) (mds_cluster_shard_has_owner{{{SEL}}})", "shard {{shard}}")],
+           "1 while a shard has an owner key in etcd, as the servers' watches see it; the "
+           "alert MdsShardWithoutOwner fires when one shows 0 for 30 s.", 6),
+        ts("Owner and epoch", "short",
+           [(f"max by (instance, shard) (mds_shard_epoch{{{SEL}}} "
+             f"* on (instance, shard) mds_shard_owned{{{SEL}}})", "{{instance}} shard {{shard}}")],
+           "The epoch of each owner's claim (the etcd revision that created its owner key, "
+           "written into the store at takeover): a new value is a takeover.", 6),
+        ts("Lease renewal latency", "s",
+           quantiles("mds_lease_renewal_duration_seconds", "instance", qs=(0.5, 0.99)),
+           "How long etcd takes to answer a renewal of each server's lease; renewals come "
+           "every third of the TTL.", 6),
+        ts("Since the last renewal", "s",
+           [(f"time() - max by (instance) (mds_lease_last_renewal_timestamp_seconds{{{SEL}}})",
+             "{{instance}}"),
+            (f"max by (instance) (mds_lease_ttl_seconds{{{SEL}}})", "TTL {{instance}}")],
+           "Seconds since each server's lease was last renewed, against its TTL; the alert "
+           "MdsLeaseRenewalLate fires past two thirds of it.", 6),
+    ]),
 ]
 
 GRID_COLUMNS = 24

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
 # Installs what building mds and running scripts/demo.sh need, on Debian or Ubuntu:
 #   clang, libclang-dev   bindgen and the C++ build of RocksDB (clang also provides cc/c++)
+#   protobuf-compiler, libprotobuf-dev
+#                         protoc and its well-known .proto files: the etcd client's gRPC code
+#                         is generated at build time (cluster/)
 #   curl                  the demo reads /metrics with it
 # With MDS_TEST_DEPS=1 (scripts/test.sh sets it), also what the test suite needs:
 #   prometheus            promtool and a real Prometheus, for the metrics and dashboard tests
@@ -8,6 +11,7 @@
 #   fuse3                 fusermount3, for the mount's tests (mount/tests/)
 #   fsmark, git           fs_mark with an fsync per file, and git clone onto a mount
 #   libacl1-dev           what the pjdfstest crate links against
+#   etcd-server           etcd 3.4, for the cluster tests (mds/tests/cluster.rs, cluster/tests/)
 #   rustfmt, clippy       rustup components
 #   cargo-deb             from crates.io (cargo install), to check the Debian package
 #   cargo-fuzz            from crates.io, only where a nightly toolchain is installed
@@ -22,9 +26,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-pkgs=(clang libclang-dev curl)
+pkgs=(clang libclang-dev curl protobuf-compiler libprotobuf-dev)
 if [ "${MDS_TEST_DEPS:-0}" = 1 ]; then
-  pkgs+=(prometheus python3 fuse3 fsmark git libacl1-dev)
+  pkgs+=(prometheus python3 fuse3 fsmark git libacl1-dev etcd-server)
 fi
 pkgs+=("$@")
 

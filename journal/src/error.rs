@@ -40,6 +40,32 @@ pub enum Error {
         found: u32,
         clients: usize,
     },
+    /// A writable open outside any cluster of a store that is a cluster's shard: serving it
+    /// would bypass the shard's lease.
+    #[error(
+        "{path} is {stored}: serve it with `mds serve --etcd URL --shard {}`, which claims \
+         the shard first",
+        stored.shard
+    )]
+    ClusterStore {
+        path: String,
+        stored: crate::ShardIdentity,
+    },
+    /// A claim of one shard on another shard's store (or a cluster's shard other than 0 on a
+    /// store made outside a cluster).
+    #[error("{path} cannot be opened as the claimed shard: {detail}")]
+    WrongShard { path: String, detail: String },
+    /// The claim is older than the store's last owner's: this server lost its lease while it
+    /// was away, and another served the store since.
+    #[error(
+        "{path} was last served at epoch {stored}, newer than this server's claim (epoch \
+         {claimed}): another owner took the shard over since the claim; refusing to serve it"
+    )]
+    Fenced {
+        path: String,
+        stored: u64,
+        claimed: u64,
+    },
     /// A read-only open found no store there (RocksDB's read-only open would otherwise create
     /// the directory for its info log: an offline tool must change nothing).
     #[error("no store at {path}")]

@@ -14,6 +14,7 @@ mod error;
 mod options;
 mod resend;
 mod schema;
+mod shard;
 mod store;
 
 pub use error::{Error, Fault, InjectedFailure, Result};
@@ -22,4 +23,5 @@ pub use schema::{
     DATA_BLOCK, Dentry, FileKind, Inode, JournalOp, ROOT_INO, ResendRecord, ResendSlot,
     SCHEMA_VERSION, SECRET_LEN, TxRecord, now_ns,
 };
+pub use shard::{MAX_SHARDS, SHARD_SHIFT, ShardIdentity, first_ino, ino_limit, shard_of};
 pub use store::{Ceilings, CommitInfo, Journal, JournalOptions, Leases, Recovered, StoreStats};

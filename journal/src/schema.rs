@@ -85,6 +85,10 @@ pub(crate) const META_INO_CEILING: &[u8] = b"ino_ceiling";
 /// server issued the client's session, which a reconnect with that identity must prove.
 /// Written with the session's first journaled change, deleted with its resend records.
 pub(crate) const META_SESSION_PREFIX: &[u8] = b"session/";
+/// Which shard of which cluster the store is ([`crate::ShardIdentity`], postcard): written by
+/// the first open of a cluster's claimant, rewritten with each new owner's epoch. Absent in a
+/// store made outside a cluster.
+pub(crate) const META_SHARD: &[u8] = b"shard";
 /// Bytes of a session secret and of the replay key.
 pub const SECRET_LEN: usize = 32;
 

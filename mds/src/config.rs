@@ -243,6 +243,22 @@ pub struct Config {
     /// The private key of --tls-cert, PEM (PKCS#8, PKCS#1 or SEC1).
     #[arg(long)]
     pub tls_key: Option<PathBuf>,
+    /// etcd endpoints (HOST:PORT, comma-separated): serve one shard of a cluster whose
+    /// configuration `mds cluster init` wrote there — the shard given by --shard, or with
+    /// --standby the first that loses its owner. The store is then the cluster's
+    /// `<data-root>/shard-N`, and --data is not used. etcd is never on a request's path.
+    #[arg(long)]
+    pub etcd: Option<String>,
+    /// The cluster's name: its keys in etcd are under /mds/NAME/.
+    #[arg(long)]
+    pub cluster: String,
+    /// With --etcd: the shard to claim. A shard someone owns is refused, naming its owner.
+    #[arg(long, conflicts_with = "standby")]
+    pub shard: Option<u16>,
+    /// With --etcd: wait, and take over the first shard whose owner goes away (its lease
+    /// expired or was released), opening that shard's store and running its recovery.
+    #[arg(long)]
+    pub standby: bool,
     /// TOML file with any of the keys above (kebab-case); flags override it.
     #[arg(long)]
     #[serde(skip)]
@@ -277,6 +293,10 @@ impl Default for Config {
             cred_check: CredCheck::Off,
             tls_cert: None,
             tls_key: None,
+            etcd: None,
+            cluster: "mds".into(),
+            shard: None,
+            standby: false,
             config: None,
             testing: Testing::default(),
         }
@@ -297,6 +317,10 @@ pub struct Testing {
     /// (default 1 MiB); tests raise it to make a writer block on a client that does not read.
     #[arg(long, hide = true, value_parser = parse_count)]
     pub output_high_water: Option<usize>,
+    /// Test hook: after claiming its shard, the server stops for this long before it renews
+    /// its lease or opens the store, as a process stopped right after its claim would.
+    #[arg(long = "inject-pause-after-claim", hide = true, value_parser = parse_duration)]
+    pub pause_after_claim: Option<Duration>,
     /// Test hook: partition 0's drain waits this long after each commit wakes it before it
     /// begins, as if its core were busy elsewhere (its partner drains for it).
     #[arg(long = "inject-drain-stall", hide = true, value_parser = parse_duration)]
@@ -326,6 +350,9 @@ pub struct ServerConfig {
     /// TLS on the client port; none: plain TCP.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub limits: Limits,
+    /// The cluster shard this server claimed in etcd, with its epoch (`--etcd`); None
+    /// outside a cluster. Set by the claim, after the configuration is resolved.
+    pub shard: Option<journal::ShardIdentity>,
 }
 
 impl Config {
@@ -406,6 +433,19 @@ impl Config {
                 ));
             }
         };
+        match (&self.etcd, self.shard, self.standby) {
+            (None, Some(_), _) | (None, _, true) => {
+                return Err(Error::Invalid(
+                    "--shard and --standby are for a cluster's servers: they need --etcd".into(),
+                ));
+            }
+            (Some(_), None, false) => {
+                return Err(Error::Invalid(
+                    "--etcd needs --shard N (the shard to claim) or --standby".into(),
+                ));
+            }
+            _ => {}
+        }
         let defaults = Limits::default();
         let limits = Limits {
             output_high_water: self
@@ -420,6 +460,7 @@ impl Config {
             auth_key,
             tls,
             limits,
+            shard: None,
             keys: self,
         })
     }

@@ -63,6 +63,13 @@ pub enum Error {
     /// The metrics recorder could not be installed.
     #[error("installing the metrics recorder: {0}")]
     Metrics(String),
+    /// The cluster's configuration in etcd, or this server's claim on a shard.
+    #[error("{what}")]
+    Cluster {
+        what: String,
+        #[source]
+        source: mds_cluster::Error,
+    },
     /// The journal failed while serving: the server stopped refusing mutations.
     #[error("the journal failed while serving; the last mutations were refused with EIO")]
     JournalFailed,

@@ -96,7 +96,13 @@ pub fn check(data: &Path) -> crate::error::Result<Report> {
     let f = &mut report.findings;
     let tree = Tree::scan(&journal, &inodes, f)?;
     report.entries = tree.count;
+    let shard = recovered.shard.as_ref().map_or(0, |s| s.shard);
     match inodes.get(&ROOT_INO) {
+        // The root is shard 0's; another shard's store holds only what lives there.
+        None if shard != 0 => {}
+        Some(_) if shard != 0 => f.push(format!(
+            "shard {shard} holds inode 1, which is the root on shard 0"
+        )),
         None => f.push("root inode 1 is missing".into()),
         Some(root) if root.kind != FileKind::Directory => {
             f.push("root inode 1 is not a directory".into());
@@ -317,6 +323,13 @@ fn check_inode(
     }
     if inode.ino >= recovered.next_ino {
         f.push(format!("{at}: at or above next_ino {}", recovered.next_ino));
+    }
+    let shard = recovered.shard.as_ref().map_or(0, |s| s.shard);
+    if inode.ino != ROOT_INO && journal::shard_of(inode.ino) != shard {
+        f.push(format!(
+            "{at}: in shard {}'s range, not this store's (shard {shard})",
+            journal::shard_of(inode.ino)
+        ));
     }
     let refs = tree.names.get(&inode.ino).map_or(0, std::vec::Vec::len) as u32;
     let kept_open = inode.kind != FileKind::Directory && inode.nlink == 0 && refs == 0;

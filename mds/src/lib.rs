@@ -9,11 +9,13 @@
 //! its connections; `recovery` orders replays after a restart; `auth` checks the shared key
 //! at CONNECT and `tls` loads the client port's certificate; `ticket` makes and checks the
 //! replay tickets of early replies; `config` is the configuration; `server` wires them
-//! together (and runs in-process for tests); `fsck` checks an offline store; `error` is the
+//! together (and runs in-process for tests); `cluster` claims and keeps a shard of a cluster
+//! in etcd around it (`--etcd`); `fsck` checks an offline store; `error` is the
 //! library's one error type; `metrics` serves
 //! Prometheus. The wire protocol is the `mds-proto` crate and the client library `mds-client`.
 
 pub mod auth;
+pub mod cluster;
 pub mod commit_wait;
 pub mod committer;
 pub mod config;

@@ -79,6 +79,16 @@ impl Stop {
         self.checkpoint.notify_one();
     }
 
+    /// Whether a stop was asked for.
+    pub fn is_requested(&self) -> bool {
+        self.first.is_cancelled()
+    }
+
+    /// Resolves once a stop is asked for.
+    pub async fn requested(&self) {
+        self.first.cancelled().await;
+    }
+
     /// Asks the server to stop; asking again makes it stop sooner.
     pub fn request(&self) {
         if self.first.is_cancelled() {
@@ -101,7 +111,11 @@ pub fn run(config: ServerConfig) -> Result<()> {
             move || forward_signals(stop)
         })
         .doing(|| "starting the signal thread".into())?;
-    serve(config, listeners, stop)
+    if config.keys.etcd.is_some() {
+        crate::cluster::run(config, listeners, stop)
+    } else {
+        serve(config, listeners, stop)
+    }
 }
 
 /// Serves on `listeners` until `stop` is requested, then shuts down: no new connections or
@@ -248,6 +262,7 @@ fn open_journal(config: &ServerConfig) -> Result<(Arc<Journal>, journal::Recover
     std::fs::create_dir_all(&config.keys.data)
         .doing(|| format!("creating data directory {}", config.keys.data.display()))?;
     let options = JournalOptions {
+        shard: config.shard.clone(),
         leases: journal::Leases {
             // Past the cap on uncommitted work, with room for what each partition executes
             // between its look at the cap and its transno: the ceiling is never what stops
@@ -356,6 +371,7 @@ fn open_recovery(
         last_committed: recovered.last_committed,
         transno_ceiling: recovered.ceilings.transno,
         ino_ceiling: recovered.ceilings.ino,
+        ino_floor: journal::first_ino(recovered.shard.as_ref().map_or(0, |s| s.shard)),
     };
     let skipper: crate::recovery::Skipper = {
         let (namespace, commit_tx) = (namespace.clone(), committer.sender());

@@ -1,8 +1,9 @@
 //! What users see in Prometheus and Grafana: `/metrics` from a server under load passes
 //! `promtool check metrics` with no findings and has histograms, not summaries; and every
 //! query of every dashboard panel returns series from a real Prometheus scraping a real mds
-//! under load. Needs `promtool` and `prometheus` (Debian package `prometheus`), which
-//! `scripts/install-deps.sh` installs.
+//! under load — one shard of a cluster, so that the cluster row has series too. Needs
+//! `promtool` and `prometheus` (Debian package `prometheus`) and `etcd` (`etcd-server`),
+//! which `scripts/install-deps.sh` installs.
 
 mod common;
 
@@ -223,7 +224,19 @@ async fn every_dashboard_query_returns_series_from_a_real_prometheus() {
     let dashboard: serde_json::Value =
         serde_json::from_str(include_str!("../../dashboards/mds.json")).unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let server = common::start(dir.path(), &[]);
+    let etcd = mds_testkit::Etcd::start();
+    let init = std::process::Command::new(common::MDS)
+        .args(["cluster", "init", "--etcd", &etcd.endpoint, "--shards", "1"])
+        .args(["--lease-ttl", "3", "--data-root"])
+        .arg(dir.path())
+        .output()
+        .unwrap();
+    assert!(init.status.success(), "{init:?}");
+    let server = common::Server::start_with(
+        std::path::Path::new(common::MDS),
+        &["--etcd", &etcd.endpoint, "--shard", "0"],
+        &dir.path().join("shard-0"),
+    );
     let target = server.metrics;
     let prom = tokio::task::spawn_blocking(move || start_prometheus(target))
         .await

@@ -25,8 +25,18 @@ impl Server {
     /// Starts `bin serve` on `data` with 2 partitions and `extra` flags; listens on an
     /// OS-picked port unless `extra` has `--listen`.
     pub fn start(bin: &Path, data: &Path, extra: &[&str]) -> Server {
+        let mut args = vec!["--data", data.to_str().expect("a UTF-8 test path")];
+        args.extend_from_slice(extra);
+        Server::start_with(bin, &args, data)
+    }
+
+    /// Starts `bin serve` with `extra` flags and no `--data` (a cluster's server opens the
+    /// store its claim names); `data` is where the test expects that store. Returns once the
+    /// server logged both its addresses: a cluster's server does so once they are bound,
+    /// before its claim (wait for "mds serving" to know it serves).
+    pub fn start_with(bin: &Path, extra: &[&str], data: &Path) -> Server {
         let mut cmd = Command::new(bin);
-        cmd.args(["serve", "--data"]).arg(data);
+        cmd.arg("serve");
         if !extra.contains(&"--listen") {
             cmd.args(["--listen", "127.0.0.1:0"]);
         }
@@ -124,6 +134,24 @@ impl Server {
 
     pub fn log_text(&self) -> String {
         self.log.lock().unwrap().join("\n")
+    }
+
+    /// Waits (up to `limit`) until the server has logged a line containing `text`; returns
+    /// whether it did.
+    pub fn wait_for_log(&self, text: &str, limit: Duration) -> bool {
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if self.log.lock().unwrap().iter().any(|l| l.contains(text)) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        false
+    }
+
+    /// The exit status, if the server has exited.
+    pub fn exited(&mut self) -> Option<ExitStatus> {
+        self.child.as_mut()?.try_wait().unwrap()
     }
 }
 
@@ -226,4 +254,111 @@ pub fn die_with_parent(cmd: &mut Command) -> &mut Command {
             Ok(())
         })
     }
+}
+
+/// A one-member etcd (Debian's `etcd-server`) on two free loopback ports, its data on tmpfs
+/// (`/dev/shm`: a slow fdatasync there could let every lease expire, etcd #15247). Killed and
+/// its data removed when dropped, and killed when the thread that started it ends: start it
+/// on the test's own thread.
+pub struct Etcd {
+    child: Child,
+    /// `127.0.0.1:PORT`, as `--etcd` takes it.
+    pub endpoint: String,
+    dir: PathBuf,
+    peer: u16,
+}
+
+impl Etcd {
+    /// Starts etcd, waiting (60 s at most) until it serves clients. Panics, saying what to
+    /// install, if there is no `etcd` binary.
+    pub fn start() -> Etcd {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir = PathBuf::from(format!("/dev/shm/mds-test-etcd-{}-{n}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (client, peer) = (free_port(), free_port());
+        Etcd {
+            child: Etcd::spawn(&dir, client, peer),
+            endpoint: format!("127.0.0.1:{client}"),
+            dir,
+            peer,
+        }
+    }
+
+    /// Kills etcd (SIGKILL) and starts it again on the same data and ports after `away`.
+    pub fn restart_after(&mut self, away: Duration) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        std::thread::sleep(away);
+        let client = self.endpoint.rsplit(':').next().unwrap().parse().unwrap();
+        self.child = Etcd::spawn(&self.dir, client, self.peer);
+    }
+
+    fn spawn(dir: &Path, client: u16, peer: u16) -> Child {
+        let client_url = format!("http://127.0.0.1:{client}");
+        let peer_url = format!("http://127.0.0.1:{peer}");
+        let mut cmd = Command::new("etcd");
+        cmd.arg("--name")
+            .arg("test")
+            .arg("--data-dir")
+            .arg(dir)
+            .args(["--listen-client-urls", &client_url])
+            .args(["--advertise-client-urls", &client_url])
+            .args(["--listen-peer-urls", &peer_url])
+            .args(["--initial-advertise-peer-urls", &peer_url])
+            .args(["--initial-cluster", &format!("test={peer_url}")])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        die_with_parent(&mut cmd);
+        let mut child = cmd
+            .spawn()
+            .expect("starting etcd: install Debian's etcd-server (scripts/install-deps.sh)");
+        let stderr = child.stderr.take().unwrap();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                let _ = tx.send(line);
+            }
+        });
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) if line.contains("ready to serve client requests") => break,
+                Ok(_) => {}
+                Err(_) => {
+                    let _ = child.kill();
+                    panic!("etcd did not start within 60 s");
+                }
+            }
+        }
+        child
+    }
+
+    pub fn pid(&self) -> i32 {
+        self.child.id() as i32
+    }
+
+    /// Sends `signal` to etcd (SIGSTOP/SIGCONT make an unreachable etcd).
+    pub fn signal(&self, signal: i32) {
+        // SAFETY: signalling our own child process.
+        unsafe { libc::kill(self.pid(), signal) };
+    }
+}
+
+impl Drop for Etcd {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A loopback port free a moment ago.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("binding a free port")
+        .port()
 }

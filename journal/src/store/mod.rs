@@ -19,12 +19,13 @@ use crate::schema::{
     ADDED_CFS, ALL_CFS, CF_CLIENTS, CF_DATA, CF_DENTRIES, CF_INODES, CF_META, CF_ORPHANS,
     CF_XATTRS, Dentry, Inode, InodeV2, JournalOp, META_CLIENT_PREFIX, META_INO_CEILING,
     META_LAST_COMMITTED, META_NEXT_INO, META_REPLAY_KEY, META_SCHEMA_VERSION, META_SESSION_PREFIX,
-    META_TRANSNO_CEILING, ROOT_INO, ResendRecord, ResendSlot, ResendSlotRef, SCHEMA_VERSION,
-    SCHEMA_VERSION_BEFORE_DATA, SCHEMA_VERSION_V2_INODES, SCHEMA_VERSION_WITHOUT_RESEND,
-    SECRET_LEN, TxRecord, client_key, data_key, data_key_end, decode, decode_dentry_key,
-    decode_meta_u64, decode_resend_key, decode_u64_key, dentry_key, dentry_key_into, encode,
-    ino_key, now_ns, resend_key, session_key, xattr_key,
+    META_SHARD, META_TRANSNO_CEILING, ROOT_INO, ResendRecord, ResendSlot, ResendSlotRef,
+    SCHEMA_VERSION, SCHEMA_VERSION_BEFORE_DATA, SCHEMA_VERSION_V2_INODES,
+    SCHEMA_VERSION_WITHOUT_RESEND, SECRET_LEN, TxRecord, client_key, data_key, data_key_end,
+    decode, decode_dentry_key, decode_meta_u64, decode_resend_key, decode_u64_key, dentry_key,
+    dentry_key_into, encode, ino_key, now_ns, resend_key, session_key, xattr_key,
 };
+use crate::shard::ShardIdentity;
 
 /// How the journal is opened.
 #[derive(Clone, Debug, Default)]
@@ -32,6 +33,10 @@ pub struct JournalOptions {
     /// How far past what is durable the server may hand out transnos and inode numbers:
     /// each commit raises the ceilings to this far above it ([`Ceilings`]).
     pub leases: Leases,
+    /// The shard of a cluster this open serves, as its server claimed it; None outside a
+    /// cluster. Checked against the store's own ([`crate::shard`]) before anything is
+    /// written, and written into it, synced, before the open returns.
+    pub shard: Option<ShardIdentity>,
 }
 
 /// The widths of the transno and inode-number leases.
@@ -91,6 +96,11 @@ pub struct Recovered {
     pub sessions: Vec<(u64, [u8; SECRET_LEN])>,
     /// The schema version this open upgraded the store from, if it did.
     pub upgraded_from: Option<u32>,
+    /// The cluster shard the store is (after this open: the claim's epoch); None for a store
+    /// made and served outside a cluster, which is shard 0.
+    pub shard: Option<ShardIdentity>,
+    /// Inode numbers at or above this one are not this store's shard's to hand out.
+    pub ino_limit: u64,
     /// The store's schema version as this open found it: older than [`SCHEMA_VERSION`] only
     /// for a read-only open of a store no build of this version has opened for writing.
     pub schema_version: u32,
@@ -216,6 +226,23 @@ impl Journal {
         Ok((journal, recovered))
     }
 
+    /// Whether a claim may open the store at `path` (none there yet: it may), read without
+    /// writing and without RocksDB's lock: a claimant learns it is fenced off at once, even
+    /// while the store's current owner still holds it. The writable open checks again, under
+    /// the lock.
+    pub fn check_claim(path: &Path, claim: &ShardIdentity) -> Result<()> {
+        if !path.join("CURRENT").is_file() {
+            return Ok(());
+        }
+        let (_, recovered) = Self::open_read_only(path)?;
+        crate::shard::admit(
+            &path.display().to_string(),
+            recovered.shard.as_ref(),
+            Some(claim),
+        )
+        .map(drop)
+    }
+
     /// Opens an existing store read-only (for `mds fsck` and other offline tools).
     pub fn open_read_only(path: &Path) -> Result<(Journal, Recovered)> {
         if !path.join("CURRENT").is_file() {
@@ -262,6 +289,25 @@ impl Journal {
             v2_inodes: false,
         };
         let meta = journal.cf(CF_META);
+        let stored_shard = match journal.db.get_cf(meta, META_SHARD)? {
+            Some(v) => Some(decode::<ShardIdentity>("shard identity", &v)?),
+            None => None,
+        };
+        let is_new = journal.db.get_cf(meta, META_SCHEMA_VERSION)?.is_none();
+        // Whose store it is, checked before anything is written to it (an upgrade included).
+        let shard = if !writable {
+            stored_shard.clone()
+        } else if is_new {
+            journal.options.shard.clone()
+        } else {
+            crate::shard::admit(
+                &path.display().to_string(),
+                stored_shard.as_ref(),
+                journal.options.shard.as_ref(),
+            )?
+        };
+        let shard_number = shard.as_ref().map_or(0, |s| s.shard);
+        let meta = journal.cf(CF_META);
         let (mut upgraded_from, mut v2_inodes) = (None, false);
         let mut schema_version = SCHEMA_VERSION;
         let created = match journal.db.get_cf(meta, META_SCHEMA_VERSION)? {
@@ -294,7 +340,7 @@ impl Journal {
                 false
             }
             None if writable => {
-                journal.initialize()?;
+                journal.initialize(shard_number)?;
                 true
             }
             None => {
@@ -305,6 +351,9 @@ impl Journal {
             }
         };
         journal.v2_inodes = v2_inodes;
+        if let Some(claimed) = shard.as_ref().filter(|_| writable && shard != stored_shard) {
+            journal.put_synced(META_SHARD, &encode(claimed))?;
+        }
         let meta = journal.cf(CF_META);
         let last_committed = match journal.db.get_cf(meta, META_LAST_COMMITTED)? {
             Some(v) => decode_meta_u64("last_committed", &v)?,
@@ -312,7 +361,7 @@ impl Journal {
         };
         let next_ino = match journal.db.get_cf(meta, META_NEXT_INO)? {
             Some(v) => decode_meta_u64("next_ino", &v)?,
-            None => ROOT_INO + 1,
+            None => crate::shard::first_ino(shard_number),
         };
         let known_clients = journal.known_clients()?;
         let mut slots = Vec::new();
@@ -354,6 +403,8 @@ impl Journal {
                 leased,
                 sessions,
                 upgraded_from,
+                shard,
+                ino_limit: crate::shard::ino_limit(shard_number),
                 schema_version: if writable {
                     SCHEMA_VERSION
                 } else {
@@ -574,18 +625,30 @@ impl Journal {
         Ok(())
     }
 
-    /// Writes the schema version and the root directory of a new store, synced.
-    fn initialize(&self) -> Result<()> {
-        let root = Inode::root(now_ns());
+    /// Writes the schema version of a new store, its first inode number (the shard's) and, on
+    /// shard 0, the root directory, synced. The shard's identity follows in its own write.
+    fn initialize(&self, shard: u16) -> Result<()> {
+        let first = crate::shard::first_ino(shard);
         let mut batch = WriteBatch::default();
         let meta = self.cf(CF_META);
         batch.put_cf(meta, META_SCHEMA_VERSION, SCHEMA_VERSION.to_le_bytes());
         batch.put_cf(meta, META_LAST_COMMITTED, 0u64.to_le_bytes());
-        batch.put_cf(meta, META_NEXT_INO, (ROOT_INO + 1).to_le_bytes());
+        batch.put_cf(meta, META_NEXT_INO, first.to_le_bytes());
         // Nothing handed out yet: the first commit raises them.
         batch.put_cf(meta, META_TRANSNO_CEILING, 0u64.to_le_bytes());
-        batch.put_cf(meta, META_INO_CEILING, (ROOT_INO + 1).to_le_bytes());
-        batch.put_cf(self.cf(CF_INODES), ino_key(ROOT_INO), encode(&root));
+        batch.put_cf(meta, META_INO_CEILING, first.to_le_bytes());
+        if shard == 0 {
+            let root = Inode::root(now_ns());
+            batch.put_cf(self.cf(CF_INODES), ino_key(ROOT_INO), encode(&root));
+        }
+        self.db.write_opt(batch, &synced())?;
+        Ok(())
+    }
+
+    /// One meta key, synced (start-up writes only).
+    fn put_synced(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.cf(CF_META), key, value);
         self.db.write_opt(batch, &synced())?;
         Ok(())
     }

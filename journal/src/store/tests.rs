@@ -935,7 +935,10 @@ fn commits_raise_the_ceilings_a_lease_ahead_and_they_survive_a_restart() {
         transnos: 100,
         inos: 1000,
     };
-    let options = || JournalOptions { leases };
+    let options = || JournalOptions {
+        leases,
+        ..JournalOptions::default()
+    };
     {
         let (j, recovered) = Journal::open(dir.path(), options()).unwrap();
         assert_eq!(
@@ -1065,4 +1068,85 @@ fn session_bindings_live_as_long_as_their_clients_records() {
         .filter(|l| l.starts_with("meta 73657373696f6e2f"))
         .count();
     assert_eq!(sessions, 2, "10's binding was deleted");
+}
+
+fn claim(cluster: &str, shard: u16, epoch: u64) -> JournalOptions {
+    JournalOptions {
+        shard: Some(ShardIdentity {
+            cluster: cluster.into(),
+            shard,
+            epoch,
+        }),
+        ..JournalOptions::default()
+    }
+}
+
+/// A shard's store: its inode numbers start in its range, only shard 0 has the root, each
+/// new owner's epoch is written at open, an older claim is fenced off before anything is
+/// written, and the store is never opened outside its cluster again.
+#[test]
+fn a_shards_store_keeps_its_identity_and_fences_older_claims() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (j, recovered) = Journal::open(dir.path(), claim("c", 3, 10)).unwrap();
+        assert!(recovered.created);
+        assert_eq!(recovered.next_ino, 3 << 48 | 2);
+        assert_eq!(recovered.ino_limit, 4 << 48);
+        assert_eq!(recovered.shard.as_ref().unwrap().epoch, 10);
+        assert!(
+            j.inode(ROOT_INO).unwrap().is_none(),
+            "the root is shard 0's"
+        );
+    }
+    // A newer owner writes its epoch.
+    let (_, recovered) = Journal::open(dir.path(), claim("c", 3, 12)).unwrap();
+    assert_eq!(recovered.shard.unwrap().epoch, 12);
+    let before = {
+        let (j, _) = Journal::open_read_only(dir.path()).unwrap();
+        raw_contents(&j)
+    };
+    // Refused, and nothing written: an older claim, another shard, another cluster, no claim.
+    for (options, what) in [
+        (claim("c", 3, 11), "epoch 12"),
+        (claim("c", 2, 20), "shard 3 of cluster \"c\""),
+        (claim("d", 3, 20), "cluster \"c\""),
+        (JournalOptions::default(), "--etcd"),
+    ] {
+        let e = Journal::open(dir.path(), options).unwrap_err().to_string();
+        assert!(e.contains(what), "{e}");
+    }
+    let (j, recovered) = Journal::open_read_only(dir.path()).unwrap();
+    assert_eq!(raw_contents(&j), before);
+    assert_eq!(recovered.shard.unwrap().epoch, 12, "fsck reads it as it is");
+    drop(j);
+    // The check a claimant makes before it waits for the store, while its owner holds it.
+    let (_owner, _) = Journal::open(dir.path(), claim("c", 3, 12)).unwrap();
+    let stale = claim("c", 3, 11).shard.unwrap();
+    assert!(matches!(
+        Journal::check_claim(dir.path(), &stale),
+        Err(Error::Fenced { .. })
+    ));
+    Journal::check_claim(dir.path(), &claim("c", 3, 13).shard.unwrap()).unwrap();
+    Journal::check_claim(&dir.path().join("none"), &stale).unwrap();
+}
+
+/// A store made outside a cluster is shard 0 as it is: adopted by a shard-0 claim (root and
+/// inode numbers unchanged), refused to any other shard.
+#[test]
+fn a_standalone_store_becomes_shard_0_unchanged() {
+    let dir = tempfile::tempdir().unwrap();
+    let next = {
+        let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        assert_eq!(recovered.shard, None);
+        assert_eq!(recovered.ino_limit, 1 << 48);
+        assert!(j.inode(ROOT_INO).unwrap().is_some());
+        recovered.next_ino
+    };
+    let e = Journal::open(dir.path(), claim("c", 1, 5)).unwrap_err();
+    assert!(e.to_string().contains("only be shard 0"), "{e}");
+    let (j, recovered) = Journal::open(dir.path(), claim("c", 0, 5)).unwrap();
+    assert!(!recovered.created);
+    assert_eq!(recovered.next_ino, next);
+    assert!(j.inode(ROOT_INO).unwrap().is_some());
+    assert_eq!(recovered.shard.unwrap().shard, 0);
 }

@@ -1,4 +1,5 @@
-//! `mds`: the metadata server (`mds serve`) and its offline tools (`mds fsck`).
+//! `mds`: the metadata server (`mds serve`), its offline tools (`mds fsck`) and a cluster's
+//! configuration in etcd (`mds cluster init`, `mds cluster status`).
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -23,6 +24,80 @@ enum Command {
         #[arg(long)]
         data: PathBuf,
     },
+    /// A cluster of shards whose configuration and owners live in etcd.
+    #[command(subcommand)]
+    Cluster(ClusterCommand),
+}
+
+#[derive(Subcommand)]
+enum ClusterCommand {
+    /// Writes a cluster's configuration into etcd, once (a second init is refused).
+    Init {
+        /// etcd endpoints, HOST:PORT, comma-separated.
+        #[arg(long)]
+        etcd: String,
+        /// The cluster's name: its keys are under /mds/NAME/.
+        #[arg(long, default_value = "mds")]
+        cluster: String,
+        /// Shards 0 to N-1 (shard 0 holds the root).
+        #[arg(long)]
+        shards: u16,
+        /// Shard N's store is DIR/shard-N, on every server that may serve it (an absolute
+        /// path).
+        #[arg(long)]
+        data_root: PathBuf,
+        /// Seconds an owner's lease lives without renewal (3 to 600).
+        #[arg(long, default_value_t = 5)]
+        lease_ttl: u32,
+        /// The stores are on storage several hosts mount: an owner that cannot reach etcd
+        /// for its lease's TTL then stops serving, since another host may have claimed the
+        /// shard.
+        #[arg(long)]
+        shared_storage: bool,
+    },
+    /// Prints the configuration and every shard's owner and epoch.
+    Status {
+        #[arg(long)]
+        etcd: String,
+        #[arg(long, default_value = "mds")]
+        cluster: String,
+    },
+}
+
+fn cluster_command(command: ClusterCommand) -> ExitCode {
+    let done = match command {
+        ClusterCommand::Init {
+            etcd,
+            cluster,
+            shards,
+            data_root,
+            lease_ttl,
+            shared_storage,
+        } => {
+            let config = mds_cluster::ClusterConfig {
+                shards,
+                data_root,
+                lease_ttl_secs: lease_ttl,
+                shared_storage,
+            };
+            mds::cluster::init(&etcd, &cluster, &config).map(|()| {
+                println!(
+                    "cluster {cluster:?} initialized: {shards} shards, stores under {}",
+                    config.data_root.display()
+                );
+            })
+        }
+        ClusterCommand::Status { etcd, cluster } => {
+            mds::cluster::status(&etcd, &cluster).map(|text| print!("{text}"))
+        }
+    };
+    match done {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("mds cluster: {}", mds::error::chain(&e));
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn main() -> ExitCode {
@@ -54,6 +129,7 @@ fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         },
+        Command::Cluster(command) => cluster_command(command),
         Command::Fsck { data } => match mds::fsck::check(&data) {
             Ok(report) => {
                 for finding in &report.findings {

@@ -169,6 +169,7 @@ impl Core {
             last_committed: 0,
             transno_ceiling: 0,
             ino_ceiling: 0,
+            ino_floor: journal::first_ino(0),
         };
         let core = Core {
             namespace: Arc::new(namespace),

@@ -37,6 +37,12 @@ pub const COMMITTED_TRANSACTIONS: &str = "mds_committed_transactions_total";
 pub const COMMIT_BYTES: &str = "mds_commit_bytes_total";
 pub const FORCED_COMMITS: &str = "mds_forced_commits_total";
 pub const COMMIT_SIBLING_WAITS: &str = "mds_commit_sibling_waits_total";
+pub const SHARD_OWNED: &str = "mds_shard_owned";
+pub const SHARD_EPOCH: &str = "mds_shard_epoch";
+pub const LEASE_RENEWAL: &str = "mds_lease_renewal_duration_seconds";
+pub const LEASE_TTL: &str = "mds_lease_ttl_seconds";
+pub const LEASE_RENEWED_AT: &str = "mds_lease_last_renewal_timestamp_seconds";
+pub const CLUSTER_SHARD_OWNED: &str = "mds_cluster_shard_has_owner";
 pub const JOURNAL_ERRORS: &str = "mds_journal_errors_total";
 pub const LAST_COMMITTED: &str = "mds_last_committed_transno";
 pub const LAST_TRANSNO: &str = "mds_last_assigned_transno";
@@ -115,6 +121,39 @@ fn describe() {
     describe_requests_and_commits();
     describe_partitions();
     describe_sessions_and_security();
+    describe_cluster();
+}
+
+/// A cluster's server (`--etcd`): its shard, its lease, and every shard's owner as it sees.
+fn describe_cluster() {
+    use metrics::{describe_gauge, describe_histogram};
+    describe_gauge!(
+        SHARD_OWNED,
+        "1 while this server owns the shard (label shard), by its lease in etcd."
+    );
+    describe_gauge!(
+        SHARD_EPOCH,
+        "The epoch of this server's claim on the shard: the etcd revision that created its owner key, written into the store at takeover."
+    );
+    describe_histogram!(
+        LEASE_RENEWAL,
+        Unit::Seconds,
+        "Time etcd took to answer one renewal of this server's lease."
+    );
+    describe_gauge!(
+        LEASE_TTL,
+        Unit::Seconds,
+        "The TTL etcd gave this server's lease at its last renewal (at the grant before any)."
+    );
+    describe_gauge!(
+        LEASE_RENEWED_AT,
+        Unit::Seconds,
+        "Unix time of the last successful renewal of this server's lease: alert when time() minus this nears the TTL."
+    );
+    describe_gauge!(
+        CLUSTER_SHARD_OWNED,
+        "Whether each shard of the cluster (label shard) has an owner in etcd, as this server's watch sees it."
+    );
 }
 
 /// Requests, commits and the journal.

@@ -97,6 +97,11 @@ pub struct Namespace {
     table: Table,
     /// Next inode number; never reused, even when a create fails.
     next_ino: AtomicU64,
+    /// The first inode number past this shard's range ([`journal::ino_limit`]): creates
+    /// there are refused with ENOSPC, so no two shards ever hand out the same number.
+    ino_limit: u64,
+    /// The shard's first inode number: a replay's below it was never handed out here.
+    ino_floor: u64,
     /// The last transno handed out.
     last_transno: CachePadded<AtomicU64>,
     /// What may be handed out: the journal's durable ceilings ([`Namespace::publish_ceilings`]).
@@ -198,6 +203,8 @@ impl Namespace {
         let ns = Namespace {
             table: Table::new(),
             next_ino: AtomicU64::new(next_ino),
+            ino_limit: recovered.ino_limit,
+            ino_floor: journal::first_ino(recovered.shard.as_ref().map_or(0, |s| s.shard)),
             last_transno: CachePadded::new(AtomicU64::new(recovered.last_committed)),
             ceilings: CeilingsNow::new(recovered.leased, next_ino),
             rename_lock: Mutex::new(()),
@@ -338,16 +345,24 @@ impl Namespace {
             .map_err(|_| Errno::EBUSY)
     }
 
-    /// Takes an inode number for a create; EBUSY at the ceiling. A create that then fails
-    /// burns it (numbers are never taken back).
+    /// Takes an inode number for a create; EBUSY at the ceiling, ENOSPC past the shard's
+    /// range (which no commit raises). A create that then fails burns it (numbers are never
+    /// taken back).
     fn allocate_ino(&self) -> Result<u64, Errno> {
-        let ceiling = self.ceilings.ino.load(Ordering::Acquire);
+        let ceiling = self
+            .ceilings
+            .ino
+            .load(Ordering::Acquire)
+            .min(self.ino_limit);
         let ino = self
             .next_ino
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |i| {
                 (i < ceiling).then(|| i + 1)
             })
-            .map_err(|_| {
+            .map_err(|i| {
+                if i >= self.ino_limit {
+                    return Errno::ENOSPC;
+                }
                 self.ceilings.wanted.store(true, Ordering::Release);
                 Errno::EBUSY
             })?;
@@ -357,9 +372,12 @@ impl Namespace {
         Ok(ino)
     }
 
-    /// Whether `ino` is below the inode ceiling: a number that may have been handed out.
-    fn below_ino_ceiling(&self, ino: u64) -> bool {
-        ino < self.ceilings.ino.load(Ordering::Acquire)
+    /// Whether `ino` is in this shard's range and below the inode ceiling: a number that may
+    /// have been handed out here.
+    fn may_have_handed_out(&self, ino: u64) -> bool {
+        ino >= self.ino_floor
+            && ino < self.ino_limit
+            && ino < self.ceilings.ino.load(Ordering::Acquire)
     }
 
     /// The journal made these ceilings durable: the counters may go up to them.

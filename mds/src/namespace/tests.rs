@@ -16,6 +16,8 @@ pub(super) fn empty() -> Namespace {
     let ns = Namespace {
         table: Table::new(),
         next_ino: AtomicU64::new(ROOT_INO + 1),
+        ino_limit: journal::ino_limit(0),
+        ino_floor: journal::first_ino(0),
         last_transno: CachePadded::new(AtomicU64::new(0)),
         ceilings: CeilingsNow::new(
             Ceilings {
@@ -585,9 +587,18 @@ fn the_counters_stop_at_their_ceilings_and_never_wrap() {
         ino: u64::MAX - 1,
     });
     assert!(create("d", &mut records).is_ok());
-    // At the very end of the range: refused, never wrapped onto the root.
+    // At the end of the shard's range: the last number is taken, then ENOSPC, which no
+    // ceiling raises (the next shard's numbers begin there).
+    let limit = journal::ino_limit(0);
+    ns.next_ino.store(limit - 1, Ordering::SeqCst);
+    assert_eq!(ino_of(create("e", &mut records)), limit - 1);
+    let before = snapshot(&ns);
+    assert_eq!(create("f", &mut records), Err(Errno::ENOSPC));
+    assert!(!ns.take_ceiling_request(), "no higher ceiling helps");
+    assert_eq!(snapshot(&ns), before);
+    // At the very end of the numbers: refused, never wrapped onto the root.
     ns.next_ino.store(u64::MAX - 1, Ordering::SeqCst);
-    assert_eq!(create("e", &mut records), Err(Errno::EBUSY));
+    assert_eq!(create("g", &mut records), Err(Errno::ENOSPC));
     assert_eq!(ns.inode_counter(), u64::MAX - 1);
     let l = ns.table.lock(&[ROOT_INO]);
     assert_eq!(l.get(ROOT_INO).unwrap().attr.kind, FileKind::Directory);

@@ -28,7 +28,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
-use mds_proto::{ROOT_INO, Replay};
+use mds_proto::Replay;
 use parking_lot::Mutex;
 use tokio::sync::Notify;
 
@@ -70,6 +70,9 @@ pub struct Bounds {
     pub transno_ceiling: u64,
     /// No inode number at or above this one was handed out before the restart.
     pub ino_ceiling: u64,
+    /// Nor below this one: the shard's first ([`journal::first_ino`]; 2 on shard 0, after
+    /// the root).
+    pub ino_floor: u64,
 }
 
 /// A replay waiting for its turn (or executing): whose, and what wakes it.
@@ -348,7 +351,7 @@ impl Recovery {
         if transno > self.bounds.transno_ceiling {
             return Err(Refusal::Forged("its transno is above the ceiling"));
         }
-        if ino != 0 && (ino <= ROOT_INO || ino >= self.bounds.ino_ceiling) {
+        if ino != 0 && (ino < self.bounds.ino_floor || ino >= self.bounds.ino_ceiling) {
             return Err(Refusal::Forged("its inode number was never handed out"));
         }
         if transno <= self.bounds.last_committed

@@ -2,6 +2,7 @@
 //! the window's close, with a recorder for what is skipped.
 
 use super::*;
+use mds_proto::ROOT_INO;
 
 fn rt() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
@@ -19,6 +20,7 @@ const BOUNDS: Bounds = Bounds {
     last_committed: 10,
     transno_ceiling: 1000,
     ino_ceiling: 5000,
+    ino_floor: journal::first_ino(0),
 };
 
 /// The operation every test replay is: a create of "f" in the root.

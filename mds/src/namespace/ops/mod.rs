@@ -432,7 +432,7 @@ impl Namespace {
     fn ino_for_create(&self, cx: &Cx<'_>) -> Result<u64, Errno> {
         match cx.caller.reuse_ino {
             Some(ino) => {
-                if ino <= journal::ROOT_INO || !self.below_ino_ceiling(ino) {
+                if !self.may_have_handed_out(ino) {
                     return Err(Errno::EINVAL);
                 }
                 self.next_ino.fetch_max(ino + 1, Ordering::Relaxed);

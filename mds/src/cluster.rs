@@ -1,0 +1,363 @@
+//! A server's part in a cluster (`mds serve --etcd`): claim a shard — the one `--shard` names,
+//! or as a standby the first that loses its owner — with a lease-bound owner key in etcd,
+//! open that shard's store with the claim's epoch (which fences off any older owner), keep
+//! the lease alive beside the data path, stop at once (fail-stop, as a crash) if etcd says
+//! the lease is gone, and release it after a clean stop so a standby takes over at once. And
+//! `mds cluster init` / `status`, which write and read the configuration.
+//!
+//! Everything here runs on one thread of its own ("mds-cluster"): no request waits for etcd.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::time::Duration;
+
+use mds_cluster::{Cluster, ClusterConfig, Lease, Owner, Ownership};
+use tracing::{error, info, warn};
+
+use crate::config::ServerConfig;
+use crate::error::{Error, IoContext, Result};
+use crate::metrics::{
+    CLUSTER_SHARD_OWNED, LEASE_RENEWAL, LEASE_RENEWED_AT, LEASE_TTL, SHARD_EPOCH, SHARD_OWNED,
+};
+use crate::server::{Listeners, Stop};
+
+/// How long one call to etcd may take.
+const ETCD_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The exit status of a server that stopped because it lost its shard's lease (EX_TEMPFAIL:
+/// a service manager restarts it, and it claims again or waits as the owner it finds says).
+pub const EXIT_LEASE_LOST: i32 = 75;
+
+fn cluster_error(what: impl Into<String>) -> impl FnOnce(mds_cluster::Error) -> Error {
+    let what = what.into();
+    move |source| Error::Cluster { what, source }
+}
+
+/// `mds cluster init`: writes the configuration once.
+pub fn init(etcd: &str, name: &str, config: &ClusterConfig) -> Result<()> {
+    runtime()?.block_on(async {
+        let mut cluster = Cluster::connect(etcd, name, ETCD_TIMEOUT)
+            .await
+            .map_err(cluster_error("connecting to etcd"))?;
+        cluster
+            .init(config)
+            .await
+            .map_err(cluster_error(format!("initializing cluster {name:?}")))
+    })
+}
+
+/// `mds cluster status`: the configuration and every shard's owner, as text.
+pub fn status(etcd: &str, name: &str) -> Result<String> {
+    runtime()?.block_on(async {
+        let mut cluster = Cluster::connect(etcd, name, ETCD_TIMEOUT)
+            .await
+            .map_err(cluster_error("connecting to etcd"))?;
+        let config = cluster
+            .config()
+            .await
+            .map_err(cluster_error("reading the configuration"))?;
+        let (owners, _) = cluster
+            .owners()
+            .await
+            .map_err(cluster_error("reading the shards' owners"))?;
+        let mut out = format!(
+            "cluster {name:?}: {} shards, stores under {}, lease TTL {} s{}\n",
+            config.shards,
+            config.data_root.display(),
+            config.lease_ttl_secs,
+            if config.shared_storage {
+                ", shared storage"
+            } else {
+                ""
+            }
+        );
+        for shard in 0..config.shards {
+            let _ = match owners.get(&shard) {
+                Some(o) => writeln!(
+                    out,
+                    "shard {shard}: {} epoch {} metrics {}",
+                    o.owner, o.epoch, o.owner.metrics
+                ),
+                None => writeln!(out, "shard {shard}: no owner"),
+            };
+        }
+        Ok(out)
+    })
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("mds-cluster")
+        .enable_all()
+        .build()
+        .doing(|| "building the cluster runtime".into())
+}
+
+/// Serves one shard of the cluster `config.keys.etcd` names until `stop`, then releases it.
+pub fn run(mut config: ServerConfig, listeners: Listeners, stop: Stop) -> Result<()> {
+    // Before the first gauge: the recorder serve() uses (installed once per process).
+    crate::metrics::install()?;
+    let etcd = config.keys.etcd.clone().expect("run only with --etcd");
+    let name = config.keys.cluster.clone();
+    let rt = runtime()?;
+    let mut cluster = rt
+        .block_on(Cluster::connect(&etcd, &name, ETCD_TIMEOUT))
+        .map_err(cluster_error("connecting to etcd"))?;
+    let cluster_config = rt
+        .block_on(cluster.config())
+        .map_err(cluster_error("reading the cluster's configuration"))?;
+    let lease = rt
+        .block_on(cluster.grant(cluster_config.ttl()))
+        .map_err(cluster_error("asking etcd for a lease"))?;
+    let owner = Owner {
+        address: listeners.client_addr(),
+        metrics: listeners.metrics_addr(),
+        node: format!("{}/{}", hostname(), std::process::id()),
+    };
+    rt.spawn(watch_owners(cluster.clone(), cluster_config.shards));
+    // Both bound now; served once the server owns its shard (the "mds serving" line).
+    info!(
+        "cluster: listening on {} once it owns a shard",
+        owner.address
+    );
+    info!(
+        "cluster: metrics endpoint on {} once it owns a shard",
+        owner.metrics
+    );
+    let (shard, epoch) = if let Some(shard) = config.keys.shard {
+        check_shard(&name, &cluster_config, shard)?;
+        let epoch = rt
+            .block_on(cluster.claim(shard, &owner, lease))
+            .map_err(cluster_error(format!("claiming shard {shard}")))?;
+        (shard, epoch)
+    } else {
+        // The lease must live while the standby waits: its claim binds the owner key to it.
+        let keeper = rt.spawn(keep_lease(
+            cluster.clone(),
+            lease,
+            cluster_config.shared_storage,
+        ));
+        let claimed = rt.block_on(wait_for_shard(
+            &mut cluster,
+            &cluster_config,
+            &owner,
+            lease,
+            &stop,
+        ));
+        keeper.abort();
+        match claimed? {
+            Some(claim) => claim,
+            None => return Ok(()), // stopped while waiting
+        }
+    };
+    info!(
+        shard,
+        epoch,
+        lease = format!("{:x}", lease.id),
+        ttl = ?lease.ttl,
+        "claimed shard {shard} of cluster {name:?} at epoch {epoch}"
+    );
+    if let Some(pause) = config.keys.testing.pause_after_claim {
+        warn!(?pause, "test hook: pausing after the claim");
+        std::thread::sleep(pause);
+    }
+    let label = shard.to_string();
+    metrics::gauge!(SHARD_OWNED, "shard" => label.clone()).set(1.0);
+    metrics::gauge!(SHARD_EPOCH, "shard" => label.clone()).set(epoch as f64);
+    metrics::gauge!(LEASE_TTL).set(lease.ttl.as_secs_f64());
+    if config.keys.data != crate::config::Config::default().data {
+        warn!(
+            data = %config.keys.data.display(),
+            store = %cluster_config.store(shard).display(),
+            "--data is not used with --etcd: the cluster's configuration names the store"
+        );
+    }
+    config.keys.data = cluster_config.store(shard);
+    let identity = journal::ShardIdentity {
+        cluster: name.clone(),
+        shard,
+        epoch,
+    };
+    // Fenced off before anything else, even while the store's current owner holds it.
+    journal::Journal::check_claim(&config.keys.data, &identity).map_err(|source| {
+        Error::Journal {
+            what: format!("opening {}", config.keys.data.display()),
+            source,
+        }
+    })?;
+    // Still the owner after whatever came between the claim and now (a pause, a slow check)?
+    match rt.block_on(cluster.renew_once(lease)) {
+        Ok(true) => {}
+        Ok(false) => {
+            return Err(Error::Invalid(format!(
+                "the lease of the claim on shard {shard} expired before the store was opened; \
+                 not serving it"
+            )));
+        }
+        Err(e) => warn!(cause = %e, "could not renew the lease before opening the store"),
+    }
+    config.shard = Some(identity);
+    let keeper = rt.spawn(keep_lease(
+        cluster.clone(),
+        lease,
+        cluster_config.shared_storage,
+    ));
+    wait_for_store(&config, &stop);
+    let served = crate::server::serve(config, listeners, stop);
+    // Closed: a standby may open the store the moment the owner key goes. The revoke ends the
+    // lease, which the keeper must not take for a loss.
+    keeper.abort();
+    let revoked =
+        rt.block_on(async { tokio::time::timeout(ETCD_TIMEOUT, cluster.revoke(lease)).await });
+    match revoked {
+        Ok(Ok(())) => info!(shard, "released shard {shard}"),
+        Ok(Err(e)) => warn!(cause = %e, "could not release the lease; it expires by itself"),
+        Err(_) => warn!("etcd did not answer the release; the lease expires by itself"),
+    }
+    metrics::gauge!(SHARD_OWNED, "shard" => label).set(0.0);
+    served
+}
+
+fn check_shard(name: &str, config: &ClusterConfig, shard: u16) -> Result<()> {
+    if shard >= config.shards {
+        return Err(Error::Cluster {
+            what: format!("claiming shard {shard}"),
+            source: mds_cluster::Error::NoSuchShard {
+                cluster: name.to_owned(),
+                shard,
+                last: config.shards - 1,
+            },
+        });
+    }
+    Ok(())
+}
+
+/// A standby's wait: claims the first shard without an owner (at start, or when an owner key
+/// goes). Returns (shard, epoch), or None if asked to stop first.
+async fn wait_for_shard(
+    cluster: &mut Cluster,
+    config: &ClusterConfig,
+    owner: &Owner,
+    lease: Lease,
+    stop: &Stop,
+) -> Result<Option<(u16, u64)>> {
+    info!(
+        shards = config.shards,
+        "standby: waiting for a shard without owner"
+    );
+    loop {
+        let (owners, revision) = match cluster.owners().await {
+            Ok(found) => found,
+            Err(e) => {
+                warn!(cause = %e, "standby: cannot read the owners; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                    () = stop.requested() => return Ok(None),
+                }
+            }
+        };
+        for shard in (0..config.shards).filter(|s| !owners.contains_key(s)) {
+            match cluster.claim(shard, owner, lease).await {
+                Ok(epoch) => return Ok(Some((shard, epoch))),
+                Err(mds_cluster::Error::Claimed { .. }) => {} // another standby was first
+                Err(e) => warn!(shard, cause = %e, "standby: claim failed"),
+            }
+        }
+        tokio::select! {
+            changed = cluster.next_owner_change(revision) => {
+                if let Err(e) = changed {
+                    warn!(cause = %e, "standby: the watch on the owners failed; reading again");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+            () = stop.requested() => return Ok(None),
+        }
+    }
+}
+
+/// A taken-over store may still be open in the process that owned it (same host, stopped
+/// but not dead): RocksDB's lock keeps it out until that process is gone, which happens once
+/// it learns its lease is gone. Waits for the lock rather than failing on it.
+fn wait_for_store(config: &ServerConfig, stop: &Stop) {
+    let lock = config.keys.data.join("LOCK");
+    let mut told = false;
+    while let Some(pid) = crate::fsck::lock_holder(&lock) {
+        if stop.is_requested() {
+            return;
+        }
+        if !told {
+            warn!(
+                pid,
+                store = %config.keys.data.display(),
+                "the shard's store is still open in its last owner; waiting for it to exit"
+            );
+            told = true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Renews the lease for as long as the process lives; when it is lost, stops the process at
+/// once, as a crash would: what was acknowledged is durable or in its clients' replay
+/// queues, and the next owner recovers it.
+async fn keep_lease(mut cluster: Cluster, lease: Lease, shared_storage: bool) {
+    let renewals = metrics::histogram!(LEASE_RENEWAL);
+    let ttl = metrics::gauge!(LEASE_TTL);
+    let renewed_at = metrics::gauge!(LEASE_RENEWED_AT);
+    let lost = cluster
+        .keep_alive(lease, shared_storage, |renewal| {
+            renewals.record(renewal.latency.as_secs_f64());
+            ttl.set(renewal.ttl.as_secs_f64());
+            renewed_at.set(unix_now());
+        })
+        .await;
+    fail_stop(&lost);
+}
+
+/// Every shard's owner as etcd has it, as gauges: a shard without one shows 0 on every
+/// server that watches (the alert's input).
+async fn watch_owners(mut cluster: Cluster, shards: u16) {
+    let mut last: BTreeMap<u16, Ownership> = BTreeMap::new();
+    loop {
+        let Ok((owners, revision)) = cluster.owners().await else {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            continue;
+        };
+        for shard in 0..shards {
+            let has = owners.contains_key(&shard);
+            metrics::gauge!(CLUSTER_SHARD_OWNED, "shard" => shard.to_string()).set(if has {
+                1.0
+            } else {
+                0.0
+            });
+            if last.contains_key(&shard) && !has {
+                warn!(shard, "shard {shard} has no owner");
+            }
+        }
+        last = owners;
+        if cluster.next_owner_change(revision).await.is_err() {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+}
+
+/// Ends the process now, without unwinding or flushing: another server may be given the
+/// shard at any moment, and nothing may be committed after that.
+fn fail_stop(why: &str) -> ! {
+    error!("lost the shard's lease: {why}; stopping at once (fail-stop)");
+    // SAFETY: _exit(2) ends the process; no destructor runs, as after SIGKILL, which the
+    // store survives by design.
+    unsafe { libc::_exit(EXIT_LEASE_LOST) }
+}
+
+fn hostname() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map_or_else(|_| "localhost".into(), |h| h.trim().to_owned())
+}
+
+fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}

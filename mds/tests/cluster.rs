@@ -1,0 +1,288 @@
+//! A cluster's servers against a real etcd (Debian's etcd-server, on tmpfs, free loopback
+//! ports): `mds cluster init` once, shards claimed by lease-bound owner keys, a second claim
+//! refused naming the owner, a standby taking over a killed owner's shard (and at once after a
+//! SIGTERM), a stale owner fenced off by the store's epoch, an owner serving on while etcd is
+//! away, and one on shared storage stopping when it cannot renew.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use mds_client::{Client, ROOT};
+use mds_testkit::{Etcd, Server};
+
+const TTL: &str = "3";
+
+fn mds(args: &[&str]) -> (i32, String) {
+    let out = Command::new(common::MDS).args(args).output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+fn init(etcd: &Etcd, root: &Path, shards: &str, extra: &[&str]) {
+    let mut args = vec![
+        "cluster",
+        "init",
+        "--etcd",
+        &etcd.endpoint,
+        "--shards",
+        shards,
+        "--lease-ttl",
+        TTL,
+        "--data-root",
+        root.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let (code, out) = mds(&args);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// A shard's server (`--shard N`) or a standby (`None`).
+fn start(etcd: &Etcd, root: &Path, shard: Option<u16>, extra: &[&str]) -> Server {
+    let shard_text = shard.map(|s| s.to_string());
+    let mut args = vec!["--etcd", &etcd.endpoint];
+    match &shard_text {
+        Some(s) => args.extend(["--shard", s]),
+        None => args.push("--standby"),
+    }
+    args.extend_from_slice(extra);
+    let data = root.join(format!("shard-{}", shard.unwrap_or(0)));
+    Server::start_with(Path::new(common::MDS), &args, &data)
+}
+
+fn wait_exit(server: &mut Server, limit: Duration) -> Option<i32> {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Some(status) = server.exited() {
+            return Some(status.code().unwrap_or(-1));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    None
+}
+
+/// Waits until `server` serves (its "listening on" after the claim), and connects.
+async fn serving(server: &Server) -> Client {
+    assert!(
+        server.wait_for_log("mds serving", Duration::from_secs(30)),
+        "{}",
+        server.log_text()
+    );
+    server.client().await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bootstrap_claims_and_a_second_claim_is_refused() {
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    init(&etcd, root.path(), "2", &[]);
+    // The configuration is written once.
+    let (code, out) = mds(&[
+        "cluster",
+        "init",
+        "--etcd",
+        &etcd.endpoint,
+        "--shards",
+        "5",
+        "--data-root",
+        "/elsewhere",
+    ]);
+    assert_eq!(code, 1);
+    assert!(out.contains("already initialized"), "{out}");
+    let s0 = start(&etcd, root.path(), Some(0), &[]);
+    let s1 = start(&etcd, root.path(), Some(1), &[]);
+    let c0 = serving(&s0).await;
+    serving(&s1).await;
+    let d = c0.mkdir(ROOT, "d", 0o755).await.unwrap();
+    assert_eq!(mds_journal_shard(d.ino), 0);
+
+    // A second claimant of shard 0 is refused, naming the owner, and changes nothing.
+    let (code, out) = mds(&[
+        "serve",
+        "--etcd",
+        &etcd.endpoint,
+        "--shard",
+        "0",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("owned by"), "{out}");
+    assert!(out.contains(&s0.addr.to_string()), "{out}");
+    // A shard the cluster does not have, and the flags that do not go together.
+    let (code, out) = mds(&[
+        "serve",
+        "--etcd",
+        &etcd.endpoint,
+        "--shard",
+        "2",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(code, 1);
+    assert!(out.contains("shards 0 to 1"), "{out}");
+    let (code, out) = mds(&["serve", "--shard", "0"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("need --etcd"), "{out}");
+    assert!(c0.lookup(ROOT, "d").await.is_ok(), "the owner serves on");
+
+    let (code, status) = mds(&["cluster", "status", "--etcd", &etcd.endpoint]);
+    assert_eq!(code, 0, "{status}");
+    assert!(
+        status.contains(&format!("shard 0: {}", s0.addr)),
+        "{status}"
+    );
+    assert!(
+        status.contains(&format!("shard 1: {}", s1.addr)),
+        "{status}"
+    );
+    let scrape = |s: &Server, series: &str| mds_testkit::scrape_metric(s.metrics, series);
+    assert_eq!(scrape(&s0, "mds_shard_owned{shard=\"0\"}"), Some(1.0));
+    assert_eq!(
+        scrape(&s1, "mds_cluster_shard_has_owner{shard=\"0\"}"),
+        Some(1.0)
+    );
+    assert!(scrape(&s0, "mds_shard_epoch{shard=\"0\"}").unwrap() > 0.0);
+    drop(c0);
+    assert!(s0.stop().success());
+    assert!(s1.stop().success());
+    for shard in 0..2 {
+        let (code, out) = common::fsck(&root.path().join(format!("shard-{shard}")));
+        assert_eq!(code, 0, "shard {shard}: {out}");
+    }
+}
+
+fn mds_journal_shard(ino: u64) -> u16 {
+    (ino >> 48) as u16
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_takes_over_a_killed_owner_and_a_sigterm_hands_over_at_once() {
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    init(&etcd, root.path(), "1", &[]);
+    let owner = start(&etcd, root.path(), Some(0), &[]);
+    let client = serving(&owner).await;
+    let mut made = Vec::new();
+    for i in 0..50 {
+        made.push(
+            client
+                .create(ROOT, &format!("f{i}"), 0o644)
+                .await
+                .unwrap()
+                .ino,
+        );
+    }
+    let standby = start(&etcd, root.path(), None, &[]);
+    assert!(standby.wait_for_log("waiting for a shard without owner", Duration::from_secs(20)));
+    drop(client);
+    let killed = Instant::now();
+    owner.kill();
+    let client = serving(&standby).await;
+    let took_over = killed.elapsed();
+    for (i, ino) in made.iter().enumerate() {
+        assert_eq!(
+            client.lookup(ROOT, &format!("f{i}")).await.unwrap().ino,
+            *ino
+        );
+    }
+    client.create(ROOT, "after", 0o644).await.unwrap();
+    // A planned handover: SIGTERM releases the lease after the store is closed.
+    let second = start(&etcd, root.path(), None, &[]);
+    assert!(second.wait_for_log("waiting for a shard without owner", Duration::from_secs(20)));
+    drop(client);
+    let asked = Instant::now();
+    assert!(standby.stop().success());
+    let client = serving(&second).await;
+    let handed_over = asked.elapsed();
+    assert!(client.lookup(ROOT, "after").await.is_ok());
+    eprintln!("takeover after SIGKILL: {took_over:?}; handover after SIGTERM: {handed_over:?}");
+    drop(client);
+    assert!(second.stop().success());
+    let (code, out) = common::fsck(&root.path().join("shard-0"));
+    assert_eq!(code, 0, "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stale_owner_is_fenced_off_by_the_stores_epoch() {
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    init(&etcd, root.path(), "1", &[]);
+    // Claims, then stops (as a stopped process would) past its lease's TTL.
+    let mut stale = start(
+        &etcd,
+        root.path(),
+        Some(0),
+        &["--inject-pause-after-claim", "10s"],
+    );
+    assert!(stale.wait_for_log("claimed shard 0", Duration::from_secs(20)));
+    let standby = start(&etcd, root.path(), None, &[]);
+    let client = serving(&standby).await;
+    client
+        .create(ROOT, "by-the-new-owner", 0o644)
+        .await
+        .unwrap();
+    let code = wait_exit(&mut stale, Duration::from_secs(30)).expect("the stale owner exits");
+    assert_ne!(code, 0);
+    let log = stale.log_text();
+    assert!(log.contains("newer than this server's claim"), "{log}");
+    assert!(!log.contains("mds serving"), "{log}");
+    assert!(client.lookup(ROOT, "by-the-new-owner").await.is_ok());
+    drop(client);
+    assert!(standby.stop().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_serves_on_while_etcd_is_away() {
+    let mut etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    init(&etcd, root.path(), "1", &[]);
+    let mut owner = start(&etcd, root.path(), Some(0), &[]);
+    let client = serving(&owner).await;
+    let before = mds(&["cluster", "status", "--etcd", &etcd.endpoint]).1;
+    let creating = tokio::spawn(async move {
+        let mut n = 0u32;
+        let until = Instant::now() + Duration::from_secs(14);
+        while Instant::now() < until && n < 100_000 {
+            client.create(ROOT, &format!("f{n}"), 0o644).await.unwrap();
+            n += 1;
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        n
+    });
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    tokio::task::block_in_place(|| etcd.restart_after(Duration::from_secs(10)));
+    let made = creating
+        .await
+        .expect("every create answered while etcd was away");
+    assert!(made > 0);
+    assert_eq!(owner.exited(), None, "{}", owner.log_text());
+    // The lease held: the same owner at the same epoch.
+    let after = mds(&["cluster", "status", "--etcd", &etcd.endpoint]).1;
+    assert_eq!(after, before);
+    assert!(owner.stop().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_on_shared_storage_stops_when_it_cannot_renew() {
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    init(&etcd, root.path(), "1", &["--shared-storage"]);
+    let mut owner = start(&etcd, root.path(), Some(0), &[]);
+    serving(&owner).await;
+    etcd.signal(libc::SIGSTOP);
+    let code = wait_exit(&mut owner, Duration::from_secs(20));
+    etcd.signal(libc::SIGCONT);
+    assert_eq!(code, Some(75), "{}", owner.log_text());
+    assert!(owner.log_text().contains("fail-stop"));
+    let (code, out) = common::fsck(&root.path().join("shard-0"));
+    assert_eq!(code, 0, "{out}");
+}
