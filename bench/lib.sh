@@ -12,9 +12,11 @@ wait_for_mds() {
   done
   # `|| true`: under `set -e -o pipefail` a grep finding nothing would end the caller here,
   # before the message below.
-  MDS_ADDR=$({ grep -ao 'listening on [0-9.:]*' "$log" || true; } | awk '{print $3}')
+  # The first line of each: a cluster's server logs its addresses once bound and again when
+  # it serves.
+  MDS_ADDR=$({ grep -ao 'listening on [0-9.:]*' "$log" || true; } | awk 'NR == 1 {print $3}')
   # shellcheck disable=SC2034 # read by the scripts that source this
-  MDS_METRICS=$({ grep -ao 'metrics endpoint on [0-9.:]*' "$log" || true; } | awk '{print $4}')
+  MDS_METRICS=$({ grep -ao 'metrics endpoint on [0-9.:]*' "$log" || true; } | awk 'NR == 1 {print $4}')
   if [ -z "$MDS_ADDR" ]; then
     echo "mds did not start listening; its log:" >&2
     cat "$log" >&2

@@ -2,14 +2,16 @@
 //! connection with replies matched by xid ([`Client`]), open files ([`Handle`]: numbered by
 //! the [`Session`], reopened after a server restart), a connection that survives the server
 //! going away by reconnecting as the same client and resending ([`resilient`]), the shared key
-//! of the CONNECT challenge ([`auth`]) and TLS ([`tls`]), and the human units every command
-//! line takes ([`units`]). It speaks the protocol of `mds-proto` and
+//! of the CONNECT challenge ([`auth`]) and TLS ([`tls`]), requests across a cluster's shards
+//! from any one server's address ([`Router`]), and the human units every command line takes
+//! ([`units`]). It speaks the protocol of `mds-proto` and
 //! depends on nothing of the server's: building it needs no C++ toolchain.
 
 pub mod auth;
 mod client;
 mod handles;
 pub mod resilient;
+mod router;
 mod session;
 pub mod tls;
 pub mod units;
@@ -17,4 +19,5 @@ pub mod units;
 pub use client::{Client, ClientError, ConnectOptions, ROOT, Result, components};
 pub use handles::Handle;
 pub use mds_proto as proto;
+pub use router::Router;
 pub use session::{Replays, Session, Unsafe, process_cred};

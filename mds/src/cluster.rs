@@ -11,7 +11,10 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use mds_cluster::{Cluster, ClusterConfig, Lease, Owner, Ownership};
+use mds_proto::{Errno, Op, ShardLocation, ShardMap};
 use tracing::{error, info, warn};
 
 use crate::config::ServerConfig;
@@ -27,6 +30,55 @@ const ETCD_TIMEOUT: Duration = Duration::from_secs(5);
 /// The exit status of a server that stopped because it lost its shard's lease (EX_TEMPFAIL:
 /// a service manager restarts it, and it claims again or waits as the owner it finds says).
 pub const EXIT_LEASE_LOST: i32 = 75;
+
+/// What the request path knows of the cluster: the shard this server serves, and which
+/// server serves each shard (from the owner keys' watch). Read by every request (one
+/// comparison of the shard bits); written at each change of owners.
+#[derive(Debug, Default)]
+pub struct ClusterView {
+    /// Set once the claim is won, before any request is served.
+    shard: std::sync::OnceLock<u16>,
+    map: parking_lot::RwLock<Vec<ShardLocation>>,
+}
+
+impl ClusterView {
+    /// The shard this server serves from now on.
+    pub fn serve(&self, shard: u16) {
+        let _ = self.shard.set(shard);
+    }
+
+    /// Why this shard does not serve `op`, if it does not: EREMOTE when the inode that routes
+    /// it is another shard's (the client reads the map and goes there), EXDEV when the second
+    /// inode a RENAME or LINK names is (this version does neither across shards).
+    pub fn refuse(&self, op: &Op) -> Option<Errno> {
+        let &shard = self.shard.get()?;
+        let mine = |ino: u64| mds_proto::shard_of(ino) == shard;
+        match (op.routing_ino(), op.second_ino()) {
+            (Some(ino), _) if !mine(ino) => Some(Errno::EREMOTE),
+            (_, Some(ino)) if !mine(ino) => Some(Errno::EXDEV),
+            _ => None,
+        }
+    }
+
+    /// SHARD_MAP's answer.
+    pub fn shard_map(&self) -> ShardMap {
+        ShardMap {
+            shard: self.shard.get().copied(),
+            shards: self.map.read().clone(),
+        }
+    }
+
+    fn set(&self, owners: &BTreeMap<u16, Ownership>) {
+        *self.map.write() = owners
+            .iter()
+            .map(|(&shard, o)| ShardLocation {
+                shard,
+                address: o.owner.address.to_string(),
+                epoch: o.epoch,
+            })
+            .collect();
+    }
+}
 
 fn cluster_error(what: impl Into<String>) -> impl FnOnce(mds_cluster::Error) -> Error {
     let what = what.into();
@@ -115,7 +167,12 @@ pub fn run(mut config: ServerConfig, listeners: Listeners, stop: Stop) -> Result
         metrics: listeners.metrics_addr(),
         node: format!("{}/{}", hostname(), std::process::id()),
     };
-    rt.spawn(watch_owners(cluster.clone(), cluster_config.shards));
+    let view = Arc::new(ClusterView::default());
+    rt.spawn(watch_owners(
+        cluster.clone(),
+        cluster_config.shards,
+        view.clone(),
+    ));
     // Both bound now; served once the server owns its shard (the "mds serving" line).
     info!(
         "cluster: listening on {} once it owns a shard",
@@ -198,6 +255,13 @@ pub fn run(mut config: ServerConfig, listeners: Listeners, stop: Stop) -> Result
         Err(e) => warn!(cause = %e, "could not renew the lease before opening the store"),
     }
     config.shard = Some(identity);
+    view.serve(shard);
+    // The map this server answers includes itself from its first request on (the watch
+    // follows within milliseconds, but a client may ask sooner).
+    if let Ok((owners, _)) = rt.block_on(cluster.owners()) {
+        view.set(&owners);
+    }
+    config.cluster = Some(view);
     let keeper = rt.spawn(keep_lease(
         cluster.clone(),
         lease,
@@ -315,9 +379,9 @@ async fn keep_lease(mut cluster: Cluster, lease: Lease, shared_storage: bool) {
     fail_stop(&lost);
 }
 
-/// Every shard's owner as etcd has it, as gauges: a shard without one shows 0 on every
-/// server that watches (the alert's input).
-async fn watch_owners(mut cluster: Cluster, shards: u16) {
+/// Every shard's owner as etcd has it: the shard map SHARD_MAP answers, and gauges (a shard
+/// without one shows 0 on every server that watches: the alert's input).
+async fn watch_owners(mut cluster: Cluster, shards: u16, view: Arc<ClusterView>) {
     let mut last: BTreeMap<u16, Ownership> = BTreeMap::new();
     loop {
         let Ok((owners, revision)) = cluster.owners().await else {
@@ -335,6 +399,7 @@ async fn watch_owners(mut cluster: Cluster, shards: u16) {
                 warn!(shard, "shard {shard} has no owner");
             }
         }
+        view.set(&owners);
         last = owners;
         if cluster.next_owner_change(revision).await.is_err() {
             tokio::time::sleep(Duration::from_secs(1)).await;

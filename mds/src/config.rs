@@ -257,7 +257,8 @@ pub struct Config {
     pub shard: Option<u16>,
     /// With --etcd: wait, and take over the first shard whose owner goes away (its lease
     /// expired or was released), opening that shard's store and running its recovery.
-    #[arg(long)]
+    /// `--standby` alone means true.
+    #[arg(long, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub standby: bool,
     /// TOML file with any of the keys above (kebab-case); flags override it.
     #[arg(long)]
@@ -353,6 +354,9 @@ pub struct ServerConfig {
     /// The cluster shard this server claimed in etcd, with its epoch (`--etcd`); None
     /// outside a cluster. Set by the claim, after the configuration is resolved.
     pub shard: Option<journal::ShardIdentity>,
+    /// What the request path knows of the cluster (the shard it serves, the shard map),
+    /// kept up to date from etcd by the cluster thread. None outside a cluster.
+    pub cluster: Option<Arc<crate::cluster::ClusterView>>,
 }
 
 impl Config {
@@ -461,6 +465,7 @@ impl Config {
             tls,
             limits,
             shard: None,
+            cluster: None,
             keys: self,
         })
     }

@@ -180,6 +180,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> Result<(
             partitions: config.keys.partitions,
             max_uncommitted: config.limits.max_uncommitted,
             store_dir: config.keys.data.clone(),
+            cluster: config.cluster.clone(),
         },
         net: Net {
             limits: config.limits,

@@ -286,3 +286,96 @@ async fn an_owner_on_shared_storage_stops_when_it_cannot_renew() {
     let (code, out) = common::fsck(&root.path().join("shard-0"));
     assert_eq!(code, 0, "{out}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_go_to_their_shard_from_any_servers_address() {
+    use mds_client::proto::{Errno, Op, RenameHow, SHARD_SHIFT};
+    use mds_client::{ConnectOptions, Router};
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    init(&etcd, root.path(), "2", &[]);
+    let s0 = start(&etcd, root.path(), Some(0), &[]);
+    let s1 = start(&etcd, root.path(), Some(1), &[]);
+    let c0 = serving(&s0).await;
+    let c1 = serving(&s1).await;
+
+    // Each server knows the map; a server asked about another shard's inode says so before
+    // it does anything.
+    let map = Router::connect(&s1.addr.to_string(), &ConnectOptions::default())
+        .await
+        .unwrap()
+        .map();
+    assert_eq!(map.shard, Some(1));
+    let located: Vec<(u16, String)> = map
+        .shards
+        .iter()
+        .map(|s| (s.shard, s.address.clone()))
+        .collect();
+    assert_eq!(
+        located,
+        [(0, s0.addr.to_string()), (1, s1.addr.to_string())]
+    );
+    assert_eq!(
+        c1.getattr(ROOT).await.unwrap_err().errno(),
+        Some(Errno::EREMOTE)
+    );
+    assert_eq!(
+        c1.mkdir(ROOT, "x", 0o755).await.unwrap_err().errno(),
+        Some(Errno::EREMOTE)
+    );
+    // Across shards: EXDEV, as across file systems, with nothing changed.
+    let d = c0.mkdir(ROOT, "d", 0o755).await.unwrap();
+    let elsewhere = 1 << SHARD_SHIFT | 2;
+    let renamed = c0
+        .rename_how(ROOT, "d", elsewhere, "d", RenameHow::Replace)
+        .await;
+    assert_eq!(renamed.unwrap_err().errno(), Some(Errno::EXDEV));
+    assert_eq!(
+        c0.link(elsewhere, ROOT, "l").await.unwrap_err().errno(),
+        Some(Errno::EXDEV)
+    );
+    assert_eq!(c0.lookup(ROOT, "d").await.unwrap().ino, d.ino);
+
+    // The router, given shard 1's address, sends the root's requests to shard 0.
+    let router = Router::connect(&s1.addr.to_string(), &ConnectOptions::default())
+        .await
+        .unwrap();
+    let made = router.mkdir(ROOT, "via-1", 0o755).await.unwrap();
+    assert_eq!(made.ino >> SHARD_SHIFT, 0);
+    assert_eq!(router.resolve("/via-1").await.unwrap().ino, made.ino);
+    assert_eq!(c0.lookup(ROOT, "via-1").await.unwrap().ino, made.ino);
+    match router.call(Op::Getattr { ino: ROOT }).await.unwrap() {
+        mds_client::proto::Body::Attr(a) => assert_eq!(a.ino, ROOT),
+        other => panic!("{other:?}"),
+    }
+    // So does mdsctl.
+    let ctl = |args: &[&str]| {
+        let out = Command::new(mds_testkit::bin("mdsctl"))
+            .args(["--server", &s1.addr.to_string()])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{out:?}");
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    ctl(&["mkdir", "/by-mdsctl"]);
+    assert!(ctl(&["ls", "/"]).contains("by-mdsctl"));
+    assert!(c0.lookup(ROOT, "by-mdsctl").await.is_ok());
+    drop((c0, c1, router));
+    assert!(s0.stop().success());
+    assert!(s1.stop().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn outside_a_cluster_the_map_is_empty_and_everything_goes_to_the_server() {
+    use mds_client::{ConnectOptions, Router};
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), &[]);
+    let router = Router::connect(&server.addr.to_string(), &ConnectOptions::default())
+        .await
+        .unwrap();
+    let map = router.map();
+    assert_eq!((map.shard, map.shards.len()), (None, 0));
+    let d = router.mkdir(ROOT, "d", 0o755).await.unwrap();
+    assert_eq!(router.resolve("/d").await.unwrap().ino, d.ino);
+}

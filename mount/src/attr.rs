@@ -130,6 +130,8 @@ pub fn errno(e: proto::Errno) -> Errno {
         E::EBADF => libc::EBADF,
         E::EFBIG => libc::EFBIG,
         E::ELOOP => libc::ELOOP,
+        E::EREMOTE => libc::EREMOTE,
+        E::EXDEV => libc::EXDEV,
         // EPROTO and EAUTH are the connection's, EIO the journal's: to a program on the
         // mount, all are an I/O error.
         _ => libc::EIO,

@@ -71,6 +71,13 @@ errnos! {
     EFBIG,
     /// OPEN of a symbolic link (the client follows links; the server opens none).
     ELOOP,
+    /// The inode the request names lives on another shard of the cluster (Lustre answers a
+    /// remote object so too): ask any server for the shard map (SHARD_MAP) and send the
+    /// request to that shard's server.
+    EREMOTE,
+    /// A RENAME or LINK between two shards of a cluster, which this version does not do (as
+    /// across file systems: `mv` copies instead).
+    EXDEV,
 }
 
 impl std::fmt::Display for Errno {

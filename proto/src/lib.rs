@@ -25,10 +25,10 @@ pub use frame::{
 };
 pub use names::check_name;
 pub use op::{
-    Cred, Data, MAX_GROUPS, Op, OpenFlags, RenameHow, Replay, Request, SetAttr, SetTime, Target,
-    XattrSet, XattrValue, opcode,
+    Cred, Data, MAX_GROUPS, Op, OpenFlags, RenameHow, Replay, Request, SHARD_SHIFT, SetAttr,
+    SetTime, Target, XattrSet, XattrValue, opcode, shard_of,
 };
-pub use reply::{Attr, Body, DirEntry, Kind, Reply, StatFs};
+pub use reply::{Attr, Body, DirEntry, Kind, Reply, ShardLocation, ShardMap, StatFs};
 
 /// Version carried in CONNECT; a server refuses any other with EPROTO.
 pub const PROTOCOL_VERSION: u32 = 5;
@@ -201,7 +201,61 @@ mod tests {
                 offset: 1,
                 data: Data(vec![1, 2, 3]),
             },
+            Op::ShardMap,
         ]
+    }
+
+    #[test]
+    fn requests_go_to_the_shard_of_the_inode_they_name() {
+        assert_eq!(shard_of(ROOT_INO), 0);
+        assert_eq!(shard_of(3 << SHARD_SHIFT | 2), 3);
+        // one_of_each() names directory 1 for names, and inodes 1 to 3 otherwise.
+        let routed: Vec<(&str, Option<u64>)> = one_of_each()
+            .iter()
+            .map(|op| (op.name(), op.routing_ino()))
+            .collect();
+        let by_parent = Some(1);
+        assert_eq!(
+            routed,
+            [
+                ("connect", None),
+                ("ping", None),
+                ("mkdir", by_parent),
+                ("create", by_parent),
+                ("lookup", by_parent),
+                ("getattr", Some(1)),
+                ("setattr", Some(1)),
+                ("readdir", Some(1)),
+                ("unlink", by_parent),
+                ("rmdir", by_parent),
+                ("rename", by_parent),
+                ("statfs", None),
+                ("sync", None),
+                ("authenticate", None),
+                ("link", by_parent),
+                ("symlink", by_parent),
+                ("readlink", Some(3)),
+                ("mknod", by_parent),
+                ("setxattr", Some(2)),
+                ("getxattr", Some(2)),
+                ("listxattr", Some(2)),
+                ("removexattr", Some(2)),
+                ("open", Some(2)),
+                ("release", None),
+                ("read", Some(2)),
+                ("write", Some(2)),
+                ("shard_map", None),
+            ]
+        );
+        let rename = Op::Rename {
+            src_parent: 1,
+            src_name: "a".into(),
+            dst_parent: 1 << SHARD_SHIFT | 5,
+            dst_name: "b".into(),
+            how: RenameHow::Replace,
+        };
+        assert_eq!(rename.second_ino(), Some(1 << SHARD_SHIFT | 5));
+        assert_eq!(Op::Getattr { ino: 9 }.second_ino(), None);
     }
 
     #[test]
@@ -277,7 +331,9 @@ mod tests {
                 "EOPNOTSUPP",
                 "EBADF",
                 "EFBIG",
-                "ELOOP"
+                "ELOOP",
+                "EREMOTE",
+                "EXDEV"
             ]
         );
         for (code, errno) in Errno::ALL.iter().enumerate() {

@@ -154,6 +154,66 @@ operations! {
     /// append or `offset` is `u64::MAX` — which is what a client sends through an append
     /// handle, so that a replay after a restart (which runs without the handle) appends too.
     25 WRITE "write" Write { ino: u64, handle: u64, offset: u64, data: Data };
+    /// Which server serves each shard of the cluster the answering server belongs to
+    /// ([`crate::ShardMap`]); outside a cluster, no shards.
+    26 SHARD_MAP "shard_map" ShardMap;
+}
+
+/// The bits of an inode number below its shard: `ino = shard << 48 | local`.
+pub const SHARD_SHIFT: u32 = 48;
+
+/// The shard an inode number lives on.
+pub const fn shard_of(ino: u64) -> u16 {
+    (ino >> SHARD_SHIFT) as u16
+}
+
+impl Op {
+    /// The inode whose shard serves this request: the directory of a name (its entry lives
+    /// with its parent), the inode itself otherwise, the source directory of a RENAME and the
+    /// new name's directory of a LINK. None for what any server answers (PING, STATFS, SYNC,
+    /// the handshake, SHARD_MAP) and for RELEASE, which goes where its handle was opened.
+    pub fn routing_ino(&self) -> Option<u64> {
+        match self {
+            Op::Mkdir { parent, .. }
+            | Op::Create { parent, .. }
+            | Op::Lookup { parent, .. }
+            | Op::Unlink { parent, .. }
+            | Op::Rmdir { parent, .. }
+            | Op::Link { parent, .. }
+            | Op::Symlink { parent, .. }
+            | Op::Mknod { parent, .. } => Some(*parent),
+            Op::Rename { src_parent, .. } => Some(*src_parent),
+            Op::Getattr { ino }
+            | Op::Setattr { ino, .. }
+            | Op::Readdir { ino, .. }
+            | Op::Readlink { ino }
+            | Op::Setxattr { ino, .. }
+            | Op::Getxattr { ino, .. }
+            | Op::Listxattr { ino }
+            | Op::Removexattr { ino, .. }
+            | Op::Open { ino, .. }
+            | Op::Read { ino, .. }
+            | Op::Write { ino, .. } => Some(*ino),
+            Op::Connect { .. }
+            | Op::Ping
+            | Op::Statfs
+            | Op::Sync
+            | Op::Authenticate { .. }
+            | Op::Release { .. }
+            | Op::ShardMap => None,
+        }
+    }
+
+    /// The other inode a request names on a shard that must be the same as
+    /// [`Op::routing_ino`]'s: a RENAME's target directory, a LINK's inode. On another shard
+    /// the request is refused with EXDEV, as across file systems.
+    pub fn second_ino(&self) -> Option<u64> {
+        match self {
+            Op::Rename { dst_parent, .. } => Some(*dst_parent),
+            Op::Link { ino, .. } => Some(*ino),
+            _ => None,
+        }
+    }
 }
 
 impl Op {

@@ -192,6 +192,28 @@ pub enum Body {
     XattrNames(Vec<String>),
     /// 11: READ's bytes.
     Data(crate::Data),
+    /// 12: SHARD_MAP's answer.
+    ShardMap(ShardMap),
+}
+
+/// Which server serves each shard, as the answering server's watch of the cluster sees it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardMap {
+    /// The answering server's own shard; None outside a cluster (then `shards` is empty and
+    /// that server serves everything).
+    pub shard: Option<u16>,
+    /// The cluster's shards that have an owner now, in shard order.
+    pub shards: Vec<ShardLocation>,
+}
+
+/// One shard's server.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardLocation {
+    pub shard: u16,
+    /// HOST:PORT, as the server listens.
+    pub address: String,
+    /// Its owner's epoch: a higher one is a newer owner.
+    pub epoch: u64,
 }
 
 /// A reply: the request's xid (0 for a connection-level error or a notice), the transno of the

@@ -55,6 +55,9 @@ pub struct Core {
     pub max_uncommitted: u64,
     /// The store's directory: STATFS reports the space of the file system it is on.
     pub store_dir: std::path::PathBuf,
+    /// The cluster this server is a shard of (`--etcd`): which requests are another shard's,
+    /// and the shard map SHARD_MAP answers. None outside a cluster.
+    pub cluster: Option<Arc<crate::cluster::ClusterView>>,
 }
 
 impl Core {
@@ -185,6 +188,7 @@ impl Core {
             partitions,
             max_uncommitted: 1 << 16,
             store_dir: std::env::temp_dir(),
+            cluster: None,
         };
         (core, commit_rx)
     }
@@ -289,8 +293,17 @@ pub async fn dispatch(
         session.note_replied(xid);
         Answer::close(xid, opcode, Closing::Handshake(what))
     };
+    if let Some(refused) = core.cluster.as_ref().and_then(|c| c.refuse(&request.op)) {
+        return now(Err(refused));
+    }
     match request.op {
         Op::Connect { .. } => second("CONNECT"),
+        Op::ShardMap => now(Ok(Body::ShardMap(
+            core.cluster
+                .as_ref()
+                .map(|c| c.shard_map())
+                .unwrap_or_default(),
+        ))),
         Op::Authenticate { .. } => second("AUTHENTICATE"),
         Op::Ping => now(Ok(Body::Pong)),
         Op::Statfs => now(Ok(Body::StatFs(Box::new(core.statfs())))),

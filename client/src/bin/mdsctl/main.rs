@@ -38,7 +38,7 @@ use mds_client::proto::{
 };
 use mds_client::tls::TlsClient;
 use mds_client::units::{parse_bytes, parse_duration};
-use mds_client::{Client, ClientError, ConnectOptions, Handle, Session};
+use mds_client::{ClientError, ConnectOptions, Handle, Router};
 use serde_json::{Value, json};
 
 /// The server answered with an error (or a path was refused before it was sent).
@@ -415,13 +415,14 @@ fn print_json(v: &Value) {
 
 async fn run(cli: Cli, options: ConnectOptions) -> Result<(), Failure> {
     let json = cli.output == Output::Json;
-    let client = Client::connect_with(&cli.server, Arc::new(Session::new()), &options)
+    // Any server of a cluster will do: each request goes to the shard of what it names.
+    let client = Router::connect(&cli.server, &options)
         .await
         .map_err(at(format!("connect {}", cli.server)))?;
     execute(&client, cli.command, json, &cli.server).await?;
     // A server with early replies (`--ack early`) may have answered before the commit: say
     // so, as a client that goes away now would otherwise not know.
-    let unsafe_changes = client.session().unsafe_count();
+    let unsafe_changes = client.unsafe_count().await;
     if unsafe_changes > 0 {
         eprintln!(
             "mdsctl: {unsafe_changes} change(s) done but not committed yet (the server commits \
@@ -433,7 +434,7 @@ async fn run(cli: Cli, options: ConnectOptions) -> Result<(), Failure> {
 
 /// One command, its output on stdout (text, or with `json` one document).
 async fn execute(
-    client: &Client,
+    client: &Router,
     command: Command,
     json: bool,
     server: &str,
@@ -522,7 +523,7 @@ async fn execute(
         Command::Sync => {
             client.sync().await.map_err(at("sync"))?;
             if json {
-                print_json(&json!({ "last_committed": client.last_committed() }));
+                print_json(&json!({ "last_committed": client.last_committed().await }));
             }
             Ok(())
         }
@@ -557,7 +558,7 @@ fn xattr_set(create: bool, replace: bool) -> XattrSet {
 }
 
 async fn mkdir(
-    client: &Client,
+    client: &Router,
     json: bool,
     mode: u32,
     parents: bool,
@@ -579,7 +580,7 @@ async fn mkdir(
     Ok(())
 }
 
-async fn create(client: &Client, json: bool, mode: u32, paths: Vec<String>) -> Result<(), Failure> {
+async fn create(client: &Router, json: bool, mode: u32, paths: Vec<String>) -> Result<(), Failure> {
     let mut made = Vec::new();
     for path in paths {
         let (parent, name) = client.resolve_parent(&path).await.map_err(at(&path))?;
@@ -592,7 +593,7 @@ async fn create(client: &Client, json: bool, mode: u32, paths: Vec<String>) -> R
     Ok(())
 }
 
-async fn stat(client: &Client, json: bool, paths: Vec<String>) -> Result<(), Failure> {
+async fn stat(client: &Router, json: bool, paths: Vec<String>) -> Result<(), Failure> {
     let mut attrs = Vec::new();
     for path in paths {
         let attr = client.resolve(&path).await.map_err(at(&path))?;
@@ -608,7 +609,7 @@ async fn stat(client: &Client, json: bool, paths: Vec<String>) -> Result<(), Fai
     Ok(())
 }
 
-async fn ls(client: &Client, json: bool, path: &str, long: bool) -> Result<(), Failure> {
+async fn ls(client: &Router, json: bool, path: &str, long: bool) -> Result<(), Failure> {
     let dir = client.resolve(path).await.map_err(at(path))?;
     let entries = client.readdir_all(dir.ino).await.map_err(at(path))?;
     if json {
@@ -627,7 +628,7 @@ async fn ls(client: &Client, json: bool, path: &str, long: bool) -> Result<(), F
 
 /// `rm` (UNLINK), or with `dirs` `rmdir`.
 async fn remove(
-    client: &Client,
+    client: &Router,
     json: bool,
     paths: Vec<String>,
     dirs: bool,
@@ -649,7 +650,7 @@ async fn remove(
 }
 
 async fn mv(
-    client: &Client,
+    client: &Router,
     json: bool,
     src: &str,
     dst: &str,
@@ -680,7 +681,7 @@ async fn mv(
 /// `ln`: a hard link to TARGET's inode, or with `symbolic` a symbolic link to the string
 /// TARGET. Prints (json) the attributes of the inode LINK names.
 async fn ln(
-    client: &Client,
+    client: &Router,
     json: bool,
     target: &OsStr,
     link: &str,
@@ -712,7 +713,7 @@ async fn ln(
     Ok(())
 }
 
-async fn readlink(client: &Client, json: bool, path: &str) -> Result<(), Failure> {
+async fn readlink(client: &Router, json: bool, path: &str) -> Result<(), Failure> {
     let ino = client.resolve(path).await.map_err(at(path))?.ino;
     let target = client.readlink(ino).await.map_err(at(path))?;
     if json {
@@ -733,7 +734,7 @@ async fn readlink(client: &Client, json: bool, path: &str) -> Result<(), Failure
 }
 
 async fn mknod(
-    client: &Client,
+    client: &Router,
     json: bool,
     path: &str,
     kind: Kind,
@@ -751,7 +752,7 @@ async fn mknod(
     Ok(())
 }
 
-async fn setattr(client: &Client, json: bool, path: &str, set: SetAttr) -> Result<(), Failure> {
+async fn setattr(client: &Router, json: bool, path: &str, set: SetAttr) -> Result<(), Failure> {
     let ino = client.resolve(path).await.map_err(at(path))?.ino;
     let attr = client.setattr(ino, set).await.map_err(at(path))?;
     if json {
@@ -763,7 +764,7 @@ async fn setattr(client: &Client, json: bool, path: &str, set: SetAttr) -> Resul
 }
 
 async fn setxattr(
-    client: &Client,
+    client: &Router,
     json: bool,
     path: &str,
     name: &str,
@@ -781,7 +782,7 @@ async fn setxattr(
     Ok(())
 }
 
-async fn removexattr(client: &Client, json: bool, path: &str, name: &str) -> Result<(), Failure> {
+async fn removexattr(client: &Router, json: bool, path: &str, name: &str) -> Result<(), Failure> {
     let ino = client.resolve(path).await.map_err(at(path))?.ino;
     client
         .removexattr(ino, name)
@@ -796,7 +797,7 @@ async fn removexattr(client: &Client, json: bool, path: &str, name: &str) -> Res
 /// `getfattr -n NAME`, or every attribute. Text: `NAME="VALUE"` lines; json: `{"path",
 /// "xattrs": [{"name", "value" (lossy UTF-8), "value_hex"}]}` either way.
 async fn getfattr(
-    client: &Client,
+    client: &Router,
     json: bool,
     path: &str,
     name: Option<&str>,
@@ -841,7 +842,7 @@ async fn getfattr(
 
 /// The inode `path` names, created (as a regular file of `mode`) if nothing does: (its
 /// attributes, whether this made it).
-async fn find_or_create(client: &Client, path: &str, mode: u32) -> Result<(Attr, bool), Failure> {
+async fn find_or_create(client: &Router, path: &str, mode: u32) -> Result<(Attr, bool), Failure> {
     match client.resolve(path).await {
         Ok(found) => return Ok((found, false)),
         Err(e) if e.errno() == Some(Errno::ENOENT) => {}
@@ -863,7 +864,7 @@ async fn find_or_create(client: &Client, path: &str, mode: u32) -> Result<(Attr,
 /// `MAX_IO` bytes as each is read (stdin is never held whole). A file that exists is cut to
 /// 0 bytes by the OPEN, unless `append` or `offset` say otherwise.
 async fn write(
-    client: &Client,
+    client: &Router,
     json: bool,
     path: &str,
     mode: u32,
@@ -895,7 +896,7 @@ async fn write(
 /// Copies stdin through `handle` from `offset`: (bytes written, the attributes after the
 /// last write, or `opened` if stdin was empty).
 async fn copy_stdin(
-    client: &Client,
+    client: &Router,
     path: &str,
     handle: Handle,
     offset: u64,
@@ -949,7 +950,7 @@ fn stdin_pieces() -> tokio::sync::mpsc::Receiver<std::io::Result<Vec<u8>>> {
 }
 
 /// `cat`: the file's bytes on stdout, each piece as it comes (or one JSON document).
-async fn cat(client: &Client, json: bool, path: &str) -> Result<(), Failure> {
+async fn cat(client: &Router, json: bool, path: &str) -> Result<(), Failure> {
     let ino = client.resolve(path).await.map_err(at(path))?.ino;
     let flags = OpenFlags {
         read: true,
@@ -963,7 +964,7 @@ async fn cat(client: &Client, json: bool, path: &str) -> Result<(), Failure> {
 }
 
 async fn print_file(
-    client: &Client,
+    client: &Router,
     json: bool,
     path: &str,
     handle: Handle,
@@ -1003,7 +1004,7 @@ async fn print_file(
 }
 
 /// `mkdir -p`: the attributes of the last directory, made or found.
-async fn mkdir_p(client: &Client, path: &str, mode: u32) -> Result<Attr, ClientError> {
+async fn mkdir_p(client: &Router, path: &str, mode: u32) -> Result<Attr, ClientError> {
     use mds_client::proto::Errno::{EEXIST, ENOENT, ENOTDIR};
     let mut attr = client.getattr(mds_client::ROOT).await?;
     for name in mds_client::components(path)? {

@@ -186,8 +186,8 @@ fn touch(attr: &mut InodeAttr, now: i64, transno: u64) {
 }
 
 impl Namespace {
-    /// Executes one operation for `caller` (not CONNECT, AUTHENTICATE, PING, STATFS or SYNC,
-    /// which dispatch answers itself). New inodes belong to the caller's credentials.
+    /// Executes one operation for `caller` (not CONNECT, AUTHENTICATE, PING, STATFS, SYNC or
+    /// SHARD_MAP, which dispatch answers itself). New inodes belong to the caller's credentials.
     /// The result says which of another client's uncommitted changes it built on
     /// (commit-on-share).
     pub fn execute(&self, op: Op, caller: &Caller<'_>) -> Exec {
@@ -254,9 +254,12 @@ impl Namespace {
                 offset,
                 data,
             } => self.write(cx, ino, handle, offset, data.0),
-            Op::Connect { .. } | Op::Authenticate { .. } | Op::Ping | Op::Statfs | Op::Sync => {
-                Err(Errno::EPROTO)
-            }
+            Op::Connect { .. }
+            | Op::Authenticate { .. }
+            | Op::Ping
+            | Op::Statfs
+            | Op::Sync
+            | Op::ShardMap => Err(Errno::EPROTO),
         };
         let mut exec = result.unwrap_or_else(|e| Exec::Now {
             result: Err(e),

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# How long a shard is without a server after its owner dies, and after a planned handover,
+# measured RUNS times each: one etcd (Debian's etcd-server, data on tmpfs), a one-shard
+# cluster with lease TTL TTL_S, an owner and a standby. Each run creates a file through the
+# owner, then either SIGKILLs it or SIGTERMs it, and tries `mdsctl create` on the standby's
+# address every 20 ms until one is acknowledged: the time from the signal to that
+# acknowledgement is the figure (the client's view: the lease's expiry, the standby's claim,
+# the store's open and recovery, the connect). The killed process then comes back as the
+# next standby, so the runs alternate between the two.
+#   ./bench/failover.sh                 # RUNS=10 TTL_S=3
+#   RUNS=5 TTL_S=5 ./bench/failover.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-/var/tmp/mds-target}"
+BIN="${BIN:-$CARGO_TARGET_DIR/release}"
+RUNS="${RUNS:-10}"
+TTL_S="${TTL_S:-3}"
+command -v etcd >/dev/null || { echo "failover.sh: needs etcd (Debian etcd-server)" >&2; exit 1; }
+
+work=$(mktemp -d /var/tmp/mds-failover.XXXXXX)
+etcd_dir=$(mktemp -d /dev/shm/mds-failover-etcd.XXXXXX)
+port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+client_port=$(port) peer_port=$(port)
+etcd_url="127.0.0.1:$client_port"
+pids=()
+cleanup() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$work" "$etcd_dir"
+}
+trap cleanup EXIT
+
+etcd --name bench --data-dir "$etcd_dir" \
+  --listen-client-urls "http://$etcd_url" --advertise-client-urls "http://$etcd_url" \
+  --listen-peer-urls "http://127.0.0.1:$peer_port" \
+  --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
+  --initial-cluster "bench=http://127.0.0.1:$peer_port" >"$work/etcd.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 100); do grep -q "ready to serve client requests" "$work/etcd.log" && break; sleep 0.1; done
+"$BIN/mds" cluster init --etcd "$etcd_url" --shards 1 --lease-ttl "$TTL_S" --data-root "$work/stores" >/dev/null
+
+# Starts `mds serve --etcd` with $1 (--shard 0 or --standby), logging to $2; sets SERVER_PID
+# and SERVER_ADDR.
+start_server() {
+  "$BIN/mds" serve --etcd "$etcd_url" "$@" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
+    --partitions 1 >"$log" 2>&1 &
+  SERVER_PID=$!
+  pids+=("$SERVER_PID")
+  wait_for_mds "$log"
+  SERVER_ADDR=$MDS_ADDR
+}
+
+now_ms() { date +%s%3N; }
+log="$work/owner.log"; start_server --shard 0
+owner_pid=$SERVER_PID owner_addr=$SERVER_ADDR owner_log=$log
+for _ in $(seq 1 300); do grep -q "mds serving" "$owner_log" && break; sleep 0.1; done
+log="$work/standby-0.log"; start_server --standby
+standby_pid=$SERVER_PID standby_addr=$SERVER_ADDR
+
+echo "# failover.sh: lease TTL ${TTL_S} s, $RUNS runs per signal ($(date -u +%F))"
+for signal in KILL TERM; do
+  figures=()
+  for run in $(seq 1 "$RUNS"); do
+    "$BIN/mdsctl" --server "$owner_addr" create "/before-$signal-$run" >/dev/null
+    sleep 0.5 # the standby is waiting on its watch
+    sent=$(now_ms)
+    kill -s "$signal" "$owner_pid"
+    until "$BIN/mdsctl" --server "$standby_addr" create "/after-$signal-$run" >/dev/null 2>&1; do
+      sleep 0.02
+    done
+    figures+=($(( $(now_ms) - sent )))
+    wait "$owner_pid" 2>/dev/null || true
+    "$BIN/mdsctl" --server "$standby_addr" stat "/before-$signal-$run" >/dev/null
+    # The standby owns the shard now; the old owner comes back as the next standby.
+    owner_pid=$standby_pid owner_addr=$standby_addr
+    log="$work/standby-$signal-$run.log"; start_server --standby
+    standby_pid=$SERVER_PID standby_addr=$SERVER_ADDR
+  done
+  sorted=$(printf '%s\n' "${figures[@]}" | sort -n | tr '\n' ' ')
+  echo "SIG$signal: first acknowledged create on the standby after (ms, sorted): $sorted"
+done

@@ -1,0 +1,365 @@
+//! Requests across a cluster's shards, given any one server's address: the [`Router`] asks
+//! that server for the shard map (SHARD_MAP), keeps one [`Client`] — one connection and one
+//! session — per shard it talks to, and sends each request to the shard of the inode it names
+//! ([`Op::routing_ino`]). A server that does not hold that inode answers EREMOTE before it
+//! does anything, so the router then reads the map again (an owner may have moved) and sends
+//! the request once more. Paths resolve one LOOKUP at a time, each on its directory's shard.
+//! Outside a cluster the map is empty and every request goes to the one server.
+//!
+//! The client library stays free of etcd: only servers read it, and they answer SHARD_MAP.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::sync::Arc;
+
+use mds_proto::{
+    Attr, Body, DirEntry, Errno, Kind, Op, OpenFlags, RenameHow, SetAttr, ShardMap, StatFs,
+    XattrSet, shard_of,
+};
+
+use crate::client::{Client, ClientError, ConnectOptions, Result, components};
+use crate::handles::Handle;
+use crate::session::Session;
+
+/// Connections to the shards of one cluster (or to one server outside a cluster).
+pub struct Router {
+    options: ConnectOptions,
+    /// The address the router was given: asked for the map again when no connection is left.
+    seed: String,
+    map: parking_lot::Mutex<ShardMap>,
+    /// One connection per shard it has talked to (shard 0 outside a cluster).
+    conns: tokio::sync::Mutex<HashMap<u16, Client>>,
+}
+
+impl std::fmt::Debug for Router {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Router")
+            .field("seed", &self.seed)
+            .field("map", &*self.map.lock())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Router {
+    /// Connects to `addr` (any server of the cluster) and reads the shard map from it.
+    pub async fn connect(addr: &str, options: &ConnectOptions) -> Result<Router> {
+        let first = Client::connect_with(addr, Arc::new(Session::new()), options).await?;
+        let map = shard_map(&first).await?;
+        let mut conns = HashMap::new();
+        conns.insert(map.shard.unwrap_or(0), first);
+        Ok(Router {
+            options: options.clone(),
+            seed: addr.to_owned(),
+            map: parking_lot::Mutex::new(map),
+            conns: tokio::sync::Mutex::new(conns),
+        })
+    }
+
+    /// The shard map as last read.
+    pub fn map(&self) -> ShardMap {
+        self.map.lock().clone()
+    }
+
+    fn in_cluster(&self) -> bool {
+        self.map.lock().shard.is_some()
+    }
+
+    /// The connection to the shard that holds `ino` (connecting to it the first time).
+    pub async fn for_ino(&self, ino: u64) -> Result<Client> {
+        let shard = if self.in_cluster() { shard_of(ino) } else { 0 };
+        if let Some(client) = self.conns.lock().await.get(&shard) {
+            return Ok(client.clone());
+        }
+        let address = self.address_of(shard).await?;
+        let client =
+            Client::connect_with(&address, Arc::new(Session::new()), &self.options).await?;
+        Ok(self
+            .conns
+            .lock()
+            .await
+            .entry(shard)
+            .or_insert(client)
+            .clone())
+    }
+
+    /// The server of `shard`, reading the map again if it does not say.
+    async fn address_of(&self, shard: u16) -> Result<String> {
+        if let Some(address) = self.located(shard) {
+            return Ok(address);
+        }
+        self.refresh().await?;
+        self.located(shard)
+            .ok_or(ClientError::Errno(Errno::EREMOTE))
+    }
+
+    fn located(&self, shard: u16) -> Option<String> {
+        self.map
+            .lock()
+            .shards
+            .iter()
+            .find(|s| s.shard == shard)
+            .map(|s| s.address.clone())
+    }
+
+    /// Reads the map again from a server it is connected to (or the seed), and forgets the
+    /// connections whose shard moved to another address.
+    pub async fn refresh(&self) -> Result<()> {
+        let any = self.conns.lock().await.values().next().cloned();
+        let map = match any {
+            Some(client) => shard_map(&client).await,
+            None => Err(ClientError::Disconnected),
+        };
+        let map = if let Ok(map) = map {
+            map
+        } else {
+            let seed =
+                Client::connect_with(&self.seed, Arc::new(Session::new()), &self.options).await?;
+            shard_map(&seed).await?
+        };
+        let before = std::mem::replace(&mut *self.map.lock(), map.clone());
+        let mut conns = self.conns.lock().await;
+        conns.retain(|shard, _| {
+            let at = |m: &ShardMap| m.shards.iter().find(|s| s.shard == *shard).cloned();
+            at(&before) == at(&map) || map.shard == Some(*shard)
+        });
+        Ok(())
+    }
+
+    /// Runs `call` on the connection of `ino`'s shard; after an EREMOTE (the map moved), once
+    /// more on the shard the fresh map names.
+    async fn on<T, F, Fut>(&self, ino: u64, call: F) -> Result<T>
+    where
+        F: Fn(Client) -> Fut,
+        Fut: Future<Output = Result<T>>,
+    {
+        match call(self.for_ino(ino).await?).await {
+            Err(e) if e.errno() == Some(Errno::EREMOTE) => {
+                self.refresh().await?;
+                self.conns.lock().await.remove(&shard_of(ino));
+                call(self.for_ino(ino).await?).await
+            }
+            done => done,
+        }
+    }
+
+    /// Any request, to the shard of the inode it names (what names none goes to the first
+    /// connection: PING, STATFS).
+    pub async fn call(&self, op: Op) -> Result<Body> {
+        let ino = op.routing_ino().unwrap_or(crate::ROOT);
+        self.on(ino, |c| {
+            let op = op.clone();
+            async move { c.call(op).await }
+        })
+        .await
+    }
+
+    pub async fn mkdir(&self, parent: u64, name: &str, mode: u32) -> Result<Attr> {
+        self.on(parent, |c| async move { c.mkdir(parent, name, mode).await })
+            .await
+    }
+
+    pub async fn create(&self, parent: u64, name: &str, mode: u32) -> Result<Attr> {
+        self.on(
+            parent,
+            |c| async move { c.create(parent, name, mode).await },
+        )
+        .await
+    }
+
+    pub async fn lookup(&self, parent: u64, name: &str) -> Result<Attr> {
+        self.on(parent, |c| async move { c.lookup(parent, name).await })
+            .await
+    }
+
+    pub async fn getattr(&self, ino: u64) -> Result<Attr> {
+        self.on(ino, |c| async move { c.getattr(ino).await }).await
+    }
+
+    pub async fn setattr(&self, ino: u64, set: SetAttr) -> Result<Attr> {
+        self.on(ino, |c| {
+            let set = set.clone();
+            async move { c.setattr(ino, set).await }
+        })
+        .await
+    }
+
+    pub async fn readdir_all(&self, ino: u64) -> Result<Vec<DirEntry>> {
+        self.on(ino, |c| async move { c.readdir_all(ino).await })
+            .await
+    }
+
+    pub async fn unlink(&self, parent: u64, name: &str) -> Result<()> {
+        self.on(parent, |c| async move { c.unlink(parent, name).await })
+            .await
+    }
+
+    pub async fn rmdir(&self, parent: u64, name: &str) -> Result<()> {
+        self.on(parent, |c| async move { c.rmdir(parent, name).await })
+            .await
+    }
+
+    /// RENAME, on the source directory's shard; a target on another shard is EXDEV.
+    pub async fn rename_how(
+        &self,
+        sp: u64,
+        sn: &str,
+        dp: u64,
+        dn: &str,
+        how: RenameHow,
+    ) -> Result<()> {
+        self.on(
+            sp,
+            |c| async move { c.rename_how(sp, sn, dp, dn, how).await },
+        )
+        .await
+    }
+
+    /// LINK, on the new name's directory's shard; an inode on another shard is EXDEV.
+    pub async fn link(&self, ino: u64, parent: u64, name: &str) -> Result<Attr> {
+        self.on(parent, |c| async move { c.link(ino, parent, name).await })
+            .await
+    }
+
+    pub async fn symlink(&self, parent: u64, name: &str, target: &[u8]) -> Result<Attr> {
+        self.on(
+            parent,
+            |c| async move { c.symlink(parent, name, target).await },
+        )
+        .await
+    }
+
+    pub async fn readlink(&self, ino: u64) -> Result<Vec<u8>> {
+        self.on(ino, |c| async move { c.readlink(ino).await }).await
+    }
+
+    pub async fn mknod(
+        &self,
+        parent: u64,
+        name: &str,
+        kind: Kind,
+        mode: u32,
+        rdev: u64,
+    ) -> Result<Attr> {
+        self.on(parent, |c| async move {
+            c.mknod(parent, name, kind, mode, rdev).await
+        })
+        .await
+    }
+
+    pub async fn setxattr(&self, ino: u64, name: &str, value: &[u8], how: XattrSet) -> Result<()> {
+        self.on(
+            ino,
+            |c| async move { c.setxattr(ino, name, value, how).await },
+        )
+        .await
+    }
+
+    pub async fn getxattr(&self, ino: u64, name: &str) -> Result<Vec<u8>> {
+        self.on(ino, |c| async move { c.getxattr(ino, name).await })
+            .await
+    }
+
+    pub async fn listxattr(&self, ino: u64) -> Result<Vec<String>> {
+        self.on(ino, |c| async move { c.listxattr(ino).await })
+            .await
+    }
+
+    pub async fn removexattr(&self, ino: u64, name: &str) -> Result<()> {
+        self.on(ino, |c| async move { c.removexattr(ino, name).await })
+            .await
+    }
+
+    /// OPEN, on the file's shard; its handle then goes back there.
+    pub async fn open(&self, ino: u64, flags: OpenFlags) -> Result<(Handle, Attr)> {
+        self.on(ino, |c| async move { c.open(ino, flags).await })
+            .await
+    }
+
+    pub async fn release(&self, handle: Handle) -> Result<()> {
+        self.for_ino(handle.ino()).await?.release(handle).await
+    }
+
+    pub async fn write(&self, handle: Handle, offset: u64, data: &[u8]) -> Result<Attr> {
+        self.for_ino(handle.ino())
+            .await?
+            .write(handle, offset, data)
+            .await
+    }
+
+    pub async fn write_all(&self, handle: Handle, offset: u64, data: &[u8]) -> Result<Attr> {
+        self.for_ino(handle.ino())
+            .await?
+            .write_all(handle, offset, data)
+            .await
+    }
+
+    pub async fn read(&self, handle: Handle, offset: u64, len: u32) -> Result<Vec<u8>> {
+        self.for_ino(handle.ino())
+            .await?
+            .read(handle, offset, len)
+            .await
+    }
+
+    pub async fn read_to_end(&self, handle: Handle) -> Result<Vec<u8>> {
+        self.for_ino(handle.ino()).await?.read_to_end(handle).await
+    }
+
+    /// STATFS of the root's shard (each shard counts its own namespace).
+    pub async fn statfs(&self) -> Result<StatFs> {
+        self.for_ino(crate::ROOT).await?.statfs().await
+    }
+
+    /// SYNC on every shard this router has changed anything on.
+    pub async fn sync(&self) -> Result<()> {
+        let conns: Vec<Client> = self.conns.lock().await.values().cloned().collect();
+        for client in conns {
+            client.sync().await?;
+        }
+        Ok(())
+    }
+
+    /// The highest `last_committed` of the root's shard's connection.
+    pub async fn last_committed(&self) -> u64 {
+        match self.for_ino(crate::ROOT).await {
+            Ok(client) => client.last_committed(),
+            Err(_) => 0,
+        }
+    }
+
+    /// Changes answered early and not committed yet, all shards.
+    pub async fn unsafe_count(&self) -> usize {
+        let conns = self.conns.lock().await;
+        conns.values().map(|c| c.session().unsafe_count()).sum()
+    }
+
+    /// Resolves an absolute path from the root, each LOOKUP on its directory's shard.
+    pub async fn resolve(&self, path: &str) -> Result<Attr> {
+        let mut attr = self.getattr(crate::ROOT).await?;
+        for name in components(path)? {
+            attr = self.lookup(attr.ino, name).await?;
+        }
+        Ok(attr)
+    }
+
+    /// Resolves all but the last component: (parent inode, last name).
+    pub async fn resolve_parent<'p>(&self, path: &'p str) -> Result<(u64, &'p str)> {
+        let parts = components(path)?;
+        let Some((last, dirs)) = parts.split_last() else {
+            return Err(ClientError::Errno(Errno::EINVAL));
+        };
+        let mut ino = crate::ROOT;
+        for name in dirs {
+            ino = self.lookup(ino, name).await?.ino;
+        }
+        Ok((ino, last))
+    }
+}
+
+async fn shard_map(client: &Client) -> Result<ShardMap> {
+    match client.call(Op::ShardMap).await? {
+        Body::ShardMap(map) => Ok(map),
+        other => Err(ClientError::Protocol(format!(
+            "SHARD_MAP answered with {other:?}"
+        ))),
+    }
+}
