@@ -9,13 +9,17 @@
 //! [`ResilientConn::release`]): their handles are kept in the session, so a reconnect to a
 //! restarted server reopens them before anything is resent. Each call has a variant that sends
 //! on behalf of other credentials than the session's (`call_as`, `open_as`, `call_on_as`: a
-//! mount's callers), which its resends keep.
+//! mount's callers), which its resends keep. A connection to one shard of a cluster follows
+//! its shard: when its server stays away, it asks the cluster's other servers (from the shard
+//! map it read at connect) who serves the shard now, and reconnects there as the same session
+//! — a standby that took the shard over opened the same store, so it knows the session, its
+//! resend records and its replays, exactly as the same server after a restart would.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use mds_proto::{Body, Cred, Errno, Op, OpenFlags, Reply};
+use mds_proto::{Body, Cred, Errno, Op, OpenFlags, Reply, ShardMap};
 use tokio::sync::Mutex;
 
 use crate::{Client, ClientError, ConnectOptions, Handle, Session};
@@ -134,7 +138,11 @@ impl Outages {
 }
 
 pub struct ResilientConn {
-    server: String,
+    /// The address it connects to: the one given, or the server its shard moved to.
+    server: parking_lot::Mutex<String>,
+    /// Its shard and the cluster's servers, as the last shard map said (no shard: a server
+    /// outside a cluster, which is never looked for elsewhere), and when it was read.
+    located: Arc<parking_lot::Mutex<(ShardMap, Instant)>>,
     /// TLS and the shared key, used again on every reconnect: each new connection gets a
     /// new challenge and answers it afresh.
     options: ConnectOptions,
@@ -170,9 +178,11 @@ impl ResilientConn {
         outages: Arc<Outages>,
     ) -> Result<ResilientConn, ClientError> {
         let client = Client::connect_with(server, session.clone(), &options).await?;
+        let located = shard_map(&client).await.unwrap_or_default();
         outages.join();
         Ok(ResilientConn {
-            server: server.to_owned(),
+            server: parking_lot::Mutex::new(server.to_owned()),
+            located: Arc::new(parking_lot::Mutex::new((located, Instant::now()))),
             options,
             session,
             current: Mutex::new((0, client)),
@@ -208,7 +218,10 @@ impl ResilientConn {
                 (current.0, current.1.clone())
             };
             match client.send_with_cred(xid, cred, op.clone()).await {
-                Ok(reply) => return Ok((Answer { reply, resent }, client.server_boot())),
+                Ok(reply) => {
+                    self.refresh_map_if_old(&client);
+                    return Ok((Answer { reply, resent }, client.server_boot()));
+                }
                 Err(ClientError::Disconnected | ClientError::Io(_)) => {
                     self.reconnect(generation).await?;
                     resent = true;
@@ -308,8 +321,12 @@ impl ResilientConn {
         let mut backoff = Duration::from_millis(20);
         loop {
             let session = self.session.clone();
-            match Client::connect_with(&self.server, session, &self.options).await {
+            let server = self.server.lock().clone();
+            match Client::connect_with(&server, session, &self.options).await {
                 Ok(client) => {
+                    if let Ok(map) = shard_map(&client).await {
+                        *self.located.lock() = (map, Instant::now());
+                    }
                     *current = (failed + 1, client);
                     self.outages.reconnects.fetch_add(1, Ordering::Relaxed);
                     self.outages.ended(started, true, Instant::now());
@@ -322,6 +339,10 @@ impl ResilientConn {
                     return Err(Gone::Other(e));
                 }
                 Err(_) if started.elapsed() < self.reconnect_timeout => {
+                    if let Some(moved) = self.relocate(&server).await {
+                        *self.server.lock() = moved;
+                        continue;
+                    }
                     tokio::time::sleep(backoff).await;
                     backoff = (backoff * 2).min(Duration::from_secs(1));
                 }
@@ -334,9 +355,75 @@ impl ResilientConn {
         }
     }
 
+    /// Where this connection's shard is served now, if another of the cluster's servers says
+    /// it moved from `gone` (a standby took it over). Each is asked with a session of its own
+    /// (a read, which leaves nothing behind but a session that expires), and for a second at
+    /// most: a standby that has not taken anything over yet does not answer.
+    async fn relocate(&self, gone: &str) -> Option<String> {
+        let (shard, servers) = {
+            let located = &self.located.lock().0;
+            (located.shard?, located.servers.clone())
+        };
+        for server in servers.iter().filter(|s| s.as_str() != gone) {
+            let ask = async {
+                let client =
+                    Client::connect_with(server, Arc::new(Session::new()), &self.options).await?;
+                shard_map(&client).await
+            };
+            let Ok(Ok(map)) = tokio::time::timeout(Duration::from_secs(1), ask).await else {
+                continue;
+            };
+            let at = map
+                .shards
+                .iter()
+                .find(|s| s.shard == shard)?
+                .address
+                .clone();
+            self.located.lock().0.servers = map.servers;
+            if at != gone {
+                return Some(at);
+            }
+        }
+        None
+    }
+
+    /// Reads the shard map again in the background when the last read is older than
+    /// [`MAP_REFRESH`]: a standby that joined since must be known before the server goes.
+    fn refresh_map_if_old(&self, client: &Client) {
+        let stale = {
+            let mut located = self.located.lock();
+            let stale = located.0.shard.is_some() && located.1.elapsed() > MAP_REFRESH;
+            if stale {
+                located.1 = Instant::now(); // one refresh at a time
+            }
+            stale
+        };
+        if stale {
+            let (client, located) = (client.clone(), self.located.clone());
+            tokio::spawn(async move {
+                if let Ok(map) = shard_map(&client).await {
+                    *located.lock() = (map, Instant::now());
+                }
+            });
+        }
+    }
+
     /// Whether a reconnect gave up: every call fails at once from then on.
     pub fn is_dead(&self) -> bool {
         self.dead.load(Ordering::Acquire)
+    }
+}
+
+/// How old a connection's shard map may get before a call reads it again.
+const MAP_REFRESH: Duration = Duration::from_secs(10);
+
+/// The shard map of the server `client` is connected to.
+async fn shard_map(client: &Client) -> Result<ShardMap, ClientError> {
+    match client.call(Op::ShardMap).await? {
+        Body::ShardMap(map) => Ok(map),
+        other => Err(ClientError::Protocol(format!(
+            "SHARD_MAP answered with {other:?}"
+        ))),
     }
 }
 

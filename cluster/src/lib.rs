@@ -6,7 +6,9 @@
 //! for etcd (one client's sequential puts take ~2 ms each here, SCALE.md).
 //!
 //! Keys, under `/mds/<cluster>/`: `config` (JSON [`ClusterConfig`]), `shards/<n>/owner`
-//! (JSON [`Owner`], bound to the owner's lease).
+//! (JSON [`Owner`], bound to the owner's lease), `nodes/<address>` (JSON [`Owner`], every
+//! server of the cluster, owner or standby, bound to its lease: where a client whose server
+//! went away asks who serves its shard now).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -330,6 +332,32 @@ impl Cluster {
         })
     }
 
+    /// Registers a server of the cluster (owner or standby) for as long as `lease` lives.
+    pub async fn register(&mut self, server: &Owner, lease: Lease) -> Result<()> {
+        let key = self.key(&format!("nodes/{}", server.address));
+        let value = serde_json::to_string(server).expect("an owner encodes");
+        self.client
+            .put(key, value, Some(PutOptions::new().with_lease(lease.id)))
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// Every server of the cluster now (owners and standbys), by address.
+    pub async fn members(&mut self) -> Result<Vec<Owner>> {
+        let prefix = self.key("nodes/");
+        let response = self
+            .client
+            .get(prefix.clone(), Some(GetOptions::new().with_prefix()))
+            .await
+            .map_err(|e| self.err(e))?;
+        response
+            .kvs()
+            .iter()
+            .map(|kv| decode(&String::from_utf8_lossy(kv.key()), kv.value()))
+            .collect()
+    }
+
     /// Every shard's owner now, and the revision they were read at (a watch from the next
     /// one misses nothing).
     pub async fn owners(&mut self) -> Result<(BTreeMap<u16, Ownership>, i64)> {
@@ -359,11 +387,12 @@ impl Cluster {
         Ok((owners, revision))
     }
 
-    /// Waits for a change to any shard's owner after `revision`; returns the shards whose
-    /// owner key was deleted (expired or released) and the revision seen. A standby calls
-    /// it in a loop.
+    /// Waits for a change to any of the cluster's keys after `revision` (an owner, a
+    /// member); returns the shards whose owner key was deleted (expired or released) and the
+    /// revision seen. A standby calls it in a loop.
     pub async fn next_owner_change(&mut self, revision: i64) -> Result<(Vec<u16>, i64)> {
-        let prefix = self.key("shards/");
+        let prefix = self.key("");
+        let owners = self.key("shards/");
         let options = WatchOptions::new()
             .with_prefix()
             .with_start_revision(revision + 1);
@@ -387,7 +416,7 @@ impl Cluster {
                 .iter()
                 .filter(|e| e.event_type() == EventType::Delete)
                 .filter_map(|e| e.kv())
-                .filter_map(|kv| shard_of_owner_key(&prefix, &String::from_utf8_lossy(kv.key())))
+                .filter_map(|kv| shard_of_owner_key(&owners, &String::from_utf8_lossy(kv.key())))
                 .collect();
             return Ok((released, seen));
         }

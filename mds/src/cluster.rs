@@ -39,6 +39,7 @@ pub struct ClusterView {
     /// Set once the claim is won, before any request is served.
     shard: std::sync::OnceLock<u16>,
     map: parking_lot::RwLock<Vec<ShardLocation>>,
+    servers: parking_lot::RwLock<Vec<String>>,
 }
 
 impl ClusterView {
@@ -65,7 +66,12 @@ impl ClusterView {
         ShardMap {
             shard: self.shard.get().copied(),
             shards: self.map.read().clone(),
+            servers: self.servers.read().clone(),
         }
+    }
+
+    fn set_members(&self, members: &[Owner]) {
+        *self.servers.write() = members.iter().map(|m| m.address.to_string()).collect();
     }
 
     fn set(&self, owners: &BTreeMap<u16, Ownership>) {
@@ -167,6 +173,9 @@ pub fn run(mut config: ServerConfig, listeners: Listeners, stop: Stop) -> Result
         metrics: listeners.metrics_addr(),
         node: format!("{}/{}", hostname(), std::process::id()),
     };
+    // Owners and standbys alike: a client whose server went away asks these who serves now.
+    rt.block_on(cluster.register(&owner, lease))
+        .map_err(cluster_error("registering in the cluster"))?;
     let view = Arc::new(ClusterView::default());
     rt.spawn(watch_owners(
         cluster.clone(),
@@ -260,6 +269,9 @@ pub fn run(mut config: ServerConfig, listeners: Listeners, stop: Stop) -> Result
     // follows within milliseconds, but a client may ask sooner).
     if let Ok((owners, _)) = rt.block_on(cluster.owners()) {
         view.set(&owners);
+    }
+    if let Ok(members) = rt.block_on(cluster.members()) {
+        view.set_members(&members);
     }
     config.cluster = Some(view);
     let keeper = rt.spawn(keep_lease(
@@ -400,6 +412,9 @@ async fn watch_owners(mut cluster: Cluster, shards: u16, view: Arc<ClusterView>)
             }
         }
         view.set(&owners);
+        if let Ok(members) = cluster.members().await {
+            view.set_members(&members);
+        }
         last = owners;
         if cluster.next_owner_change(revision).await.is_err() {
             tokio::time::sleep(Duration::from_secs(1)).await;

@@ -379,3 +379,109 @@ async fn outside_a_cluster_the_map_is_empty_and_everything_goes_to_the_server() 
     let d = router.mkdir(ROOT, "d", 0o755).await.unwrap();
     assert_eq!(router.resolve("/d").await.unwrap().ino, d.ino);
 }
+
+/// A client of a shard follows it to the standby that takes it over: it asks the cluster's
+/// other servers who serves its shard now and reconnects there as the same session, which the
+/// standby knows from the store — so nothing acknowledged is lost, with early replies too
+/// (replayed into the standby's recovery window), and nothing is done twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_follows_its_shard_to_the_standby_in_both_ack_modes() {
+    use std::sync::Arc;
+
+    use mds_client::Session;
+    use mds_client::proto::{Body, Op};
+    use mds_client::resilient::{Outages, ResilientConn};
+    for ack in ["commit", "early"] {
+        let etcd = Etcd::start();
+        let root = tempfile::tempdir().unwrap();
+        init(&etcd, root.path(), "1", &[]);
+        // Early replies with commits 2 s apart: the kill finds the creates after the first
+        // (which waits for the commit that makes the client known) not durable yet.
+        let interval = if ack == "early" { "2s" } else { "0" };
+        let flags = [
+            "--ack",
+            ack,
+            "--commit-interval",
+            interval,
+            "--recovery-window",
+            "20s",
+        ];
+        let owner = start(&etcd, root.path(), Some(0), &flags);
+        serving(&owner).await;
+        let standby = start(&etcd, root.path(), None, &flags);
+        assert!(standby.wait_for_log("waiting for a shard without owner", Duration::from_secs(20)));
+        // The owner lists the standby among the cluster's servers once its watch saw it join.
+        let listed = async {
+            loop {
+                let map = mds_client::Router::connect(
+                    &owner.addr.to_string(),
+                    &mds_client::ConnectOptions::default(),
+                )
+                .await
+                .unwrap()
+                .map();
+                if map.servers.contains(&standby.addr.to_string()) {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(10), listed)
+            .await
+            .expect("the standby joins the map");
+        let conn = ResilientConn::connect(
+            &owner.addr.to_string(),
+            Arc::new(Session::new()),
+            Duration::from_secs(30),
+            Outages::new(),
+        )
+        .await
+        .unwrap();
+        let create = |name: String| Op::Create {
+            parent: ROOT,
+            name,
+            mode: 0o644,
+        };
+        let mut made = Vec::new();
+        for i in 0..40 {
+            let answer = conn.call(create(format!("f{i}"))).await.unwrap();
+            match answer.reply.result {
+                Ok(Body::Attr(a)) => made.push(a.ino),
+                other => panic!("{ack}: {other:?}"),
+            }
+        }
+        owner.kill();
+        // The first request after the kill reconnects to the standby once it serves.
+        let after = conn.call(create("after".into())).await.unwrap();
+        assert!(
+            after.reply.result.is_ok(),
+            "{ack}: {:?}",
+            after.reply.result
+        );
+        for (i, ino) in made.iter().enumerate() {
+            let answer = conn
+                .call(Op::Lookup {
+                    parent: ROOT,
+                    name: format!("f{i}"),
+                })
+                .await
+                .unwrap();
+            match answer.reply.result {
+                Ok(Body::Attr(a)) => assert_eq!(a.ino, *ino, "{ack}: f{i}"),
+                other => panic!("{ack}: f{i} after the failover: {other:?}"),
+            }
+        }
+        assert!(standby.log_text().contains("claimed shard 0"));
+        let replayed = mds_testkit::scrape_metric(standby.metrics, "mds_replayed_requests_total");
+        if ack == "early" {
+            assert!(
+                replayed.unwrap_or(0.0) > 0.0,
+                "the unsafe creates came back by replay"
+            );
+        }
+        drop(conn);
+        assert!(standby.stop().success());
+        let (code, out) = common::fsck(&root.path().join("shard-0"));
+        assert_eq!(code, 0, "{ack}: {out}");
+    }
+}

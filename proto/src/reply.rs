@@ -204,6 +204,9 @@ pub struct ShardMap {
     pub shard: Option<u16>,
     /// The cluster's shards that have an owner now, in shard order.
     pub shards: Vec<ShardLocation>,
+    /// Every server of the cluster, owners and standbys (HOST:PORT): where a client whose
+    /// server went away asks who serves its shard now.
+    pub servers: Vec<String>,
 }
 
 /// One shard's server.

@@ -279,6 +279,17 @@ pub async fn dispatch(
 ) -> Answer {
     // The watermark first: a replay's session lookup trims by it.
     session.note_acked(request.acked_xid);
+    // Another shard's request is refused before anything else, recovery window included: no
+    // request of this store's was ever another shard's, so it has no record to answer from.
+    if let Some(refused) = core.cluster.as_ref().and_then(|c| c.refuse(&request.op)) {
+        session.note_replied(request.xid);
+        return Answer::now(Response::new(
+            request.xid,
+            request.op.opcode(),
+            0,
+            Err(refused),
+        ));
+    }
     let turn = match admit(core, metrics, session, &request).await {
         Admitted::Go(turn) => turn,
         Admitted::Answered(answer) => return answer,
@@ -293,9 +304,6 @@ pub async fn dispatch(
         session.note_replied(xid);
         Answer::close(xid, opcode, Closing::Handshake(what))
     };
-    if let Some(refused) = core.cluster.as_ref().and_then(|c| c.refuse(&request.op)) {
-        return now(Err(refused));
-    }
     match request.op {
         Op::Connect { .. } => second("CONNECT"),
         Op::ShardMap => now(Ok(Body::ShardMap(
@@ -340,6 +348,12 @@ async fn admit<'a>(
             // anything else, inside the window — it must not end the window (it is not
             // done), nor wait for it (the orphans it keeps are reclaimed when it ends). It
             // takes no transno, so it may run among the replays.
+            return Admitted::Go(None);
+        }
+        if matches!(request.op, Op::ShardMap) {
+            // Who serves what, not the namespace: a client looking for its shard's new owner
+            // asks before it has replayed anything (and may be another server's client), so
+            // it neither waits for the window nor says this client is done.
             return Admitted::Go(None);
         }
         if recovery.is_open() {
