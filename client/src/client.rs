@@ -23,8 +23,8 @@ use tokio_util::codec::FramedRead;
 
 use mds_proto::{
     self as protocol, Attr, Body, Cred, DirEntry, Errno, Kind, MAX_IO, MAX_READDIR, Op, OpenFlags,
-    PROTOCOL_VERSION, RenameHow, Replay, Reply, Request, SetAttr, StatFs, Target, XattrSet,
-    XattrValue, encode_frame,
+    PROTOCOL_VERSION, RenameHow, Replay, Reply, Request, SetAttr, ShardMap, StatFs, Target,
+    XattrSet, XattrValue, encode_frame,
 };
 
 use crate::auth::{AuthKey, SessionSecret};
@@ -882,6 +882,15 @@ impl Client {
         match self.inner.session.handle_error(handle) {
             Some(errno) => Err(ClientError::Errno(errno)),
             None => Ok(()),
+        }
+    }
+
+    /// Which server serves each shard of the cluster this server belongs to (outside a
+    /// cluster: no shard, no servers).
+    pub async fn shard_map(&self) -> Result<ShardMap> {
+        match self.call(Op::ShardMap).await? {
+            Body::ShardMap(map) => Ok(map),
+            other => Err(unexpected(other)),
         }
     }
 

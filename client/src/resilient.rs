@@ -178,7 +178,7 @@ impl ResilientConn {
         outages: Arc<Outages>,
     ) -> Result<ResilientConn, ClientError> {
         let client = Client::connect_with(server, session.clone(), &options).await?;
-        let located = shard_map(&client).await.unwrap_or_default();
+        let located = client.shard_map().await.unwrap_or_default();
         outages.join();
         Ok(ResilientConn {
             server: parking_lot::Mutex::new(server.to_owned()),
@@ -322,9 +322,36 @@ impl ResilientConn {
         loop {
             let session = self.session.clone();
             let server = self.server.lock().clone();
-            match Client::connect_with(&server, session, &self.options).await {
+            // In a cluster, the address must still serve this connection's shard before the
+            // session goes there: its replays and reopens are that shard's alone (a process
+            // restarted on the address may serve another shard, or none yet).
+            let shard = self.located.lock().0.shard;
+            if let Some(shard) = shard
+                && self.serves(&server, shard).await != Some(true)
+            {
+                if started.elapsed() >= self.reconnect_timeout {
+                    self.dead.store(true, Ordering::Release);
+                    self.outages.ended(started, false, Instant::now());
+                    return Err(Gone::Timeout(self.reconnect_timeout));
+                }
+                if let Some(moved) = self.relocate(&server).await {
+                    *self.server.lock() = moved;
+                    continue;
+                }
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(Duration::from_secs(1));
+                continue;
+            }
+            // Bounded by what is left of the reconnect timeout: a server that accepts but
+            // never answers CONNECT must not hold every lane past it.
+            let left = self.reconnect_timeout.saturating_sub(started.elapsed());
+            let connected =
+                tokio::time::timeout(left, Client::connect_with(&server, session, &self.options))
+                    .await
+                    .unwrap_or(Err(ClientError::Disconnected));
+            match connected {
                 Ok(client) => {
-                    if let Ok(map) = shard_map(&client).await {
+                    if let Ok(map) = client.shard_map().await {
                         *self.located.lock() = (map, Instant::now());
                     }
                     *current = (failed + 1, client);
@@ -355,6 +382,20 @@ impl ResilientConn {
         }
     }
 
+    /// Whether `server` says it serves `shard` (asked with a session of its own, for two
+    /// seconds at most); None if it does not answer.
+    async fn serves(&self, server: &str, shard: u16) -> Option<bool> {
+        let ask = async {
+            let client =
+                Client::connect_with(server, Arc::new(Session::new()), &self.options).await?;
+            client.shard_map().await
+        };
+        match tokio::time::timeout(Duration::from_secs(2), ask).await {
+            Ok(Ok(map)) => Some(map.shard == Some(shard)),
+            _ => None,
+        }
+    }
+
     /// Where this connection's shard is served now, if another of the cluster's servers says
     /// it moved from `gone` (a standby took it over). Each is asked with a session of its own
     /// (a read, which leaves nothing behind but a session that expires), and for a second at
@@ -368,7 +409,7 @@ impl ResilientConn {
             let ask = async {
                 let client =
                     Client::connect_with(server, Arc::new(Session::new()), &self.options).await?;
-                shard_map(&client).await
+                client.shard_map().await
             };
             let Ok(Ok(map)) = tokio::time::timeout(Duration::from_secs(1), ask).await else {
                 continue;
@@ -401,7 +442,7 @@ impl ResilientConn {
         if stale {
             let (client, located) = (client.clone(), self.located.clone());
             tokio::spawn(async move {
-                if let Ok(map) = shard_map(&client).await {
+                if let Ok(map) = client.shard_map().await {
                     *located.lock() = (map, Instant::now());
                 }
             });
@@ -416,16 +457,6 @@ impl ResilientConn {
 
 /// How old a connection's shard map may get before a call reads it again.
 const MAP_REFRESH: Duration = Duration::from_secs(10);
-
-/// The shard map of the server `client` is connected to.
-async fn shard_map(client: &Client) -> Result<ShardMap, ClientError> {
-    match client.call(Op::ShardMap).await? {
-        Body::ShardMap(map) => Ok(map),
-        other => Err(ClientError::Protocol(format!(
-            "SHARD_MAP answered with {other:?}"
-        ))),
-    }
-}
 
 #[cfg(test)]
 mod tests {

@@ -44,7 +44,7 @@ impl Router {
     /// Connects to `addr` (any server of the cluster) and reads the shard map from it.
     pub async fn connect(addr: &str, options: &ConnectOptions) -> Result<Router> {
         let first = Client::connect_with(addr, Arc::new(Session::new()), options).await?;
-        let map = shard_map(&first).await?;
+        let map = first.shard_map().await?;
         let mut conns = HashMap::new();
         conns.insert(map.shard.unwrap_or(0), first);
         Ok(Router {
@@ -106,7 +106,7 @@ impl Router {
     pub async fn refresh(&self) -> Result<()> {
         let any = self.conns.lock().await.values().next().cloned();
         let map = match any {
-            Some(client) => shard_map(&client).await,
+            Some(client) => client.shard_map().await,
             None => Err(ClientError::Disconnected),
         };
         let map = if let Ok(map) = map {
@@ -114,7 +114,7 @@ impl Router {
         } else {
             let seed =
                 Client::connect_with(&self.seed, Arc::new(Session::new()), &self.options).await?;
-            shard_map(&seed).await?
+            seed.shard_map().await?
         };
         let before = std::mem::replace(&mut *self.map.lock(), map.clone());
         let mut conns = self.conns.lock().await;
@@ -352,14 +352,5 @@ impl Router {
             ino = self.lookup(ino, name).await?.ino;
         }
         Ok((ino, last))
-    }
-}
-
-async fn shard_map(client: &Client) -> Result<ShardMap> {
-    match client.call(Op::ShardMap).await? {
-        Body::ShardMap(map) => Ok(map),
-        other => Err(ClientError::Protocol(format!(
-            "SHARD_MAP answered with {other:?}"
-        ))),
     }
 }

@@ -153,6 +153,8 @@ pub struct Lease {
     pub id: i64,
     /// The TTL etcd granted (it may round a short one up).
     pub ttl: Duration,
+    /// When it was asked for: its TTL runs from no earlier than this.
+    pub granted: Instant,
 }
 
 /// One renewal of a lease, for the server's metrics.
@@ -210,9 +212,13 @@ impl Cluster {
                 "a cluster name is a non-empty word without '/', got {name:?}"
             )));
         }
+        // HTTP/2 pings: a half-open connection to etcd is found within seconds, not when TCP
+        // gives up, so a watch or a renewal stream is opened again in time.
         let options = ConnectOptions::new()
             .with_connect_timeout(timeout)
-            .with_timeout(timeout);
+            .with_timeout(timeout)
+            .with_keep_alive(Duration::from_secs(2), Duration::from_secs(2))
+            .with_keep_alive_while_idle(true);
         let client = Client::connect(&list, Some(options))
             .await
             .map_err(|e| etcd_error(endpoints, e))?;
@@ -279,6 +285,7 @@ impl Cluster {
     /// A lease of `ttl` (etcd may grant more).
     pub async fn grant(&mut self, ttl: Duration) -> Result<Lease> {
         let secs = i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX).max(1);
+        let asked = Instant::now();
         let granted = self
             .client
             .lease_grant(secs, None)
@@ -287,6 +294,7 @@ impl Cluster {
         Ok(Lease {
             id: granted.id(),
             ttl: Duration::from_secs(granted.ttl().max(1).unsigned_abs()),
+            granted: asked,
         })
     }
 
@@ -422,15 +430,6 @@ impl Cluster {
         }
     }
 
-    /// Renews `lease` once: whether it was still alive.
-    pub async fn renew_once(&mut self, lease: Lease) -> Result<bool> {
-        match self.client.lease_keep_alive(lease.id).await {
-            Ok(_) => Ok(true),
-            Err(e) if is_expired(&e) => Ok(false),
-            Err(e) => Err(self.err(e)),
-        }
-    }
-
     /// Keeps `lease` alive, renewing every third of its TTL, until the lease is lost; then
     /// returns why. Lost means etcd answered that it expired, or — with `silence_is_loss`
     /// (stores shared between hosts) — that no renewal succeeded for the TTL less a margin,
@@ -446,7 +445,9 @@ impl Cluster {
         // Give up before the lease can have run out at etcd: its clock started no later than
         // our last request.
         let margin = (lease.ttl / 6).max(Duration::from_millis(500));
-        let mut last_ok = Instant::now();
+        // The credit runs from the grant (or the last renewal a caller saw), never from when
+        // this task happened to start.
+        let mut last_ok = lease.granted;
         let mut keeper = None;
         let mut warned = false;
         loop {

@@ -153,7 +153,7 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
 }
 
 /// Serves one shard of the cluster `config.keys.etcd` names until `stop`, then releases it.
-pub fn run(mut config: ServerConfig, listeners: Listeners, stop: Stop) -> Result<()> {
+pub fn run(config: ServerConfig, listeners: Listeners, stop: Stop) -> Result<()> {
     // Before the first gauge: the recorder serve() uses (installed once per process).
     crate::metrics::install()?;
     let etcd = config.keys.etcd.clone().expect("run only with --etcd");
@@ -165,9 +165,57 @@ pub fn run(mut config: ServerConfig, listeners: Listeners, stop: Stop) -> Result
     let cluster_config = rt
         .block_on(cluster.config())
         .map_err(cluster_error("reading the cluster's configuration"))?;
+    cluster_config
+        .validate()
+        .map_err(cluster_error("the cluster's configuration in etcd"))?;
     let lease = rt
         .block_on(cluster.grant(cluster_config.ttl()))
         .map_err(cluster_error("asking etcd for a lease"))?;
+    metrics::gauge!(LEASE_TTL).set(lease.ttl.as_secs_f64());
+    metrics::gauge!(LEASE_RENEWED_AT).set(unix_now());
+    // The lease lives from its grant to the process's end (or its release): renewed from now
+    // on, through the wait, the claim, the checks and the store's open — whatever they take.
+    // (The test hook's pause stands for a process stopped right after its claim: nothing
+    // renews until it ends.)
+    let paused = config.keys.testing.pause_after_claim.is_some() && config.keys.shard.is_some();
+    let keep = || keep_lease(cluster.clone(), lease, cluster_config.shared_storage);
+    let keeper = (!paused).then(|| rt.spawn(keep()));
+    let served = serve_a_shard(
+        config,
+        listeners,
+        &stop,
+        &rt,
+        &mut cluster.clone(),
+        &cluster_config,
+        lease,
+    );
+    // Closed (or never opened): a standby may open the store the moment the owner key goes.
+    // The revoke ends the lease, which the keeper must not take for a loss.
+    if let Some(keeper) = keeper {
+        keeper.abort();
+    }
+    let revoked =
+        rt.block_on(async { tokio::time::timeout(ETCD_TIMEOUT, cluster.revoke(lease)).await });
+    match revoked {
+        Ok(Ok(())) => info!("released the lease (and the shard, if it owned one)"),
+        Ok(Err(e)) => warn!(cause = %e, "could not release the lease; it expires by itself"),
+        Err(_) => warn!("etcd did not answer the release; the lease expires by itself"),
+    }
+    served
+}
+
+/// Claims a shard (`--shard`, or as a standby the first without owner), opens its store with
+/// the claim's epoch and serves it until `stop`.
+fn serve_a_shard(
+    mut config: ServerConfig,
+    listeners: Listeners,
+    stop: &Stop,
+    rt: &tokio::runtime::Runtime,
+    cluster: &mut Cluster,
+    cluster_config: &ClusterConfig,
+    lease: Lease,
+) -> Result<()> {
+    let name = config.keys.cluster.clone();
     let owner = Owner {
         address: listeners.client_addr(),
         metrics: listeners.metrics_addr(),
@@ -192,26 +240,17 @@ pub fn run(mut config: ServerConfig, listeners: Listeners, stop: Stop) -> Result
         owner.metrics
     );
     let (shard, epoch) = if let Some(shard) = config.keys.shard {
-        check_shard(&name, &cluster_config, shard)?;
+        check_shard(&name, cluster_config, shard)?;
         let epoch = rt
             .block_on(cluster.claim(shard, &owner, lease))
             .map_err(cluster_error(format!("claiming shard {shard}")))?;
         (shard, epoch)
     } else {
-        // The lease must live while the standby waits: its claim binds the owner key to it.
-        let keeper = rt.spawn(keep_lease(
-            cluster.clone(),
-            lease,
-            cluster_config.shared_storage,
-        ));
-        let claimed = rt.block_on(wait_for_shard(
-            &mut cluster,
-            &cluster_config,
-            &owner,
-            lease,
-            &stop,
-        ));
-        keeper.abort();
+        // Scraped meanwhile (the process's figures and the cluster's), and unhealthy: it
+        // serves nothing yet. The endpoint goes to the server once a shard is claimed.
+        let standby_metrics = standby_endpoint(rt, &listeners)?;
+        let claimed = rt.block_on(wait_for_shard(cluster, cluster_config, &owner, lease, stop));
+        standby_metrics.abort();
         match claimed? {
             Some(claim) => claim,
             None => return Ok(()), // stopped while waiting
@@ -231,7 +270,6 @@ pub fn run(mut config: ServerConfig, listeners: Listeners, stop: Stop) -> Result
     let label = shard.to_string();
     metrics::gauge!(SHARD_OWNED, "shard" => label.clone()).set(1.0);
     metrics::gauge!(SHARD_EPOCH, "shard" => label.clone()).set(epoch as f64);
-    metrics::gauge!(LEASE_TTL).set(lease.ttl.as_secs_f64());
     if config.keys.data != crate::config::Config::default().data {
         warn!(
             data = %config.keys.data.display(),
@@ -252,16 +290,14 @@ pub fn run(mut config: ServerConfig, listeners: Listeners, stop: Stop) -> Result
             source,
         }
     })?;
-    // Still the owner after whatever came between the claim and now (a pause, a slow check)?
-    match rt.block_on(cluster.renew_once(lease)) {
-        Ok(true) => {}
-        Ok(false) => {
-            return Err(Error::Invalid(format!(
-                "the lease of the claim on shard {shard} expired before the store was opened; \
-                 not serving it"
-            )));
-        }
-        Err(e) => warn!(cause = %e, "could not renew the lease before opening the store"),
+    if config.keys.testing.pause_after_claim.is_some() {
+        // Renewal starts only now, as in a process that was stopped: a lease that ran out
+        // meanwhile stops it here.
+        rt.spawn(keep_lease(
+            cluster.clone(),
+            lease,
+            cluster_config.shared_storage,
+        ));
     }
     config.shard = Some(identity);
     view.serve(shard);
@@ -274,25 +310,29 @@ pub fn run(mut config: ServerConfig, listeners: Listeners, stop: Stop) -> Result
         view.set_members(&members);
     }
     config.cluster = Some(view);
-    let keeper = rt.spawn(keep_lease(
-        cluster.clone(),
-        lease,
-        cluster_config.shared_storage,
-    ));
-    wait_for_store(&config, &stop);
-    let served = crate::server::serve(config, listeners, stop);
-    // Closed: a standby may open the store the moment the owner key goes. The revoke ends the
-    // lease, which the keeper must not take for a loss.
-    keeper.abort();
-    let revoked =
-        rt.block_on(async { tokio::time::timeout(ETCD_TIMEOUT, cluster.revoke(lease)).await });
-    match revoked {
-        Ok(Ok(())) => info!(shard, "released shard {shard}"),
-        Ok(Err(e)) => warn!(cause = %e, "could not release the lease; it expires by itself"),
-        Err(_) => warn!("etcd did not answer the release; the lease expires by itself"),
-    }
+    wait_for_store(&config, stop);
+    let served = crate::server::serve(config, listeners, stop.clone());
     metrics::gauge!(SHARD_OWNED, "shard" => label).set(0.0);
     served
+}
+
+/// A standby's metrics endpoint while it waits: the recorder's figures (the cluster's gauges,
+/// its lease's renewals) and the process's, and `/health` 503 — it serves no namespace yet.
+/// On a second descriptor of the listener, so that the server takes the first over when the
+/// standby owns a shard.
+fn standby_endpoint(
+    rt: &tokio::runtime::Runtime,
+    listeners: &Listeners,
+) -> Result<tokio::task::JoinHandle<()>> {
+    let doing = || "serving the standby's metrics endpoint".to_owned();
+    let listener = listeners.metrics.try_clone().doing(doing)?;
+    let prometheus = crate::metrics::install()?;
+    let _runtime = rt.enter();
+    let listener = tokio::net::TcpListener::from_std(listener).doing(doing)?;
+    let extras: crate::metrics::ScrapeExtras = Arc::new(crate::metrics::write_process);
+    let health: crate::metrics::Health =
+        Arc::new(|| Err("standby: waiting for a shard without owner".into()));
+    Ok(rt.spawn(crate::metrics::serve(listener, prometheus, extras, health)))
 }
 
 fn check_shard(name: &str, config: &ClusterConfig, shard: u16) -> Result<()> {
@@ -333,11 +373,27 @@ async fn wait_for_shard(
                 }
             }
         };
+        // A claim whose answer was lost shows up as an owner key of this very server's.
+        if let Some((&shard, mine)) = owners.iter().find(|(_, o)| o.owner == *owner) {
+            return Ok(Some((shard, mine.epoch)));
+        }
+        let mut failed = false;
         for shard in (0..config.shards).filter(|s| !owners.contains_key(s)) {
             match cluster.claim(shard, owner, lease).await {
                 Ok(epoch) => return Ok(Some((shard, epoch))),
                 Err(mds_cluster::Error::Claimed { .. }) => {} // another standby was first
-                Err(e) => warn!(shard, cause = %e, "standby: claim failed"),
+                Err(e) => {
+                    warn!(shard, cause = %e, "standby: claim failed; reading the owners again");
+                    failed = true;
+                }
+            }
+        }
+        if failed {
+            // Not the watch: the shard that could not be claimed has no owner still, and no
+            // change may come to say so.
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(500)) => continue,
+                () = stop.requested() => return Ok(None),
             }
         }
         tokio::select! {

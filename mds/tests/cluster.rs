@@ -183,6 +183,17 @@ async fn a_standby_takes_over_a_killed_owner_and_a_sigterm_hands_over_at_once() 
     }
     let standby = start(&etcd, root.path(), None, &[]);
     assert!(standby.wait_for_log("waiting for a shard without owner", Duration::from_secs(20)));
+    // Scraped while it waits (no MdsDown for a standby), and unhealthy: it serves nothing yet.
+    let (status, _, body) = mds_testkit::http(standby.metrics, "GET", "/metrics").unwrap();
+    assert_eq!(status, 200);
+    assert!(body.contains("mds_lease_ttl_seconds"), "{body}");
+    assert!(body.contains("process_open_fds"), "{body}");
+    assert_eq!(
+        mds_testkit::http(standby.metrics, "GET", "/health")
+            .unwrap()
+            .0,
+        503
+    );
     drop(client);
     let killed = Instant::now();
     owner.kill();
@@ -195,6 +206,17 @@ async fn a_standby_takes_over_a_killed_owner_and_a_sigterm_hands_over_at_once() 
         );
     }
     client.create(ROOT, "after", 0o644).await.unwrap();
+    // Its endpoint is the server's now: healthy, with the shard's figures.
+    assert_eq!(
+        mds_testkit::http(standby.metrics, "GET", "/health")
+            .unwrap()
+            .0,
+        200
+    );
+    assert_eq!(
+        mds_testkit::scrape_metric(standby.metrics, "mds_shard_owned{shard=\"0\"}"),
+        Some(1.0)
+    );
     // A planned handover: SIGTERM releases the lease after the store is closed.
     let second = start(&etcd, root.path(), None, &[]);
     assert!(second.wait_for_log("waiting for a shard without owner", Duration::from_secs(20)));
@@ -221,7 +243,7 @@ async fn a_stale_owner_is_fenced_off_by_the_stores_epoch() {
         &etcd,
         root.path(),
         Some(0),
-        &["--inject-pause-after-claim", "10s"],
+        &["--inject-pause-after-claim", "15s"],
     );
     assert!(stale.wait_for_log("claimed shard 0", Duration::from_secs(20)));
     let standby = start(&etcd, root.path(), None, &[]);

@@ -1,4 +1,4 @@
-//! The mds wire protocol, version 5: request and reply types, error codes, frame encoding and
+//! The mds wire protocol, version 6: request and reply types, error codes, frame encoding and
 //! name rules. No I/O: the server, the client library, the load tool and the fuzz targets all
 //! speak through these types, and none of them needs anything else of the others.
 //!
@@ -31,7 +31,7 @@ pub use op::{
 pub use reply::{Attr, Body, DirEntry, Kind, Reply, ShardLocation, ShardMap, StatFs};
 
 /// Version carried in CONNECT; a server refuses any other with EPROTO.
-pub const PROTOCOL_VERSION: u32 = 5;
+pub const PROTOCOL_VERSION: u32 = 6;
 /// Largest frame payload either side accepts, in bytes: an extended attribute's largest
 /// value ([`MAX_XATTR_VALUE`]) and 4 KiB for the rest of its request.
 pub const MAX_FRAME: usize = MAX_XATTR_VALUE + 4096;

@@ -340,7 +340,7 @@ impl Journal {
                 false
             }
             None if writable => {
-                journal.initialize(shard_number)?;
+                journal.initialize(shard.as_ref())?;
                 true
             }
             None => {
@@ -351,7 +351,10 @@ impl Journal {
             }
         };
         journal.v2_inodes = v2_inodes;
-        if let Some(claimed) = shard.as_ref().filter(|_| writable && shard != stored_shard) {
+        if let Some(claimed) = shard
+            .as_ref()
+            .filter(|_| writable && !created && shard != stored_shard)
+        {
             journal.put_synced(META_SHARD, &encode(claimed))?;
         }
         let meta = journal.cf(CF_META);
@@ -625,9 +628,11 @@ impl Journal {
         Ok(())
     }
 
-    /// Writes the schema version of a new store, its first inode number (the shard's) and, on
-    /// shard 0, the root directory, synced. The shard's identity follows in its own write.
-    fn initialize(&self, shard: u16) -> Result<()> {
+    /// Writes the schema version of a new store, its first inode number (its shard's), the
+    /// shard's identity and, on shard 0, the root directory: one synced batch, so that a crash
+    /// leaves no store numbered for a shard without saying which.
+    fn initialize(&self, identity: Option<&ShardIdentity>) -> Result<()> {
+        let shard = identity.map_or(0, |s| s.shard);
         let first = crate::shard::first_ino(shard);
         let mut batch = WriteBatch::default();
         let meta = self.cf(CF_META);
@@ -637,6 +642,9 @@ impl Journal {
         // Nothing handed out yet: the first commit raises them.
         batch.put_cf(meta, META_TRANSNO_CEILING, 0u64.to_le_bytes());
         batch.put_cf(meta, META_INO_CEILING, first.to_le_bytes());
+        if let Some(identity) = identity {
+            batch.put_cf(meta, META_SHARD, encode(identity));
+        }
         if shard == 0 {
             let root = Inode::root(now_ns());
             batch.put_cf(self.cf(CF_INODES), ino_key(ROOT_INO), encode(&root));
