@@ -141,8 +141,12 @@ pub struct ResilientConn {
     /// The address it connects to: the one given, or the server its shard moved to.
     server: parking_lot::Mutex<String>,
     /// Its shard and the cluster's servers, as the last shard map said (no shard: a server
-    /// outside a cluster, which is never looked for elsewhere), and when it was read.
-    located: Arc<parking_lot::Mutex<(ShardMap, Instant)>>,
+    /// outside a cluster, which is never looked for elsewhere).
+    located: Arc<parking_lot::Mutex<ShardMap>>,
+    /// When a call should read the map again, in milliseconds since `opened`; `u64::MAX`
+    /// outside a cluster — so a call outside one pays an atomic load, no lock, no clock.
+    refresh_at: AtomicU64,
+    opened: Instant,
     /// TLS and the shared key, used again on every reconnect: each new connection gets a
     /// new challenge and answers it afresh.
     options: ConnectOptions,
@@ -182,7 +186,9 @@ impl ResilientConn {
         outages.join();
         Ok(ResilientConn {
             server: parking_lot::Mutex::new(server.to_owned()),
-            located: Arc::new(parking_lot::Mutex::new((located, Instant::now()))),
+            refresh_at: AtomicU64::new(refresh_deadline(&located, Duration::ZERO)),
+            located: Arc::new(parking_lot::Mutex::new(located)),
+            opened: Instant::now(),
             options,
             session,
             current: Mutex::new((0, client)),
@@ -325,7 +331,7 @@ impl ResilientConn {
             // In a cluster, the address must still serve this connection's shard before the
             // session goes there: its replays and reopens are that shard's alone (a process
             // restarted on the address may serve another shard, or none yet).
-            let shard = self.located.lock().0.shard;
+            let shard = self.located.lock().shard;
             if let Some(shard) = shard
                 && self.serves(&server, shard).await != Some(true)
             {
@@ -352,7 +358,11 @@ impl ResilientConn {
             match connected {
                 Ok(client) => {
                     if let Ok(map) = client.shard_map().await {
-                        *self.located.lock() = (map, Instant::now());
+                        self.refresh_at.store(
+                            refresh_deadline(&map, self.opened.elapsed()),
+                            Ordering::Relaxed,
+                        );
+                        *self.located.lock() = map;
                     }
                     *current = (failed + 1, client);
                     self.outages.reconnects.fetch_add(1, Ordering::Relaxed);
@@ -402,7 +412,7 @@ impl ResilientConn {
     /// most: a standby that has not taken anything over yet does not answer.
     async fn relocate(&self, gone: &str) -> Option<String> {
         let (shard, servers) = {
-            let located = &self.located.lock().0;
+            let located = &self.located.lock();
             (located.shard?, located.servers.clone())
         };
         for server in servers.iter().filter(|s| s.as_str() != gone) {
@@ -420,7 +430,7 @@ impl ResilientConn {
                 .find(|s| s.shard == shard)?
                 .address
                 .clone();
-            self.located.lock().0.servers = map.servers;
+            self.located.lock().servers = map.servers;
             if at != gone {
                 return Some(at);
             }
@@ -431,22 +441,27 @@ impl ResilientConn {
     /// Reads the shard map again in the background when the last read is older than
     /// [`MAP_REFRESH`]: a standby that joined since must be known before the server goes.
     fn refresh_map_if_old(&self, client: &Client) {
-        let stale = {
-            let mut located = self.located.lock();
-            let stale = located.0.shard.is_some() && located.1.elapsed() > MAP_REFRESH;
-            if stale {
-                located.1 = Instant::now(); // one refresh at a time
-            }
-            stale
-        };
-        if stale {
-            let (client, located) = (client.clone(), self.located.clone());
-            tokio::spawn(async move {
-                if let Ok(map) = client.shard_map().await {
-                    *located.lock() = (map, Instant::now());
-                }
-            });
+        let due = self.refresh_at.load(Ordering::Relaxed);
+        if due == u64::MAX {
+            return;
         }
+        let now = self.opened.elapsed();
+        let next = millis(now + MAP_REFRESH);
+        // One refresh at a time: the lane that moves the deadline does it.
+        if millis(now) < due
+            || self
+                .refresh_at
+                .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        let (client, located) = (client.clone(), self.located.clone());
+        tokio::spawn(async move {
+            if let Ok(map) = client.shard_map().await {
+                *located.lock() = map;
+            }
+        });
     }
 
     /// Whether a reconnect gave up: every call fails at once from then on.
@@ -457,6 +472,20 @@ impl ResilientConn {
 
 /// How old a connection's shard map may get before a call reads it again.
 const MAP_REFRESH: Duration = Duration::from_secs(10);
+
+/// When a connection that read `map` at `now` (since it opened) reads it again: never outside
+/// a cluster.
+fn refresh_deadline(map: &ShardMap, now: Duration) -> u64 {
+    if map.shard.is_some() {
+        millis(now + MAP_REFRESH)
+    } else {
+        u64::MAX
+    }
+}
+
+fn millis(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX - 1)
+}
 
 #[cfg(test)]
 mod tests {
