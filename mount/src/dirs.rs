@@ -12,6 +12,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use fuser::Errno;
 use mds_client::proto::{Attr, Body, Kind, MAX_READDIR, Op};
+use tracing::warn;
 
 use crate::attr::Fallible;
 use crate::creds::Caller;
@@ -34,7 +35,7 @@ pub struct Entry {
     pub name: String,
     pub ino: u64,
     pub kind: Kind,
-    /// For READDIRPLUS, once fetched; `None` after a GETATTR that failed (the entry went).
+    /// For READDIRPLUS, once fetched; `None` after a GETATTR that found it gone.
     pub attr: Option<Attr>,
     /// Its attributes were asked for.
     pub fetched: bool,
@@ -134,7 +135,13 @@ impl Mount {
                 return Ok(());
             }
             if plus && !s.entries[i].fetched {
-                self.fetch_attrs(&cred, &mut s.entries[i..]).await;
+                match self.fetch_attrs(&cred, &mut s.entries[i..]).await {
+                    Ok(()) => {}
+                    // As a page's: what was added is returned, the entries whose attributes
+                    // did not come are asked for again by the next call.
+                    Err(_) if added > 0 => return Ok(()),
+                    Err(e) => return Err(e),
+                }
             }
             let entry = &s.entries[i];
             i += 1;
@@ -171,7 +178,14 @@ impl Mount {
     }
 
     /// GETATTR for the first [`PLUS_BATCH`] of `entries` not asked yet, in flight together.
-    async fn fetch_attrs(&self, cred: &mds_client::proto::Cred, entries: &mut [Entry]) {
+    /// An entry whose inode is gone (ENOENT, ESTALE: removed since the page was read) is
+    /// left out of the listing; any other failure is returned, and the entries it hit stay
+    /// unasked — a listing never drops a live entry because one GETATTR failed.
+    async fn fetch_attrs(
+        &self,
+        cred: &mds_client::proto::Cred,
+        entries: &mut [Entry],
+    ) -> Fallible<()> {
         let batch: Vec<&mut Entry> = entries
             .iter_mut()
             .filter(|e| !e.fetched)
@@ -179,18 +193,29 @@ impl Mount {
             .collect();
         let asks = batch.iter().map(|e| {
             let op = Op::Getattr { ino: e.ino };
-            async move {
-                self.call(cred, op, &[])
-                    .await
-                    .ok()
-                    .and_then(|b| attr(b).ok())
-            }
+            async move { self.call(cred, op, &[]).await.and_then(attr) }
         });
         let attrs = futures::future::join_all(asks).await;
-        for (entry, attr) in batch.into_iter().zip(attrs) {
-            entry.attr = attr;
-            entry.fetched = true;
+        let mut failed = Ok(());
+        for (entry, got) in batch.into_iter().zip(attrs) {
+            match got {
+                Ok(a) => {
+                    entry.attr = Some(a);
+                    entry.fetched = true;
+                }
+                Err(Errno::ENOENT | Errno::ESTALE) => {
+                    entry.attr = None;
+                    entry.fetched = true;
+                }
+                Err(e) => {
+                    warn!(ino = entry.ino, name = %entry.name, errno = e.code(), "READDIRPLUS: GETATTR failed");
+                    if failed.is_ok() {
+                        failed = Err(e);
+                    }
+                }
+            }
         }
+        failed
     }
 
     pub async fn fsyncdir(&self, fh: u64) -> Fallible<()> {

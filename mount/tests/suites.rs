@@ -536,10 +536,12 @@ impl FsMarkLoop {
 }
 
 /// Every file of each finished fs_mark run is there, with its size and that many bytes.
-fn check_fs_mark_runs(runs: &[PathBuf]) {
+/// `mnt` is where `server` is mounted: a short listing is compared with the server's own
+/// (asked directly, not through the mount), so a failure says which of the two lost what.
+fn check_fs_mark_runs(runs: &[PathBuf], mnt: &Path, server: SocketAddr, mount: &Mount) {
     assert!(!runs.is_empty());
     for dir in runs {
-        let mut n = 0;
+        let mut names = Vec::new();
         for entry in fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
             let path = entry.unwrap().path();
             let len = fs::metadata(&path).unwrap().len();
@@ -549,14 +551,29 @@ fn check_fs_mark_runs(runs: &[PathBuf]) {
                 "{}: size {len}, {bytes} bytes read; fs_mark wrote {LOOP_SIZE} and fsynced them",
                 path.display()
             );
-            n += 1;
+            names.push(path.file_name().unwrap().to_string_lossy().into_owned());
         }
-        assert_eq!(
-            n,
-            LOOP_FILES * LOOP_THREADS,
-            "{}: files fs_mark created and fsynced",
-            dir.display()
-        );
+        if names.len() != LOOP_FILES * LOOP_THREADS {
+            let inside = Path::new("/").join(dir.strip_prefix(mnt).unwrap());
+            let listed = Command::new(mds_testkit::bin("mdsctl"))
+                .args(["--server", &server.to_string(), "ls", "-l"])
+                .arg(&inside)
+                .output()
+                .unwrap();
+            names.sort();
+            panic!(
+                "{}: {} files listed through the mount; fs_mark created and fsynced {}.\n\
+                 The mount listed:\n{}\nThe server lists {}:\n{}{}\nmount log:\n{}",
+                dir.display(),
+                names.len(),
+                LOOP_FILES * LOOP_THREADS,
+                names.join("\n"),
+                inside.display(),
+                String::from_utf8_lossy(&listed.stdout),
+                String::from_utf8_lossy(&listed.stderr),
+                mount.log_tail()
+            );
+        }
     }
 }
 
@@ -601,7 +618,7 @@ fn fs_mark_with_fsync_survives_sigkill_of_the_server() {
         "fs_mark: {before} runs finished before the SIGKILL, {} after",
         done.len() - before
     );
-    check_fs_mark_runs(&done);
+    check_fs_mark_runs(&done, &mnt, server.addr, &mount);
 
     mount.finish();
     assert!(server.stop().success());
@@ -635,7 +652,7 @@ fn fsync_under_early_replies_survives_the_server_and_the_mount_dying() {
 
     let server = Server::start(&env.mds, &data, &early);
     let mount = Mount::start(&env, server.addr, &mnt, &tmp.path().join("mount2.log"));
-    check_fs_mark_runs(&done);
+    check_fs_mark_runs(&done, &mnt, server.addr, &mount);
     mount.finish();
     assert!(server.stop().success());
     let (code, text) = mds_testkit::fsck(&env.mds, &data);
