@@ -64,6 +64,10 @@ pub enum ClientError {
     /// does not share is refused with `Errno(EAUTH)`.)
     #[error("the server requires authentication: give the shared key file (--auth-key FILE)")]
     AuthRequired,
+    /// LOOKUP found an entry naming another shard's directory, inode `.0` (MKDIR_REMOTE):
+    /// its attributes are on that shard ([`crate::Router::lookup`] asks it).
+    #[error("the entry names inode {0:#x}, another shard's (ask that shard: mds_client::Router)")]
+    Remote(u64),
 }
 
 impl ClientError {
@@ -71,6 +75,7 @@ impl ClientError {
     pub fn errno(&self) -> Option<Errno> {
         match self {
             ClientError::Errno(e) => Some(*e),
+            ClientError::Remote(_) => Some(Errno::EREMOTE),
             _ => None,
         }
     }
@@ -928,6 +933,7 @@ pub fn components(path: &str) -> Result<Vec<&str>> {
 fn attr(body: Body) -> Result<Attr> {
     match body {
         Body::Attr(a) => Ok(a),
+        Body::Remote { ino, .. } => Err(ClientError::Remote(ino)),
         other => Err(unexpected(other)),
     }
 }

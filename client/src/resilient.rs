@@ -424,12 +424,12 @@ impl ResilientConn {
             let Ok(Ok(map)) = tokio::time::timeout(Duration::from_secs(1), ask).await else {
                 continue;
             };
-            let at = map
-                .shards
-                .iter()
-                .find(|s| s.shard == shard)?
-                .address
-                .clone();
+            // A server that knows no owner of the shard now (its lease just expired) may be
+            // behind another that does: ask them all.
+            let Some(at) = map.shards.iter().find(|s| s.shard == shard) else {
+                continue;
+            };
+            let at = at.address.clone();
             self.located.lock().servers = map.servers;
             if at != gone {
                 return Some(at);

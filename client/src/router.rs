@@ -13,7 +13,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use mds_proto::{
-    Attr, Body, DirEntry, Errno, Kind, Op, OpenFlags, RenameHow, SetAttr, ShardMap, StatFs,
+    Attr, Body, Cred, DirEntry, Errno, Kind, Op, OpenFlags, RenameHow, SetAttr, ShardMap, StatFs,
     XattrSet, shard_of,
 };
 
@@ -29,6 +29,8 @@ pub struct Router {
     map: parking_lot::Mutex<ShardMap>,
     /// One connection per shard it has talked to (shard 0 outside a cluster).
     conns: tokio::sync::Mutex<HashMap<u16, Client>>,
+    /// The credentials of every session it opens (None: the process's).
+    cred: Option<Cred>,
 }
 
 impl std::fmt::Debug for Router {
@@ -43,7 +45,18 @@ impl std::fmt::Debug for Router {
 impl Router {
     /// Connects to `addr` (any server of the cluster) and reads the shard map from it.
     pub async fn connect(addr: &str, options: &ConnectOptions) -> Result<Router> {
-        let first = Client::connect_with(addr, Arc::new(Session::new()), options).await?;
+        Router::connect_as(addr, options, None).await
+    }
+
+    /// As [`Router::connect`], every session speaking with `cred` (a server asking another
+    /// shard for what a client asked it: root's).
+    pub async fn connect_as(
+        addr: &str,
+        options: &ConnectOptions,
+        cred: Option<Cred>,
+    ) -> Result<Router> {
+        let session = || Arc::new(cred.clone().map_or_else(Session::new, Session::with_cred));
+        let first = Client::connect_with(addr, session(), options).await?;
         let map = first.shard_map().await?;
         let mut conns = HashMap::new();
         conns.insert(map.shard.unwrap_or(0), first);
@@ -52,7 +65,17 @@ impl Router {
             seed: addr.to_owned(),
             map: parking_lot::Mutex::new(map),
             conns: tokio::sync::Mutex::new(conns),
+            cred,
         })
+    }
+
+    /// A new session for a connection, with the router's credentials.
+    fn session(&self) -> Arc<Session> {
+        Arc::new(
+            self.cred
+                .clone()
+                .map_or_else(Session::new, Session::with_cred),
+        )
     }
 
     /// The shard map as last read.
@@ -65,14 +88,26 @@ impl Router {
     }
 
     /// The connection to the shard that holds `ino` (connecting to it the first time).
+    fn shard_for(&self, ino: u64) -> u16 {
+        if self.in_cluster() { shard_of(ino) } else { 0 }
+    }
+
     pub async fn for_ino(&self, ino: u64) -> Result<Client> {
-        let shard = if self.in_cluster() { shard_of(ino) } else { 0 };
+        let shard = self.shard_for(ino);
         if let Some(client) = self.conns.lock().await.get(&shard) {
             return Ok(client.clone());
         }
         let address = self.address_of(shard).await?;
-        let client =
-            Client::connect_with(&address, Arc::new(Session::new()), &self.options).await?;
+        let client = match Client::connect_with(&address, self.session(), &self.options).await {
+            Ok(client) => client,
+            // The map may be old: the shard's owner went, a standby took it over elsewhere.
+            Err(ClientError::Io(_) | ClientError::Disconnected) => {
+                self.refresh().await?;
+                let address = self.address_of(shard).await?;
+                Client::connect_with(&address, self.session(), &self.options).await?
+            }
+            Err(e) => return Err(e),
+        };
         Ok(self
             .conns
             .lock()
@@ -112,8 +147,7 @@ impl Router {
         let map = if let Ok(map) = map {
             map
         } else {
-            let seed =
-                Client::connect_with(&self.seed, Arc::new(Session::new()), &self.options).await?;
+            let seed = Client::connect_with(&self.seed, self.session(), &self.options).await?;
             seed.shard_map().await?
         };
         let before = std::mem::replace(&mut *self.map.lock(), map.clone());
@@ -133,10 +167,17 @@ impl Router {
         Fut: Future<Output = Result<T>>,
     {
         match call(self.for_ino(ino).await?).await {
-            Err(e) if e.errno() == Some(Errno::EREMOTE) => {
+            Err(e) if e.errno() == Some(Errno::EREMOTE) && !matches!(e, ClientError::Remote(_)) => {
                 self.refresh().await?;
-                self.conns.lock().await.remove(&shard_of(ino));
+                self.conns.lock().await.remove(&self.shard_for(ino));
                 call(self.for_ino(ino).await?).await
+            }
+            // The connection is gone (its server stopped or moved): the next request opens
+            // another. This one is not sent again — it may have executed, and a new
+            // connection is a new session, which could not tell.
+            Err(e @ (ClientError::Disconnected | ClientError::Io(_))) => {
+                self.conns.lock().await.remove(&self.shard_for(ino));
+                Err(e)
             }
             done => done,
         }
@@ -149,6 +190,36 @@ impl Router {
         self.on(ino, |c| {
             let op = op.clone();
             async move { c.call(op).await }
+        })
+        .await
+    }
+
+    /// Any request, to `shard` (one that names its shard rather than an inode).
+    pub async fn call_shard(&self, shard: u16, op: Op) -> Result<Body> {
+        let ino = u64::from(shard) << mds_proto::SHARD_SHIFT;
+        self.on(ino, |c| {
+            let op = op.clone();
+            async move { c.call(op).await }
+        })
+        .await
+    }
+
+    /// MKDIR_REMOTE: a directory whose inode and contents live on `shard`, its entry in
+    /// `parent` (on `parent`'s shard, which makes both).
+    pub async fn mkdir_on(&self, parent: u64, name: &str, mode: u32, shard: u16) -> Result<Attr> {
+        self.on(parent, |c| async move {
+            let op = Op::MkdirRemote {
+                parent,
+                name: name.into(),
+                mode,
+                shard,
+            };
+            match c.call(op).await? {
+                Body::Attr(a) => Ok(a),
+                other => Err(ClientError::Protocol(format!(
+                    "MKDIR_REMOTE answered {other:?}"
+                ))),
+            }
         })
         .await
     }
@@ -166,9 +237,16 @@ impl Router {
         .await
     }
 
+    /// LOOKUP on the parent's shard; for an entry naming another shard's directory, its
+    /// attributes from that shard.
     pub async fn lookup(&self, parent: u64, name: &str) -> Result<Attr> {
-        self.on(parent, |c| async move { c.lookup(parent, name).await })
+        match self
+            .on(parent, |c| async move { c.lookup(parent, name).await })
             .await
+        {
+            Err(ClientError::Remote(ino)) => self.getattr(ino).await,
+            done => done,
+        }
     }
 
     pub async fn getattr(&self, ino: u64) -> Result<Attr> {

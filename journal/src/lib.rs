@@ -20,7 +20,7 @@ mod store;
 pub use error::{Error, Fault, InjectedFailure, Result};
 pub use resend::ClientResend;
 pub use schema::{
-    DATA_BLOCK, Dentry, FileKind, Inode, JournalOp, ROOT_INO, ResendRecord, ResendSlot,
+    DATA_BLOCK, Dentry, FileKind, Inode, JournalOp, PendingDir, ROOT_INO, ResendRecord, ResendSlot,
     SCHEMA_VERSION, SECRET_LEN, TxRecord, now_ns,
 };
 pub use shard::{MAX_SHARDS, SHARD_SHIFT, ShardIdentity, first_ino, ino_limit, shard_of};

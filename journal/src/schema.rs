@@ -89,11 +89,18 @@ pub(crate) const META_SESSION_PREFIX: &[u8] = b"session/";
 /// the first open of a cluster's claimant, rewritten with each new owner's epoch. Absent in a
 /// store made outside a cluster.
 pub(crate) const META_SHARD: &[u8] = b"shard";
+/// Pending directories ([`PendingDir`]): key = this prefix ++ inode (u64 BE), value = postcard
+/// `(parent, name)`. Only in a cluster's store.
+pub(crate) const META_PENDING_PREFIX: &[u8] = b"pending_dir/";
 /// Bytes of a session secret and of the replay key.
 pub const SECRET_LEN: usize = 32;
 
 pub(crate) fn client_key(client: u64) -> Vec<u8> {
     prefixed_key(META_CLIENT_PREFIX, client)
+}
+
+pub(crate) fn pending_key(ino: u64) -> Vec<u8> {
+    prefixed_key(META_PENDING_PREFIX, ino)
 }
 
 pub(crate) fn session_key(client: u64) -> Vec<u8> {
@@ -365,6 +372,20 @@ pub enum JournalOp {
     },
     /// The orphan's last handle went: its inode goes in the same record.
     DeleteOrphan(u64),
+    /// A directory made for another shard's entry (MAKE_PENDING_DIR): kept pending until
+    /// that entry is found, or deleted when it is found missing.
+    PutPendingDir(PendingDir),
+    /// The pending directory's entry was found (or the directory deleted): it is not pending.
+    DeletePendingDir(u64),
+}
+
+/// A directory of this shard whose entry is to live on another shard, not confirmed yet: the
+/// entry `name` in `parent` (the other shard's inode) should name `ino`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PendingDir {
+    pub ino: u64,
+    pub parent: u64,
+    pub name: String,
 }
 
 /// One mutation's changes, made durable atomically with its transno.

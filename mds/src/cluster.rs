@@ -40,6 +40,10 @@ pub struct ClusterView {
     shard: std::sync::OnceLock<u16>,
     map: parking_lot::RwLock<Vec<ShardLocation>>,
     servers: parking_lot::RwLock<Vec<String>>,
+    /// What this server asks the other shards (remote directories).
+    pub peers: crate::peers::Peers,
+    /// The etcd revision of what `map` and `servers` say.
+    revision: parking_lot::Mutex<i64>,
 }
 
 impl ClusterView {
@@ -54,10 +58,30 @@ impl ClusterView {
     pub fn refuse(&self, op: &Op) -> Option<Errno> {
         let &shard = self.shard.get()?;
         let mine = |ino: u64| mds_proto::shard_of(ino) == shard;
+        if let Op::MakePendingDir { shard: asked, .. } = op {
+            return (*asked != shard).then_some(Errno::EREMOTE);
+        }
         match (op.routing_ino(), op.second_ino()) {
             (Some(ino), _) if !mine(ino) => Some(Errno::EREMOTE),
             (_, Some(ino)) if !mine(ino) => Some(Errno::EXDEV),
             _ => None,
+        }
+    }
+
+    /// The shard this server serves, once it does.
+    pub fn shard(&self) -> Option<u16> {
+        self.shard.get().copied()
+    }
+
+    /// Starts the scrub of this shard's pending directories (`peers::scrub`) on the cluster
+    /// thread's runtime.
+    pub fn start_scrub(
+        self: &Arc<Self>,
+        namespace: Arc<crate::namespace::Namespace>,
+        commit_tx: crossbeam_channel::Sender<crate::committer::CommitMsg>,
+    ) {
+        if let Some(runtime) = self.peers.runtime() {
+            runtime.spawn(crate::peers::scrub(namespace, commit_tx, self.clone()));
         }
     }
 
@@ -70,8 +94,20 @@ impl ClusterView {
         }
     }
 
-    fn set_members(&self, members: &[Owner]) {
-        *self.servers.write() = members.iter().map(|m| m.address.to_string()).collect();
+    /// Takes what etcd said at `revision` (its owners, and its members read just after),
+    /// unless something newer was taken already: the claim's own read and the watch run
+    /// side by side, and an older read applied last would hide a server until the next
+    /// change.
+    fn update(&self, owners: &BTreeMap<u16, Ownership>, members: Option<&[Owner]>, revision: i64) {
+        let mut seen = self.revision.lock();
+        if revision < *seen {
+            return;
+        }
+        *seen = revision;
+        self.set(owners);
+        if let Some(members) = members {
+            *self.servers.write() = members.iter().map(|m| m.address.to_string()).collect();
+        }
     }
 
     fn set(&self, owners: &BTreeMap<u16, Ownership>) {
@@ -301,13 +337,21 @@ fn serve_a_shard(
     }
     config.shard = Some(identity);
     view.serve(shard);
+    view.peers.start(
+        rt.handle().clone(),
+        owner.address.to_string(),
+        mds_client::ConnectOptions {
+            auth_key: config.auth_key.clone(),
+            tls: None,
+        },
+        cluster_config.shards,
+        config.keys.testing.crash_at,
+    );
     // The map this server answers includes itself from its first request on (the watch
     // follows within milliseconds, but a client may ask sooner).
-    if let Ok((owners, _)) = rt.block_on(cluster.owners()) {
-        view.set(&owners);
-    }
-    if let Ok(members) = rt.block_on(cluster.members()) {
-        view.set_members(&members);
+    if let Ok((owners, revision)) = rt.block_on(cluster.owners()) {
+        let members = rt.block_on(cluster.members()).ok();
+        view.update(&owners, members.as_deref(), revision);
     }
     config.cluster = Some(view);
     wait_for_store(&config, stop);
@@ -467,10 +511,8 @@ async fn watch_owners(mut cluster: Cluster, shards: u16, view: Arc<ClusterView>)
                 warn!(shard, "shard {shard} has no owner");
             }
         }
-        view.set(&owners);
-        if let Ok(members) = cluster.members().await {
-            view.set_members(&members);
-        }
+        let members = cluster.members().await.ok();
+        view.update(&owners, members.as_deref(), revision);
         last = owners;
         if cluster.next_owner_change(revision).await.is_err() {
             tokio::time::sleep(Duration::from_secs(1)).await;

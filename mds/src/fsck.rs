@@ -12,6 +12,15 @@
 //! with their mutation). A file no entry names must be an orphan — `nlink` 0 and an orphan
 //! record (an unlinked file a handle held when the server stopped) — and every orphan record
 //! such a file. Every data block must belong to a live regular file and lie within its size.
+//!
+//! A cluster's shard also holds the two halves of remote directories (MKDIR_REMOTE): entries
+//! naming another shard's inode (a directory; its inode is that shard's to check), and remote
+//! roots — directories whose parent is another shard's, which no entry here names and from
+//! which the walk down starts too. A remote root not confirmed yet is pending (a meta record
+//! the start-up scrub resolves): reported, not a finding. `mds fsck --cluster ROOT` checks
+//! every `ROOT/shard-N` store and then both halves against each other: each remote entry
+//! must name a remote root of its shard whose parent is the entry's directory, and each
+//! confirmed remote root must be named by exactly one such entry.
 
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -51,6 +60,14 @@ pub struct Report {
     pub data_blocks: u64,
     pub data_bytes: u64,
     pub last_committed: u64,
+    /// The store's shard (0 outside a cluster).
+    pub shard: u16,
+    /// Entries naming another shard's directory: (parent, name, inode).
+    pub remote_entries: Vec<(u64, String, u64)>,
+    /// Directories whose parent is another shard's: (inode, parent).
+    pub remote_roots: Vec<(u64, u64)>,
+    /// Remote roots not confirmed yet (their entry may never have been made).
+    pub pending: Vec<journal::PendingDir>,
     /// One line per problem; empty when the store is clean.
     pub findings: Vec<String>,
 }
@@ -93,10 +110,36 @@ pub fn check(data: &Path) -> crate::error::Result<Report> {
     report.orphans = orphans.len() as u64;
     let (blocks, bytes) = check_data(&journal, &inodes, &mut report.findings)?;
     (report.data_blocks, report.data_bytes) = (blocks, bytes);
-    let f = &mut report.findings;
-    let tree = Tree::scan(&journal, &inodes, f)?;
-    report.entries = tree.count;
     let shard = recovered.shard.as_ref().map_or(0, |s| s.shard);
+    report.shard = shard;
+    report.pending = journal.pending_dirs()?;
+    let f = &mut report.findings;
+    let mut tree = Tree::scan(&journal, &inodes, shard, f)?;
+    report.entries = tree.count;
+    for inode in inodes.values() {
+        if inode.kind == FileKind::Directory
+            && inode.ino != ROOT_INO
+            && journal::shard_of(inode.parent) != shard
+        {
+            tree.remote_roots.push(inode.ino);
+            report.remote_roots.push((inode.ino, inode.parent));
+        }
+    }
+    report.remote_roots.sort_unstable();
+    for p in &report.pending {
+        match inodes.get(&p.ino) {
+            None => f.push(format!(
+                "pending directory {} ({}/{:?}) does not exist",
+                p.ino, p.parent, p.name
+            )),
+            Some(i) if i.kind != FileKind::Directory || i.parent != p.parent => f.push(format!(
+                "pending directory {} ({}/{:?}) is not a directory of that parent",
+                p.ino, p.parent, p.name
+            )),
+            Some(_) => {}
+        }
+    }
+    report.remote_entries = std::mem::take(&mut tree.remote_entries);
     match inodes.get(&ROOT_INO) {
         // The root is shard 0's; another shard's store holds only what lives there.
         None if shard != 0 => {}
@@ -204,6 +247,11 @@ struct Tree {
     children: HashMap<u64, Vec<u64>>,
     /// Entries in all.
     count: u64,
+    /// Entries naming another shard's directory: (parent, name, inode).
+    remote_entries: Vec<(u64, String, u64)>,
+    /// Directories whose parent is another shard's: where the walk down starts, beside the
+    /// root, and named by no entry here.
+    remote_roots: Vec<u64>,
 }
 
 impl Tree {
@@ -211,6 +259,7 @@ impl Tree {
     fn scan(
         journal: &Journal,
         inodes: &HashMap<u64, Inode>,
+        shard: u16,
         f: &mut Vec<String>,
     ) -> journal::Result<Tree> {
         let mut tree = Tree::default();
@@ -226,6 +275,20 @@ impl Tree {
                     f.push(format!("{at}: parent {parent} is not a directory"));
                 }
                 Some(_) => {}
+            }
+            if journal::shard_of(entry.ino) != shard {
+                // A remote directory's entry: its inode is on its own shard (`--cluster`).
+                if entry.kind != FileKind::Directory {
+                    f.push(format!(
+                        "{at}: names inode {} of shard {}, which only a directory may be",
+                        entry.ino,
+                        journal::shard_of(entry.ino)
+                    ));
+                }
+                *tree.subdirs.entry(parent).or_default() += 1;
+                tree.remote_entries.push((parent, name.clone(), entry.ino));
+                *tree.entries.entry(parent).or_default() += 1;
+                return Ok(());
             }
             match inodes.get(&entry.ino) {
                 None => f.push(format!(
@@ -264,6 +327,7 @@ impl Tree {
     fn reachable(&self) -> HashSet<u64> {
         let mut reached: HashSet<u64> = HashSet::new();
         let mut stack = vec![ROOT_INO];
+        stack.extend(self.remote_roots.iter().copied());
         while let Some(dir) = stack.pop() {
             if reached.insert(dir) {
                 stack.extend(self.children.get(&dir).into_iter().flatten().copied());
@@ -343,7 +407,7 @@ fn check_inode(
         if !orphan_record {
             f.push(format!("{at}: no links, no names and no orphan record"));
         }
-    } else if inode.ino != ROOT_INO && refs == 0 {
+    } else if inode.ino != ROOT_INO && refs == 0 && !tree.remote_roots.contains(&inode.ino) {
         f.push(format!("{at}: orphan (no entry names it)"));
     } else if !reached.contains(&inode.ino) {
         f.push(format!("{at}: not reachable from the root"));
@@ -431,4 +495,70 @@ fn check_resend_records(recovered: &journal::Recovered, f: &mut Vec<String>) {
             }
         }
     }
+}
+
+/// Each shard store's report, by path, and the findings across shards.
+pub type ClusterReport = (Vec<(std::path::PathBuf, Report)>, Vec<String>);
+
+/// `mds fsck --cluster ROOT`: every `ROOT/shard-N` store on its own, then the remote
+/// directories' halves against each other. The reports by shard, and the cross-shard
+/// findings.
+pub fn check_cluster(root: &Path) -> crate::error::Result<ClusterReport> {
+    let mut stores = Vec::new();
+    let listing = std::fs::read_dir(root).map_err(|source| crate::error::Error::Io {
+        what: format!("listing {}", root.display()),
+        source,
+    })?;
+    for dir in listing.flatten() {
+        let name = dir.file_name().to_string_lossy().into_owned();
+        if name
+            .strip_prefix("shard-")
+            .is_some_and(|n| n.parse::<u16>().is_ok())
+        {
+            stores.push(dir.path());
+        }
+    }
+    stores.sort();
+    let mut reports = Vec::new();
+    for store in stores {
+        let report = check(&store)?;
+        reports.push((store, report));
+    }
+    let mut f = Vec::new();
+    let by_shard: HashMap<u16, &Report> = reports.iter().map(|(_, r)| (r.shard, r)).collect();
+    let mut named: HashMap<u64, u32> = HashMap::new();
+    for (_, report) in &reports {
+        for (parent, name, ino) in &report.remote_entries {
+            let at = format!("shard {}: entry {parent}/{name:?}", report.shard);
+            let child_shard = journal::shard_of(*ino);
+            *named.entry(*ino).or_default() += 1;
+            match by_shard.get(&child_shard) {
+                None => f.push(format!("{at}: names inode {ino} of shard {child_shard}, whose store is not under {}", root.display())),
+                Some(child) => match child.remote_roots.iter().find(|(i, _)| i == ino) {
+                    None => f.push(format!("{at}: names inode {ino}, which shard {child_shard} has no remote directory of")),
+                    Some((_, p)) if p != parent => f.push(format!("{at}: inode {ino} on shard {child_shard} records parent {p}")),
+                    Some(_) => {}
+                },
+            }
+        }
+    }
+    for (_, report) in &reports {
+        for (ino, parent) in &report.remote_roots {
+            let n = named.get(ino).copied().unwrap_or(0);
+            let pending = report.pending.iter().any(|p| p.ino == *ino);
+            let at = format!(
+                "shard {}: remote directory {ino} (parent {parent})",
+                report.shard
+            );
+            if n > 1 {
+                f.push(format!("{at}: named {n} times"));
+            } else if n == 0 && !pending && by_shard.contains_key(&journal::shard_of(*parent)) {
+                f.push(format!(
+                    "{at}: no entry on shard {} names it",
+                    journal::shard_of(*parent)
+                ));
+            }
+        }
+    }
+    Ok((reports, f))
 }

@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod namespace;
 pub mod output;
 pub mod partition;
+pub mod peers;
 pub mod queue;
 pub mod recovery;
 pub mod server;

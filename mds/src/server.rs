@@ -165,6 +165,9 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> Result<(
     // client may come back, replay and close it before the task that times it has started.
     let recovery_opened = std::time::Instant::now();
     let replay_key = crate::ticket::ReplayKey::new(&recovered.replay_key);
+    if let Some(view) = &config.cluster {
+        view.start_scrub(namespace.clone(), committer.sender());
+    }
     let shared = Arc::new(Shared {
         core: Core {
             namespace: namespace.clone(),

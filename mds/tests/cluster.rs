@@ -6,74 +6,11 @@
 
 mod common;
 
-use std::path::Path;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use mds_client::{Client, ROOT};
+use common::cluster::{init, mds, serving, start, wait_exit};
+use mds_client::ROOT;
 use mds_testkit::{Etcd, Server};
-
-const TTL: &str = "3";
-
-fn mds(args: &[&str]) -> (i32, String) {
-    let out = Command::new(common::MDS).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
-    )
-}
-
-fn init(etcd: &Etcd, root: &Path, shards: &str, extra: &[&str]) {
-    let mut args = vec![
-        "cluster",
-        "init",
-        "--etcd",
-        &etcd.endpoint,
-        "--shards",
-        shards,
-        "--lease-ttl",
-        TTL,
-        "--data-root",
-        root.to_str().unwrap(),
-    ];
-    args.extend_from_slice(extra);
-    let (code, out) = mds(&args);
-    assert_eq!(code, 0, "{out}");
-}
-
-/// A shard's server (`--shard N`) or a standby (`None`).
-fn start(etcd: &Etcd, root: &Path, shard: Option<u16>, extra: &[&str]) -> Server {
-    let shard_text = shard.map(|s| s.to_string());
-    let mut args = vec!["--etcd", &etcd.endpoint];
-    match &shard_text {
-        Some(s) => args.extend(["--shard", s]),
-        None => args.push("--standby"),
-    }
-    args.extend_from_slice(extra);
-    let data = root.join(format!("shard-{}", shard.unwrap_or(0)));
-    Server::start_with(Path::new(common::MDS), &args, &data)
-}
-
-fn wait_exit(server: &mut Server, limit: Duration) -> Option<i32> {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if let Some(status) = server.exited() {
-            return Some(status.code().unwrap_or(-1));
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    None
-}
-
-/// Waits until `server` serves (its "listening on" after the claim), and connects.
-async fn serving(server: &Server) -> Client {
-    assert!(
-        server.wait_for_log("mds serving", Duration::from_secs(30)),
-        "{}",
-        server.log_text()
-    );
-    server.client().await
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bootstrap_claims_and_a_second_claim_is_refused() {
@@ -371,15 +308,7 @@ async fn requests_go_to_their_shard_from_any_servers_address() {
         other => panic!("{other:?}"),
     }
     // So does mdsctl.
-    let ctl = |args: &[&str]| {
-        let out = Command::new(mds_testkit::bin("mdsctl"))
-            .args(["--server", &s1.addr.to_string()])
-            .args(args)
-            .output()
-            .unwrap();
-        assert!(out.status.success(), "{out:?}");
-        String::from_utf8_lossy(&out.stdout).into_owned()
-    };
+    let ctl = |args: &[&str]| common::cluster::mdsctl(s1.addr, args);
     ctl(&["mkdir", "/by-mdsctl"]);
     assert!(ctl(&["ls", "/"]).contains("by-mdsctl"));
     assert!(c0.lookup(ROOT, "by-mdsctl").await.is_ok());

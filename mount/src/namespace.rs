@@ -316,6 +316,9 @@ fn lookup(parent: u64, name: &str) -> Op {
 pub fn attr(body: Body) -> Fallible<Attr> {
     match body {
         Body::Attr(a) => Ok(a),
+        // An entry naming another shard's directory (MKDIR_REMOTE): the mount talks to one
+        // shard only in this version.
+        Body::Remote { .. } => Err(Errno::EREMOTE),
         _ => Err(Errno::EIO),
     }
 }

@@ -31,7 +31,7 @@ pub use op::{
 pub use reply::{Attr, Body, DirEntry, Kind, Reply, ShardLocation, ShardMap, StatFs};
 
 /// Version carried in CONNECT; a server refuses any other with EPROTO.
-pub const PROTOCOL_VERSION: u32 = 6;
+pub const PROTOCOL_VERSION: u32 = 7;
 /// Largest frame payload either side accepts, in bytes: an extended attribute's largest
 /// value ([`MAX_XATTR_VALUE`]) and 4 KiB for the rest of its request.
 pub const MAX_FRAME: usize = MAX_XATTR_VALUE + 4096;
@@ -202,6 +202,25 @@ mod tests {
                 data: Data(vec![1, 2, 3]),
             },
             Op::ShardMap,
+            Op::MkdirRemote {
+                parent: 1,
+                name: name(),
+                mode: 0o755,
+                shard: 1,
+            },
+            Op::MakePendingDir {
+                shard: 1,
+                parent: 1,
+                name: name(),
+                mode: 0o755,
+                uid: 0,
+                gid: 0,
+            },
+            Op::ResolveRemote {
+                parent: 1,
+                name: name(),
+                ino: 1 << SHARD_SHIFT | 2,
+            },
         ]
     }
 
@@ -245,6 +264,9 @@ mod tests {
                 ("read", Some(2)),
                 ("write", Some(2)),
                 ("shard_map", None),
+                ("mkdir_remote", by_parent),
+                ("make_pending_dir", None),
+                ("resolve_remote", by_parent),
             ]
         );
         let rename = Op::Rename {
@@ -288,7 +310,9 @@ mod tests {
                 "removexattr",
                 "open",
                 "release",
-                "write"
+                "write",
+                "mkdir_remote",
+                "make_pending_dir"
             ]
         );
         let plain_open = Op::Open {

@@ -157,6 +157,27 @@ operations! {
     /// Which server serves each shard of the cluster the answering server belongs to
     /// ([`crate::ShardMap`]); outside a cluster, no shards.
     26 SHARD_MAP "shard_map" ShardMap;
+    /// A directory `name` in `parent` whose inode and contents live on `shard` (Lustre's
+    /// `lfs mkdir -i`), sent to `parent`'s shard; owner from the request's credentials. That
+    /// server has `shard` make the inode (MAKE_PENDING_DIR), then puts the entry, and answers
+    /// after its own commit, never early. On `parent`'s own shard it is a MKDIR.
+    27 MKDIR_REMOTE "mkdir_remote" MkdirRemote { parent: u64, name: String, mode: u32, shard: u16 };
+    /// Between servers: `shard` makes a directory inode whose entry `name` is to live in
+    /// `parent`, on the asking server's shard, owned by `uid` and `gid` with `mode` as
+    /// given (the asker decided them), and keeps it pending until that entry is found
+    /// (RESOLVE_REMOTE). Answered after its commit. Root's alone.
+    28 MAKE_PENDING_DIR "make_pending_dir" MakePendingDir {
+        shard: u16,
+        parent: u64,
+        name: String,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+    };
+    /// Between servers: whether `name` in `parent` names the directory `ino` of another shard,
+    /// durably: Done if it does (after its commit), ENOENT if it does not, EBUSY while a
+    /// MKDIR_REMOTE of that name is under way. Root's alone.
+    29 RESOLVE_REMOTE "resolve_remote" ResolveRemote { parent: u64, name: String, ino: u64 };
 }
 
 /// The bits of an inode number below its shard: `ino = shard << 48 | local`.
@@ -171,10 +192,13 @@ impl Op {
     /// The inode whose shard serves this request: the directory of a name (its entry lives
     /// with its parent), the inode itself otherwise, the source directory of a RENAME and the
     /// new name's directory of a LINK. None for what any server answers (PING, STATFS, SYNC,
-    /// the handshake, SHARD_MAP) and for RELEASE, which goes where its handle was opened.
+    /// the handshake, SHARD_MAP), for RELEASE, which goes where its handle was opened, and for
+    /// MAKE_PENDING_DIR, which names its shard.
     pub fn routing_ino(&self) -> Option<u64> {
         match self {
             Op::Mkdir { parent, .. }
+            | Op::MkdirRemote { parent, .. }
+            | Op::ResolveRemote { parent, .. }
             | Op::Create { parent, .. }
             | Op::Lookup { parent, .. }
             | Op::Unlink { parent, .. }
@@ -200,7 +224,8 @@ impl Op {
             | Op::Sync
             | Op::Authenticate { .. }
             | Op::Release { .. }
-            | Op::ShardMap => None,
+            | Op::ShardMap
+            | Op::MakePendingDir { .. } => None,
         }
     }
 
@@ -222,6 +247,8 @@ impl Op {
         matches!(
             self,
             Op::Mkdir { .. }
+                | Op::MkdirRemote { .. }
+                | Op::MakePendingDir { .. }
                 | Op::Create { .. }
                 | Op::Setattr { .. }
                 | Op::Unlink { .. }

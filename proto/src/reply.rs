@@ -194,6 +194,9 @@ pub enum Body {
     Data(crate::Data),
     /// 12: SHARD_MAP's answer.
     ShardMap(ShardMap),
+    /// 13: LOOKUP of an entry that names another shard's directory (MKDIR_REMOTE): its
+    /// attributes are on the shard of `ino`, which a client asks next (GETATTR).
+    Remote { ino: u64, kind: crate::Kind },
 }
 
 /// Which server serves each shard, as the answering server's watch of the cluster sees it.

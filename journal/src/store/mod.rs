@@ -18,12 +18,13 @@ use crate::resend::{ClientResend, ClientSlots};
 use crate::schema::{
     ADDED_CFS, ALL_CFS, CF_CLIENTS, CF_DATA, CF_DENTRIES, CF_INODES, CF_META, CF_ORPHANS,
     CF_XATTRS, Dentry, Inode, InodeV2, JournalOp, META_CLIENT_PREFIX, META_INO_CEILING,
-    META_LAST_COMMITTED, META_NEXT_INO, META_REPLAY_KEY, META_SCHEMA_VERSION, META_SESSION_PREFIX,
-    META_SHARD, META_TRANSNO_CEILING, ROOT_INO, ResendRecord, ResendSlot, ResendSlotRef,
-    SCHEMA_VERSION, SCHEMA_VERSION_BEFORE_DATA, SCHEMA_VERSION_V2_INODES,
-    SCHEMA_VERSION_WITHOUT_RESEND, SECRET_LEN, TxRecord, client_key, data_key, data_key_end,
-    decode, decode_dentry_key, decode_meta_u64, decode_resend_key, decode_u64_key, dentry_key,
-    dentry_key_into, encode, ino_key, now_ns, resend_key, session_key, xattr_key,
+    META_LAST_COMMITTED, META_NEXT_INO, META_PENDING_PREFIX, META_REPLAY_KEY, META_SCHEMA_VERSION,
+    META_SESSION_PREFIX, META_SHARD, META_TRANSNO_CEILING, PendingDir, ROOT_INO, ResendRecord,
+    ResendSlot, ResendSlotRef, SCHEMA_VERSION, SCHEMA_VERSION_BEFORE_DATA,
+    SCHEMA_VERSION_V2_INODES, SCHEMA_VERSION_WITHOUT_RESEND, SECRET_LEN, TxRecord, client_key,
+    data_key, data_key_end, decode, decode_dentry_key, decode_meta_u64, decode_resend_key,
+    decode_u64_key, dentry_key, dentry_key_into, encode, ino_key, now_ns, pending_key, resend_key,
+    session_key, xattr_key,
 };
 use crate::shard::ShardIdentity;
 
@@ -718,6 +719,28 @@ impl Journal {
         Ok(())
     }
 
+    /// The directories made for another shard's entries and not confirmed yet, in inode order.
+    pub fn pending_dirs(&self) -> Result<Vec<PendingDir>> {
+        let mut pending = Vec::new();
+        for item in self
+            .db
+            .prefix_iterator_cf(self.cf(CF_META), META_PENDING_PREFIX)
+        {
+            let (key, value) = item?;
+            let Some(id) = key.strip_prefix(META_PENDING_PREFIX) else {
+                break; // past the prefix
+            };
+            let ino = decode_u64_key("pending directory key", id)?;
+            let (parent, name): (u64, String) =
+                postcard::from_bytes(&value).map_err(|e| Error::Corrupt {
+                    what: "pending directory",
+                    detail: format!("inode {ino}: {e}"),
+                })?;
+            pending.push(PendingDir { ino, parent, name });
+        }
+        Ok(pending)
+    }
+
     /// The clients the journal knows: those that may hold replies sent before their commit.
     pub fn known_clients(&self) -> Result<Vec<u64>> {
         let mut known = Vec::new();
@@ -896,6 +919,10 @@ impl Journal {
                         batch.put_cf(orphans, ino_key(*ino), encode(owners));
                     }
                     JournalOp::DeleteOrphan(ino) => batch.delete_cf(orphans, ino_key(*ino)),
+                    JournalOp::PutPendingDir(p) => {
+                        batch.put_cf(meta, pending_key(p.ino), encode(&(p.parent, &p.name)));
+                    }
+                    JournalOp::DeletePendingDir(ino) => batch.delete_cf(meta, pending_key(*ino)),
                 }
             }
         }

@@ -19,10 +19,15 @@ enum Command {
     /// Serve a namespace until SIGTERM/SIGINT.
     Serve(Box<Config>),
     /// Check an offline store; exits 1 if anything is wrong, printing each finding.
+    #[command(group(clap::ArgGroup::new("what").required(true).args(["data", "cluster"])))]
     Fsck {
         /// Data directory of a stopped server.
         #[arg(long)]
-        data: PathBuf,
+        data: Option<PathBuf>,
+        /// A stopped cluster's data root (`mds cluster init --data-root`): every shard-N
+        /// store in it, and the remote directories' halves across them.
+        #[arg(long, value_name = "ROOT")]
+        cluster: Option<PathBuf>,
     },
     /// A cluster of shards whose configuration and owners live in etcd.
     #[command(subcommand)]
@@ -130,33 +135,67 @@ fn main() -> ExitCode {
             }
         },
         Command::Cluster(command) => cluster_command(command),
-        Command::Fsck { data } => match mds::fsck::check(&data) {
-            Ok(report) => {
-                for finding in &report.findings {
-                    println!("{finding}");
-                }
-                println!(
-                    "{}: {} inodes, {} entries, orphans: {}, {} data blocks ({} bytes), \
-                     last_committed {}, {} findings",
-                    data.display(),
-                    report.inodes,
-                    report.entries,
-                    report.orphans,
-                    report.data_blocks,
-                    report.data_bytes,
-                    report.last_committed,
-                    report.findings.len()
-                );
-                if report.is_clean() {
-                    ExitCode::SUCCESS
-                } else {
-                    ExitCode::from(1)
+        Command::Fsck { data, cluster } => {
+            let clean = match (data, cluster) {
+                (Some(data), _) => mds::fsck::check(&data).map(|report| {
+                    print_fsck(&data, &report);
+                    report.is_clean()
+                }),
+                (None, Some(root)) => mds::fsck::check_cluster(&root).map(|(reports, across)| {
+                    for (store, report) in &reports {
+                        print_fsck(store, report);
+                    }
+                    for finding in &across {
+                        println!("{finding}");
+                    }
+                    let findings =
+                        across.len() + reports.iter().map(|(_, r)| r.findings.len()).sum::<usize>();
+                    println!(
+                        "{}: {} shards, {findings} findings",
+                        root.display(),
+                        reports.len()
+                    );
+                    findings == 0 && !reports.is_empty()
+                }),
+                (None, None) => unreachable!("clap requires --data or --cluster"),
+            };
+            match clean {
+                Ok(true) => ExitCode::SUCCESS,
+                Ok(false) => ExitCode::from(1),
+                Err(e) => {
+                    eprintln!("mds fsck: {}", mds::error::chain(&e));
+                    ExitCode::from(2)
                 }
             }
-            Err(e) => {
-                eprintln!("mds fsck: {}", mds::error::chain(&e));
-                ExitCode::from(2)
-            }
-        },
+        }
     }
+}
+
+/// One store's findings and its summary line.
+fn print_fsck(data: &std::path::Path, report: &mds::fsck::Report) {
+    for finding in &report.findings {
+        println!("{finding}");
+    }
+    let remote = if report.remote_entries.is_empty() && report.remote_roots.is_empty() {
+        String::new()
+    } else {
+        format!(
+            ", remote directories: {} entries, {} here ({} pending)",
+            report.remote_entries.len(),
+            report.remote_roots.len(),
+            report.pending.len()
+        )
+    };
+    println!(
+        "{}: {} inodes, {} entries, orphans: {}, {} data blocks ({} bytes), \
+         last_committed {}{remote}, {} findings",
+        data.display(),
+        report.inodes,
+        report.entries,
+        report.orphans,
+        report.data_blocks,
+        report.data_bytes,
+        report.last_committed,
+        report.findings.len()
+    );
 }

@@ -316,6 +316,37 @@ pub async fn dispatch(
         Op::Ping => now(Ok(Body::Pong)),
         Op::Statfs => now(Ok(Body::StatFs(Box::new(core.statfs())))),
         Op::Sync => sync(core, metrics, session, xid, opcode),
+        Op::MkdirRemote { shard, .. } => {
+            let own = core.cluster.as_ref().map(|c| c.shard().unwrap_or(0));
+            match own {
+                Some(own) if own != shard => {
+                    remote::mkdir_remote(core, metrics, session, request).await
+                }
+                // On the parent's own shard: a MKDIR. Outside a cluster shard 0 is the only
+                // one there is.
+                None if shard != 0 => now(Err(Errno::EINVAL)),
+                _ => {
+                    let Op::MkdirRemote {
+                        parent, name, mode, ..
+                    } = request.op
+                    else {
+                        unreachable!("matched above")
+                    };
+                    request.op = Op::Mkdir { parent, name, mode };
+                    execute(core, metrics, session, request, turn)
+                }
+            }
+        }
+        Op::ResolveRemote { .. } => remote::resolve_remote(core, session, &request)
+            .unwrap_or_else(|| now(Err(Errno::EINVAL))),
+        Op::MakePendingDir { .. } if core.cluster.is_none() => now(Err(Errno::EINVAL)),
+        Op::MakePendingDir { .. } => {
+            let answer = execute(core, metrics, session, request, turn);
+            if let Deliver::AtCommit { until, .. } = &answer.deliver {
+                remote::crash_after_pending(core, *until).await;
+            }
+            answer
+        }
         _ => execute(core, metrics, session, request, turn),
     }
 }
@@ -555,7 +586,10 @@ fn execute(
     // The ticket binds the operation as its request encoded it; made only for what can be
     // answered early (before `execute` takes the operation).
     let mut buf = [0u8; 1024];
-    let op_bytes = (core.ack == Ack::Early && mutation && !replayed)
+    let op_bytes = (core.ack == Ack::Early
+        && mutation
+        && !replayed
+        && opcode != mds_proto::opcode::MAKE_PENDING_DIR)
         .then(|| ReplayKey::encode_op(&op, &mut buf));
     let creates = op.creates_inode();
     match core.namespace.execute(op, &caller) {
@@ -573,7 +607,9 @@ fn execute(
             body,
             built_on,
         } => {
-            let known_at = journal(core, session, record, xid, &body);
+            // MAKE_PENDING_DIR is never answered early: the other shard puts an entry for it.
+            let early = opcode != mds_proto::opcode::MAKE_PENDING_DIR;
+            let known_at = journal(core, session, record, xid, &body, early);
             if let Some(turn) = turn {
                 assert_eq!(turn.transno(), transno, "a replay takes its own transno");
                 turn.executed();
@@ -652,6 +688,7 @@ fn journal(
     mut record: journal::TxRecord,
     xid: u64,
     body: &Body,
+    early: bool,
 ) -> Option<crate::session::Know> {
     session.bind_once(|secret| {
         core.to_committer(CommitMsg::BindSession {
@@ -659,7 +696,7 @@ fn journal(
             secret: *secret.bytes(),
         });
     });
-    let known = (core.ack == Ack::Early).then(|| {
+    let known = (early && core.ack == Ack::Early).then(|| {
         session.know(record.transno, || {
             core.to_committer(CommitMsg::KnowClient(session.client()));
         })
@@ -748,5 +785,6 @@ fn answer_mutation(
     }
 }
 
+mod remote;
 #[cfg(test)]
 mod tests;

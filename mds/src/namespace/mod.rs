@@ -140,6 +140,9 @@ pub struct Namespace {
     read_only: AtomicBool,
     /// The journal failure that made it read-only was a full disk.
     no_space: AtomicBool,
+    /// Directories made for other shards' entries and not confirmed yet
+    /// (`ops/remote.rs`), by inode.
+    pending_dirs: Mutex<BTreeMap<u64, journal::PendingDir>>,
     /// Root squash (`--root-squash`): requests from uid 0 run as nobody. Applied by
     /// [`Namespace::effective_cred`] to each request's credentials as they are decoded.
     root_squash: bool,
@@ -222,6 +225,13 @@ impl Namespace {
             pending_data: Mutex::new(VecDeque::new()),
             read_only: AtomicBool::new(false),
             no_space: AtomicBool::new(false),
+            pending_dirs: Mutex::new(
+                journal
+                    .pending_dirs()?
+                    .into_iter()
+                    .map(|p| (p.ino, p))
+                    .collect(),
+            ),
             root_squash: false,
         };
         let mut dirs: BTreeMap<u64, Entries> = BTreeMap::new();
@@ -249,9 +259,22 @@ impl Namespace {
         })?;
         ns.load_xattrs(journal)?;
         ns.load_orphans(journal, &nameless)?;
-        // Every entry must name a live inode of the kind it says, under a directory.
+        // Every entry must name a live inode of the kind it says, under a directory; an
+        // entry naming another shard's inode, a directory (MKDIR_REMOTE's), whose inode that
+        // shard checks.
         for (parent, entries) in dirs {
             for (name, entry) in &entries {
+                if ns.is_remote(entry.ino) {
+                    if entry.kind != FileKind::Directory {
+                        return Err(crate::error::Error::Inconsistent(format!(
+                            "entry {parent}/{name:?} names inode {} of another shard, which \
+                             only a directory may be; run `mds fsck --data {}`",
+                            entry.ino,
+                            journal.path().display()
+                        )));
+                    }
+                    continue;
+                }
                 let child = ns
                     .table
                     .lock(&[entry.ino])

@@ -42,6 +42,7 @@ pub(super) fn empty() -> Namespace {
         pending_data: Mutex::new(std::collections::VecDeque::new()),
         read_only: AtomicBool::new(false),
         no_space: AtomicBool::new(false),
+        pending_dirs: Mutex::new(BTreeMap::new()),
         root_squash: false,
     };
     ns.table.insert_unlocked(Node::new(

@@ -4,6 +4,7 @@
 //! (SIGKILL, SIGTERM, the process's exit status and logs), and a scrape of `/metrics`.
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod raw;
 
 use std::net::SocketAddr;

@@ -135,6 +135,10 @@ enum Command {
         /// Create missing parents too, and accept directories that exist.
         #[arg(short, long)]
         parents: bool,
+        /// In a cluster: the directory's inode and everything put in it live on shard N,
+        /// its entry on its parent's shard (a remote directory, as Lustre's `lfs mkdir -i`).
+        #[arg(long, value_name = "N", conflicts_with = "parents")]
+        shard: Option<u16>,
         #[arg(required = true)]
         paths: Vec<String>,
     },
@@ -443,8 +447,9 @@ async fn execute(
         Command::Mkdir {
             mode,
             parents,
+            shard,
             paths,
-        } => mkdir(client, json, mode, parents, paths).await,
+        } => mkdir(client, json, mode, (parents, shard), paths).await,
         Command::Create { mode, paths } => create(client, json, mode, paths).await,
         Command::Stat { paths } => stat(client, json, paths).await,
         Command::Ls { path, long } => ls(client, json, &path, long).await,
@@ -561,7 +566,7 @@ async fn mkdir(
     client: &Router,
     json: bool,
     mode: u32,
-    parents: bool,
+    (parents, shard): (bool, Option<u16>),
     paths: Vec<String>,
 ) -> Result<(), Failure> {
     let mut made = Vec::new();
@@ -570,7 +575,11 @@ async fn mkdir(
             mkdir_p(client, &path, mode).await.map_err(at(&path))?
         } else {
             let (parent, name) = client.resolve_parent(&path).await.map_err(at(&path))?;
-            client.mkdir(parent, name, mode).await.map_err(at(&path))?
+            match shard {
+                Some(shard) => client.mkdir_on(parent, name, mode, shard).await,
+                None => client.mkdir(parent, name, mode).await,
+            }
+            .map_err(at(&path))?
         };
         made.push(attr_json(&path, &attr));
     }

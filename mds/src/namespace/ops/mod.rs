@@ -61,6 +61,7 @@ use mds_proto::{
 mod data;
 mod link;
 mod open;
+mod remote;
 mod rename;
 mod xattr;
 
@@ -97,6 +98,19 @@ impl Cx<'_> {
     }
 
     /// A stamp for what this operation changes in `transno`, continuing `before`.
+    /// An operation's outcome, with what it built on.
+    fn finish(&self, result: OpResult) -> Exec {
+        let mut exec = result.unwrap_or_else(|e| Exec::Now {
+            result: Err(e),
+            wait: 0,
+        });
+        match &mut exec {
+            Exec::Now { wait, .. } => *wait = self.wait,
+            Exec::Mutation { built_on, .. } => *built_on = self.wait,
+        }
+        exec
+    }
+
     fn stamp(&self, mut before: Stamp, transno: u64) -> Stamp {
         before.write(self.caller.client, transno);
         before
@@ -254,22 +268,25 @@ impl Namespace {
                 offset,
                 data,
             } => self.write(cx, ino, handle, offset, data.0),
-            Op::Connect { .. }
+            Op::MakePendingDir {
+                shard: _,
+                parent,
+                name,
+                mode,
+                uid,
+                gid,
+            } => self.make_pending_dir(cx, parent, name, (uid, gid, mode)),
+            Op::ResolveRemote { parent, name, ino } => self.resolve_remote(cx, parent, &name, ino),
+            // Two steps over two shards: dispatch drives them (`dispatch/remote.rs`).
+            Op::MkdirRemote { .. }
+            | Op::Connect { .. }
             | Op::Authenticate { .. }
             | Op::Ping
             | Op::Statfs
             | Op::Sync
             | Op::ShardMap => Err(Errno::EPROTO),
         };
-        let mut exec = result.unwrap_or_else(|e| Exec::Now {
-            result: Err(e),
-            wait: 0,
-        });
-        match &mut exec {
-            Exec::Now { wait, .. } => *wait = cx.wait,
-            Exec::Mutation { built_on, .. } => *built_on = cx.wait,
-        }
-        exec
+        cx.finish(result)
     }
 
     fn writable(&self) -> Result<(), Errno> {
@@ -465,6 +482,9 @@ impl Namespace {
             may(cx, p, SEARCH)?;
             if let Some(entry) = p.entry(name) {
                 cx.see(&entry.stamp);
+                if self.is_remote(entry.ino) {
+                    return Ok(remote::remote_entry(entry.ino));
+                }
                 entry.ino
             } else {
                 cx.see(&p.removed_stamp(name));
@@ -613,6 +633,11 @@ impl Namespace {
                 let p = dir(cx, &l, parent)?;
                 may(cx, p, SEARCH)?;
                 if let Some(entry) = p.entry(&name) {
+                    if self.is_remote(entry.ino) {
+                        // Its inode is another shard's (MKDIR_REMOTE): not removed from here.
+                        cx.see(&entry.stamp);
+                        return Err(Errno::EXDEV);
+                    }
                     entry
                 } else {
                     cx.see(&p.removed_stamp(&name));

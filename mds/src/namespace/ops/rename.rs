@@ -33,6 +33,11 @@ impl Namespace {
         let _cross = (sp != dp).then(|| self.rename_lock.lock());
         loop {
             let (src, dst) = self.rename_entries(cx, sp, &sn, dp, &dn)?;
+            // A name for another shard's directory (MKDIR_REMOTE) is not moved, replaced or
+            // exchanged in this version: its inode's ".." is on the other shard.
+            if self.is_remote(src.ino) || dst.is_some_and(|d| self.is_remote(d.ino)) {
+                return Err(Errno::EXDEV);
+            }
             match (how, dst) {
                 (RenameHow::NoReplace, Some(_)) => return Err(Errno::EEXIST),
                 (RenameHow::Exchange, None) => return Err(Errno::ENOENT),

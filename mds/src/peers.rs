@@ -1,0 +1,258 @@
+//! What one shard's server asks another's (remote directories, `namespace/ops/remote.rs`):
+//! the connections to the other shards — one [`Router`], as a client's, whose requests carry
+//! root's credentials and run on the cluster thread's runtime, not on a partition's — the
+//! MKDIR_REMOTE names under way (which RESOLVE_REMOTE answers EBUSY for), and the scrub that
+//! confirms or deletes this shard's pending directories by asking their parents' shards.
+
+use std::collections::HashSet;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use mds_client::{ClientError, ConnectOptions, Router};
+use mds_proto::{Body, Errno, Op};
+use tracing::{info, warn};
+
+use crate::metrics::{REMOTE_DIRS_PENDING, REMOTE_DIRS_SCRUBBED};
+
+/// How long one request to another shard may take before the operation that needs it fails
+/// (EIO to its client; the pending directory it may have left is scrubbed).
+const PEER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How often the scrub looks at this shard's pending directories, and how old one must be
+/// before it is asked about (a MKDIR_REMOTE under way finishes in milliseconds; the parent's
+/// shard answers EBUSY for one that is still under way anyway).
+pub const SCRUB_EVERY: Duration = Duration::from_secs(2);
+
+/// Test hooks: where a server kills itself (SIGKILL, as a crash) in a MKDIR_REMOTE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum CrashPoint {
+    /// The child's shard, once the pending directory is durable, before it answers.
+    PendingDirCommitted,
+    /// The parent's shard, once the child's shard answered, before the entry is made.
+    BeforeEntry,
+    /// The parent's shard, once the entry is durable, before the client's reply leaves.
+    EntryCommitted,
+}
+
+/// The request path's side of the other shards.
+#[derive(Debug, Default)]
+pub struct Peers {
+    /// Where peer requests run, and how they connect (this server's own address as the
+    /// seed of the router: it answers SHARD_MAP like any other).
+    runtime: OnceLock<tokio::runtime::Handle>,
+    seed: OnceLock<String>,
+    options: OnceLock<ConnectOptions>,
+    router: tokio::sync::OnceCell<Arc<Router>>,
+    /// (parent, name) of each MKDIR_REMOTE between its first look and its entry.
+    in_flight: parking_lot::Mutex<HashSet<(u64, String)>>,
+    crash_at: OnceLock<Option<CrashPoint>>,
+    /// The cluster's number of shards: a MKDIR_REMOTE to one past them is EINVAL.
+    shards: OnceLock<u16>,
+}
+
+/// A MKDIR_REMOTE's name, under way until dropped.
+pub struct InFlight<'a> {
+    peers: &'a Peers,
+    key: (u64, String),
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.peers.in_flight.lock().remove(&self.key);
+    }
+}
+
+impl Peers {
+    /// Set once the server serves its shard.
+    pub fn start(
+        &self,
+        runtime: tokio::runtime::Handle,
+        seed: String,
+        options: ConnectOptions,
+        shards: u16,
+        crash_at: Option<CrashPoint>,
+    ) {
+        let _ = self.shards.set(shards);
+        let _ = self.runtime.set(runtime);
+        let _ = self.seed.set(seed);
+        let _ = self.options.set(options);
+        let _ = self.crash_at.set(crash_at);
+    }
+
+    /// The runtime peer requests and the scrub run on, once started.
+    pub fn runtime(&self) -> Option<&tokio::runtime::Handle> {
+        self.runtime.get()
+    }
+
+    /// Marks `(parent, name)` under way; None if another MKDIR_REMOTE of it is.
+    pub fn begin(&self, parent: u64, name: &str) -> Option<InFlight<'_>> {
+        let key = (parent, name.to_owned());
+        self.in_flight
+            .lock()
+            .insert(key.clone())
+            .then_some(InFlight { peers: self, key })
+    }
+
+    pub fn is_in_flight(&self, parent: u64, name: &str) -> bool {
+        self.in_flight.lock().contains(&(parent, name.to_owned()))
+    }
+
+    /// Sends `op` as root to the shard that serves it (`shard`'s, for MAKE_PENDING_DIR): its
+    /// answer, or EIO when that shard cannot be reached within [`PEER_TIMEOUT`].
+    pub async fn call(&self, op: Op) -> Result<Body, Errno> {
+        let Some(runtime) = self.runtime.get() else {
+            return Err(Errno::EIO);
+        };
+        let router = self
+            .router
+            .get_or_try_init(|| async {
+                let seed = self.seed.get().cloned().unwrap_or_default();
+                let options = self.options.get().cloned().unwrap_or_default();
+                let root = mds_proto::Cred {
+                    uid: 0,
+                    gid: 0,
+                    groups: Vec::new(),
+                };
+                let connect = runtime
+                    .spawn(async move { Router::connect_as(&seed, &options, Some(root)).await });
+                match connect.await {
+                    Ok(Ok(router)) => Ok(Arc::new(router)),
+                    Ok(Err(e)) => Err(e),
+                    Err(_) => Err(ClientError::Disconnected),
+                }
+            })
+            .await
+            .map_err(|e| {
+                warn!(cause = %e, "cannot reach the cluster's other shards");
+                Errno::EIO
+            })?
+            .clone();
+        let shard = match &op {
+            Op::MakePendingDir { shard, .. } => Some(*shard),
+            _ => None,
+        };
+        if shard.is_some_and(|s| s >= self.shards.get().copied().unwrap_or(0)) {
+            return Err(Errno::EINVAL);
+        }
+        let asked = runtime.spawn(async move {
+            let call = async {
+                loop {
+                    let answer = match shard {
+                        Some(shard) => router.call_shard(shard, op.clone()).await,
+                        None => router.call(op.clone()).await,
+                    };
+                    match answer {
+                        // No owner yet (a standby is taking it over, or this server has not
+                        // seen its claim): asked again until the timeout.
+                        Err(e) if e.errno() == Some(Errno::EREMOTE) => {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
+                        done => return done,
+                    }
+                }
+            };
+            tokio::time::timeout(PEER_TIMEOUT, call).await
+        });
+        match asked.await {
+            Ok(Ok(Ok(body))) => Ok(body),
+            Ok(Ok(Err(ClientError::Errno(e)))) => Err(e),
+            Ok(Ok(Err(e))) => {
+                warn!(cause = %e, "a request to another shard failed");
+                Err(Errno::EIO)
+            }
+            Ok(Err(_)) => {
+                warn!("another shard did not answer within {PEER_TIMEOUT:?}");
+                Err(Errno::EIO)
+            }
+            Err(_) => Err(Errno::EIO),
+        }
+    }
+
+    /// The test hook's crash at `point`, if it is the one asked for.
+    pub fn crash_if(&self, point: CrashPoint) {
+        if self.crash_at.get().copied().flatten() == Some(point) {
+            warn!(?point, "test hook: killing the server (SIGKILL)");
+            // SAFETY: kill(2) on this process has no memory-safety preconditions.
+            unsafe {
+                libc::kill(libc::getpid(), libc::SIGKILL);
+            }
+            std::thread::sleep(Duration::from_secs(60));
+        }
+    }
+
+    /// Whether a crash hook waits for `point`.
+    pub fn crashes_at(&self, point: CrashPoint) -> bool {
+        self.crash_at.get().copied().flatten() == Some(point)
+    }
+}
+
+/// The scrub, on the cluster thread's runtime: every [`SCRUB_EVERY`], each pending directory
+/// seen at the previous round too is asked about on its parent's shard (RESOLVE_REMOTE):
+/// confirmed when its entry is durable there, deleted when there is none, left for the next
+/// round when that shard is away or still making it. Runs until the process ends.
+pub async fn scrub(
+    namespace: Arc<crate::namespace::Namespace>,
+    commit_tx: crossbeam_channel::Sender<crate::committer::CommitMsg>,
+    view: Arc<crate::cluster::ClusterView>,
+) {
+    let commit = |record| {
+        // The committer outlives the server's runtimes; gone, nothing commits any more.
+        let _ = commit_tx.send(crate::committer::CommitMsg::Record(record));
+    };
+    let mut seen: HashSet<u64> = HashSet::new();
+    let outcome = |what: &'static str| {
+        let c = metrics::counter!(REMOTE_DIRS_SCRUBBED, "outcome" => what);
+        c.increment(0);
+        c
+    };
+    let (confirmed, deleted) = (outcome("confirmed"), outcome("deleted"));
+    loop {
+        let pending = namespace.pending_dirs();
+        metrics::gauge!(REMOTE_DIRS_PENDING).set(pending.len() as f64);
+        tokio::time::sleep(SCRUB_EVERY).await;
+        let pending = namespace.pending_dirs();
+        let mut next = HashSet::new();
+        for dir in pending {
+            if !seen.contains(&dir.ino) {
+                next.insert(dir.ino);
+                continue;
+            }
+            let asked = view
+                .peers
+                .call(Op::ResolveRemote {
+                    parent: dir.parent,
+                    name: dir.name.clone(),
+                    ino: dir.ino,
+                })
+                .await;
+            match asked {
+                Ok(_) => {
+                    if let Some(record) = namespace.confirm_pending(dir.ino) {
+                        info!(ino = dir.ino, parent = dir.parent, name = %dir.name, "remote directory confirmed");
+                        confirmed.increment(1);
+                        commit(record);
+                    }
+                }
+                Err(Errno::ENOENT) => match namespace.drop_pending(dir.ino) {
+                    Ok(Some(record)) => {
+                        info!(ino = dir.ino, parent = dir.parent, name = %dir.name, "pending directory without an entry deleted");
+                        deleted.increment(1);
+                        commit(record);
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        warn!(ino = dir.ino, parent = dir.parent, name = %dir.name, errno = ?e, "pending directory without an entry kept: it is not empty");
+                        next.insert(dir.ino);
+                    }
+                },
+                Err(e) => {
+                    if e != Errno::EBUSY {
+                        warn!(ino = dir.ino, errno = ?e, "could not ask about a pending directory; asking again");
+                    }
+                    next.insert(dir.ino);
+                }
+            }
+        }
+        seen = next;
+    }
+}

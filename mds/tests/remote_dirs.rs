@@ -1,0 +1,330 @@
+//! Remote directories (MKDIR_REMOTE) in a two-shard cluster against a real etcd: the entry on
+//! the parent's shard, the inode and its contents on the child's; LOOKUP, READDIR and paths
+//! across them through the router (and mdsctl); EXDEV for what this version does not move
+//! across shards; the child's pending directory confirmed by its scrub. And a SIGKILL at each
+//! step, on either side: after a standby takes the killed shard over, the client's operation
+//! happened exactly once (a resend after the entry's commit is answered from its record),
+//! the scrub leaves no pending directory behind, and `mds fsck --cluster` is clean.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::cluster::{init, serving, start};
+use mds_client::proto::{Body, Errno, Op, RenameHow, SHARD_SHIFT, shard_of};
+use mds_client::resilient::{Outages, ResilientConn};
+use mds_client::{ClientError, ConnectOptions, ROOT, Router, Session};
+use mds_testkit::{Etcd, Server};
+
+fn scraped(server: &Server, series: &str) -> Option<f64> {
+    mds_testkit::scrape_metric(server.metrics, series)
+}
+
+/// Waits until the scrub of the shard `server` serves has confirmed `confirmed` pending
+/// directories and deleted `deleted`, and none is left.
+fn wait_scrubbed(server: &Server, confirmed: f64, deleted: f64) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let count = |outcome: &str| {
+        scraped(
+            server,
+            &format!("mds_remote_dirs_scrubbed_total{{outcome=\"{outcome}\"}}"),
+        )
+    };
+    while Instant::now() < deadline {
+        if count("confirmed") == Some(confirmed)
+            && count("deleted") == Some(deleted)
+            && scraped(server, "mds_remote_dirs_pending") == Some(0.0)
+        {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    panic!(
+        "{}: {:?} confirmed (not {confirmed}), {:?} deleted (not {deleted}), {:?} pending:\n{}",
+        server.addr,
+        count("confirmed"),
+        count("deleted"),
+        scraped(server, "mds_remote_dirs_pending"),
+        server.log_text()
+    );
+}
+
+/// `mds fsck --cluster ROOT`: (exit code, output).
+fn fsck_cluster(root: &Path) -> (i32, String) {
+    let out = Command::new(common::MDS)
+        .args(["fsck", "--cluster", root.to_str().unwrap()])
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
+    )
+}
+
+fn errno<T: std::fmt::Debug>(r: Result<T, ClientError>) -> Option<Errno> {
+    r.expect_err("an error").errno()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_directory_lives_on_its_shard_and_its_entry_on_its_parents() {
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    init(&etcd, root.path(), "2", &[]);
+    let s0 = start(&etcd, root.path(), Some(0), &[]);
+    let s1 = start(&etcd, root.path(), Some(1), &[]);
+    serving(&s0).await;
+    serving(&s1).await;
+    let router = Router::connect(&s0.addr.to_string(), &ConnectOptions::default())
+        .await
+        .unwrap();
+
+    // The directory is shard 1's; its entry, in the root, shard 0's.
+    // At once: shard 0 may not have seen shard 1's claim yet, and waits for it.
+    let r = router.mkdir_on(ROOT, "r", 0o750, 1).await.unwrap();
+    assert_eq!(shard_of(r.ino), 1, "{r:?}");
+    assert_eq!(r.mode & 0o7777, 0o750);
+    let c0 = s0.client().await;
+    match c0
+        .call(Op::Lookup {
+            parent: ROOT,
+            name: "r".into(),
+        })
+        .await
+    {
+        Ok(Body::Remote { ino, .. }) => assert_eq!(ino, r.ino),
+        other => panic!("LOOKUP of a remote entry on its parent's shard: {other:?}"),
+    }
+    assert_eq!(router.lookup(ROOT, "r").await.unwrap().ino, r.ino);
+    assert_eq!(
+        c0.getattr(ROOT).await.unwrap().nlink,
+        3,
+        "the root counts it"
+    );
+    let listed = router.readdir_all(ROOT).await.unwrap();
+    assert!(
+        listed.iter().any(|e| e.name == "r" && e.ino == r.ino),
+        "{listed:?}"
+    );
+    // What goes in it is shard 1's, by path from any server.
+    let f = router.create(r.ino, "f", 0o644).await.unwrap();
+    assert_eq!(shard_of(f.ino), 1);
+    let sub = router.mkdir(r.ino, "sub", 0o755).await.unwrap();
+    assert_eq!(shard_of(sub.ino), 1);
+    assert_eq!(router.resolve("/r/sub").await.unwrap().ino, sub.ino);
+    assert_eq!(router.resolve("/r/f").await.unwrap().ino, f.ino);
+    // A plain client of shard 0 is told where the entry points.
+    assert!(matches!(
+        c0.lookup(ROOT, "r").await,
+        Err(ClientError::Remote(ino)) if ino == r.ino
+    ));
+
+    // A name that exists, and a shard the cluster does not have, are refused; the parent's
+    // own shard is a plain MKDIR.
+    assert_eq!(
+        errno(router.mkdir_on(ROOT, "r", 0o755, 1).await),
+        Some(Errno::EEXIST)
+    );
+    assert_eq!(
+        errno(router.mkdir_on(ROOT, "nowhere", 0o755, 9).await),
+        Some(Errno::EINVAL)
+    );
+    assert!(router.lookup(ROOT, "nowhere").await.is_err());
+    let local = router.mkdir_on(ROOT, "local", 0o755, 0).await.unwrap();
+    assert_eq!(shard_of(local.ino), 0);
+    // Nested: a remote directory inside a remote directory, back on shard 0.
+    let back = router.mkdir_on(r.ino, "back", 0o755, 0).await.unwrap();
+    assert_eq!(shard_of(back.ino), 0);
+    assert_eq!(router.resolve("/r/back").await.unwrap().ino, back.ino);
+
+    // Not moved or removed across shards in this version.
+    assert_eq!(errno(router.rmdir(ROOT, "r").await), Some(Errno::EXDEV));
+    assert_eq!(errno(router.unlink(ROOT, "r").await), Some(Errno::EXDEV));
+    assert_eq!(
+        errno(
+            router
+                .rename_how(ROOT, "r", ROOT, "r2", RenameHow::Replace)
+                .await
+        ),
+        Some(Errno::EXDEV)
+    );
+    assert_eq!(
+        errno(
+            router
+                .rename_how(ROOT, "local", ROOT, "r", RenameHow::Replace)
+                .await
+        ),
+        Some(Errno::EXDEV)
+    );
+    // Inside its shard, everything as before.
+    router.unlink(r.ino, "f").await.unwrap();
+    router.rmdir(r.ino, "sub").await.unwrap();
+
+    // mdsctl, given shard 1's server.
+    let ctl = |args: &[&str]| common::cluster::mdsctl(s1.addr, args);
+    ctl(&["mkdir", "--shard", "1", "/by-mdsctl"]);
+    ctl(&["mkdir", "/by-mdsctl/inside"]);
+    assert!(ctl(&["ls", "/"]).contains("by-mdsctl"));
+    assert!(ctl(&["ls", "/by-mdsctl"]).contains("inside"));
+    let made = router.resolve("/by-mdsctl").await.unwrap();
+    assert_eq!(made.ino >> SHARD_SHIFT, 1);
+
+    // Each shard's scrub confirms its pending directories with the parent's shard.
+    wait_scrubbed(&s1, 2.0, 0.0);
+    wait_scrubbed(&s0, 1.0, 0.0);
+    assert_eq!(
+        scraped(
+            &s1,
+            "mds_requests_total{op=\"make_pending_dir\",result=\"ok\"}"
+        ),
+        Some(2.0)
+    );
+    drop((c0, router));
+    assert!(s0.stop().success());
+    assert!(s1.stop().success());
+    let (code, out) = fsck_cluster(root.path());
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("remote directories"), "{out}");
+}
+
+/// Where a crash hook kills which shard's server.
+#[derive(Clone, Copy, Debug)]
+enum Kill {
+    /// Shard 1 (the child's), its pending directory durable, before it answers.
+    ChildPendingCommitted,
+    /// Shard 0 (the parent's), the child's answer in hand, before the entry.
+    ParentBeforeEntry,
+    /// Shard 0, the entry durable, before the client's reply.
+    ParentEntryCommitted,
+}
+
+async fn killed_at(kill: Kill) {
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    init(&etcd, root.path(), "2", &[]);
+    let (point, victim) = match kill {
+        Kill::ChildPendingCommitted => ("pending-dir-committed", 1),
+        Kill::ParentBeforeEntry => ("before-entry", 0),
+        Kill::ParentEntryCommitted => ("entry-committed", 0),
+    };
+    let hook = ["--inject-crash-at", point];
+    let (e0, e1): (&[&str], &[&str]) = if victim == 0 {
+        (&hook, &[])
+    } else {
+        (&[], &hook)
+    };
+    let mut s0 = Some(start(&etcd, root.path(), Some(0), e0));
+    let mut s1 = Some(start(&etcd, root.path(), Some(1), e1));
+    serving(s0.as_ref().unwrap()).await;
+    serving(s1.as_ref().unwrap()).await;
+    // The standby that takes the killed shard over, without the hook.
+    let standby = start(&etcd, root.path(), None, &[]);
+
+    // Settled: shard 0's server lists every server (the client asks them who took a shard
+    // over when its own goes), as it does a few milliseconds after each one registers.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let first = s0.as_ref().unwrap().client().await;
+    while first.shard_map().await.unwrap().servers.len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "shard 0 does not list every server"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(first);
+    // The client a program would be: one session on the parent's shard, following it to its
+    // new server and resending there with the same xid.
+    let session = Arc::new(Session::new());
+    let conn = ResilientConn::connect(
+        &s0.as_ref().unwrap().addr.to_string(),
+        session.clone(),
+        Duration::from_secs(60),
+        Outages::new(),
+    )
+    .await
+    .unwrap();
+    let op = Op::MkdirRemote {
+        parent: ROOT,
+        name: "d".into(),
+        mode: 0o755,
+        shard: 1,
+    };
+
+    let answer = tokio::time::timeout(Duration::from_secs(90), conn.call(op.clone()))
+        .await
+        .expect("an answer")
+        .unwrap_or_else(|e| panic!("{kill:?}: {e}\nstandby:\n{}", standby.log_text()));
+    serving(&standby).await;
+    let (s0, s1) = match victim {
+        0 => (standby, s1.take().unwrap()),
+        _ => (s0.take().unwrap(), standby),
+    };
+    let router = Router::connect(&s0.addr.to_string(), &ConnectOptions::default())
+        .await
+        .unwrap();
+    let made = match (&answer.reply.result, kill) {
+        // The child's shard died before it answered: the parent's answered EIO, and made
+        // nothing. The client asks again once shard 1 is back.
+        (Err(Errno::EIO), Kill::ChildPendingCommitted) => {
+            assert!(router.lookup(ROOT, "d").await.is_err());
+            router.mkdir_on(ROOT, "d", 0o755, 1).await.unwrap()
+        }
+        // The parent's shard died: its new server executed the resend afresh (before the
+        // entry) or answered it from its record (after).
+        (Ok(Body::Attr(a)), Kill::ParentBeforeEntry | Kill::ParentEntryCommitted) => {
+            assert!(
+                answer.resent,
+                "{kill:?}: the answer came from the restarted shard"
+            );
+            a.clone()
+        }
+        other => panic!("{kill:?}: {other:?}"),
+    };
+    assert_eq!(shard_of(made.ino), 1);
+    // Exactly once: one entry, naming the directory the client was told of.
+    assert_eq!(router.lookup(ROOT, "d").await.unwrap().ino, made.ino);
+    let named: Vec<_> = router
+        .readdir_all(ROOT)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.name == "d")
+        .collect();
+    assert_eq!(named.len(), 1, "{named:?}");
+    router.create(made.ino, "inside", 0o644).await.unwrap();
+    // A second MKDIR_REMOTE of the name is EEXIST: the first is there, once.
+    assert_eq!(
+        errno(router.mkdir_on(ROOT, "d", 0o755, 1).await),
+        Some(Errno::EEXIST)
+    );
+    // The child's shard keeps only the directory its entry names: a pending one the crash
+    // left behind is deleted, the one the client got confirmed.
+    let deleted = match kill {
+        Kill::ParentEntryCommitted => 0.0,
+        _ => 1.0,
+    };
+    wait_scrubbed(&s1, 1.0, deleted);
+    drop((router, conn));
+    assert!(s0.stop().success());
+    assert!(s1.stop().success());
+    let (code, out) = fsck_cluster(root.path());
+    assert_eq!(code, 0, "{kill:?}:\n{out}");
+    assert!(out.contains("1 here (0 pending)"), "{kill:?}:\n{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_mkdir_killed_on_the_childs_shard_after_its_pending_directory() {
+    killed_at(Kill::ChildPendingCommitted).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_mkdir_killed_on_the_parents_shard_before_its_entry() {
+    killed_at(Kill::ParentBeforeEntry).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_mkdir_killed_on_the_parents_shard_after_its_entry_committed() {
+    killed_at(Kill::ParentEntryCommitted).await;
+}
