@@ -21,9 +21,6 @@ command -v etcd >/dev/null || { echo "failover.sh: needs etcd (Debian etcd-serve
 
 work=$(mktemp -d /var/tmp/mds-failover.XXXXXX)
 etcd_dir=$(mktemp -d /dev/shm/mds-failover-etcd.XXXXXX)
-port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-client_port=$(port) peer_port=$(port)
-etcd_url="127.0.0.1:$client_port"
 pids=()
 cleanup() {
   for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
@@ -32,13 +29,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-etcd --name bench --data-dir "$etcd_dir" \
-  --listen-client-urls "http://$etcd_url" --advertise-client-urls "http://$etcd_url" \
-  --listen-peer-urls "http://127.0.0.1:$peer_port" \
-  --initial-advertise-peer-urls "http://127.0.0.1:$peer_port" \
-  --initial-cluster "bench=http://127.0.0.1:$peer_port" >"$work/etcd.log" 2>&1 &
-pids+=($!)
-for _ in $(seq 1 100); do grep -q "ready to serve client requests" "$work/etcd.log" && break; sleep 0.1; done
+start_etcd "$etcd_dir" "$work/etcd.log"
+pids+=("$ETCD_PID")
+etcd_url=$ETCD_URL
 "$BIN/mds" cluster init --etcd "$etcd_url" --shards 1 --lease-ttl "$TTL_S" --data-root "$work/stores" >/dev/null
 
 # Starts `mds serve --etcd` with $1 (--shard 0 or --standby), logging to $2; sets SERVER_PID

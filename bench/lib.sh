@@ -23,3 +23,22 @@ wait_for_mds() {
     return 1
   fi
 }
+
+# Starts one etcd (Debian's etcd-server) on free loopback ports with its data in $1 (tmpfs,
+# e.g. /dev/shm), logging to $2; sets ETCD_URL and ETCD_PID, and returns once it serves.
+start_etcd() {
+  local dir=$1 log=$2 client peer
+  client=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  peer=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+  ETCD_URL="127.0.0.1:$client"
+  etcd --name bench --data-dir "$dir" \
+    --listen-client-urls "http://$ETCD_URL" --advertise-client-urls "http://$ETCD_URL" \
+    --listen-peer-urls "http://127.0.0.1:$peer" \
+    --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+    --initial-cluster "bench=http://127.0.0.1:$peer" >"$log" 2>&1 &
+  ETCD_PID=$!
+  for _ in $(seq 1 100); do grep -q "ready to serve client requests" "$log" && return 0; sleep 0.1; done
+  echo "etcd did not start; its log:" >&2
+  cat "$log" >&2
+  return 1
+}
