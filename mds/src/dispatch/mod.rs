@@ -416,13 +416,11 @@ async fn admit<'a>(
     let refused = || {
         // Too late (the window closed, or its transno was durable, skipped or taken by a
         // copy that did not execute), and it did not execute in this start: lost.
-        session.abandon(xid);
-        Admitted::Answered(Answer::now(Response::new(
-            xid,
-            opcode,
-            0,
-            Err(Errno::EINVAL),
-        )))
+        Admitted::Answered(answer_begun(
+            core,
+            session,
+            Response::new(xid, opcode, 0, Err(Errno::EINVAL)),
+        ))
     };
     if !recovery.is_open() {
         return refused();
@@ -433,7 +431,8 @@ async fn admit<'a>(
         Ok(turn) => Admitted::Go(Some(turn)),
         Err(Refusal::TooLate) => refused(),
         Err(Refusal::Forged(why)) => {
-            session.abandon(xid);
+            // A copy that joined it goes unanswered: the connection of a forger closes.
+            let _ = session.abandon(xid);
             Admitted::Answered(Answer::close(xid, opcode, Closing::Forged(why)))
         }
     }
@@ -504,8 +503,7 @@ fn sync(
     let upto = core.namespace.last_transno();
     let done = Response::new(xid, opcode, 0, Ok(Body::Done));
     if upto <= core.replies.last_committed() {
-        session.abandon(xid);
-        return Answer::now(done);
+        return answer_begun(core, session, done);
     }
     core.to_committer(CommitMsg::Flush(upto));
     Answer::at_commit(
@@ -545,11 +543,12 @@ fn execute(
     }
     if replay.is_some() && !replayed {
         // `admit` answers every replay without a turn; nothing gets here.
+        let refused = Response::new(xid, opcode, 0, Err(Errno::EINVAL));
         if mutation {
-            session.abandon(xid);
+            return answer_begun(core, session, refused);
         }
         session.note_replied(xid);
-        return Answer::now(Response::new(xid, opcode, 0, Err(Errno::EINVAL)));
+        return Answer::now(refused);
     }
     if let Some(turn) = &turn
         && core.namespace.last_transno() + 1 != turn.transno()
@@ -654,16 +653,14 @@ fn answer_unchanged(
     replayed: bool,
 ) -> Answer {
     let (xid, opcode) = (response.xid, response.op);
-    if mutation && !replayed {
-        session.abandon(xid);
-    }
+    let joined = mutation && !replayed && session.abandon(xid);
     if mutation && core.namespace.take_ceiling_request() {
         core.to_committer(CommitMsg::RaiseCeilings);
     }
-    if replayed {
+    if replayed || (joined && wait == 0) {
         // A copy of it resent on a newer connection may have joined it while it waited for
-        // its turn: the answer goes through the reply queue, which releases it to the
-        // session's connection of now (at once: what it waits for is durable).
+        // its turn (or executed): the answer goes through the reply queue, which releases it
+        // to the session's connection of now (at once: what it waits for is durable).
         Answer::at_commit(wait.max(core.replies.last_committed()), response, false)
     } else if wait == 0 {
         session.note_replied(xid);
@@ -673,6 +670,19 @@ fn answer_unchanged(
         // commit, which is asked for now.
         core.cos_conflict(metrics, opcode, Some(wait));
         Answer::at_commit(wait, response, true)
+    }
+}
+
+/// A request `begin` marked pending, answered on the spot: on the connection it came in on,
+/// unless a resend of it joined it meanwhile (its client reconnected while it executed).
+/// That copy waits on the session's connection of now, and the original's connection may be
+/// cut: the answer goes through the reply queue, released at once (nothing to wait for) to
+/// wherever the client is.
+fn answer_begun(core: &Core, session: &Session, response: Response) -> Answer {
+    if session.abandon(response.xid) {
+        Answer::at_commit(core.replies.last_committed(), response, false)
+    } else {
+        Answer::now(response)
     }
 }
 
@@ -775,8 +785,7 @@ fn answer_mutation(
             let until = built_on.max(unknown_until).max(last_committed);
             Answer::at_commit(until, response, false)
         } else {
-            session.abandon(xid);
-            Answer::now(response)
+            answer_begun(core, session, response)
         }
     };
     Answer {

@@ -53,7 +53,8 @@ pub(super) async fn mkdir_remote(
         return answer;
     }
     let through_queue = |result: Result<Body, Errno>| {
-        session.abandon(xid);
+        // Through the queue whether or not a resend joined it: see `answer_begun`.
+        let _ = session.abandon(xid);
         Answer::at_commit(
             core.replies.last_committed(),
             Response::new(xid, opcode, 0, result),

@@ -505,3 +505,31 @@ fn a_failed_mutation_is_answered_at_once_and_journals_nothing() {
     assert_eq!(h.b.pending(), 0);
     assert_eq!(h.core.namespace.last_transno(), 0);
 }
+
+/// A resend that joined its original while the original executed is answered by the
+/// original's reply: one given on the spot goes through the reply queue (released at once),
+/// whose release sends it to the session's connection of now, not only to the request's own.
+#[test]
+fn an_answer_given_on_the_spot_reaches_a_resend_that_joined_it() {
+    let h = Harness::new(Cos::On, Ack::Early);
+    let op = mds_proto::opcode::SETXATTR;
+    let (alone, joined) = (40, 41);
+    assert_eq!(h.b.begin(alone), Begin::New);
+    let answer = answer_begun(&h.core, &h.b, Response::new(alone, op, 0, Ok(Body::Done)));
+    assert!(matches!(answer.deliver, Deliver::Now(_)), "{answer:?}");
+    assert_eq!(h.b.pending(), 0);
+
+    assert_eq!(h.b.begin(joined), Begin::New, "the original, executing");
+    assert_eq!(
+        h.b.begin(joined),
+        Begin::Joined,
+        "its copy on a newer connection"
+    );
+    let answer = answer_begun(&h.core, &h.b, Response::new(joined, op, 0, Ok(Body::Done)));
+    let last_committed = h.core.replies.last_committed();
+    assert!(
+        matches!(answer.deliver, Deliver::AtCommit { until, cos: false, .. } if until <= last_committed),
+        "released at once through the queue: {answer:?}"
+    );
+    assert_eq!(h.b.pending(), 0);
+}

@@ -14,7 +14,7 @@
 //! identities are random and a load run makes thousands of them. One that still holds records
 //! waits for its client to come back and resend, up to `--session-expiry`.
 
-use std::collections::{BTreeMap, HashMap, HashSet, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -62,8 +62,9 @@ pub struct Session {
 struct State {
     /// Where replies go; `None` while the client is away.
     conn: Option<Arc<ConnOutput>>,
-    /// Requests executed (or waiting to) whose reply has not been released yet.
-    pending: HashSet<u64>,
+    /// Requests executed (or waiting to) whose reply has not been released yet, each with
+    /// whether a resend of it (on a newer connection) joined it meanwhile.
+    pending: HashMap<u64, bool>,
     /// The journal knows this client (`--ack early`): it may hold replies sent before their
     /// commit, and after a crash the server waits for it to replay them.
     known: bool,
@@ -430,7 +431,7 @@ impl Session {
             max_records,
             state: Mutex::new(State {
                 conn: None,
-                pending: HashSet::new(),
+                pending: HashMap::new(),
                 known: false,
                 highest_unsafe: 0,
                 known_at: 0,
@@ -468,7 +469,8 @@ impl Session {
         let acked = self.acked_xid();
         let mut state = self.state.lock();
         state.answered.trim(acked);
-        if state.pending.contains(&xid) {
+        if let Some(joined) = state.pending.get_mut(&xid) {
+            *joined = true;
             return Begin::Joined;
         }
         if let Some(answered) = state.answered.get(xid) {
@@ -478,7 +480,7 @@ impl Session {
         if capped && state.answered.len() + state.pending.len() >= self.max_records {
             return Begin::Full;
         }
-        state.pending.insert(xid);
+        state.pending.insert(xid, false);
         Begin::New
     }
 
@@ -519,10 +521,15 @@ impl Session {
         self.state.lock().answered.len()
     }
 
-    /// `xid` was answered at once (an error, a read, nothing to wait for) after `begin`.
-    pub fn abandon(&self, xid: u64) {
-        self.state.lock().pending.remove(&xid);
+    /// `xid` is answered at once (an error, a read, nothing to wait for) after `begin`.
+    /// Returns whether a resend of it joined it meanwhile: that copy waits on the session's
+    /// connection of now, which the answer must reach (through the reply queue, whose release
+    /// sends there) rather than the connection the request came in on, perhaps cut.
+    #[must_use = "a joined resend is answered only through the reply queue"]
+    pub fn abandon(&self, xid: u64) -> bool {
+        let joined = self.state.lock().pending.remove(&xid).unwrap_or(false);
         self.note_replied(xid);
+        joined
     }
 
     /// `xid`'s reply is released: returns where to send it — the client's connection now,

@@ -50,7 +50,7 @@ fn a_second_connect_replaces_the_first_and_a_resend_joins_its_original() {
     assert!(!idle);
     assert_eq!(b.session.replied_xid(), 7);
     assert_eq!(b.session.begin(7), Begin::New, "nothing recorded: execute");
-    b.session.abandon(7);
+    assert!(!b.session.abandon(7), "nobody resent it");
 }
 
 #[test]
@@ -79,12 +79,12 @@ fn a_resend_of_an_answered_mutation_is_answered_from_its_record_until_acked() {
     // The client has the reply of 3 now: its record goes; 4's stays.
     back.note_acked(3);
     assert_eq!(back.begin(9), Begin::New);
-    back.abandon(9);
+    assert!(!back.abandon(9));
     assert_eq!(back.remembered(), 1);
     assert!(matches!(back.begin(4), Begin::Answered(a) if a.transno == 31));
     back.note_acked(9);
     assert_eq!(back.begin(10), Begin::New);
-    back.abandon(10);
+    assert!(!back.abandon(10));
     assert_eq!(back.remembered(), 0);
     assert!(sessions.detach(&back, &conn));
     assert!(

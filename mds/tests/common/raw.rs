@@ -111,11 +111,21 @@ impl Raw {
         Some(protocol::decode(&payload).expect("a reply that decodes"))
     }
 
-    /// Sends `request` and returns the next reply that is not a commit notice.
+    /// Sends `request` and returns its answer: the next reply with its xid, or one the
+    /// connection itself is answered with (xid 0, not a notice). A reply to another xid is
+    /// dropped, as the client library drops a reply nobody waits for: the server releases a
+    /// request's reply to its client's connection of now, so one sent on an older connection
+    /// may be answered here, even before this connection's handshake is.
     pub fn call(&mut self, request: &Request) -> Reply {
         self.send(request);
-        self.reply()
-            .expect("an answer before the connection closed")
+        loop {
+            let reply = self
+                .reply()
+                .expect("an answer before the connection closed");
+            if reply.xid == request.xid || reply.xid == 0 {
+                return reply;
+            }
+        }
     }
 
     /// The next reply that is not a commit notice, `None` once the connection closed.
