@@ -90,9 +90,26 @@ impl ConnOutput {
     /// Appends one encoded reply. Returns whether the buffer was empty: then the caller must
     /// call [`ConnOutput::wake_writer`] once it has appended what it has for this connection.
     pub fn append(&self, reply: &Reply) -> bool {
+        self.append_with(reply, None)
+    }
+
+    /// [`ConnOutput::append`], framed around `encoded` — the successful reply's body as
+    /// `mds_proto::encode` wrote it for its resend record — when that is at hand, rather than
+    /// encoding the body again.
+    pub fn append_with(&self, reply: &Reply, encoded: Option<&[u8]>) -> bool {
         let mut buf = self.buf.lock();
         let was_empty = buf.is_empty();
-        encode_frame(reply, &mut buf);
+        match (&reply.result, encoded) {
+            (Ok(_), Some(body)) => mds_proto::encode_reply_frame(
+                reply.xid,
+                reply.transno,
+                reply.last_committed,
+                body,
+                reply.ticket,
+                &mut buf,
+            ),
+            _ => encode_frame(reply, &mut buf),
+        }
         self.buffered.store(buf.len(), Ordering::Release);
         was_empty
     }

@@ -30,6 +30,9 @@ pub struct Response {
     pub result: Result<Body, Errno>,
     /// The replay ticket of an early reply (0: none).
     pub ticket: u64,
+    /// An executed mutation's body as `mds_proto::encode` wrote it for its resend record: its
+    /// reply is framed around these bytes (`mds_proto::encode_reply_frame`), not encoded again.
+    pub encoded: Option<Vec<u8>>,
 }
 
 impl Response {
@@ -40,6 +43,7 @@ impl Response {
             transno,
             result,
             ticket: 0,
+            encoded: None,
         }
     }
 

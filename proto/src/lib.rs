@@ -21,7 +21,7 @@ mod reply;
 pub use errno::Errno;
 pub use frame::{
     DecodeError, Handshake, codec, decode, decode_version_refusal, encode, encode_frame,
-    encode_version_refusal, peek_handshake,
+    encode_reply_frame, encode_version_refusal, peek_handshake,
 };
 pub use names::check_name;
 pub use op::{

@@ -608,7 +608,7 @@ fn execute(
         } => {
             // MAKE_PENDING_DIR is never answered early: the other shard puts an entry for it.
             let early = opcode != mds_proto::opcode::MAKE_PENDING_DIR;
-            let known_at = journal(core, session, record, xid, &body, early);
+            let (known_at, encoded) = journal(core, session, record, xid, &body, early);
             if let Some(turn) = turn {
                 assert_eq!(turn.transno(), transno, "a replay takes its own transno");
                 turn.executed();
@@ -627,6 +627,7 @@ fn execute(
             session.remember(xid, transno, body.clone(), ticket);
             let response = Response {
                 ticket,
+                encoded: Some(encoded),
                 ..Response::new(xid, opcode, transno, Ok(body))
             };
             let mutation = Executed {
@@ -691,7 +692,7 @@ fn answer_begun(core: &Core, session: &Session, response: Response) -> Answer {
 /// may come between. Before it, what the journal must know first: the session's secret at its
 /// first record, and with early replies the client itself at its first early mutation.
 /// Returns, with early replies, the transno whose commit makes the client known (and whether
-/// this mutation's is it).
+/// this mutation's is it); and the body encoded, as the resend record keeps it, for the reply.
 fn journal(
     core: &Core,
     session: &Session,
@@ -699,7 +700,7 @@ fn journal(
     xid: u64,
     body: &Body,
     early: bool,
-) -> Option<crate::session::Know> {
+) -> (Option<crate::session::Know>, Vec<u8>) {
     session.bind_once(|secret| {
         core.to_committer(CommitMsg::BindSession {
             client: session.client(),
@@ -712,18 +713,20 @@ fn journal(
         })
     });
     // How it was answered goes with the change itself, so that a resend is answered the same
-    // way even after a restart.
+    // way even after a restart. Encoded once: the reply is framed from a copy of the bytes.
+    let reply = mds_proto::encode(body);
+    let encoded = reply.clone();
     record.ops.push(journal::JournalOp::PutResend {
         client: session.client(),
         acked_xid: session.acked_xid(),
         record: journal::ResendRecord {
             xid,
             transno: record.transno,
-            reply: mds_proto::encode(body),
+            reply,
         },
     });
     core.to_committer(CommitMsg::Record(record));
-    known
+    (known, encoded)
 }
 
 /// What decides when an executed mutation's reply may leave.

@@ -114,17 +114,17 @@ pub(super) async fn mkdir_remote(
             body,
             built_on,
         } => {
-            journal(core, session, record, xid, &body, false);
+            let (_, encoded) = journal(core, session, record, xid, &body, false);
             session.remember(xid, transno, body.clone(), 0);
             if view.peers.crashes_at(CrashPoint::EntryCommitted) {
                 wait_until_durable(core, transno).await;
                 view.peers.crash_if(CrashPoint::EntryCommitted);
             }
-            Answer::at_commit(
-                transno.max(built_on),
-                Response::new(xid, opcode, transno, Ok(body)),
-                false,
-            )
+            let response = Response {
+                encoded: Some(encoded),
+                ..Response::new(xid, opcode, transno, Ok(body))
+            };
+            Answer::at_commit(transno.max(built_on), response, false)
         }
     }
 }

@@ -125,6 +125,7 @@ fn release(
         transno,
         result,
         ticket,
+        encoded,
     } = response;
     let (result, last_committed) = match outcome {
         Outcome::Committed { last_committed } => (result, last_committed),
@@ -160,7 +161,7 @@ fn release(
             result,
             ticket: if ok { ticket } else { 0 },
         };
-        if to.conn().append(&reply) {
+        if to.conn().append_with(&reply, encoded.as_deref()) {
             touched.push(to.conn().clone());
         }
     }

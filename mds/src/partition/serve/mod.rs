@@ -567,13 +567,14 @@ impl Partition {
     /// Appends `response` to `conn` now, with the `last_committed` of now. One whose transno
     /// is above it is an early reply: the client learns from that it is not durable yet.
     fn append(&self, conn: &ConnOutput, response: Response) {
-        conn.append(&Reply {
+        let reply = Reply {
             xid: response.xid,
             transno: response.transno,
             last_committed: self.shared.core.replies.last_committed(),
             result: response.result,
             ticket: response.ticket,
-        });
+        };
+        conn.append_with(&reply, response.encoded.as_deref());
     }
 }
 
