@@ -18,6 +18,12 @@ use crate::committer::CommitListener;
 use crate::output::InFlight;
 use crate::session::Session;
 
+/// How many bytes of an encoded reply body a [`Response`] keeps without an allocation.
+pub const ENCODED_INLINE: usize = 64;
+
+/// An encoded reply body (see [`Response::encoded`]).
+pub type EncodedBody = smallvec::SmallVec<[u8; ENCODED_INLINE]>;
+
 /// A reply as dispatch decided it, before it is encoded: the wire `Reply` gets
 /// `last_committed` when it is appended.
 #[derive(Debug, PartialEq)]
@@ -32,7 +38,8 @@ pub struct Response {
     pub ticket: u64,
     /// An executed mutation's body as `mds_proto::encode` wrote it for its resend record: its
     /// reply is framed around these bytes (`mds_proto::encode_reply_frame`), not encoded again.
-    pub encoded: Option<Vec<u8>>,
+    /// Inline up to `ENCODED_INLINE` bytes (an attribute body is ~40): a copy, no allocation.
+    pub encoded: Option<EncodedBody>,
 }
 
 impl Response {
@@ -66,7 +73,8 @@ impl Response {
 /// `Send`, so any thread may release it: the owner's drain, or a partner's.
 #[derive(Debug)]
 // Not boxed: it already lives in the reply engine's per-reply allocation; a box would add a
-// second allocation to every mutation.
+// second allocation to every mutation (the reply's body, kept inline, makes it large).
+#[allow(clippy::large_enum_variant)]
 pub enum Queued {
     /// A reply held back until the commit it depends on is durable.
     Reply(HeldReply),

@@ -352,6 +352,9 @@ pub async fn dispatch(
 }
 
 /// What [`admit`] found of a request.
+// Returned once per request and matched at once: boxing the answer would allocate for every
+// request that is answered here, to shrink a value that never sits anywhere.
+#[allow(clippy::large_enum_variant)]
 enum Admitted<'a> {
     /// Execute it, with its recovery turn if it is a replay.
     Go(Option<Turn<'a>>),
@@ -700,7 +703,7 @@ fn journal(
     xid: u64,
     body: &Body,
     early: bool,
-) -> (Option<crate::session::Know>, Vec<u8>) {
+) -> (Option<crate::session::Know>, crate::queue::EncodedBody) {
     session.bind_once(|secret| {
         core.to_committer(CommitMsg::BindSession {
             client: session.client(),
@@ -715,7 +718,7 @@ fn journal(
     // How it was answered goes with the change itself, so that a resend is answered the same
     // way even after a restart. Encoded once: the reply is framed from a copy of the bytes.
     let reply = mds_proto::encode(body);
-    let encoded = reply.clone();
+    let encoded = crate::queue::EncodedBody::from_slice(&reply);
     record.ops.push(journal::JournalOp::PutResend {
         client: session.client(),
         acked_xid: session.acked_xid(),
@@ -749,7 +752,7 @@ fn answer_mutation(
     response: Response,
     mutation: Executed,
 ) -> Answer {
-    let (xid, opcode, transno) = (response.xid, response.op, response.transno);
+    let (opcode, transno) = (response.op, response.transno);
     let Executed {
         built_on,
         known_at,

@@ -15,6 +15,7 @@ use std::hash::{BuildHasherDefault, Hasher};
 
 use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, MutexGuard};
+use smallvec::SmallVec;
 
 use super::node::{Node, Stamp};
 
@@ -127,9 +128,10 @@ impl Table {
         }
     }
 
-    /// Locks the stripes holding `inos` (duplicates allowed), in stripe order.
+    /// Locks the stripes holding `inos` (duplicates allowed), in stripe order. Up to
+    /// `INLINE_LOCKS` of them without an allocation: every operation locks one to four.
     pub fn lock(&self, inos: &[u64]) -> Locked<'_> {
-        let mut idx: Vec<usize> = inos.iter().map(|&i| stripe_of(i)).collect();
+        let mut idx: SmallVec<[usize; INLINE_LOCKS]> = inos.iter().map(|&i| stripe_of(i)).collect();
         idx.sort_unstable();
         idx.dedup();
         Locked {
@@ -159,9 +161,12 @@ impl Table {
     }
 }
 
+/// The most stripes an operation holds (RENAME's two directories and two inodes) kept inline.
+const INLINE_LOCKS: usize = 4;
+
 /// The stripes one operation holds.
 pub(crate) struct Locked<'a> {
-    guards: Vec<(usize, MutexGuard<'a, Stripe>)>,
+    guards: SmallVec<[(usize, MutexGuard<'a, Stripe>); INLINE_LOCKS]>,
 }
 
 impl Locked<'_> {
