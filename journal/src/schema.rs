@@ -90,7 +90,9 @@ pub(crate) const META_SESSION_PREFIX: &[u8] = b"session/";
 /// store made outside a cluster.
 pub(crate) const META_SHARD: &[u8] = b"shard";
 /// Pending directories ([`PendingDir`]): key = this prefix ++ inode (u64 BE), value = postcard
-/// `(parent, name)`. Only in a cluster's store.
+/// `(parent, name)`, followed by postcard `true` for one being removed (the byte a build
+/// before remote RMDIR ignores, reading it as pending from a MKDIR_REMOTE: its scrub resolves
+/// both alike). Only in a cluster's store.
 pub(crate) const META_PENDING_PREFIX: &[u8] = b"pending_dir/";
 /// Bytes of a session secret and of the replay key.
 pub const SECRET_LEN: usize = 32;
@@ -379,13 +381,17 @@ pub enum JournalOp {
     DeletePendingDir(u64),
 }
 
-/// A directory of this shard whose entry is to live on another shard, not confirmed yet: the
-/// entry `name` in `parent` (the other shard's inode) should name `ino`.
+/// A directory of this shard whose entry lives on another shard, and which waits for that
+/// shard to say whether the entry `name` in `parent` (the other shard's inode) names `ino`:
+/// made for an entry not confirmed yet (MKDIR_REMOTE), or to be removed with its entry
+/// (RMDIR). Either way it is kept if the entry is there and deleted if it is not.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PendingDir {
     pub ino: u64,
     pub parent: u64,
     pub name: String,
+    /// Being removed (PREPARE_RMDIR): empty, and refusing new entries until it is resolved.
+    pub removing: bool,
 }
 
 /// One mutation's changes, made durable atomically with its transno.

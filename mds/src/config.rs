@@ -326,7 +326,8 @@ pub struct Testing {
     /// begins, as if its core were busy elsewhere (its partner drains for it).
     #[arg(long = "inject-drain-stall", hide = true, value_parser = parse_duration)]
     pub drain_stall: Option<Duration>,
-    /// Test hook: the server kills itself (SIGKILL) at this step of a MKDIR_REMOTE.
+    /// Test hook: the server kills itself (SIGKILL) at this step of a MKDIR_REMOTE or a
+    /// remote RMDIR.
     #[arg(long = "inject-crash-at", hide = true, value_enum)]
     pub crash_at: Option<crate::peers::CrashPoint>,
 }

@@ -1,8 +1,9 @@
 //! What one shard's server asks another's (remote directories, `namespace/ops/remote.rs`):
 //! the connections to the other shards — one [`Router`], as a client's, whose requests carry
 //! root's credentials and run on the cluster thread's runtime, not on a partition's — the
-//! MKDIR_REMOTE names under way (which RESOLVE_REMOTE answers EBUSY for), and the scrub that
-//! confirms or deletes this shard's pending directories by asking their parents' shards.
+//! names a MKDIR_REMOTE or a remote RMDIR is under way for (which RESOLVE_REMOTE answers EBUSY
+//! for), and the scrub that keeps or deletes this shard's pending directories by asking their
+//! parents' shards.
 
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
@@ -23,7 +24,8 @@ const PEER_TIMEOUT: Duration = Duration::from_secs(10);
 /// shard answers EBUSY for one that is still under way anyway).
 pub const SCRUB_EVERY: Duration = Duration::from_secs(2);
 
-/// Test hooks: where a server kills itself (SIGKILL, as a crash) in a MKDIR_REMOTE.
+/// Test hooks: where a server kills itself (SIGKILL, as a crash) in a MKDIR_REMOTE or a
+/// remote RMDIR.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum CrashPoint {
     /// The child's shard, once the pending directory is durable, before it answers.
@@ -32,6 +34,14 @@ pub enum CrashPoint {
     BeforeEntry,
     /// The parent's shard, once the entry is durable, before the client's reply leaves.
     EntryCommitted,
+    /// RMDIR: the child's shard, once the directory is durably being removed, before it
+    /// answers.
+    RmdirPrepared,
+    /// RMDIR: the parent's shard, once the child's shard answered, before the entry goes.
+    BeforeEntryRemoved,
+    /// RMDIR: the parent's shard, once the entry's removal is durable, before the client's
+    /// reply leaves.
+    EntryRemovedCommitted,
 }
 
 /// The request path's side of the other shards.
@@ -43,14 +53,15 @@ pub struct Peers {
     seed: OnceLock<String>,
     options: OnceLock<ConnectOptions>,
     router: tokio::sync::OnceCell<Arc<Router>>,
-    /// (parent, name) of each MKDIR_REMOTE between its first look and its entry.
+    /// (parent, name) of each MKDIR_REMOTE or remote RMDIR between its first look and its
+    /// change to the entry.
     in_flight: parking_lot::Mutex<HashSet<(u64, String)>>,
     crash_at: OnceLock<Option<CrashPoint>>,
     /// The cluster's number of shards: a MKDIR_REMOTE to one past them is EINVAL.
     shards: OnceLock<u16>,
 }
 
-/// A MKDIR_REMOTE's name, under way until dropped.
+/// A MKDIR_REMOTE's or remote RMDIR's name, under way until dropped.
 pub struct InFlight<'a> {
     peers: &'a Peers,
     key: (u64, String),
@@ -84,7 +95,7 @@ impl Peers {
         self.runtime.get()
     }
 
-    /// Marks `(parent, name)` under way; None if another MKDIR_REMOTE of it is.
+    /// Marks `(parent, name)` under way; None if another MKDIR_REMOTE or RMDIR of it is.
     pub fn begin(&self, parent: u64, name: &str) -> Option<InFlight<'_>> {
         let key = (parent, name.to_owned());
         self.in_flight
@@ -187,9 +198,11 @@ impl Peers {
 }
 
 /// The scrub, on the cluster thread's runtime: every [`SCRUB_EVERY`], each pending directory
-/// seen at the previous round too is asked about on its parent's shard (RESOLVE_REMOTE):
-/// confirmed when its entry is durable there, deleted when there is none, left for the next
-/// round when that shard is away or still making it. Runs until the process ends.
+/// seen at the previous round too, and each being removed, is asked about on its parent's
+/// shard (RESOLVE_REMOTE): kept when its entry is durable there, deleted when there is none,
+/// left for the next round when that shard is away or still changing the entry. One being
+/// removed need not wait a round: its RMDIR holds the name on the parent's shard (EBUSY)
+/// from before it was marked until its entry's removal executed. Runs until the process ends.
 pub async fn scrub(
     namespace: Arc<crate::namespace::Namespace>,
     commit_tx: crossbeam_channel::Sender<crate::committer::CommitMsg>,
@@ -206,14 +219,16 @@ pub async fn scrub(
         c
     };
     let (confirmed, deleted) = (outcome("confirmed"), outcome("deleted"));
+    // Of those being removed: the RMDIR's entry went (the usual end), or it is still there.
+    let (removed, kept) = (outcome("removed"), outcome("kept"));
     loop {
         let pending = namespace.pending_dirs();
         metrics::gauge!(REMOTE_DIRS_PENDING).set(pending.len() as f64);
         tokio::time::sleep(SCRUB_EVERY).await;
         let pending = namespace.pending_dirs();
         let mut next = HashSet::new();
-        for dir in pending {
-            if !seen.contains(&dir.ino) {
+        for (dir, mark) in pending {
+            if !dir.removing && !seen.contains(&dir.ino) {
                 next.insert(dir.ino);
                 continue;
             }
@@ -227,16 +242,26 @@ pub async fn scrub(
                 .await;
             match asked {
                 Ok(_) => {
-                    if let Some(record) = namespace.confirm_pending(dir.ino) {
-                        info!(ino = dir.ino, parent = dir.parent, name = %dir.name, "remote directory confirmed");
-                        confirmed.increment(1);
+                    if let Some(record) = namespace.confirm_pending(dir.ino, mark) {
+                        if dir.removing {
+                            info!(ino = dir.ino, parent = dir.parent, name = %dir.name, "remote directory kept: its entry is still there, its RMDIR did not happen");
+                            kept.increment(1);
+                        } else {
+                            info!(ino = dir.ino, parent = dir.parent, name = %dir.name, "remote directory confirmed");
+                            confirmed.increment(1);
+                        }
                         commit(record);
                     }
                 }
-                Err(Errno::ENOENT) => match namespace.drop_pending(dir.ino) {
+                Err(Errno::ENOENT) => match namespace.drop_pending(dir.ino, mark) {
                     Ok(Some(record)) => {
-                        info!(ino = dir.ino, parent = dir.parent, name = %dir.name, "pending directory without an entry deleted");
-                        deleted.increment(1);
+                        if dir.removing {
+                            info!(ino = dir.ino, parent = dir.parent, name = %dir.name, "remote directory removed");
+                            removed.increment(1);
+                        } else {
+                            info!(ino = dir.ino, parent = dir.parent, name = %dir.name, "pending directory without an entry deleted");
+                            deleted.increment(1);
+                        }
                         commit(record);
                     }
                     Ok(None) => {}

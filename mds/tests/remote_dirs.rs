@@ -1,10 +1,13 @@
-//! Remote directories (MKDIR_REMOTE) in a two-shard cluster against a real etcd: the entry on
-//! the parent's shard, the inode and its contents on the child's; LOOKUP, READDIR and paths
-//! across them through the router (and mdsctl); EXDEV for what this version does not move
-//! across shards; the child's pending directory confirmed by its scrub. And a SIGKILL at each
-//! step, on either side: after a standby takes the killed shard over, the client's operation
-//! happened exactly once (a resend after the entry's commit is answered from its record),
-//! the scrub leaves no pending directory behind, and `mds fsck --cluster` is clean.
+//! Remote directories (MKDIR_REMOTE, and RMDIR of one) in a two-shard cluster against a real
+//! etcd: the entry on the parent's shard, the inode and its contents on the child's; LOOKUP,
+//! READDIR and paths across them through the router (and mdsctl); EXDEV for what this
+//! version does not move across shards; the child's pending directory confirmed by its
+//! scrub, and a removed one deleted by it, refusing new entries meanwhile; RMDIR's checks
+//! split over the two shards (the sticky bit's owner is the child's to check). And a SIGKILL
+//! at each step of both, on either side: after a standby takes the killed shard over, the
+//! client's operation happened exactly once (a resend after the entry's commit is answered
+//! from its record), the scrub leaves no pending directory behind, and `mds fsck --cluster`
+//! is clean.
 
 mod common;
 
@@ -14,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::cluster::{init, serving, start};
-use mds_client::proto::{Body, Errno, Op, RenameHow, SHARD_SHIFT, shard_of};
+use mds_client::proto::{Body, Cred, Errno, Op, RenameHow, SHARD_SHIFT, SetAttr, shard_of};
 use mds_client::resilient::{Outages, ResilientConn};
 use mds_client::{ClientError, ConnectOptions, ROOT, Router, Session};
 use mds_testkit::{Etcd, Server};
@@ -26,6 +29,12 @@ fn scraped(server: &Server, series: &str) -> Option<f64> {
 /// Waits until the scrub of the shard `server` serves has confirmed `confirmed` pending
 /// directories and deleted `deleted`, and none is left.
 fn wait_scrubbed(server: &Server, confirmed: f64, deleted: f64) {
+    wait_outcomes(server, &[("confirmed", confirmed), ("deleted", deleted)]);
+}
+
+/// Waits until the scrub of the shard `server` serves counts each of `outcomes` (of
+/// `mds_remote_dirs_scrubbed_total`) as given, and no directory is left pending.
+fn wait_outcomes(server: &Server, outcomes: &[(&str, f64)]) {
     let deadline = Instant::now() + Duration::from_secs(30);
     let count = |outcome: &str| {
         scraped(
@@ -33,9 +42,9 @@ fn wait_scrubbed(server: &Server, confirmed: f64, deleted: f64) {
             &format!("mds_remote_dirs_scrubbed_total{{outcome=\"{outcome}\"}}"),
         )
     };
+    let counted = || -> Vec<_> { outcomes.iter().map(|(o, _)| (*o, count(o))).collect() };
     while Instant::now() < deadline {
-        if count("confirmed") == Some(confirmed)
-            && count("deleted") == Some(deleted)
+        if outcomes.iter().all(|(o, n)| count(o) == Some(*n))
             && scraped(server, "mds_remote_dirs_pending") == Some(0.0)
         {
             return;
@@ -43,10 +52,9 @@ fn wait_scrubbed(server: &Server, confirmed: f64, deleted: f64) {
         std::thread::sleep(Duration::from_millis(100));
     }
     panic!(
-        "{}: {:?} confirmed (not {confirmed}), {:?} deleted (not {deleted}), {:?} pending:\n{}",
+        "{}: counted {:?}, not {outcomes:?}; {:?} pending:\n{}",
         server.addr,
-        count("confirmed"),
-        count("deleted"),
+        counted(),
         scraped(server, "mds_remote_dirs_pending"),
         server.log_text()
     );
@@ -139,8 +147,8 @@ async fn a_remote_directory_lives_on_its_shard_and_its_entry_on_its_parents() {
     assert_eq!(shard_of(back.ino), 0);
     assert_eq!(router.resolve("/r/back").await.unwrap().ino, back.ino);
 
-    // Not moved or removed across shards in this version.
-    assert_eq!(errno(router.rmdir(ROOT, "r").await), Some(Errno::EXDEV));
+    // Not moved or unlinked across shards in this version; RMDIR checks it is empty.
+    assert_eq!(errno(router.rmdir(ROOT, "r").await), Some(Errno::ENOTEMPTY));
     assert_eq!(errno(router.unlink(ROOT, "r").await), Some(Errno::EXDEV));
     assert_eq!(
         errno(
@@ -328,3 +336,236 @@ async fn a_remote_mkdir_killed_on_the_parents_shard_before_its_entry() {
 async fn a_remote_mkdir_killed_on_the_parents_shard_after_its_entry_committed() {
     killed_at(Kill::ParentEntryCommitted).await;
 }
+
+fn cred(uid: u32) -> Cred {
+    Cred {
+        uid,
+        gid: 100,
+        groups: Vec::new(),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_directory_is_removed_by_rmdir_on_its_parents_shard() {
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    init(&etcd, root.path(), "2", &[]);
+    let s0 = start(&etcd, root.path(), Some(0), &[]);
+    let s1 = start(&etcd, root.path(), Some(1), &[]);
+    serving(&s0).await;
+    serving(&s1).await;
+    let router = Router::connect(&s0.addr.to_string(), &ConnectOptions::default())
+        .await
+        .unwrap();
+    let d = router.mkdir_on(ROOT, "d", 0o755, 1).await.unwrap();
+    router.create(d.ino, "f", 0o644).await.unwrap();
+    // Its shard says it is not empty; nothing is marked, it takes entries as before.
+    assert_eq!(errno(router.rmdir(ROOT, "d").await), Some(Errno::ENOTEMPTY));
+    router.unlink(d.ino, "f").await.unwrap();
+    router.create(d.ino, "g", 0o644).await.unwrap();
+    router.unlink(d.ino, "g").await.unwrap();
+    router.rmdir(ROOT, "d").await.unwrap();
+    assert_eq!(errno(router.lookup(ROOT, "d").await), Some(Errno::ENOENT));
+    assert!(
+        !router
+            .readdir_all(ROOT)
+            .await
+            .unwrap()
+            .iter()
+            .any(|e| e.name == "d")
+    );
+    assert_eq!(
+        router.getattr(ROOT).await.unwrap().nlink,
+        2,
+        "the root no longer counts it"
+    );
+    // Until its shard's scrub deletes it, nothing new goes into it (ESTALE once deleted).
+    let refused = errno(router.create(d.ino, "late", 0o644).await);
+    assert!(
+        matches!(refused, Some(Errno::ENOENT | Errno::ESTALE)),
+        "{refused:?}"
+    );
+
+    // The sticky bit: in a sticky parent a user removes only its own directory, which its
+    // shard checks (the parent's shard does not hold the owner). Search and write on the
+    // parent are the parent's shard's to check.
+    let t = router.mkdir(ROOT, "t", 0o777).await.unwrap();
+    let sticky = SetAttr {
+        mode: Some(0o1777),
+        ..SetAttr::default()
+    };
+    router.setattr(t.ino, sticky).await.unwrap();
+    let as_user = |uid| {
+        let seed = s0.addr.to_string();
+        async move {
+            Router::connect_as(&seed, &ConnectOptions::default(), Some(cred(uid)))
+                .await
+                .unwrap()
+        }
+    };
+    let (alice, bob) = (as_user(1000).await, as_user(1001).await);
+    let hers = alice.mkdir_on(t.ino, "hers", 0o777, 1).await.unwrap();
+    assert_eq!(hers.uid, 1000);
+    assert_eq!(errno(bob.rmdir(t.ino, "hers").await), Some(Errno::EPERM));
+    let closed = SetAttr {
+        mode: Some(0o755),
+        ..SetAttr::default()
+    };
+    router.setattr(t.ino, closed).await.unwrap();
+    assert_eq!(errno(alice.rmdir(t.ino, "hers").await), Some(Errno::EACCES));
+    let open = SetAttr {
+        mode: Some(0o1777),
+        ..SetAttr::default()
+    };
+    router.setattr(t.ino, open).await.unwrap();
+    alice.rmdir(t.ino, "hers").await.unwrap();
+    assert_eq!(
+        errno(alice.lookup(t.ino, "hers").await),
+        Some(Errno::ENOENT)
+    );
+
+    // Shard 1's scrub deletes both; the name can be made again, on either shard.
+    wait_outcomes(&s1, &[("removed", 2.0), ("kept", 0.0)]);
+    assert_eq!(errno(router.getattr(d.ino).await), Some(Errno::ESTALE));
+    let again = router.mkdir_on(ROOT, "d", 0o755, 1).await.unwrap();
+    assert_ne!(again.ino, d.ino);
+    router.rmdir(ROOT, "d").await.unwrap();
+    router.mkdir_on(ROOT, "d", 0o755, 0).await.unwrap();
+    wait_outcomes(&s1, &[("removed", 3.0), ("kept", 0.0)]);
+    drop((router, alice, bob));
+    assert!(s0.stop().success());
+    assert!(s1.stop().success());
+    let (code, out) = fsck_cluster(root.path());
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("remote directories"), "none left:\n{out}");
+}
+
+/// Where a crash hook kills which shard's server in a remote RMDIR.
+#[derive(Clone, Copy, Debug)]
+enum KillRmdir {
+    /// Shard 1 (the directory's), the directory durably being removed, before it answers.
+    ChildPrepared,
+    /// Shard 0 (the parent's), the child's answer in hand, before the entry goes.
+    ParentBeforeRemoval,
+    /// Shard 0, the entry's removal durable, before the client's reply.
+    ParentRemovalCommitted,
+}
+
+async fn rmdir_killed_at(kill: KillRmdir) {
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    init(&etcd, root.path(), "2", &[]);
+    let (point, victim) = match kill {
+        KillRmdir::ChildPrepared => ("rmdir-prepared", 1),
+        KillRmdir::ParentBeforeRemoval => ("before-entry-removed", 0),
+        KillRmdir::ParentRemovalCommitted => ("entry-removed-committed", 0),
+    };
+    let hook = ["--inject-crash-at", point];
+    let (e0, e1): (&[&str], &[&str]) = if victim == 0 {
+        (&hook, &[])
+    } else {
+        (&[], &hook)
+    };
+    let mut s0 = Some(start(&etcd, root.path(), Some(0), e0));
+    let mut s1 = Some(start(&etcd, root.path(), Some(1), e1));
+    serving(s0.as_ref().unwrap()).await;
+    serving(s1.as_ref().unwrap()).await;
+    let standby = start(&etcd, root.path(), None, &[]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let first = s0.as_ref().unwrap().client().await;
+    while first.shard_map().await.unwrap().servers.len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "shard 0 does not list every server"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(first);
+    let router = Router::connect(
+        &s0.as_ref().unwrap().addr.to_string(),
+        &ConnectOptions::default(),
+    )
+    .await
+    .unwrap();
+    let d = router.mkdir_on(ROOT, "d", 0o755, 1).await.unwrap();
+    // Confirmed first, so that what the scrub does after the crash is the RMDIR's alone.
+    wait_outcomes(s1.as_ref().unwrap(), &[("confirmed", 1.0)]);
+    drop(router);
+
+    let session = Arc::new(Session::new());
+    let conn = ResilientConn::connect(
+        &s0.as_ref().unwrap().addr.to_string(),
+        session.clone(),
+        Duration::from_secs(60),
+        Outages::new(),
+    )
+    .await
+    .unwrap();
+    let op = Op::Rmdir {
+        parent: ROOT,
+        name: "d".into(),
+    };
+    let answer = tokio::time::timeout(Duration::from_secs(90), conn.call(op))
+        .await
+        .expect("an answer")
+        .unwrap_or_else(|e| panic!("{kill:?}: {e}\nstandby:\n{}", standby.log_text()));
+    serving(&standby).await;
+    let (s0, s1) = match victim {
+        0 => (standby, s1.take().unwrap()),
+        _ => (s0.take().unwrap(), standby),
+    };
+    let router = Router::connect(&s0.addr.to_string(), &ConnectOptions::default())
+        .await
+        .unwrap();
+    match (&answer.reply.result, kill) {
+        // The directory's shard died before it answered: the parent's answered EIO and kept
+        // the entry; the new owner's scrub finds it there and keeps the directory, which
+        // takes entries again. Asked again, the RMDIR happens.
+        (Err(Errno::EIO), KillRmdir::ChildPrepared) => {
+            assert_eq!(router.lookup(ROOT, "d").await.unwrap().ino, d.ino);
+            wait_outcomes(&s1, &[("kept", 1.0), ("removed", 0.0)]);
+            router.create(d.ino, "inside", 0o644).await.unwrap();
+            router.unlink(d.ino, "inside").await.unwrap();
+            router.rmdir(ROOT, "d").await.unwrap();
+        }
+        // The parent's shard died: its new server executed the resend afresh (before the
+        // removal: the directory's shard marks it again) or answered it from its record.
+        (Ok(Body::Done), KillRmdir::ParentBeforeRemoval | KillRmdir::ParentRemovalCommitted) => {
+            assert!(
+                answer.resent,
+                "{kill:?}: the answer came from the restarted shard"
+            );
+        }
+        other => panic!("{kill:?}: {other:?}"),
+    }
+    // Exactly once: the entry is gone and the client was told so once, with Done (a second
+    // execution would have answered ENOENT).
+    assert_eq!(errno(router.lookup(ROOT, "d").await), Some(Errno::ENOENT));
+    wait_outcomes(&s1, &[("removed", 1.0)]);
+    assert_eq!(errno(router.getattr(d.ino).await), Some(Errno::ESTALE));
+    drop((router, conn));
+    assert!(s0.stop().success());
+    assert!(s1.stop().success());
+    let (code, out) = fsck_cluster(root.path());
+    assert_eq!(code, 0, "{kill:?}:\n{out}");
+    assert!(
+        !out.contains("remote directories"),
+        "{kill:?}: none left:\n{out}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_rmdir_killed_on_the_directorys_shard_once_it_is_marked() {
+    rmdir_killed_at(KillRmdir::ChildPrepared).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_rmdir_killed_on_the_parents_shard_before_its_entry_goes() {
+    rmdir_killed_at(KillRmdir::ParentBeforeRemoval).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_remote_rmdir_killed_on_the_parents_shard_after_its_removal_committed() {
+    rmdir_killed_at(KillRmdir::ParentRemovalCommitted).await;
+}
+

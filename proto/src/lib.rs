@@ -1,4 +1,4 @@
-//! The mds wire protocol, version 6: request and reply types, error codes, frame encoding and
+//! The mds wire protocol, version 7: request and reply types, error codes, frame encoding and
 //! name rules. No I/O: the server, the client library, the load tool and the fuzz targets all
 //! speak through these types, and none of them needs anything else of the others.
 //!
@@ -221,6 +221,12 @@ mod tests {
                 name: name(),
                 ino: 1 << SHARD_SHIFT | 2,
             },
+            Op::PrepareRmdir {
+                ino: 2,
+                parent: 1 << SHARD_SHIFT | 1,
+                name: name(),
+                owner: Some(1000),
+            },
         ]
     }
 
@@ -267,6 +273,7 @@ mod tests {
                 ("mkdir_remote", by_parent),
                 ("make_pending_dir", None),
                 ("resolve_remote", by_parent),
+                ("prepare_rmdir", Some(2)),
             ]
         );
         let rename = Op::Rename {
@@ -312,7 +319,8 @@ mod tests {
                 "release",
                 "write",
                 "mkdir_remote",
-                "make_pending_dir"
+                "make_pending_dir",
+                "prepare_rmdir"
             ]
         );
         let plain_open = Op::Open {

@@ -178,6 +178,13 @@ operations! {
     /// durably: Done if it does (after its commit), ENOENT if it does not, EBUSY while a
     /// MKDIR_REMOTE of that name is under way. Root's alone.
     29 RESOLVE_REMOTE "resolve_remote" ResolveRemote { parent: u64, name: String, ino: u64 };
+    /// Between servers, RMDIR of a remote directory's first step: the directory `ino`, whose
+    /// entry `name` lives in `parent` on the asking server's shard, is to be removed. If it
+    /// is empty (and, where the asker's sticky rule says so, owned by `owner`), it is marked
+    /// pending again — refusing new entries from then on — until RESOLVE_REMOTE finds whether
+    /// the entry went: deleted then, kept if it is still there. Answered after its commit.
+    /// Root's alone.
+    30 PREPARE_RMDIR "prepare_rmdir" PrepareRmdir { ino: u64, parent: u64, name: String, owner: Option<u32> };
 }
 
 /// The bits of an inode number below its shard: `ino = shard << 48 | local`.
@@ -217,7 +224,8 @@ impl Op {
             | Op::Removexattr { ino, .. }
             | Op::Open { ino, .. }
             | Op::Read { ino, .. }
-            | Op::Write { ino, .. } => Some(*ino),
+            | Op::Write { ino, .. }
+            | Op::PrepareRmdir { ino, .. } => Some(*ino),
             Op::Connect { .. }
             | Op::Ping
             | Op::Statfs
@@ -249,6 +257,7 @@ impl Op {
             Op::Mkdir { .. }
                 | Op::MkdirRemote { .. }
                 | Op::MakePendingDir { .. }
+                | Op::PrepareRmdir { .. }
                 | Op::Create { .. }
                 | Op::Setattr { .. }
                 | Op::Unlink { .. }

@@ -731,12 +731,21 @@ impl Journal {
                 break; // past the prefix
             };
             let ino = decode_u64_key("pending directory key", id)?;
-            let (parent, name): (u64, String) =
-                postcard::from_bytes(&value).map_err(|e| Error::Corrupt {
-                    what: "pending directory",
-                    detail: format!("inode {ino}: {e}"),
-                })?;
-            pending.push(PendingDir { ino, parent, name });
+            let corrupt = |e: postcard::Error| Error::Corrupt {
+                what: "pending directory",
+                detail: format!("inode {ino}: {e}"),
+            };
+            let ((parent, name), rest): ((u64, String), _) =
+                postcard::take_from_bytes(&value).map_err(corrupt)?;
+            // Nothing more for a MKDIR_REMOTE's (the encoding before remote RMDIR).
+            let removing =
+                !rest.is_empty() && postcard::from_bytes::<bool>(rest).map_err(corrupt)?;
+            pending.push(PendingDir {
+                ino,
+                parent,
+                name,
+                removing,
+            });
         }
         Ok(pending)
     }
@@ -920,7 +929,11 @@ impl Journal {
                     }
                     JournalOp::DeleteOrphan(ino) => batch.delete_cf(orphans, ino_key(*ino)),
                     JournalOp::PutPendingDir(p) => {
-                        batch.put_cf(meta, pending_key(p.ino), encode(&(p.parent, &p.name)));
+                        let mut value = encode(&(p.parent, &p.name));
+                        if p.removing {
+                            value.extend(encode(&true));
+                        }
+                        batch.put_cf(meta, pending_key(p.ino), value);
                     }
                     JournalOp::DeletePendingDir(ino) => batch.delete_cf(meta, pending_key(*ino)),
                 }

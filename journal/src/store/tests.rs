@@ -1150,3 +1150,49 @@ fn a_standalone_store_becomes_shard_0_unchanged() {
     assert!(j.inode(ROOT_INO).unwrap().is_some());
     assert_eq!(recovered.shard.unwrap().shard, 0);
 }
+
+/// A pending directory keeps its encoding of before remote RMDIR, byte for byte; one being
+/// removed adds one byte after it. Both read back after a restart, and go with their delete.
+#[test]
+fn pending_directories_and_those_being_removed_are_kept_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let parent = 1 << crate::SHARD_SHIFT | 1;
+    let made = PendingDir {
+        ino: 5,
+        parent,
+        name: "d".into(),
+        removing: false,
+    };
+    let going = PendingDir {
+        ino: 6,
+        parent,
+        name: "e".into(),
+        removing: true,
+    };
+    {
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        commit_each(
+            &j,
+            vec![vec![
+                JournalOp::PutPendingDir(made.clone()),
+                JournalOp::PutPendingDir(going.clone()),
+            ]],
+        );
+        let pending: Vec<String> = raw_contents(&j)
+            .into_iter()
+            .filter(|l| l.starts_with("meta 70656e64696e675f6469722f"))
+            .collect();
+        assert_eq!(
+            pending,
+            [
+                "meta 70656e64696e675f6469722f0000000000000005 = 818080808080400164",
+                "meta 70656e64696e675f6469722f0000000000000006 = 81808080808040016501",
+            ],
+            "{ENCODING_CHANGED}"
+        );
+    }
+    let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(j.pending_dirs().unwrap(), [made, going.clone()]);
+    commit_each(&j, vec![vec![JournalOp::DeletePendingDir(5)]]);
+    assert_eq!(j.pending_dirs().unwrap(), [going]);
+}

@@ -339,13 +339,20 @@ pub async fn dispatch(
         }
         Op::ResolveRemote { .. } => remote::resolve_remote(core, session, &request)
             .unwrap_or_else(|| now(Err(Errno::EINVAL))),
-        Op::MakePendingDir { .. } if core.cluster.is_none() => now(Err(Errno::EINVAL)),
-        Op::MakePendingDir { .. } => {
+        Op::MakePendingDir { .. } | Op::PrepareRmdir { .. } if core.cluster.is_none() => {
+            now(Err(Errno::EINVAL))
+        }
+        Op::MakePendingDir { .. } | Op::PrepareRmdir { .. } => {
             let answer = execute(core, metrics, session, request, turn);
             if let Deliver::AtCommit { until, .. } = &answer.deliver {
-                remote::crash_after_pending(core, *until).await;
+                remote::crash_after_child_step(core, opcode, *until).await;
             }
             answer
+        }
+        // In a cluster, the entry may name another shard's directory. Not for a replay: what
+        // was answered early was never a remote directory's (those are answered at commit).
+        Op::Rmdir { .. } if core.cluster.is_some() && turn.is_none() => {
+            remote::rmdir(core, metrics, session, request).await
         }
         _ => execute(core, metrics, session, request, turn),
     }
@@ -588,10 +595,7 @@ fn execute(
     // The ticket binds the operation as its request encoded it; made only for what can be
     // answered early (before `execute` takes the operation).
     let mut buf = [0u8; 1024];
-    let op_bytes = (core.ack == Ack::Early
-        && mutation
-        && !replayed
-        && opcode != mds_proto::opcode::MAKE_PENDING_DIR)
+    let op_bytes = (core.ack == Ack::Early && mutation && !replayed && !answered_at_commit(opcode))
         .then(|| ReplayKey::encode_op(&op, &mut buf));
     let creates = op.creates_inode();
     match core.namespace.execute(op, &caller) {
@@ -609,8 +613,7 @@ fn execute(
             body,
             built_on,
         } => {
-            // MAKE_PENDING_DIR is never answered early: the other shard puts an entry for it.
-            let early = opcode != mds_proto::opcode::MAKE_PENDING_DIR;
+            let early = !answered_at_commit(opcode);
             let (known_at, encoded) = journal(core, session, record, xid, &body, early);
             if let Some(turn) = turn {
                 assert_eq!(turn.transno(), transno, "a replay takes its own transno");
@@ -696,6 +699,14 @@ fn answer_begun(core: &Core, session: &Session, response: Response) -> Answer {
 /// first record, and with early replies the client itself at its first early mutation.
 /// Returns, with early replies, the transno whose commit makes the client known (and whether
 /// this mutation's is it); and the body encoded, as the resend record keeps it, for the reply.
+/// The steps another shard takes for a remote directory (MAKE_PENDING_DIR, PREPARE_RMDIR)
+/// are never answered early, `--ack early` or not: the asker changes its entry on the
+/// strength of the answer, and no replay could make that right after a crash lost the step.
+fn answered_at_commit(opcode: u8) -> bool {
+    use mds_proto::opcode::{MAKE_PENDING_DIR, PREPARE_RMDIR};
+    opcode == MAKE_PENDING_DIR || opcode == PREPARE_RMDIR
+}
+
 fn journal(
     core: &Core,
     session: &Session,

@@ -12,15 +12,22 @@
 //! - MAKE_PENDING_DIR, on the child's shard: a mutation as any other, answered after its
 //!   commit even with `--ack early` (its asker must not put an entry for what a crash could
 //!   lose).
+//! - RMDIR in a cluster, on the parent's shard: an entry of this shard's own is removed as on
+//!   one server; one naming another shard's directory in reverse of MKDIR_REMOTE — the
+//!   session's records, the name marked under way, the child's shard asked to mark the
+//!   directory being removed (PREPARE_RMDIR: empty, durable before it answers, no new entry
+//!   from then on), and the entry removed here with its resend record, answered after its
+//!   commit. The child's scrub deletes the directory once it finds the entry gone.
+//! - PREPARE_RMDIR, on the child's shard: a mutation as any other, answered after its commit.
 //! - RESOLVE_REMOTE, on the parent's shard (the child's scrub asks it): EBUSY while a
-//!   MKDIR_REMOTE of that name is under way, else the namespace's answer — a Done held until
-//!   everything executed so far is durable, so the entry it found is.
+//!   MKDIR_REMOTE or a remote RMDIR of that name is under way, else the namespace's answer,
+//!   held until everything executed so far is durable: the entry it found, or its removal.
 
 use std::sync::Arc;
 
 use mds_proto::{Body, Errno, Op, Request};
 
-use super::{Answer, Core, begin_mutation, journal};
+use super::{Answer, Core, begin_mutation, execute, journal};
 use crate::metrics::PartitionMetrics;
 use crate::namespace::{Caller, Exec};
 use crate::peers::CrashPoint;
@@ -104,10 +111,131 @@ pub(super) async fn mkdir_remote(
         last_committed: core.replies.last_committed(),
         ..caller
     };
-    match core.namespace.link_remote_dir(&caller, parent, name, child) {
-        // Taken meanwhile (or the parent went): the pending directory the other shard made is
-        // deleted by its scrub, which finds no entry for it here.
-        Exec::Now { result, .. } => through_queue(result),
+    let made = core.namespace.link_remote_dir(&caller, parent, name, child);
+    // Taken meanwhile (or the parent went): the pending directory the other shard made is
+    // deleted by its scrub, which finds no entry for it here.
+    answer_entry_change(core, session, xid, opcode, made, CrashPoint::EntryCommitted).await
+}
+
+/// RMDIR, on the parent's shard of a cluster (`request`'s op).
+pub(super) async fn rmdir(
+    core: &Core,
+    metrics: &PartitionMetrics,
+    session: &Arc<Session>,
+    request: Request,
+) -> Answer {
+    let Some(view) = core.cluster.as_ref() else {
+        unreachable!("dispatch sends only a cluster's RMDIR here");
+    };
+    let Op::Rmdir { parent, name } = &request.op else {
+        unreachable!("called for RMDIR only");
+    };
+    let (parent, name) = (*parent, name.clone());
+    // A first look tells the two kinds of entry apart. Whatever else it finds (no entry, a
+    // refusal) RMDIR answers itself, after the session's records: a resend of a removal
+    // that happened finds no entry, and is answered from its record.
+    let remote =
+        core.namespace
+            .check_remote_rmdir(&caller(core, session, &request.cred), parent, &name);
+    if !matches!(remote, Ok(Some(_))) {
+        return execute(core, metrics, session, request, None);
+    }
+    let Request { xid, cred, .. } = request;
+    let opcode = mds_proto::opcode::RMDIR;
+    if let Some(answer) = begin_mutation(metrics, session, xid, opcode, false) {
+        return answer;
+    }
+    let through_queue = |result: Result<Body, Errno>| {
+        // Through the queue whether or not a resend joined it: see `answer_begun`.
+        let _ = session.abandon(xid);
+        Answer::at_commit(
+            core.replies.last_committed(),
+            Response::new(xid, opcode, 0, result),
+            false,
+        )
+    };
+    if core.namespace.is_read_only() {
+        return through_queue(Err(Errno::EIO));
+    }
+    let Some(_under_way) = view.peers.begin(parent, &name) else {
+        // Another client's remote RMDIR or MKDIR of this name is under way.
+        return through_queue(Err(Errno::EBUSY));
+    };
+    // Looked at again now that the name is held: the first look was before the session's
+    // records, and nothing held the name.
+    let (ino, owner) =
+        match core
+            .namespace
+            .check_remote_rmdir(&caller(core, session, &cred), parent, &name)
+        {
+            Ok(Some(found)) => found,
+            // Made this shard's own meanwhile: asked again, it is removed as one.
+            Ok(None) => return through_queue(Err(Errno::EBUSY)),
+            Err(e) => return through_queue(Err(e)),
+        };
+    let prepared = view
+        .peers
+        .call(Op::PrepareRmdir {
+            ino,
+            parent,
+            name: name.clone(),
+            owner,
+        })
+        .await;
+    match prepared {
+        Ok(Body::Done) => {}
+        Ok(_) => return through_queue(Err(Errno::EIO)),
+        Err(e) => return through_queue(Err(e)),
+    }
+    view.peers.crash_if(CrashPoint::BeforeEntryRemoved);
+    let removed =
+        core.namespace
+            .unlink_remote_dir(&caller(core, session, &cred), parent, name, ino);
+    // Refused (the parent's permissions changed since the look): the child's scrub finds
+    // the entry still here and keeps the directory.
+    answer_entry_change(
+        core,
+        session,
+        xid,
+        opcode,
+        removed,
+        CrashPoint::EntryRemovedCommitted,
+    )
+    .await
+}
+
+/// A client's request as the namespace runs it, now.
+fn caller<'a>(core: &Core, session: &Session, cred: &'a mds_proto::Cred) -> Caller<'a> {
+    Caller {
+        client: session.client(),
+        cred,
+        last_committed: core.replies.last_committed(),
+        reuse_ino: None,
+        replay: false,
+    }
+}
+
+/// The answer to a remote directory's change of its entry here (`changed`: MKDIR_REMOTE's
+/// entry made, or RMDIR's removed), with its resend record, after its commit: never early,
+/// since no replay could redo the other shard's half. Through the reply queue either way, so
+/// that a resend that joined it meanwhile is answered on the session's connection of now.
+async fn answer_entry_change(
+    core: &Core,
+    session: &Arc<Session>,
+    xid: u64,
+    opcode: u8,
+    changed: Exec,
+    crash: CrashPoint,
+) -> Answer {
+    match changed {
+        Exec::Now { result, .. } => {
+            let _ = session.abandon(xid);
+            Answer::at_commit(
+                core.replies.last_committed(),
+                Response::new(xid, opcode, 0, result),
+                false,
+            )
+        }
         Exec::Mutation {
             transno,
             record,
@@ -116,9 +244,9 @@ pub(super) async fn mkdir_remote(
         } => {
             let (_, encoded) = journal(core, session, record, xid, &body, false);
             session.remember(xid, transno, body.clone(), 0);
-            if view.peers.crashes_at(CrashPoint::EntryCommitted) {
+            if let Some(view) = core.cluster.as_ref().filter(|v| v.peers.crashes_at(crash)) {
                 wait_until_durable(core, transno).await;
-                view.peers.crash_if(CrashPoint::EntryCommitted);
+                view.peers.crash_if(crash);
             }
             let response = Response {
                 encoded: Some(encoded),
@@ -155,11 +283,10 @@ pub(super) fn resolve_remote(core: &Core, session: &Session, request: &Request) 
     let Exec::Now { result, wait } = core.namespace.execute(request.op.clone(), &caller) else {
         unreachable!("RESOLVE_REMOTE changes nothing");
     };
-    // What was found is answered once it is durable: the entry, and whatever it built on.
-    let until = match &result {
-        Ok(_) => core.namespace.last_transno().max(wait),
-        Err(_) => wait,
-    };
+    // What was found is answered once it is durable, with whatever it built on: the entry,
+    // or its removal (a remote RMDIR's, whose child's shard deletes the directory on this
+    // answer: a crash must not bring the entry back after that).
+    let until = core.namespace.last_transno().max(wait);
     Some(Answer::at_commit(
         until.max(core.replies.last_committed()),
         Response::new(xid, opcode, 0, result),
@@ -167,16 +294,17 @@ pub(super) fn resolve_remote(core: &Core, session: &Session, request: &Request) 
     ))
 }
 
-/// The test hook after MAKE_PENDING_DIR executed (`transno`), on the child's shard: killed
-/// once it is durable, its reply never sent.
-pub(super) async fn crash_after_pending(core: &Core, transno: u64) {
-    if let Some(view) = core
-        .cluster
-        .as_ref()
-        .filter(|v| v.peers.crashes_at(CrashPoint::PendingDirCommitted))
-    {
+/// The test hooks after MAKE_PENDING_DIR or PREPARE_RMDIR (`opcode`) executed (`transno`),
+/// on the child's shard: killed once it is durable, its reply never sent.
+pub(super) async fn crash_after_child_step(core: &Core, opcode: u8, transno: u64) {
+    let point = if opcode == mds_proto::opcode::MAKE_PENDING_DIR {
+        CrashPoint::PendingDirCommitted
+    } else {
+        CrashPoint::RmdirPrepared
+    };
+    if let Some(view) = core.cluster.as_ref().filter(|v| v.peers.crashes_at(point)) {
         wait_until_durable(core, transno).await;
-        view.peers.crash_if(CrashPoint::PendingDirCommitted);
+        view.peers.crash_if(point);
     }
 }
 

@@ -19,7 +19,7 @@ mod table;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_utils::CachePadded;
 use journal::{Ceilings, Journal, Recovered, TxRecord};
@@ -140,9 +140,14 @@ pub struct Namespace {
     read_only: AtomicBool,
     /// The journal failure that made it read-only was a full disk.
     no_space: AtomicBool,
-    /// Directories made for other shards' entries and not confirmed yet
-    /// (`ops/remote.rs`), by inode.
-    pending_dirs: Mutex<BTreeMap<u64, journal::PendingDir>>,
+    /// Directories whose entries live on other shards and wait for those shards' word
+    /// (`ops/remote.rs`): made and not confirmed yet, or being removed; by inode. Locked
+    /// after a stripe, never before one. Each with the transno that last marked it (0 for
+    /// one loaded at start), so that the scrub's word on one mark is not taken for a newer.
+    pending_dirs: Mutex<BTreeMap<u64, (journal::PendingDir, u64)>>,
+    /// How many of `pending_dirs` are being removed: while none is, a new entry's check that
+    /// its directory is not being removed costs one load, not the lock.
+    removing_dirs: AtomicUsize,
     /// Root squash (`--root-squash`): requests from uid 0 run as nobody. Applied by
     /// [`Namespace::effective_cred`] to each request's credentials as they are decoded.
     root_squash: bool,
@@ -203,6 +208,8 @@ impl Namespace {
         // Above every number handed out before this start (a crash may have lost creates that
         // clients were told of early): none is ever handed out twice.
         let next_ino = recovered.next_ino.max(recovered.ceilings.ino);
+        let pending_dirs = journal.pending_dirs()?;
+        let removing = pending_dirs.iter().filter(|p| p.removing).count();
         let ns = Namespace {
             table: Table::new(),
             next_ino: AtomicU64::new(next_ino),
@@ -225,13 +232,8 @@ impl Namespace {
             pending_data: Mutex::new(VecDeque::new()),
             read_only: AtomicBool::new(false),
             no_space: AtomicBool::new(false),
-            pending_dirs: Mutex::new(
-                journal
-                    .pending_dirs()?
-                    .into_iter()
-                    .map(|p| (p.ino, p))
-                    .collect(),
-            ),
+            pending_dirs: Mutex::new(pending_dirs.into_iter().map(|p| (p.ino, (p, 0))).collect()),
+            removing_dirs: AtomicUsize::new(removing),
             root_squash: false,
         };
         let mut dirs: BTreeMap<u64, Entries> = BTreeMap::new();

@@ -43,6 +43,7 @@ pub(super) fn empty() -> Namespace {
         read_only: AtomicBool::new(false),
         no_space: AtomicBool::new(false),
         pending_dirs: Mutex::new(BTreeMap::new()),
+        removing_dirs: std::sync::atomic::AtomicUsize::new(0),
         root_squash: false,
     };
     ns.table.insert_unlocked(Node::new(
@@ -637,4 +638,118 @@ fn links_stop_at_the_maximum() {
     assert_eq!(before.0[&f].nlink, mds_proto::MAX_LINKS);
     assert_eq!(link("one-more".into(), &mut records), Err(Errno::EMLINK));
     assert_eq!(snapshot(&ns), before);
+}
+
+/// A directory of this shard whose entry is another shard's, being removed (PREPARE_RMDIR):
+/// refused while it holds anything or is another's than the sticky rule asks; once marked,
+/// no operation puts an entry in it until the scrub settles it; the scrub's word on an older
+/// mark changes nothing; and a restart brings the mark back from the store.
+#[test]
+fn a_directory_being_removed_takes_no_new_entry_until_it_is_settled() {
+    let dir = tempfile::tempdir().unwrap();
+    let (journal, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let ns = Namespace::load(&journal, &recovered).unwrap();
+    let mut records = Vec::new();
+    let parent = 1 << journal::SHARD_SHIFT | 1;
+    let made = Op::MakePendingDir {
+        shard: 0,
+        parent,
+        name: "d".into(),
+        mode: 0o755,
+        uid: 1000,
+        gid: 100,
+    };
+    let d = ino_of(run(&ns, made, &mut records));
+    let prepare = |owner| Op::PrepareRmdir {
+        ino: d,
+        parent,
+        name: "d".into(),
+        owner,
+    };
+    let create = |name: &str| Op::Create {
+        parent: d,
+        name: name.into(),
+        mode: 0o644,
+    };
+    run(&ns, create("f"), &mut records).unwrap();
+    assert_eq!(run(&ns, prepare(None), &mut records), Err(Errno::ENOTEMPTY));
+    let unlink = |name: &str| Op::Unlink {
+        parent: d,
+        name: name.into(),
+    };
+    run(&ns, unlink("f"), &mut records).unwrap();
+    assert_eq!(
+        run(&ns, prepare(Some(1001)), &mut records),
+        Err(Errno::EPERM)
+    );
+    assert_eq!(run(&ns, prepare(Some(1000)), &mut records), Ok(Body::Done));
+    let x = ino_of(run(
+        &ns,
+        Op::Create {
+            parent: ROOT_INO,
+            name: "x".into(),
+            mode: 0o644,
+        },
+        &mut records,
+    ));
+    let refused = |ns: &Namespace, records: &mut Vec<TxRecord>| {
+        let puts = [
+            create("g"),
+            Op::Mkdir {
+                parent: d,
+                name: "sub".into(),
+                mode: 0o755,
+            },
+            Op::Link {
+                ino: x,
+                parent: d,
+                name: "l".into(),
+            },
+            Op::Rename {
+                src_parent: ROOT_INO,
+                src_name: "x".into(),
+                dst_parent: d,
+                dst_name: "x".into(),
+                how: mds_proto::RenameHow::Replace,
+            },
+        ];
+        for op in puts {
+            assert_eq!(run(ns, op.clone(), records), Err(Errno::ENOENT), "{op:?}");
+        }
+    };
+    refused(&ns, &mut records);
+    // Marked again (a resent RMDIR): the scrub's answer about the first mark is dropped.
+    let first = ns.pending_dirs();
+    assert!(matches!(&first[..], [(p, _)] if p.ino == d && p.removing));
+    assert_eq!(run(&ns, prepare(None), &mut records), Ok(Body::Done));
+    assert!(ns.confirm_pending(d, first[0].1).is_none());
+    assert_eq!(ns.drop_pending(d, first[0].1), Ok(None));
+    refused(&ns, &mut records);
+
+    // After a restart: still being removed, from the store.
+    journal.commit(&records).unwrap();
+    drop((ns, journal));
+    let (journal, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let ns = Namespace::load(&journal, &recovered).unwrap();
+    let mut records = Vec::new();
+    refused(&ns, &mut records);
+    // Its entry found (the RMDIR did not happen): it takes entries again.
+    let pending = ns.pending_dirs();
+    let [(loaded, mark)] = &pending[..] else {
+        panic!("{pending:?}")
+    };
+    assert!(loaded.removing);
+    assert!(ns.confirm_pending(d, *mark).is_some());
+    assert!(ns.pending_dirs().is_empty());
+    run(&ns, create("g"), &mut records).unwrap();
+    run(&ns, unlink("g"), &mut records).unwrap();
+    // Removed for good: marked, and its entry found gone.
+    assert_eq!(run(&ns, prepare(None), &mut records), Ok(Body::Done));
+    let mark = ns.pending_dirs()[0].1;
+    assert!(ns.drop_pending(d, mark).unwrap().is_some());
+    assert_eq!(
+        run(&ns, Op::Getattr { ino: d }, &mut records),
+        Err(Errno::ESTALE)
+    );
+    assert_eq!(ns.removing_dirs.load(Ordering::Relaxed), 0);
 }

@@ -33,6 +33,7 @@ impl Namespace {
         let p = dir_mut(cx, &mut l, parent)?;
         cx.see(&p.stamp);
         may(cx, p, SEARCH)?;
+        self.refuse_if_removing(cx, p)?;
         if let Some(existing) = p.entry(&name) {
             cx.see(&existing.stamp);
             return Err(Errno::EEXIST);

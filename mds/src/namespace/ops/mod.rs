@@ -277,6 +277,12 @@ impl Namespace {
                 gid,
             } => self.make_pending_dir(cx, parent, name, (uid, gid, mode)),
             Op::ResolveRemote { parent, name, ino } => self.resolve_remote(cx, parent, &name, ino),
+            Op::PrepareRmdir {
+                ino,
+                parent,
+                name,
+                owner,
+            } => self.prepare_rmdir(cx, ino, parent, name, owner),
             // Two steps over two shards: dispatch drives them (`dispatch/remote.rs`).
             Op::MkdirRemote { .. }
             | Op::Connect { .. }
@@ -363,6 +369,7 @@ impl Namespace {
         let p = dir_mut(cx, &mut l, parent)?;
         cx.see(&p.stamp);
         may(cx, p, SEARCH)?;
+        self.refuse_if_removing(cx, p)?;
         // Judged now, refused only after EEXIST as POSIX orders them: it looks at nothing
         // commit-on-share has not seen already (the parent's stamp, just above), so judging it
         // early changes no answer and no wait. It lets the name be searched for once: the
@@ -634,8 +641,11 @@ impl Namespace {
                 may(cx, p, SEARCH)?;
                 if let Some(entry) = p.entry(&name) {
                     if self.is_remote(entry.ino) {
-                        // Its inode is another shard's (MKDIR_REMOTE): not removed from here.
+                        // Its inode is another shard's (MKDIR_REMOTE): not removed from here
+                        // (a cluster's RMDIR of it goes through `dispatch/remote.rs`), but a
+                        // caller who may not remove anything here is told that first.
                         cx.see(&entry.stamp);
+                        may(cx, p, WRITE | SEARCH)?;
                         return Err(Errno::EXDEV);
                     }
                     entry

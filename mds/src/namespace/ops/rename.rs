@@ -88,6 +88,10 @@ impl Namespace {
                 return Ok(mutation(transno, ops, Body::Done));
             }
             rename_allowed(cx, &l, (sp, src), (dp, still_dst))?;
+            // Into a directory being removed (another shard's RMDIR of it): none, as into
+            // one rmdir took.
+            let d = dir(cx, &l, dp)?;
+            self.refuse_if_removing(cx, d)?;
             let transno = self.next_transno()?;
             let ops =
                 self.move_entry(cx, &mut l, (sp, sn, src), (dp, dn, still_dst), now, transno)?;
