@@ -169,6 +169,13 @@ struct Common {
     /// All threads work in --dir itself instead of a directory each.
     #[arg(long)]
     shared_dir: bool,
+    /// In a cluster (--server any of its servers): thread t works on the t-th of the shards
+    /// that have an owner when the run starts, round robin. Its directory under --dir is made
+    /// on that shard (a remote directory, MKDIR_REMOTE; one already there must be on it) and
+    /// its connections go to that shard's server, so each shard serves its threads' creates;
+    /// the report gives each shard's rate, and the server figures add up every shard's.
+    #[arg(long, conflicts_with = "shared_dir")]
+    spread_shards: bool,
     /// Open loop at this total rate (operations per second, e.g. 400, 5k); the lanes' sends
     /// are staggered evenly, and latency is measured from each request's intended send time.
     #[arg(long, value_parser = mds_client::units::parse_rate)]
@@ -238,6 +245,7 @@ fn plan(
             stop,
             dir: c.dir,
             shared_dir: c.shared_dir,
+            spread_shards: c.spread_shards,
             rate: c.rate,
             ack_log: c.ack_log,
             quiet: c.quiet,

@@ -55,8 +55,23 @@ pub struct Report {
     /// The server's own figures over the run (STATFS before and after); `None` when the
     /// server could not be asked at the end.
     pub server: Option<ServerFigures>,
+    /// With `--spread-shards`, each shard's part of the run, by shard number; `None`
+    /// otherwise.
+    pub shards: Option<BTreeMap<String, ShardPart>>,
     /// Why the run stopped early, if it did.
     pub failure: Option<String>,
+}
+
+/// One shard's part of a run spread over shards: the threads on it and what they did.
+#[derive(Debug, Serialize)]
+pub struct ShardPart {
+    /// Its server when the run started.
+    pub server: String,
+    pub threads: usize,
+    /// Operations answered without error, counted as `ops` is.
+    pub ops: u64,
+    /// Those over the run's `elapsed_secs`.
+    pub rate_per_sec: f64,
 }
 
 #[derive(Debug, Serialize)]
@@ -69,6 +84,7 @@ pub struct Parameters {
     pub count: Option<u64>,
     pub dir: String,
     pub shared_dir: bool,
+    pub spread_shards: bool,
     pub rate: Option<f64>,
     pub mix: String,
     pub reconnect_timeout_secs: f64,
@@ -255,11 +271,28 @@ impl Report {
                 self.reconnects, self.resent
             );
         }
+        if let Some(shards) = &self.shards {
+            let list: Vec<String> = shards
+                .iter()
+                .map(|(shard, p)| {
+                    format!(
+                        "{shard} {:.2}/sec ({} {} by {} threads, {})",
+                        p.rate_per_sec, p.ops, self.ops_name, p.threads, p.server
+                    )
+                })
+                .collect();
+            let _ = writeln!(out, "shards: {}", list.join("; "));
+        }
         match &self.server {
             Some(s) => {
+                let every = if self.shards.is_some() {
+                    ", every shard's"
+                } else {
+                    ""
+                };
                 let _ = writeln!(
                     out,
-                    "server: {:.1} ops per commit ({} mutations in {} commits)",
+                    "server: {:.1} ops per commit ({} mutations in {} commits{every})",
                     s.ops_per_commit, s.committed_transactions, s.commits
                 );
             }

@@ -514,6 +514,26 @@ async fn rmdir_killed_at(kill: KillRmdir) {
         0 => (standby, s1.take().unwrap()),
         _ => (s0.take().unwrap(), standby),
     };
+    // Settled: shard 0's server sees shard 1's owner of now (its watch follows a takeover by
+    // milliseconds), so that the router's first look at shard 1 goes there.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let c0 = s0.client().await;
+    let at = s1.addr.to_string();
+    while !c0
+        .shard_map()
+        .await
+        .unwrap()
+        .shards
+        .iter()
+        .any(|l| l.shard == 1 && l.address == at)
+    {
+        assert!(
+            Instant::now() < deadline,
+            "shard 0 does not see shard 1's owner"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(c0);
     let router = Router::connect(&s0.addr.to_string(), &ConnectOptions::default())
         .await
         .unwrap();
@@ -569,3 +589,102 @@ async fn a_remote_rmdir_killed_on_the_parents_shard_after_its_removal_committed(
     rmdir_killed_at(KillRmdir::ParentRemovalCommitted).await;
 }
 
+/// `loadgen --spread-shards`, given shard 1's server: the threads' directories are made on
+/// their shards, round robin, and each thread's creates land on its own; the report gives
+/// each shard's part and adds up both shards' commits. A second run finds the directories
+/// where they should be; outside a cluster the flag is refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loadgen_spreads_its_threads_over_the_shards() {
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    init(&etcd, root.path(), "2", &[]);
+    let s0 = start(&etcd, root.path(), Some(0), &[]);
+    let s1 = start(&etcd, root.path(), Some(1), &[]);
+    serving(&s0).await;
+    let c1 = serving(&s1).await;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while c1.shard_map().await.unwrap().shards.len() < 2 {
+        assert!(Instant::now() < deadline, "shard 1 does not see shard 0");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let loadgen = Path::new(common::MDS).with_file_name("loadgen");
+    let out_dir = tempfile::tempdir().unwrap();
+    let (json, acks) = (out_dir.path().join("r.json"), out_dir.path().join("acks"));
+    let run = |server: &str| {
+        Command::new(&loadgen)
+            .args([
+                "create",
+                "--spread-shards",
+                "--threads",
+                "4",
+                "--count",
+                "400",
+            ])
+            .args(["--server", server, "--quiet", "--json"])
+            .arg(&json)
+            .arg("--ack-log")
+            .arg(&acks)
+            .output()
+            .unwrap()
+    };
+    let out = run(&s1.addr.to_string());
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("\nshards: 0 "), "{text}");
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&json).unwrap()).unwrap();
+    assert_eq!(report["ops"], 400);
+    assert_eq!(report["parameters"]["spread_shards"], true);
+    let part = |shard: &str, what: &str| report["shards"][shard][what].as_u64().unwrap();
+    assert_eq!(part("0", "threads"), 2);
+    assert_eq!(part("1", "threads"), 2);
+    assert_eq!(part("0", "ops") + part("1", "ops"), 400);
+    assert!(part("0", "ops") > 0 && part("1", "ops") > 0, "{report}");
+    assert_eq!(report["shards"]["0"]["server"], s0.addr.to_string());
+    // Both shards' commits: every create, at least.
+    assert!(
+        report["server"]["committed_transactions"].as_u64().unwrap() >= 400,
+        "{report}"
+    );
+
+    let router = Router::connect(&s0.addr.to_string(), &ConnectOptions::default())
+        .await
+        .unwrap();
+    for t in 0..4u16 {
+        let dir = router.resolve(&format!("/loadgen/t{t}")).await.unwrap();
+        assert_eq!(shard_of(dir.ino), t % 2, "thread {t}'s directory");
+    }
+    let acked = std::fs::read_to_string(&acks).unwrap();
+    assert_eq!(acked.lines().count(), 400);
+    for path in acked.lines() {
+        let file = router.resolve(path).await.unwrap();
+        let thread: u16 = path["/loadgen/t".len()..][..1].parse().unwrap();
+        assert_eq!(shard_of(file.ino), thread % 2, "{path}");
+    }
+    // Again: the directories are found on their shards.
+    let again = run(&s0.addr.to_string());
+    assert!(
+        again.status.success(),
+        "{}",
+        String::from_utf8_lossy(&again.stderr)
+    );
+
+    // Outside a cluster: refused, saying why.
+    let single = common::start(&root.path().join("single"), &[]);
+    let out = Command::new(&loadgen)
+        .args(["create", "--spread-shards", "--count", "10", "--quiet"])
+        .args(["--server", &single.addr.to_string()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("is not a server of a cluster"), "{err}");
+    drop((router, c1));
+    assert!(s0.stop().success());
+    assert!(s1.stop().success());
+    assert!(single.stop().success());
+}

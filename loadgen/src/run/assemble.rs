@@ -8,15 +8,18 @@ use std::io::Write as _;
 use std::path::Path;
 use std::time::{Duration, SystemTime};
 
+use std::sync::Arc;
+
 use anyhow::Context;
-use mds_client::Client;
 use mds_client::resilient::Downtime;
+use mds_client::{Client, ConnectOptions, Session};
 use mds_proto::StatFs;
 
 use super::lanes::{LaneResult, OpTally};
 use super::latency::PerKind;
+use super::setup::Spread;
 use super::{Plan, Stop};
-use crate::report::{self, Latency, OpCounts, Parameters, Report, ServerFigures};
+use crate::report::{self, Latency, OpCounts, Parameters, Report, ServerFigures, ShardPart};
 use crate::workload::Kind;
 
 /// Every lane's results merged so far.
@@ -28,6 +31,8 @@ pub(super) struct Totals {
     bytes_written: u64,
     bytes_read: u64,
     sends: Vec<u64>,
+    /// Operations answered without error, by shard (`--spread-shards`).
+    per_shard: BTreeMap<u16, u64>,
 }
 
 impl Totals {
@@ -40,11 +45,16 @@ impl Totals {
             bytes_written: 0,
             bytes_read: 0,
             sends: Vec::new(),
+            per_shard: BTreeMap::new(),
         }
     }
 
     /// Adds one lane's results.
     pub(super) fn add(&mut self, r: LaneResult) {
+        if let Some(shard) = r.shard {
+            *self.per_shard.entry(shard).or_default() +=
+                r.per_op.values().map(|c| c.ok).sum::<u64>();
+        }
         for (k, c) in r.per_op {
             let e = self.per_op.entry(k).or_default();
             e.ok += c.ok;
@@ -96,6 +106,34 @@ pub(super) async fn statfs_after(setup: &Client, plan: &Plan) -> Option<StatFs> 
     }
 }
 
+/// With `--spread-shards`, where the server's figures come from: every shard's server, asked
+/// anew each time, the figures added up.
+#[derive(Clone)]
+pub(super) struct Summed {
+    pub(super) servers: Vec<String>,
+    pub(super) connect: ConnectOptions,
+}
+
+impl Summed {
+    /// The commits and the transactions in them, over every shard (what the ops-per-commit
+    /// line needs); the rest of STATFS is left at 0.
+    pub(super) async fn statfs(&self) -> anyhow::Result<StatFs> {
+        let mut sum = StatFs::default();
+        for server in &self.servers {
+            let client = Client::connect_with(server, Arc::new(Session::new()), &self.connect)
+                .await
+                .with_context(|| format!("connecting to {server}"))?;
+            let s = client
+                .statfs()
+                .await
+                .with_context(|| format!("STATFS of {server}"))?;
+            sum.commits += s.commits;
+            sum.committed_transactions += s.committed_transactions;
+        }
+        Ok(sum)
+    }
+}
+
 /// What the run ended with besides the lanes' totals.
 pub(super) struct Outcome {
     /// The measured window (after the warm-up), wall clock.
@@ -110,7 +148,13 @@ pub(super) struct Outcome {
     pub(super) failure: Option<String>,
 }
 
-pub(super) fn report(plan: &Plan, totals: Totals, latencies: &PerKind, outcome: Outcome) -> Report {
+pub(super) fn report(
+    plan: &Plan,
+    totals: Totals,
+    latencies: &PerKind,
+    outcome: Outcome,
+    spread: Option<&Spread>,
+) -> Report {
     let Totals {
         per_op,
         errors,
@@ -119,6 +163,7 @@ pub(super) fn report(plan: &Plan, totals: Totals, latencies: &PerKind, outcome: 
         bytes_written,
         bytes_read,
         sends: _,
+        per_shard,
     } = totals;
     let Outcome {
         wall,
@@ -155,11 +200,29 @@ pub(super) fn report(plan: &Plan, totals: Totals, latencies: &PerKind, outcome: 
     // The rate is over the time some connection was up: while every one was down nothing
     // could be answered, and that time (reported apart) says nothing about the server's pace.
     let elapsed = wall.saturating_sub(down.all_down).as_secs_f64();
-    let rate = if elapsed > 0.0 {
-        ops as f64 / elapsed
-    } else {
-        0.0
+    let per_sec = |n: u64| {
+        if elapsed > 0.0 {
+            n as f64 / elapsed
+        } else {
+            0.0
+        }
     };
+    let rate = per_sec(ops);
+    let shards = spread.map(|s| {
+        s.shards
+            .iter()
+            .map(|at| {
+                let ops = per_shard.get(&at.shard).copied().unwrap_or(0);
+                let part = ShardPart {
+                    server: at.address.clone(),
+                    threads: s.of_thread.iter().filter(|&&t| t == at.shard).count(),
+                    ops,
+                    rate_per_sec: per_sec(ops),
+                };
+                (at.shard.to_string(), part)
+            })
+            .collect()
+    });
     Report {
         tool: "loadgen",
         version: env!("CARGO_PKG_VERSION"),
@@ -182,6 +245,7 @@ pub(super) fn report(plan: &Plan, totals: Totals, latencies: &PerKind, outcome: 
             },
             dir: plan.dir.clone(),
             shared_dir: plan.shared_dir,
+            spread_shards: plan.spread_shards,
             rate: plan.rate,
             mix: plan.mix.spec(),
             reconnect_timeout_secs: plan.reconnect_timeout.as_secs_f64(),
@@ -212,6 +276,7 @@ pub(super) fn report(plan: &Plan, totals: Totals, latencies: &PerKind, outcome: 
         bytes_written,
         bytes_read,
         server: after.map(|after| server_figures(&before, &after)),
+        shards,
         failure,
     }
 }

@@ -41,6 +41,8 @@ pub(super) struct LaneResult {
     /// When each request was due to go out — the open loop's schedule, a closed loop's send
     /// time — in nanoseconds from the run's start (`--send-log` only).
     pub(super) sends: Vec<u64>,
+    /// The lane's shard (`--spread-shards`).
+    pub(super) shard: Option<u16>,
 }
 
 /// One lane's working set.
@@ -62,6 +64,8 @@ pub(super) struct Lane {
     xattr_value: Vec<u8>,
     /// What each `write` puts in its file.
     file_work: FileWork,
+    /// The shard it works on (`--spread-shards`).
+    shard: Option<u16>,
 }
 
 /// What the requests carry besides names: the run's `--xattr-size`, `--size` and
@@ -93,7 +97,13 @@ impl Lane {
             rng,
             xattr_value: vec![b'v'; payloads.xattr_size],
             file_work: payloads.file,
+            shard: None,
         }
+    }
+
+    /// The lane works on `shard` (`--spread-shards`): its results are counted there.
+    pub(super) fn on_shard(self, shard: Option<u16>) -> Lane {
+        Lane { shard, ..self }
     }
 
     /// A name no other lane, run or earlier request of this lane makes: `<prefix>.<n>` and
@@ -186,6 +196,7 @@ async fn run_lane(
         bytes_written: 0,
         bytes_read: 0,
         sends: Vec::new(),
+        shard: lane.shard,
     };
     let mut sent = 0u64;
     while !shared.stop.load(Ordering::Relaxed) {

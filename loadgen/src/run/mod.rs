@@ -37,6 +37,8 @@ pub enum Stop {
 }
 
 /// A run's full description.
+// Its bools are the command line's switches, one each.
+#[allow(clippy::struct_excessive_bools)]
 #[derive(Clone, Debug)]
 pub struct Plan {
     pub server: String,
@@ -50,6 +52,8 @@ pub struct Plan {
     pub stop: Stop,
     pub dir: String,
     pub shared_dir: bool,
+    /// Each thread on a shard of the cluster, round robin (`--spread-shards`).
+    pub spread_shards: bool,
     pub rate: Option<f64>,
     pub ack_log: Option<PathBuf>,
     pub quiet: bool,
@@ -126,7 +130,7 @@ impl Shared {
 
 pub async fn run(plan: Plan) -> anyhow::Result<Report> {
     let outages = Outages::new();
-    let (setup, lanes) = setup::prepare(&plan, &outages).await?;
+    let (setup, lanes, spread) = setup::prepare(&plan, &outages).await?;
     let (ack_tx, ack_writer) = match &plan.ack_log {
         Some(path) => {
             let (tx, writer) = setup::AckLog::start(path)?;
@@ -135,7 +139,15 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
         None => (None, None),
     };
 
-    let before = setup.statfs().await?;
+    // Spread over shards, the server's figures are every shard's, added up.
+    let summed = spread.as_ref().map(|s| assemble::Summed {
+        servers: s.servers(),
+        connect: plan.connect.clone(),
+    });
+    let before = match &summed {
+        Some(summed) => summed.statfs().await?,
+        None => setup.statfs().await?,
+    };
     // The setup connection made the directories; from here on only reads are asked, on a
     // connection of their own. A server answering early (`--ack early`) keeps a connected
     // client that changed something in its journal, and after a crash waits for it to come
@@ -178,11 +190,16 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
         let setup = setup.clone();
         let at_warmup_end = at_warmup_end.clone();
         let warmup = !plan.warmup.is_zero();
+        let summed = summed.clone();
         tokio::spawn(async move {
             tokio::time::sleep_until(measure_from.into()).await;
             *shared.downtime_at_start.lock().unwrap() = Some(outages.downtime(measure_from));
-            if warmup && let Ok(s) = setup.statfs().await {
-                *at_warmup_end.lock().unwrap() = Some(s);
+            if warmup {
+                let figures = match &summed {
+                    Some(summed) => summed.statfs().await.ok(),
+                    None => setup.statfs().await.ok(),
+                };
+                *at_warmup_end.lock().unwrap() = figures;
             }
             if let Stop::Duration(d) = stop {
                 tokio::time::sleep_until((measure_from + d).into()).await;
@@ -227,7 +244,10 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
     // Without a warm-up figure (no warm-up, or the server did not answer then) the server's
     // figures start before the run.
     let before = at_warmup_end.lock().unwrap().take().unwrap_or(before);
-    let after = assemble::statfs_after(&setup, &plan).await;
+    let after = match &summed {
+        Some(summed) => summed.statfs().await.ok(),
+        None => assemble::statfs_after(&setup, &plan).await,
+    };
     let outcome = assemble::Outcome {
         wall,
         down,
@@ -238,5 +258,11 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
         after,
         failure,
     };
-    Ok(assemble::report(&plan, totals, &latencies, outcome))
+    Ok(assemble::report(
+        &plan,
+        totals,
+        &latencies,
+        outcome,
+        spread.as_ref(),
+    ))
 }

@@ -1,7 +1,8 @@
 //! Setting a run up before its clock starts: the setup connection, the directories under
-//! `--dir` (one per thread, or the shared one), the files already there that stat, lookup,
-//! unlink, link and setxattr work on (and symlinks point at), `--conns-per-thread`
-//! connections per thread, the lanes dealt over them, and the ack log writer.
+//! `--dir` (one per thread, or the shared one; with `--spread-shards` each on its thread's
+//! shard), the files already there that stat, lookup, unlink, link and setxattr work on (and
+//! symlinks point at), `--conns-per-thread` connections per thread, the lanes dealt over
+//! them, and the ack log writer.
 
 use std::io::Write;
 use std::path::Path;
@@ -9,19 +10,121 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use mds_client::resilient::{Outages, ResilientConn};
-use mds_client::{Client, ClientError, ROOT, Session};
-use mds_proto::{Errno, Kind as FileKind};
+use mds_client::{Client, ClientError, ROOT, Router, Session};
+use mds_proto::{Errno, Kind as FileKind, ShardLocation, shard_of};
 
 use super::Plan;
 use super::lanes::Lane;
 use crate::workload::{Kind, Rng, WorkingSet};
 
-/// Connects, makes the directories and builds every lane. Returns the setup connection too:
-/// the run asks it for the server's figures before and after.
+/// `--spread-shards`: the cluster's shards that had an owner when the run started, and the
+/// router that made the threads' directories on them.
+pub(super) struct Spread {
+    router: Router,
+    pub(super) shards: Vec<ShardLocation>,
+    /// Each thread's shard, by thread.
+    pub(super) of_thread: Vec<u16>,
+}
+
+impl Spread {
+    async fn discover(plan: &Plan) -> anyhow::Result<Spread> {
+        let router = Router::connect(&plan.server, &plan.connect)
+            .await
+            .with_context(|| format!("connecting to {}", plan.server))?;
+        let map = router.map();
+        if map.shard.is_none() {
+            bail!(
+                "--spread-shards: {} is not a server of a cluster",
+                plan.server
+            );
+        }
+        if map.shards.is_empty() {
+            bail!("--spread-shards: no shard of the cluster has an owner");
+        }
+        let of_thread = (0..plan.threads)
+            .map(|t| map.shards[t % map.shards.len()].shard)
+            .collect();
+        Ok(Spread {
+            router,
+            shards: map.shards,
+            of_thread,
+        })
+    }
+
+    /// The servers of the shards the threads work on, each once.
+    pub(super) fn servers(&self) -> Vec<String> {
+        self.shards.iter().map(|s| s.address.clone()).collect()
+    }
+
+    fn address(&self, shard: u16) -> &str {
+        let at = self.shards.iter().find(|s| s.shard == shard);
+        &at.expect("a shard of the map").address
+    }
+
+    /// `--dir` and its missing parents, through the router (the path may cross shards).
+    async fn mkdir_p(&self, path: &str) -> anyhow::Result<u64> {
+        let mut ino = ROOT;
+        let names =
+            mds_client::components(path).map_err(|e| anyhow::anyhow!("--dir {path:?}: {e}"))?;
+        for name in names {
+            ino = match self.router.lookup(ino, name).await {
+                Ok(attr) if attr.kind == FileKind::Directory => attr.ino,
+                Ok(_) => bail!("{path}: {name} is not a directory"),
+                Err(e) if e.errno() == Some(Errno::ENOENT) => {
+                    match self.router.mkdir(ino, name, 0o755).await {
+                        Ok(attr) => attr.ino,
+                        Err(e) if e.errno() == Some(Errno::EEXIST) => {
+                            self.router.lookup(ino, name).await?.ino
+                        }
+                        Err(e) => return Err(e).with_context(|| format!("mkdir {path}")),
+                    }
+                }
+                Err(e) => return Err(e).with_context(|| format!("lookup {path}")),
+            };
+        }
+        Ok(ino)
+    }
+
+    /// The directory `name` in `parent` (at `path`), on `shard`: made there if it is not
+    /// there yet, refused if it is there on another shard (an earlier run's, spread another
+    /// way: its files would be another shard's creates).
+    async fn dir_on(&self, parent: u64, name: &str, shard: u16, path: &str) -> anyhow::Result<u64> {
+        let found = match self.router.lookup(parent, name).await {
+            Ok(attr) => attr,
+            Err(e) if e.errno() == Some(Errno::ENOENT) => {
+                match self.router.mkdir_on(parent, name, 0o755, shard).await {
+                    Ok(attr) => attr,
+                    Err(e) if e.errno() == Some(Errno::EEXIST) => {
+                        self.router.lookup(parent, name).await?
+                    }
+                    Err(e) => {
+                        return Err(e).with_context(|| format!("mkdir {path} on shard {shard}"));
+                    }
+                }
+            }
+            Err(e) => return Err(e).with_context(|| format!("lookup {path}")),
+        };
+        if found.kind != FileKind::Directory {
+            bail!("{path} is not a directory");
+        }
+        if shard_of(found.ino) != shard {
+            bail!(
+                "{path} is on shard {}, not {shard}: give another --dir for a run spread over {} shards",
+                shard_of(found.ino),
+                self.shards.len()
+            );
+        }
+        Ok(found.ino)
+    }
+}
+
+/// Connects, makes the directories and builds every lane. Returns the setup connection too
+/// (the run asks it for the server's figures before and after), and with `--spread-shards`
+/// which thread works on which shard.
 pub(super) async fn prepare(
     plan: &Plan,
     outages: &Arc<Outages>,
-) -> anyhow::Result<(Client, Vec<Lane>)> {
+) -> anyhow::Result<(Client, Vec<Lane>, Option<Spread>)> {
     let run_tag = format!(
         "{:x}",
         u64::from(std::process::id()) << 20
@@ -38,7 +141,15 @@ pub(super) async fn prepare(
         .connect()
         .await
         .with_context(|| format!("connecting to {}", plan.server))?;
-    let top = mkdir_p(&setup, &plan.dir).await?;
+    let spread = if plan.spread_shards {
+        Some(Spread::discover(plan).await?)
+    } else {
+        None
+    };
+    let top = match &spread {
+        Some(spread) => spread.mkdir_p(&plan.dir).await?,
+        None => mkdir_p(&setup, &plan.dir).await?,
+    };
 
     // Directories, connections and lanes.
     let mut lanes = Vec::new();
@@ -56,10 +167,24 @@ pub(super) async fn prepare(
             (top, plan.dir.trim_end_matches('/').to_owned())
         } else {
             let path = format!("{}/t{t}", plan.dir.trim_end_matches('/'));
-            (mkdir_p(&setup, &path).await?, path)
+            let dir = match &spread {
+                Some(s) => {
+                    s.dir_on(top, &format!("t{t}"), s.of_thread[t], &path)
+                        .await?
+                }
+                None => mkdir_p(&setup, &path).await?,
+            };
+            (dir, path)
+        };
+        // The thread's server: its shard's with --spread-shards.
+        let server = match &spread {
+            Some(s) => s.address(s.of_thread[t]).to_owned(),
+            None => plan.server.clone(),
         };
         let mut existing = if !works_on_names {
             Vec::new()
+        } else if let Some(s) = &spread {
+            list(&s.router.for_ino(dir).await?, dir).await?
         } else if plan.shared_dir {
             if shared_listing.is_none() {
                 shared_listing = Some(list(&setup, dir).await?);
@@ -75,14 +200,14 @@ pub(super) async fn prepare(
             // a reconnect with it takes the place of the connection it lost.
             conns.push(Arc::new(
                 ResilientConn::connect_with(
-                    &plan.server,
+                    &server,
                     plan.connect.clone(),
                     Arc::new(Session::new()),
                     plan.reconnect_timeout,
                     outages.clone(),
                 )
                 .await
-                .with_context(|| format!("connecting to {}", plan.server))?,
+                .with_context(|| format!("connecting to {server}"))?,
             ));
         }
         for l in 0..plan.depth {
@@ -98,15 +223,18 @@ pub(super) async fn prepare(
                 .step_by(stride)
                 .cloned()
                 .collect();
-            lanes.push(Lane::new(
-                conns[l % conns.len()].clone(),
-                dir,
-                dir_path.clone(),
-                WorkingSet::new(names, &plan.mix),
-                format!("f.{run_tag}.{t}.{l}"),
-                Rng::new(seed ^ global as u64),
-                plan.payloads(),
-            ));
+            lanes.push(
+                Lane::new(
+                    conns[l % conns.len()].clone(),
+                    dir,
+                    dir_path.clone(),
+                    WorkingSet::new(names, &plan.mix),
+                    format!("f.{run_tag}.{t}.{l}"),
+                    Rng::new(seed ^ global as u64),
+                    plan.payloads(),
+                )
+                .on_shard(spread.as_ref().map(|s| s.of_thread[t])),
+            );
         }
         existing.clear();
     }
@@ -120,7 +248,7 @@ pub(super) async fn prepare(
             plan.dir
         );
     }
-    Ok((setup, lanes))
+    Ok((setup, lanes, spread))
 }
 
 /// The `--ack-log` writer: one thread, buffered, flushed at the end.
