@@ -208,6 +208,39 @@ enum Kill {
     ParentEntryCommitted,
 }
 
+/// Shards 0 and 1 of the cluster under `root`, with `--inject-crash-at point` on shard
+/// `victim`'s server, and a standby without the hook that takes the killed shard over; once
+/// shard 0's server lists all three (a client asks them who took a shard over when its own
+/// goes), as it does a few milliseconds after each one registers.
+async fn hooked_pair(
+    etcd: &Etcd,
+    root: &Path,
+    point: &str,
+    victim: u16,
+) -> (Option<Server>, Option<Server>, Server) {
+    let hook = ["--inject-crash-at", point];
+    let (e0, e1): (&[&str], &[&str]) = if victim == 0 {
+        (&hook, &[])
+    } else {
+        (&[], &hook)
+    };
+    let s0 = start(etcd, root, Some(0), e0);
+    let s1 = start(etcd, root, Some(1), e1);
+    serving(&s0).await;
+    serving(&s1).await;
+    let standby = start(etcd, root, None, &[]);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let first = s0.client().await;
+    while first.shard_map().await.unwrap().servers.len() < 3 {
+        assert!(
+            Instant::now() < deadline,
+            "shard 0 does not list every server"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    (Some(s0), Some(s1), standby)
+}
+
 async fn killed_at(kill: Kill) {
     let etcd = Etcd::start();
     let root = tempfile::tempdir().unwrap();
@@ -217,31 +250,7 @@ async fn killed_at(kill: Kill) {
         Kill::ParentBeforeEntry => ("before-entry", 0),
         Kill::ParentEntryCommitted => ("entry-committed", 0),
     };
-    let hook = ["--inject-crash-at", point];
-    let (e0, e1): (&[&str], &[&str]) = if victim == 0 {
-        (&hook, &[])
-    } else {
-        (&[], &hook)
-    };
-    let mut s0 = Some(start(&etcd, root.path(), Some(0), e0));
-    let mut s1 = Some(start(&etcd, root.path(), Some(1), e1));
-    serving(s0.as_ref().unwrap()).await;
-    serving(s1.as_ref().unwrap()).await;
-    // The standby that takes the killed shard over, without the hook.
-    let standby = start(&etcd, root.path(), None, &[]);
-
-    // Settled: shard 0's server lists every server (the client asks them who took a shard
-    // over when its own goes), as it does a few milliseconds after each one registers.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let first = s0.as_ref().unwrap().client().await;
-    while first.shard_map().await.unwrap().servers.len() < 3 {
-        assert!(
-            Instant::now() < deadline,
-            "shard 0 does not list every server"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    drop(first);
+    let (mut s0, mut s1, standby) = hooked_pair(&etcd, root.path(), point, victim).await;
     // The client a program would be: one session on the parent's shard, following it to its
     // new server and resending there with the same xid.
     let session = Arc::new(Session::new());
@@ -460,27 +469,7 @@ async fn rmdir_killed_at(kill: KillRmdir) {
         KillRmdir::ParentBeforeRemoval => ("before-entry-removed", 0),
         KillRmdir::ParentRemovalCommitted => ("entry-removed-committed", 0),
     };
-    let hook = ["--inject-crash-at", point];
-    let (e0, e1): (&[&str], &[&str]) = if victim == 0 {
-        (&hook, &[])
-    } else {
-        (&[], &hook)
-    };
-    let mut s0 = Some(start(&etcd, root.path(), Some(0), e0));
-    let mut s1 = Some(start(&etcd, root.path(), Some(1), e1));
-    serving(s0.as_ref().unwrap()).await;
-    serving(s1.as_ref().unwrap()).await;
-    let standby = start(&etcd, root.path(), None, &[]);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let first = s0.as_ref().unwrap().client().await;
-    while first.shard_map().await.unwrap().servers.len() < 3 {
-        assert!(
-            Instant::now() < deadline,
-            "shard 0 does not list every server"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    drop(first);
+    let (mut s0, mut s1, standby) = hooked_pair(&etcd, root.path(), point, victim).await;
     let router = Router::connect(
         &s0.as_ref().unwrap().addr.to_string(),
         &ConnectOptions::default(),

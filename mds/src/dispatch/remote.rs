@@ -30,7 +30,7 @@ use mds_proto::{Body, Errno, Op, Request};
 use super::{Answer, Core, begin_mutation, execute, journal};
 use crate::metrics::PartitionMetrics;
 use crate::namespace::{Caller, Exec};
-use crate::peers::CrashPoint;
+use crate::peers::{CrashPoint, InFlight};
 use crate::queue::Response;
 use crate::session::Session;
 
@@ -56,26 +56,11 @@ pub(super) async fn mkdir_remote(
     let Some(view) = core.cluster.as_ref() else {
         unreachable!("dispatch makes it a MKDIR outside a cluster");
     };
-    if let Some(answer) = begin_mutation(metrics, session, xid, opcode, false) {
-        return answer;
-    }
-    let through_queue = |result: Result<Body, Errno>| {
-        // Through the queue whether or not a resend joined it: see `answer_begun`.
-        let _ = session.abandon(xid);
-        Answer::at_commit(
-            core.replies.last_committed(),
-            Response::new(xid, opcode, 0, result),
-            false,
-        )
+    let _under_way = match begin_under_way(core, metrics, session, (xid, opcode), parent, &name) {
+        Ok(held) => held,
+        Err(answer) => return *answer,
     };
-    if core.namespace.is_read_only() {
-        return through_queue(Err(Errno::EIO));
-    }
-    let Some(_under_way) = view.peers.begin(parent, &name) else {
-        // Another client's MKDIR_REMOTE of this name is under way: asked again, it finds the
-        // name taken or free.
-        return through_queue(Err(Errno::EBUSY));
-    };
+    let through_queue = |result| answer_queued(core, session, xid, opcode, result);
     let caller = Caller {
         client: session.client(),
         cred: &cred,
@@ -142,25 +127,11 @@ pub(super) async fn rmdir(
     }
     let Request { xid, cred, .. } = request;
     let opcode = mds_proto::opcode::RMDIR;
-    if let Some(answer) = begin_mutation(metrics, session, xid, opcode, false) {
-        return answer;
-    }
-    let through_queue = |result: Result<Body, Errno>| {
-        // Through the queue whether or not a resend joined it: see `answer_begun`.
-        let _ = session.abandon(xid);
-        Answer::at_commit(
-            core.replies.last_committed(),
-            Response::new(xid, opcode, 0, result),
-            false,
-        )
+    let _under_way = match begin_under_way(core, metrics, session, (xid, opcode), parent, &name) {
+        Ok(held) => held,
+        Err(answer) => return *answer,
     };
-    if core.namespace.is_read_only() {
-        return through_queue(Err(Errno::EIO));
-    }
-    let Some(_under_way) = view.peers.begin(parent, &name) else {
-        // Another client's remote RMDIR or MKDIR of this name is under way.
-        return through_queue(Err(Errno::EBUSY));
-    };
+    let through_queue = |result| answer_queued(core, session, xid, opcode, result);
     // Looked at again now that the name is held: the first look was before the session's
     // records, and nothing held the name.
     let (ino, owner) =
@@ -204,6 +175,52 @@ pub(super) async fn rmdir(
     .await
 }
 
+/// The start of a MKDIR_REMOTE or remote RMDIR (`xid`, `opcode`) of `name` in `parent`: the
+/// session's records (a resend joins the original or is answered from its record), then the
+/// name held under way until the guard drops — or the answer, if it goes no further: EIO
+/// when the store is read-only, EBUSY while another client's MKDIR_REMOTE or remote RMDIR
+/// of the name is under way (asked again, it finds the name as that one left it).
+fn begin_under_way<'a>(
+    core: &'a Core,
+    metrics: &PartitionMetrics,
+    session: &Session,
+    (xid, opcode): (u64, u8),
+    parent: u64,
+    name: &str,
+) -> Result<InFlight<'a>, Box<Answer>> {
+    let Some(view) = core.cluster.as_ref() else {
+        unreachable!("remote directories are a cluster's");
+    };
+    // Boxed: the refusals are rare, the guard is the usual way out.
+    if let Some(answer) = begin_mutation(metrics, session, xid, opcode, false) {
+        return Err(Box::new(answer));
+    }
+    let refuse = |errno| Box::new(answer_queued(core, session, xid, opcode, Err(errno)));
+    if core.namespace.is_read_only() {
+        return Err(refuse(Errno::EIO));
+    }
+    view.peers
+        .begin(parent, name)
+        .ok_or_else(|| refuse(Errno::EBUSY))
+}
+
+/// An answer given before any change, after `begin_mutation`: through the reply queue whether
+/// or not a resend joined it meanwhile (see `answer_begun`).
+fn answer_queued(
+    core: &Core,
+    session: &Session,
+    xid: u64,
+    opcode: u8,
+    result: Result<Body, Errno>,
+) -> Answer {
+    let _ = session.abandon(xid);
+    Answer::at_commit(
+        core.replies.last_committed(),
+        Response::new(xid, opcode, 0, result),
+        false,
+    )
+}
+
 /// A client's request as the namespace runs it, now.
 fn caller<'a>(core: &Core, session: &Session, cred: &'a mds_proto::Cred) -> Caller<'a> {
     Caller {
@@ -228,14 +245,7 @@ async fn answer_entry_change(
     crash: CrashPoint,
 ) -> Answer {
     match changed {
-        Exec::Now { result, .. } => {
-            let _ = session.abandon(xid);
-            Answer::at_commit(
-                core.replies.last_committed(),
-                Response::new(xid, opcode, 0, result),
-                false,
-            )
-        }
+        Exec::Now { result, .. } => answer_queued(core, session, xid, opcode, result),
         Exec::Mutation {
             transno,
             record,
