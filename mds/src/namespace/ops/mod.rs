@@ -189,6 +189,30 @@ fn may_remove(cx: &mut Cx<'_>, dir: &Node, victim: &Node) -> Result<(), Errno> {
     perm::sticky(cred, &dir.attr, victim.attr.uid)
 }
 
+/// The directory `p` loses its entry `name` (`entry`, a directory's if `is_dir`) in
+/// `transno`: commit-on-share keeps the removal for what asks after the name, the counts and
+/// times follow. Returns the directory's new image, for the journal.
+fn lose_entry(
+    cx: &mut Cx<'_>,
+    p: &mut Node,
+    (name, entry, is_dir): (&str, Entry, bool),
+    now: i64,
+    transno: u64,
+) -> journal::Inode {
+    p.content = cx.stamp(p.content, transno);
+    entries_mut(p).remove(name.as_bytes());
+    if cx.keeps_removals() {
+        let stamp = cx.stamp(entry.stamp, transno);
+        p.note_removed(name.to_owned(), stamp, cx.caller.last_committed);
+    }
+    p.attr.entries -= 1;
+    if is_dir {
+        p.attr.nlink -= 1;
+    }
+    touch(&mut p.attr, now, transno);
+    p.attr.image()
+}
+
 fn entries_mut(node: &mut Node) -> &mut Entries {
     node.entries.as_mut().expect("checked to be a directory")
 }
@@ -680,18 +704,7 @@ impl Namespace {
             }
             let transno = self.next_transno()?;
             let p = dir_mut(cx, &mut l, parent)?;
-            p.content = cx.stamp(p.content, transno);
-            entries_mut(p).remove(name.as_bytes());
-            if cx.keeps_removals() {
-                let stamp = cx.stamp(current.stamp, transno);
-                p.note_removed(name.clone(), stamp, cx.caller.last_committed);
-            }
-            p.attr.entries -= 1;
-            if rmdir {
-                p.attr.nlink -= 1;
-            }
-            touch(&mut p.attr, now, transno);
-            let parent_image = p.attr.image();
+            let parent_image = lose_entry(cx, p, (name.as_str(), current, rmdir), now, transno);
             let mut ops = Vec::with_capacity(3 + RESEND_OPS);
             ops.push(JournalOp::DeleteDentry { parent, name });
             self.drop_link(cx, &mut l, child.ino, now, transno, &mut ops);

@@ -22,7 +22,7 @@ use super::super::node::{DirName, Entry, FileKind, InodeAttr, Node, Stamp};
 use super::super::perm::{self, SEARCH, WRITE};
 use super::super::{Caller, Exec, Namespace, now_ns, to_attr};
 use super::{
-    Cx, OpResult, dir, dir_mut, entries_mut, journal_ops, may, mutation, now, see_inode, touch,
+    Cx, OpResult, dir, dir_mut, journal_ops, lose_entry, may, mutation, now, see_inode, touch,
 };
 
 impl Namespace {
@@ -346,16 +346,7 @@ impl Namespace {
         }
         may(cx, p, WRITE | SEARCH)?;
         let transno = self.next_transno()?;
-        p.content = cx.stamp(p.content, transno);
-        entries_mut(p).remove(name.as_bytes());
-        if cx.keeps_removals() {
-            let stamp = cx.stamp(current.stamp, transno);
-            p.note_removed(name.clone(), stamp, cx.caller.last_committed);
-        }
-        p.attr.entries -= 1;
-        p.attr.nlink -= 1;
-        touch(&mut p.attr, now_at, transno);
-        let parent_image = p.attr.image();
+        let parent_image = lose_entry(cx, p, (&name, current, true), now_at, transno);
         drop(l);
         let ops = journal_ops([
             JournalOp::DeleteDentry { parent, name },
