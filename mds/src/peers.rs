@@ -158,6 +158,15 @@ impl Peers {
                         Err(e) if e.errno() == Some(Errno::EREMOTE) => {
                             tokio::time::sleep(Duration::from_millis(50)).await;
                         }
+                        // The connection to that shard broke — its owner died, maybe long
+                        // ago, and a standby serves it now — and the router dropped it; the
+                        // next call reads the map and connects afresh. Sending the step again
+                        // is safe even if the first one executed: a second pending directory
+                        // is one no entry names, which the child's scrub deletes, and a
+                        // second "being removed" mark supersedes the first.
+                        Err(ClientError::Disconnected | ClientError::Io(_)) => {
+                            tokio::time::sleep(Duration::from_millis(50)).await;
+                        }
                         done => return done,
                     }
                 }
