@@ -313,6 +313,12 @@ impl ResilientConn {
         &self.session
     }
 
+    /// The address it connects to now: the one it was given, or the server its shard moved
+    /// to. Where a connection made after this one gave up should go.
+    pub fn server(&self) -> String {
+        self.server.lock().clone()
+    }
+
     async fn reconnect(&self, failed: u64) -> Result<(), Gone> {
         let mut current = self.current.lock().await;
         // Checked under the lock: the lane that gave up set it before letting go.

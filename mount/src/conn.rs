@@ -1,18 +1,19 @@
-//! The mount's one connection to the server: the client library's reconnecting connection
-//! (`ResilientConn`: on a break it reconnects as the same session, replays what was answered
-//! early, reopens the handles and resends), with every request sent on behalf of its caller's
-//! credentials. Two things a mount needs beyond it: a server that stays away past the
-//! reconnect timeout makes the library give up on that connection for good, so the next
-//! request tries a fresh one (as the same session) and the mount comes back when the server
-//! does; and a server that is full (EBUSY) is asked again after a pause instead of failing a
-//! program's system call.
+//! The mount's connection to one server (in a cluster, to one shard: `shards.rs` keeps one per
+//! shard): the client library's reconnecting connection (`ResilientConn`: on a break it
+//! reconnects as the same session, replays what was answered early, reopens the handles and
+//! resends, and in a cluster follows its shard to a standby), with every request sent on
+//! behalf of its caller's credentials. Two things a mount needs beyond it: a server that stays
+//! away past the reconnect timeout makes the library give up on that connection for good, so
+//! the next request tries a fresh one (as the same session, where the shard was last served)
+//! and the mount comes back when the server does; and a server that is full (EBUSY) is asked
+//! again after a pause instead of failing a program's system call.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use fuser::Errno;
-use mds_client::proto::{self, Cred, Op, OpenFlags, Reply};
+use mds_client::proto::{self, Body, Cred, Op, OpenFlags, Reply, ShardMap};
 use mds_client::resilient::{Answer, Gone, Outages, ResilientConn};
 use mds_client::{ConnectOptions, Handle, Session};
 use tracing::{error, info, warn};
@@ -31,7 +32,6 @@ const FRESH_CONNECT: Duration = Duration::from_secs(5);
 const BUSY_FOR: Duration = Duration::from_secs(30);
 
 pub struct Conn {
-    server: String,
     /// TLS and the shared key, for every fresh connection.
     options: ConnectOptions,
     session: Arc<Session>,
@@ -65,7 +65,6 @@ impl Conn {
             .map_err(|_| anyhow::anyhow!("no answer within {FIRST_CONNECT:?}"))?
             .with_context(|| format!("connecting to {server}"))?;
         Ok(Conn {
-            server: server.to_owned(),
             options,
             session,
             reconnect_timeout,
@@ -78,6 +77,16 @@ impl Conn {
     /// The session every connection of the mount speaks for.
     pub fn session(&self) -> &Arc<Session> {
         &self.session
+    }
+
+    /// The shard map of the server it talks to (outside a cluster, no shard and no shards).
+    pub async fn shard_map(&self) -> Fallible<ShardMap> {
+        let cred = self.session.cred().clone();
+        match self.call(&cred, Op::ShardMap).await?.result {
+            Ok(Body::ShardMap(map)) => Ok(map),
+            Ok(_) => Err(Errno::EIO),
+            Err(e) => Err(crate::attr::errno(e)),
+        }
     }
 
     /// Sends `op` on behalf of `cred`: the server's whole reply (its transno and
@@ -160,8 +169,10 @@ impl Conn {
         if !current.is_dead() {
             return Ok(current); // another request replaced it meanwhile
         }
+        // Where the given-up connection last was: its shard may have moved to a standby.
+        let server = current.server();
         let fresh = ResilientConn::connect_with(
-            &self.server,
+            &server,
             self.options.clone(),
             self.session.clone(),
             self.reconnect_timeout,
@@ -169,17 +180,17 @@ impl Conn {
         );
         match tokio::time::timeout(FRESH_CONNECT, fresh).await {
             Ok(Ok(conn)) => {
-                info!(server = %self.server, "connected again after giving up on the server");
+                info!(%server, "connected again after giving up on the server");
                 let conn = Arc::new(conn);
                 *self.current.write() = conn.clone();
                 Ok(conn)
             }
             Ok(Err(cause)) => {
-                warn!(server = %self.server, %cause, "server still unreachable: EIO");
+                warn!(%server, %cause, "server still unreachable: EIO");
                 Err(Errno::EIO)
             }
             Err(_) => {
-                warn!(server = %self.server, "server still unreachable: EIO");
+                warn!(%server, "server still unreachable: EIO");
                 Err(Errno::EIO)
             }
         }

@@ -97,7 +97,7 @@ impl Mount {
             }
         }
         let fh = DIR_HANDLES | self.next_dir.fetch_add(1, Ordering::Relaxed);
-        let stream = DirStream::new(ino, self.durability.losses());
+        let stream = DirStream::new(ino, self.durability().losses());
         self.dirs
             .lock()
             .insert(fh, Arc::new(tokio::sync::Mutex::new(stream)));

@@ -1,5 +1,6 @@
 //! Open files: OPEN and CREATE give the kernel the server's handle number as the FUSE file
-//! handle; READ and WRITE go through it in pieces of at most `MAX_IO` (the mount asks the
+//! handle (with the file's shard in its top bits, as in an inode number: each shard's session
+//! numbers its handles apart); READ and WRITE go through it in pieces of at most `MAX_IO` (the mount asks the
 //! kernel for writes of that size, so a WRITE is one request; a READ of a larger readahead is
 //! several, in flight together); FLUSH and FSYNC report a change a server restart lost;
 //! RELEASE closes the handle. A file written through a descriptor opened `O_SYNC` or `O_DSYNC`
@@ -10,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use fuser::Errno;
 use mds_client::Handle;
-use mds_client::proto::{Attr, Body, Cred, MAX_IO, Op, OpenFlags, SetAttr};
+use mds_client::proto::{Attr, Body, Cred, MAX_IO, Op, OpenFlags, SHARD_SHIFT, SetAttr};
 use tracing::warn;
 
 use crate::attr::{Fallible, errno};
@@ -39,14 +40,15 @@ impl Mount {
     }
 
     async fn open_as(&self, cred: &Cred, ino: u64, flags: OpenFlags) -> Fallible<(Handle, Attr)> {
-        let (handle, reply) = self.conn.open(cred, ino, flags).await?;
-        self.durability.note(&reply, &[ino]);
+        let (shard, conn) = self.conn_of(ino).await?;
+        let (handle, reply) = conn.open(cred, ino, flags).await?;
+        self.durability().note(shard, &reply, &[ino]);
         let opened = attr(reply.result.map_err(errno)?)?;
         let file = OpenFile {
             handle,
-            told: AtomicU64::new(self.durability.losses()),
+            told: AtomicU64::new(self.durability().losses()),
         };
-        self.files.lock().insert(handle.id(), Arc::new(file));
+        self.files.lock().insert(fh_of(handle), Arc::new(file));
         Ok((handle, opened))
     }
 
@@ -82,12 +84,8 @@ impl Mount {
                     return self.take_back(&cred, opened, lent).await;
                 }
                 Err(e) if e.code() == libc::EEXIST && flags & libc::O_EXCL == 0 => {
-                    let found = Op::Lookup {
-                        parent,
-                        name: name.clone(),
-                    };
-                    match self.call(&cred, found, &[]).await {
-                        Ok(body) => return self.open_as(&cred, attr(body)?.ino, access).await,
+                    match self.lookup_as(&cred, parent, name.clone()).await {
+                        Ok(found) => return self.open_as(&cred, found.ino, access).await,
                         Err(e) if e.code() == libc::ENOENT => {}
                         Err(e) => return Err(e),
                     }
@@ -122,7 +120,7 @@ impl Mount {
             Ok(narrowed) => Ok((handle, narrowed)),
             Err(e) => {
                 // create(2) fails, so the kernel will never RELEASE the handle: close it here.
-                self.release(handle.id()).await;
+                self.release(fh_of(handle)).await;
                 Err(e)
             }
         }
@@ -133,13 +131,14 @@ impl Mount {
     pub async fn read(&self, caller: Caller, fh: u64, offset: u64, size: u32) -> Fallible<Vec<u8>> {
         let handle = self.file(fh)?.handle;
         let cred = self.cred(caller);
+        let (_, conn) = self.conn_of(handle.ino()).await?;
         let pieces = (0..size.div_ceil(MAX_IO as u32)).map(|i| {
             let at = offset + u64::from(i) * MAX_IO as u64;
             let len = (size - i * MAX_IO as u32).min(MAX_IO as u32);
             let op = handle.read_op(at, len);
-            let cred = &cred;
+            let (cred, conn) = (&cred, &conn);
             async move {
-                let reply = self.conn.call_on(cred, handle, op).await?;
+                let reply = conn.call_on(cred, handle, op).await?;
                 match reply.result.map_err(errno)? {
                     Body::Data(data) => Ok((data.0, len)),
                     _ => Err(Errno::EIO),
@@ -171,11 +170,12 @@ impl Mount {
         let file = self.file(fh)?;
         let cred = self.cred(caller);
         let ino = file.handle.ino();
+        let (shard, conn) = self.conn_of(ino).await?;
         let mut at = offset;
         for piece in data.chunks(MAX_IO) {
             let op = file.handle.write_op(at, piece.to_vec());
-            let reply = self.conn.call_on(&cred, file.handle, op).await?;
-            self.durability.note(&reply, &[ino]);
+            let reply = conn.call_on(&cred, file.handle, op).await?;
+            self.durability().note(shard, &reply, &[ino]);
             reply.result.map_err(errno)?;
             at += piece.len() as u64;
         }
@@ -190,7 +190,7 @@ impl Mount {
     pub fn flush(&self, fh: u64) -> Fallible<()> {
         let file = self.file(fh)?;
         match self
-            .durability
+            .durability()
             .lost_since(file.handle.ino(), file.told.load(Ordering::Relaxed))
         {
             Some(loss) => {
@@ -213,9 +213,12 @@ impl Mount {
             return;
         };
         let ino = file.handle.ino();
+        let Ok((shard, conn)) = self.conn_of(ino).await else {
+            return;
+        };
         // Not answered at all is logged by the connection.
-        if let Ok(reply) = self.conn.release(file.handle).await {
-            self.durability.note(&reply, &[ino]);
+        if let Ok(reply) = conn.release(file.handle).await {
+            self.durability().note(shard, &reply, &[ino]);
             if let Err(e) = reply.result {
                 warn!(ino, handle = fh, error = %e, "RELEASE refused");
             }
@@ -225,6 +228,14 @@ impl Mount {
     fn file(&self, fh: u64) -> Fallible<Arc<OpenFile>> {
         self.files.lock().get(&fh).cloned().ok_or(Errno::EBADF)
     }
+}
+
+/// The FUSE file handle of `handle`: its number with its file's shard above it. A session
+/// numbers its handles from 1 upward, far below the shard's bits.
+pub fn fh_of(handle: Handle) -> u64 {
+    let shard_bits = handle.ino() >> SHARD_SHIFT << SHARD_SHIFT;
+    debug_assert_eq!(handle.id() & shard_bits, 0);
+    shard_bits | handle.id()
 }
 
 /// open(2)'s flags as OPEN takes them.

@@ -2,7 +2,7 @@
 //! each copies what it needs from the request, hands it with its reply object to a task on
 //! the tokio runtime and returns at once, so the session thread goes back to reading
 //! `/dev/fuse` while the server answers. Many processes thus keep many requests in flight on
-//! the mount's one pipelined connection, and each reply is sent from whichever worker the
+//! the mount's pipelined connection (one per shard in a cluster), and each reply is sent from whichever worker the
 //! server's answer reaches. `init` sets up the kernel side: readdirplus, parallel directory
 //! operations, writes of `MAX_IO`, and suid/sgid cleared by the server.
 
@@ -313,7 +313,9 @@ impl Filesystem for MdsFs {
         let caller = Caller::of(req);
         self.spawn(move |m| async move {
             match m.open(caller, ino.0, flags.0).await {
-                Ok((handle, _)) => reply.opened(FileHandle(handle.id()), FopenFlags::empty()),
+                Ok((handle, _)) => {
+                    reply.opened(FileHandle(crate::files::fh_of(handle)), FopenFlags::empty());
+                }
                 Err(e) => reply.error(e),
             }
         });
@@ -637,7 +639,7 @@ impl Filesystem for MdsFs {
                     &m.timeouts.attr.min(m.timeouts.entry),
                     &file_attr(&a),
                     Generation(a.generation),
-                    FileHandle(handle.id()),
+                    FileHandle(crate::files::fh_of(handle)),
                     FopenFlags::empty(),
                 ),
                 Err(e) => reply.error(e),

@@ -3,7 +3,8 @@
 //! `fusermount3`), on the client library only. It connects first (a server it cannot reach is
 //! an error, not an empty mount), mounts, then goes to the background unless `-f`
 //! (`daemon`). Requests run on a tokio runtime (`fs`), each on behalf of its caller's
-//! credentials, over one reconnecting connection (`conn`); fsync maps onto the server's commits
+//! credentials, over one reconnecting connection (`conn`) — in a cluster one per shard, each
+//! request on its inode's shard's (`shards`); fsync maps onto the servers' commits
 //! (`durability`). `sync(1)` never reaches a FUSE server, so the mount asks for a commit
 //! before it exits: after an unmount, and at SIGTERM or SIGINT (which also unmount it).
 //! docs/mount.md says what each operation does and guarantees.
@@ -21,6 +22,7 @@ mod fs;
 mod mount;
 mod namespace;
 mod options;
+mod shards;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitCode, Stdio};
@@ -118,17 +120,17 @@ fn run(settings: &Settings, options: ConnectOptions, ready: &Ready) -> anyhow::R
         .thread_name("mdsmount")
         .build()
         .context("starting the runtime")?;
-    let conn = runtime.block_on(conn::Conn::connect(
+    let shards = runtime.block_on(shards::Shards::connect(
         &settings.server,
         options,
         settings.reconnect_timeout,
     ))?;
-    let early = conn.session().is_early();
+    let early = shards.any().session().is_early();
     let timeouts = Timeouts {
         attr: settings.attr_timeout,
         entry: settings.entry_timeout,
     };
-    let mount = Arc::new(Mount::new(conn, timeouts, settings.default_permissions));
+    let mount = Arc::new(Mount::new(shards, timeouts, settings.default_permissions));
     let fs = fs::MdsFs::new(runtime.handle().clone(), mount.clone());
     let mountpoint = settings
         .mountpoint

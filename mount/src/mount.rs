@@ -1,5 +1,5 @@
-//! The state every request of the mount shares: the connection, the callers' groups, what
-//! fsync must wait for, the files and directories open, and the cache timeouts the kernel is
+//! The state every request of the mount shares: the connections (one per shard in a
+//! cluster), the callers' groups, what fsync must wait for, the files and directories open, and the cache timeouts the kernel is
 //! given. Operations are `async` methods of [`Mount`], one module per family (`namespace`,
 //! `files`, `dirs`); `fs` hands each FUSE request to one of them on the runtime.
 
@@ -18,6 +18,7 @@ use crate::creds::{Caller, Groups};
 use crate::dirs::DirStream;
 use crate::durability::{Durability, touched_by};
 use crate::files::OpenFile;
+use crate::shards::Shards;
 
 /// How long the kernel may keep what it was told.
 #[derive(Clone, Copy, Debug)]
@@ -29,9 +30,10 @@ pub struct Timeouts {
 }
 
 pub struct Mount {
-    pub conn: Conn,
+    pub shards: Shards,
+    /// The mount's own credentials (the process's), for SYNC and STATFS.
+    own: Cred,
     pub groups: Groups,
-    pub durability: Durability,
     pub timeouts: Timeouts,
     /// The kernel checks permissions itself (`default_permissions`): ACCESS and OPENDIR are
     /// not asked of the server.
@@ -44,12 +46,12 @@ pub struct Mount {
 }
 
 impl Mount {
-    pub fn new(conn: Conn, timeouts: Timeouts, kernel_checks: bool) -> Mount {
-        let durability = Durability::new(conn.session().clone());
+    pub fn new(shards: Shards, timeouts: Timeouts, kernel_checks: bool) -> Mount {
+        let own = shards.any().session().cred().clone();
         Mount {
-            conn,
+            shards,
+            own,
             groups: Groups::default(),
-            durability,
             timeouts,
             kernel_checks,
             files: Mutex::new(HashMap::new()),
@@ -65,7 +67,18 @@ impl Mount {
 
     /// The mount's own credentials (for SYNC and STATFS, which check none).
     pub fn own_cred(&self) -> &Cred {
-        self.conn.session().cred()
+        &self.own
+    }
+
+    /// What fsync waits for.
+    pub fn durability(&self) -> &Durability {
+        &self.shards.durability
+    }
+
+    /// The connection to the shard of `ino`.
+    pub async fn conn_of(&self, ino: u64) -> Fallible<(u16, Arc<Conn>)> {
+        let shard = self.shards.of(ino);
+        Ok((shard, self.shards.conn(shard).await?))
     }
 
     /// Sends `op` on behalf of `cred` and returns its answer's body. What it changes is noted
@@ -76,24 +89,33 @@ impl Mount {
         let creates = op.creates_inode();
         let mut inodes = touched_by(&op, 0);
         inodes.extend_from_slice(also);
-        let reply = self.conn.call(cred, op).await?;
+        let shard = self.shards.of_op(&op);
+        let reply = self.shards.conn(shard).await?.call(cred, op).await?;
         if creates && let Ok(Body::Attr(attr)) = &reply.result {
             inodes.push(attr.ino);
         }
-        self.durability.note(&reply, &inodes);
+        self.durability().note(shard, &reply, &inodes);
         reply.result.map_err(errno)
     }
 
-    /// Sends SYNC: returns once everything the server executed so far is durable.
+    /// Sends SYNC to every shard the mount talks to: returns once everything they executed so
+    /// far is durable.
     pub async fn sync(&self) -> Fallible<()> {
-        let cred = self.own_cred().clone();
-        match self.call(&cred, Op::Sync, &[]).await {
-            Ok(_) => Ok(()),
-            Err(e) => {
-                warn!(errno = e.code(), "SYNC failed");
-                Err(e)
-            }
-        }
+        let shards: Vec<u16> = self.shards.open().into_iter().map(|(s, _)| s).collect();
+        self.sync_shards(&shards).await
+    }
+
+    /// SYNC on each of `shards`, together.
+    async fn sync_shards(&self, shards: &[u16]) -> Fallible<()> {
+        let cred = self.own_cred();
+        let syncs = shards.iter().map(|&shard| async move {
+            let reply = self.shards.conn(shard).await?.call(cred, Op::Sync).await?;
+            reply.result.map(drop).map_err(|e| {
+                warn!(shard, errno = e.name(), "SYNC failed");
+                errno(e)
+            })
+        });
+        futures::future::try_join_all(syncs).await.map(drop)
     }
 
     /// fsync, fdatasync and fsync of a directory on `ino`, for an open file or directory that
@@ -104,7 +126,7 @@ impl Mount {
     pub async fn fsync(&self, ino: u64, told: &AtomicU64) -> Fallible<()> {
         use std::sync::atomic::Ordering;
         let check = || match self
-            .durability
+            .durability()
             .lost_since(ino, told.load(Ordering::Relaxed))
         {
             Some(loss) => {
@@ -114,8 +136,9 @@ impl Mount {
             None => Ok(()),
         };
         check()?;
-        if self.durability.pending(ino).is_some() {
-            self.sync().await?;
+        let pending = self.durability().pending(ino);
+        if !pending.is_empty() {
+            self.sync_shards(&pending).await?;
         }
         // A restart during the SYNC may have refused the very change it waited for.
         check()

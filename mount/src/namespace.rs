@@ -43,7 +43,17 @@ const INODE_CEILING: u64 = u32::MAX as u64;
 impl Mount {
     pub async fn lookup(&self, caller: Caller, parent: u64, name: String) -> Fallible<Attr> {
         let cred = self.cred(caller);
-        attr(self.call(&cred, Op::Lookup { parent, name }, &[]).await?)
+        self.lookup_as(&cred, parent, name).await
+    }
+
+    /// LOOKUP on the parent's shard; an entry naming another shard's directory
+    /// (`Body::Remote`) is then asked of that shard (GETATTR), as a Lustre client asks the MDT
+    /// a FID lives on.
+    pub async fn lookup_as(&self, cred: &Cred, parent: u64, name: String) -> Fallible<Attr> {
+        match self.call(cred, Op::Lookup { parent, name }, &[]).await? {
+            Body::Remote { ino, .. } => attr(self.call(cred, Op::Getattr { ino }, &[]).await?),
+            body => attr(body),
+        }
     }
 
     pub async fn getattr(&self, caller: Caller, ino: u64) -> Fallible<Attr> {
@@ -84,8 +94,9 @@ impl Mount {
         };
         change.handle = Some(open.handle.id());
         let op = Op::Setattr { ino, attr: change };
-        let reply = self.conn.call_on(&cred, open.handle, op).await?;
-        self.durability.note(&reply, &[ino]);
+        let (shard, conn) = self.conn_of(ino).await?;
+        let reply = conn.call_on(&cred, open.handle, op).await?;
+        self.durability().note(shard, &reply, &[ino]);
         attr(reply.result.map_err(crate::attr::errno)?)
     }
 
@@ -203,16 +214,11 @@ impl Mount {
             return Err(Errno::EINVAL); // RENAME_WHITEOUT: overlayfs's, not ours
         };
         let mut also = Vec::new();
-        if self.conn.session().is_early() {
-            let src = self.call(&cred, lookup(src_parent, &src_name), &[]);
-            let dst = self.call(&cred, lookup(dst_parent, &dst_name), &[]);
+        if self.conn_of(src_parent).await?.1.session().is_early() {
+            let src = self.lookup_as(&cred, src_parent, src_name.clone());
+            let dst = self.lookup_as(&cred, dst_parent, dst_name.clone());
             let (src, dst) = futures::join!(src, dst);
-            also.extend(
-                [src, dst]
-                    .into_iter()
-                    .filter_map(|b| attr(b.ok()?).ok())
-                    .map(|a| a.ino),
-            );
+            also.extend([src, dst].into_iter().filter_map(Result::ok).map(|a| a.ino));
         }
         let op = Op::Rename {
             src_parent,
@@ -305,20 +311,11 @@ impl Mount {
     }
 }
 
-fn lookup(parent: u64, name: &str) -> Op {
-    Op::Lookup {
-        parent,
-        name: name.to_owned(),
-    }
-}
-
 /// The inode's attributes from an answer that must carry them.
 pub fn attr(body: Body) -> Fallible<Attr> {
     match body {
         Body::Attr(a) => Ok(a),
-        // An entry naming another shard's directory (MKDIR_REMOTE): the mount talks to one
-        // shard only in this version.
-        Body::Remote { .. } => Err(Errno::EREMOTE),
+        // A LOOKUP's answer is read by `lookup_as`, which follows a remote entry.
         _ => Err(Errno::EIO),
     }
 }
