@@ -138,6 +138,23 @@ if readelf -S "$TMP/pkg-mount/usr/bin/mdsmount" | grep -q '\.debug_info'; then
 fi
 echo "package: $(dpkg-deb -f "$TMP/mdsmount.deb" Package Version | tr '\n' ' ')built and checked"
 
+# scripts/demo-cluster.sh, short: etcd, three shards and a standby, loadgen across them; its
+# report must give each shard's rate and the total, and the cluster's fsck must be clean.
+BIN_PREBUILT=1 DURATION=3 THREADS=6 ./scripts/demo-cluster.sh >"$TMP/demo-cluster.log" 2>&1 || {
+  cat "$TMP/demo-cluster.log" >&2
+  echo "demo-cluster: failed" >&2
+  exit 1
+}
+for want in '^Rate: [0-9]* creates/sec' '^shards: 0 [0-9.]*/sec.*; 1 [0-9.]*/sec.*; 2 [0-9.]*/sec' \
+  ' 3 shards, 0 findings'; do
+  grep -q "$want" "$TMP/demo-cluster.log" || {
+    cat "$TMP/demo-cluster.log" >&2
+    echo "demo-cluster: no line matching '$want'" >&2
+    exit 1
+  }
+done
+echo "demo-cluster: $(grep -m1 '^Rate:' "$TMP/demo-cluster.log")"
+
 # The decode fuzzer for a bounded time, where nightly is installed (libFuzzer needs it): its
 # own workspace and target dir, so it never rebuilds RocksDB. Its corpus persists there, so
 # each run starts where the last one stopped. FUZZ_SECONDS=0 skips it.
