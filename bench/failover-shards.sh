@@ -30,18 +30,8 @@ DURATION="${DURATION:-12}"
 KILL_AT="${KILL_AT:-4}"
 command -v etcd >/dev/null || { echo "failover-shards.sh: needs etcd (Debian etcd-server)" >&2; exit 1; }
 
-work=$(mktemp -d /var/tmp/mds-failover-shards.XXXXXX)
-etcd_dir=$(mktemp -d /dev/shm/mds-failover-shards-etcd.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work" "$etcd_dir"
-}
-trap cleanup EXIT
+cluster_scratch failover-shards
 
-start_etcd "$etcd_dir" "$work/etcd.log"
-pids+=("$ETCD_PID")
 
 # Starts `mds serve --etcd` with "$@" (--shard N or --standby) logging to $log; sets
 # SERVER_PID, SERVER_ADDR and SERVER_METRICS.

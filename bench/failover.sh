@@ -19,18 +19,8 @@ RUNS="${RUNS:-10}"
 TTL_S="${TTL_S:-3}"
 command -v etcd >/dev/null || { echo "failover.sh: needs etcd (Debian etcd-server)" >&2; exit 1; }
 
-work=$(mktemp -d /var/tmp/mds-failover.XXXXXX)
-etcd_dir=$(mktemp -d /dev/shm/mds-failover-etcd.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work" "$etcd_dir"
-}
-trap cleanup EXIT
+cluster_scratch failover
 
-start_etcd "$etcd_dir" "$work/etcd.log"
-pids+=("$ETCD_PID")
 etcd_url=$ETCD_URL
 "$BIN/mds" cluster init --etcd "$etcd_url" --shards 1 --lease-ttl "$TTL_S" --data-root "$work/stores" >/dev/null
 

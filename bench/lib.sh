@@ -42,3 +42,23 @@ start_etcd() {
   cat "$log" >&2
   return 1
 }
+
+# The scratch of a script that runs a cluster: WORK (/var/tmp/mds-$1.*) for stores and logs,
+# an etcd on tmpfs (start_etcd) whose pid starts the array `pids`, and a trap that, however the
+# script exits, SIGKILLs every pid in `pids` and removes both directories (KEEP=1 keeps WORK,
+# and says where).
+cluster_scratch() {
+  work=$(mktemp -d "/var/tmp/mds-$1.XXXXXX")
+  etcd_dir=$(mktemp -d "/dev/shm/mds-$1-etcd.XXXXXX")
+  pids=()
+  trap remove_cluster_scratch EXIT
+  start_etcd "$etcd_dir" "$work/etcd.log"
+  pids+=("$ETCD_PID")
+}
+
+remove_cluster_scratch() {
+  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$etcd_dir"
+  if [ "${KEEP:-0}" = 1 ]; then echo "stores and logs kept in $work" >&2; else rm -rf "$work"; fi
+}

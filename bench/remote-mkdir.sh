@@ -16,18 +16,8 @@ COUNT="${COUNT:-2000}"
 CLIENTS="${CLIENTS:-4}"
 command -v etcd >/dev/null || { echo "remote-mkdir.sh: needs etcd (Debian etcd-server)" >&2; exit 1; }
 cargo build --release --workspace --examples -q
-work=$(mktemp -d /var/tmp/mds-remote-mkdir.XXXXXX)
-etcd_dir=$(mktemp -d /dev/shm/mds-remote-mkdir-etcd.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work" "$etcd_dir"
-}
-trap cleanup EXIT
+cluster_scratch remote-mkdir
 
-start_etcd "$etcd_dir" "$work/etcd.log"
-pids+=("$ETCD_PID")
 etcd_url=$ETCD_URL
 "$BIN/mds" cluster init --etcd "$etcd_url" --shards 2 --data-root "$work/stores" >/dev/null
 

@@ -21,18 +21,8 @@ DURATION="${DURATION:-10s}"
 ROUNDS="${ROUNDS:-3}"
 command -v etcd >/dev/null || { echo "shards.sh: needs etcd (Debian etcd-server)" >&2; exit 1; }
 [ -n "${BIN_PREBUILT:-}" ] || cargo build --release --workspace -q
-work=$(mktemp -d /var/tmp/mds-shards.XXXXXX)
-etcd_dir=$(mktemp -d /dev/shm/mds-shards-etcd.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$work" "$etcd_dir"
-}
-trap cleanup EXIT
+cluster_scratch shards
 
-start_etcd "$etcd_dir" "$work/etcd.log"
-pids+=("$ETCD_PID")
 
 # Starts cluster $1 with $2 shards; sets SEED to one of its servers.
 start_cluster() {

@@ -23,19 +23,8 @@ DURATION="${DURATION:-10}"
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 
-work=$(mktemp -d /var/tmp/mds-demo-cluster.XXXXXX)
-etcd_dir=$(mktemp -d /dev/shm/mds-demo-cluster-etcd.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
-  rm -rf "$etcd_dir"
-  if [ "${KEEP:-0}" = 1 ]; then echo "demo-cluster: stores and logs kept in $work"; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
+cluster_scratch demo-cluster
 
-start_etcd "$etcd_dir" "$work/etcd.log"
-pids+=("$ETCD_PID")
 echo "demo-cluster: etcd on $ETCD_URL"
 "$BIN/mds" cluster init --etcd "$ETCD_URL" --shards "$SHARDS" --data-root "$work/stores"
 
