@@ -145,7 +145,7 @@ BIN_PREBUILT=1 DURATION=3 THREADS=6 ./scripts/demo-cluster.sh >"$TMP/demo-cluste
   echo "demo-cluster: failed" >&2
   exit 1
 }
-for want in '^Rate: [0-9]* creates/sec' '^shards: 0 [0-9.]*/sec.*; 1 [0-9.]*/sec.*; 2 [0-9.]*/sec' \
+for want in '^Rate: [0-9.]* creates/sec' '^shards: 0 [0-9.]*/sec.*; 1 [0-9.]*/sec.*; 2 [0-9.]*/sec' \
   ' 3 shards, 0 findings'; do
   grep -q "$want" "$TMP/demo-cluster.log" || {
     cat "$TMP/demo-cluster.log" >&2
