@@ -3,8 +3,9 @@
 //! refused naming the owner, a standby taking over a killed owner's shard (and at once after a
 //! SIGTERM), a stale owner fenced off by the store's epoch, an owner serving on while etcd is
 //! away, and one on shared storage stopping when it cannot renew. And the shard map: routed
-//! requests, and the map long-polled (SHARD_MAP_WAIT: held until the owners change, stalling
-//! no other connection, ended by a SIGTERM).
+//! requests, the map long-polled (SHARD_MAP_WAIT: held until the owners change, stalling no
+//! other connection, ended by a SIGTERM), and the client library's watch of it, which tells a
+//! `Router` and a `ResilientConn` of a new owner before any request to the old one fails.
 
 mod common;
 
@@ -433,6 +434,91 @@ async fn a_long_polled_shard_map_is_held_until_the_owners_change() {
     );
     drop((c0, c1, other, watcher));
     assert!(standby.stop().success());
+}
+
+/// The client library's watch: a `Router` given one, and a `ResilientConn` (which watches on
+/// its own), learn that a standby took shard 0 over while nobody sends anything; the next
+/// request goes straight to the standby — the router's does not fail on its connection to
+/// the old owner, the connection's is not a resend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_and_a_resilient_conn_learn_a_new_owner_before_a_request_fails() {
+    use std::sync::Arc;
+
+    use mds_client::proto::{Body, Op};
+    use mds_client::resilient::{Outages, ResilientConn};
+    use mds_client::{ConnectOptions, MapWatch, Router, Session};
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    init(&etcd, root.path(), "2", &[]);
+    let s0 = start(&etcd, root.path(), Some(0), &[]);
+    let s1 = start(&etcd, root.path(), Some(1), &[]);
+    serving(&s0).await;
+    serving(&s1).await;
+    let standby = start(&etcd, root.path(), None, &[]);
+    assert!(standby.wait_for_log("waiting for a shard without owner", Duration::from_secs(20)));
+    let options = ConnectOptions::default();
+    let watch = MapWatch::start(&s1.addr.to_string(), &options);
+    let router = Router::connect(&s1.addr.to_string(), &options)
+        .await
+        .unwrap()
+        .following(watch.clone());
+    // The router's connection to shard 0 is to its owner now.
+    let d = router.mkdir(ROOT, "d", 0o755).await.unwrap();
+    let conn = ResilientConn::connect(
+        &s0.addr.to_string(),
+        Arc::new(Session::new()),
+        Duration::from_secs(30),
+        Outages::new(),
+    )
+    .await
+    .unwrap();
+    let create = |name: &str| Op::Create {
+        parent: ROOT,
+        name: name.into(),
+        mode: 0o644,
+    };
+    assert!(
+        conn.call(create("before"))
+            .await
+            .unwrap()
+            .reply
+            .result
+            .is_ok()
+    );
+    let own_watch = conn
+        .map_watch()
+        .expect("a connection in a cluster watches")
+        .clone();
+    // A planned handover: the owner stops, the standby claims shard 0.
+    assert!(s0.stop().success());
+    let standby_addr = standby.addr.to_string();
+    let to_standby = |w: &mds_client::Watched| w.owner_of(0) == Some(standby_addr.as_str());
+    for watch in [&watch, &own_watch] {
+        tokio::time::timeout(Duration::from_secs(30), watch.wait_for(to_standby))
+            .await
+            .expect("the watch learns the new owner");
+    }
+    assert_eq!(router.getattr(d.ino).await.unwrap().ino, d.ino);
+    assert_eq!(router.lookup(ROOT, "d").await.unwrap().ino, d.ino);
+    let after = conn.call(create("after")).await.unwrap();
+    assert!(
+        matches!(after.reply.result, Ok(Body::Attr(_))),
+        "{:?}",
+        after.reply.result
+    );
+    assert!(!after.resent, "sent once, to the new owner");
+    assert_eq!(conn.server(), standby_addr);
+    let map = router.map();
+    assert_eq!(
+        map.shards
+            .iter()
+            .find(|s| s.shard == 0)
+            .map(|s| s.address.clone()),
+        Some(standby_addr)
+    );
+    drop((router, conn, watch, own_watch));
+    assert!(standby.stop().success());
+    assert!(s1.stop().success());
 }
 
 /// A client of a shard follows it to the standby that takes it over: it asks the cluster's
