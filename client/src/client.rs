@@ -899,6 +899,23 @@ impl Client {
         }
     }
 
+    /// The shard map once the server's view of the cluster is newer than etcd revision
+    /// `after`, or after `wait` (the server holds it a minute at most) as it is, with the
+    /// revision it reflects (SHARD_MAP_WAIT; 0 and an empty map outside a cluster). The
+    /// server answers this connection's later requests only after it: a watcher of the map
+    /// ([`crate::MapWatch`]) sends it on a connection of its own.
+    pub async fn shard_map_after(
+        &self,
+        after: u64,
+        wait: std::time::Duration,
+    ) -> Result<(u64, ShardMap)> {
+        let wait_ms = u32::try_from(wait.as_millis()).unwrap_or(u32::MAX);
+        match self.call(Op::ShardMapWait { after, wait_ms }).await? {
+            Body::ShardMapAt { revision, map } => Ok((revision, map)),
+            other => Err(unexpected(other)),
+        }
+    }
+
     /// Resolves an absolute path by LOOKUP from the root.
     pub async fn resolve(&self, path: &str) -> Result<Attr> {
         let mut current = self.getattr(ROOT).await?;

@@ -3,7 +3,8 @@
 //! the [`Session`], reopened after a server restart), a connection that survives the server
 //! going away by reconnecting as the same client and resending ([`resilient`]), the shared key
 //! of the CONNECT challenge ([`auth`]) and TLS ([`tls`]), requests across a cluster's shards
-//! from any one server's address ([`Router`]), and the human units every command line takes
+//! from any one server's address ([`Router`]), a cluster's shard map followed as it changes
+//! ([`MapWatch`], which both of those read), and the human units every command line takes
 //! ([`units`]). It speaks the protocol of `mds-proto` and
 //! depends on nothing of the server's: building it needs no C++ toolchain.
 
@@ -15,9 +16,11 @@ mod router;
 mod session;
 pub mod tls;
 pub mod units;
+pub mod watch;
 
 pub use client::{Client, ClientError, ConnectOptions, ROOT, Result, components};
 pub use handles::Handle;
 pub use mds_proto as proto;
 pub use router::Router;
 pub use session::{Replays, Session, Unsafe, process_cred};
+pub use watch::{MapWatch, Watched};

@@ -10,10 +10,13 @@
 //! restarted server reopens them before anything is resent. Each call has a variant that sends
 //! on behalf of other credentials than the session's (`call_as`, `open_as`, `call_on_as`: a
 //! mount's callers), which its resends keep. A connection to one shard of a cluster follows
-//! its shard: when its server stays away, it asks the cluster's other servers (from the shard
-//! map it read at connect) who serves the shard now, and reconnects there as the same session
-//! — a standby that took the shard over opened the same store, so it knows the session, its
-//! resend records and its replays, exactly as the same server after a restart would.
+//! its shard: it follows the cluster's shard map ([`MapWatch`]: one of its own, or one a group
+//! of connections shares, [`ResilientConn::connect_following`]), and when the map says its
+//! shard moved to another server it reconnects there before sending anything more; when its
+//! server stays away, it asks the cluster's other servers who serves the shard now. Either
+//! way it reconnects as the same session — a standby that took the shard over opened the
+//! same store, so it knows the session, its resend records and its replays, exactly as the
+//! same server after a restart would.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -22,7 +25,7 @@ use std::time::{Duration, Instant};
 use mds_proto::{Body, Cred, Errno, Op, OpenFlags, Reply, ShardMap};
 use tokio::sync::Mutex;
 
-use crate::{Client, ClientError, ConnectOptions, Handle, Session};
+use crate::{Client, ClientError, ConnectOptions, Handle, MapWatch, Session};
 
 /// Why a request could not be answered at all.
 #[derive(Debug)]
@@ -140,13 +143,15 @@ impl Outages {
 pub struct ResilientConn {
     /// The address it connects to: the one given, or the server its shard moved to.
     server: parking_lot::Mutex<String>,
-    /// Its shard and the cluster's servers, as the last shard map said (no shard: a server
-    /// outside a cluster, which is never looked for elsewhere).
-    located: Arc<parking_lot::Mutex<ShardMap>>,
-    /// When a call should read the map again, in milliseconds since `opened`; `u64::MAX`
-    /// outside a cluster — so a call outside one pays an atomic load, no lock, no clock.
-    refresh_at: AtomicU64,
-    opened: Instant,
+    /// Its shard (from its server's own map), and the shards' owners and the cluster's
+    /// servers as the last map said (no shard: a server outside a cluster, which is never
+    /// looked for elsewhere).
+    located: parking_lot::Mutex<ShardMap>,
+    /// The cluster's map as it changes; None outside a cluster.
+    watch: Option<MapWatch>,
+    /// How many of the watch's maps it has taken in: a call outside a cluster, or with
+    /// nothing new, pays one atomic load (or none), no lock, no clock.
+    seen: AtomicU64,
     /// TLS and the shared key, used again on every reconnect: each new connection gets a
     /// new challenge and answers it afresh.
     options: ConnectOptions,
@@ -181,14 +186,45 @@ impl ResilientConn {
         reconnect_timeout: Duration,
         outages: Arc<Outages>,
     ) -> Result<ResilientConn, ClientError> {
+        ResilientConn::start(server, options, session, reconnect_timeout, outages, None).await
+    }
+
+    /// As [`ResilientConn::connect_with`], following the cluster's map through `watch` rather
+    /// than a watch of its own: many connections of one process (a load run's) then cost the
+    /// servers one watcher's connection and session in all, not one each.
+    pub async fn connect_following(
+        server: &str,
+        options: ConnectOptions,
+        session: Arc<Session>,
+        reconnect_timeout: Duration,
+        outages: Arc<Outages>,
+        watch: &MapWatch,
+    ) -> Result<ResilientConn, ClientError> {
+        let watch = Some(watch.clone());
+        ResilientConn::start(server, options, session, reconnect_timeout, outages, watch).await
+    }
+
+    /// Connects; in a cluster, follows its map through `watch`, or a watch started here.
+    async fn start(
+        server: &str,
+        options: ConnectOptions,
+        session: Arc<Session>,
+        reconnect_timeout: Duration,
+        outages: Arc<Outages>,
+        watch: Option<MapWatch>,
+    ) -> Result<ResilientConn, ClientError> {
         let client = Client::connect_with(server, session.clone(), &options).await?;
         let located = client.shard_map().await.unwrap_or_default();
+        let watch = located
+            .shard
+            .is_some()
+            .then(|| watch.unwrap_or_else(|| MapWatch::start(server, &options)));
         outages.join();
         Ok(ResilientConn {
             server: parking_lot::Mutex::new(server.to_owned()),
-            refresh_at: AtomicU64::new(refresh_deadline(&located, Duration::ZERO)),
-            located: Arc::new(parking_lot::Mutex::new(located)),
-            opened: Instant::now(),
+            located: parking_lot::Mutex::new(located),
+            watch,
+            seen: AtomicU64::new(0),
             options,
             session,
             current: Mutex::new((0, client)),
@@ -223,11 +259,15 @@ impl ResilientConn {
                 let current = self.current.lock().await;
                 (current.0, current.1.clone())
             };
+            if self.shard_moved() {
+                // The map says another server serves this shard now (a standby took it
+                // over, or its owner handed it over): go there before sending, rather than
+                // learn it from a send that fails. Nothing was sent: not a resend.
+                self.reconnect(generation).await?;
+                continue;
+            }
             match client.send_with_cred(xid, cred, op.clone()).await {
-                Ok(reply) => {
-                    self.refresh_map_if_old(&client);
-                    return Ok((Answer { reply, resent }, client.server_boot()));
-                }
+                Ok(reply) => return Ok((Answer { reply, resent }, client.server_boot())),
                 Err(ClientError::Disconnected | ClientError::Io(_)) => {
                     self.reconnect(generation).await?;
                     resent = true;
@@ -313,12 +353,6 @@ impl ResilientConn {
         &self.session
     }
 
-    /// The address it connects to now: the one it was given, or the server its shard moved
-    /// to. Where a connection made after this one gave up should go.
-    pub fn server(&self) -> String {
-        self.server.lock().clone()
-    }
-
     async fn reconnect(&self, failed: u64) -> Result<(), Gone> {
         let mut current = self.current.lock().await;
         // Checked under the lock: the lane that gave up set it before letting go.
@@ -332,6 +366,9 @@ impl ResilientConn {
         self.outages.went_down(started);
         let mut backoff = Duration::from_millis(20);
         loop {
+            if self.shard_moved() {
+                continue; // the watch learned the new owner meanwhile: try it first
+            }
             let session = self.session.clone();
             let server = self.server.lock().clone();
             // In a cluster, the address must still serve this connection's shard before the
@@ -364,10 +401,6 @@ impl ResilientConn {
             match connected {
                 Ok(client) => {
                     if let Ok(map) = client.shard_map().await {
-                        self.refresh_at.store(
-                            refresh_deadline(&map, self.opened.elapsed()),
-                            Ordering::Relaxed,
-                        );
                         *self.located.lock() = map;
                     }
                     *current = (failed + 1, client);
@@ -444,53 +477,58 @@ impl ResilientConn {
         None
     }
 
-    /// Reads the shard map again in the background when the last read is older than
-    /// [`MAP_REFRESH`]: a standby that joined since must be known before the server goes.
-    fn refresh_map_if_old(&self, client: &Client) {
-        let due = self.refresh_at.load(Ordering::Relaxed);
-        if due == u64::MAX {
-            return;
-        }
-        let now = self.opened.elapsed();
-        let next = millis(now + MAP_REFRESH);
-        // One refresh at a time: the lane that moves the deadline does it.
-        if millis(now) < due
-            || self
-                .refresh_at
-                .compare_exchange(due, next, Ordering::Relaxed, Ordering::Relaxed)
-                .is_err()
+    /// Takes in the watch's map if it published one since the last look, and says whether
+    /// it names another owner for this connection's shard than the server it talks to —
+    /// which is then the one it reconnects to.
+    fn shard_moved(&self) -> bool {
+        let Some(watch) = &self.watch else {
+            return false;
+        };
+        let published = watch.published();
+        // A load first: the swap, a write every call would make to a line every lane of this
+        // connection reads, is only for a map not taken in yet.
+        if self.seen.load(Ordering::Acquire) == published
+            || self.seen.swap(published, Ordering::AcqRel) == published
         {
-            return;
+            return false;
         }
-        let (client, located) = (client.clone(), self.located.clone());
-        tokio::spawn(async move {
-            if let Ok(map) = client.shard_map().await {
-                *located.lock() = map;
-            }
-        });
+        let watched = watch.latest();
+        let mut located = self.located.lock();
+        located.shards.clone_from(&watched.map.shards);
+        located.servers.clone_from(&watched.map.servers);
+        let owner = located.shard.and_then(|shard| watched.owner_of(shard));
+        let Some(owner) = owner else {
+            return false; // no owner right now (a standby is taking over): nowhere to go yet
+        };
+        let mut server = self.server.lock();
+        if *server == owner {
+            return false;
+        }
+        owner.clone_into(&mut server);
+        true
+    }
+
+    /// The shard map as this connection knows it: its own shard, and the owners and
+    /// servers of the last map it read or was sent.
+    pub fn shard_map(&self) -> ShardMap {
+        self.located.lock().clone()
+    }
+
+    /// The server it talks to (or will, at its next reconnect): the one it was given, or the
+    /// server its shard moved to — where a connection made after this one gave up should go.
+    pub fn server(&self) -> String {
+        self.server.lock().clone()
+    }
+
+    /// The watch of the cluster's map it follows; None outside a cluster.
+    pub fn map_watch(&self) -> Option<&MapWatch> {
+        self.watch.as_ref()
     }
 
     /// Whether a reconnect gave up: every call fails at once from then on.
     pub fn is_dead(&self) -> bool {
         self.dead.load(Ordering::Acquire)
     }
-}
-
-/// How old a connection's shard map may get before a call reads it again.
-const MAP_REFRESH: Duration = Duration::from_secs(10);
-
-/// When a connection that read `map` at `now` (since it opened) reads it again: never outside
-/// a cluster.
-fn refresh_deadline(map: &ShardMap, now: Duration) -> u64 {
-    if map.shard.is_some() {
-        millis(now + MAP_REFRESH)
-    } else {
-        u64::MAX
-    }
-}
-
-fn millis(d: Duration) -> u64 {
-    u64::try_from(d.as_millis()).unwrap_or(u64::MAX - 1)
 }
 
 #[cfg(test)]

@@ -3,14 +3,19 @@
 //! session — per shard it talks to, and sends each request to the shard of the inode it names
 //! ([`Op::routing_ino`]). A server that does not hold that inode answers EREMOTE before it
 //! does anything, so the router then reads the map again (an owner may have moved) and sends
-//! the request once more. Paths resolve one LOOKUP at a time, each on its directory's shard.
-//! Outside a cluster the map is empty and every request goes to the one server.
+//! the request once more. A router given a [`MapWatch`] ([`Router::following`]) also takes
+//! each new map the watch brings before its next request, dropping its connections to shards
+//! whose owner changed: a request after a takeover goes to the new owner at once instead of
+//! failing on the old one's connection. Paths resolve one LOOKUP at a time, each on its
+//! directory's shard. Outside a cluster the map is empty and every request goes to the one
+//! server.
 //!
 //! The client library stays free of etcd: only servers read it, and they answer SHARD_MAP.
 
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use mds_proto::{
     Attr, Body, Cred, DirEntry, Errno, Kind, Op, OpenFlags, RenameHow, SetAttr, ShardMap, StatFs,
@@ -20,6 +25,7 @@ use mds_proto::{
 use crate::client::{Client, ClientError, ConnectOptions, Result, components};
 use crate::handles::Handle;
 use crate::session::Session;
+use crate::watch::MapWatch;
 
 /// Connections to the shards of one cluster (or to one server outside a cluster).
 pub struct Router {
@@ -31,6 +37,10 @@ pub struct Router {
     conns: tokio::sync::Mutex<HashMap<u16, Client>>,
     /// The credentials of every session it opens (None: the process's).
     cred: Option<Cred>,
+    /// The cluster's map as it changes, if the router was given a watch.
+    watch: Option<MapWatch>,
+    /// How many of the watch's maps it has taken in.
+    seen: AtomicU64,
 }
 
 impl std::fmt::Debug for Router {
@@ -66,7 +76,42 @@ impl Router {
             map: parking_lot::Mutex::new(map),
             conns: tokio::sync::Mutex::new(conns),
             cred,
+            watch: None,
+            seen: AtomicU64::new(0),
         })
+    }
+
+    /// The router, taking each new map `watch` brings before its next request (a watch of
+    /// the same cluster: `MapWatch::start` with any of its servers' addresses).
+    pub fn following(mut self, watch: MapWatch) -> Router {
+        self.watch = Some(watch);
+        self
+    }
+
+    /// Takes in the watch's map if it published one since the last look: its owners and
+    /// servers, and the connections to shards whose owner (address or epoch) changed are
+    /// dropped — the next request to one connects to its new owner.
+    async fn take_watched_map(&self) {
+        let Some(watch) = &self.watch else {
+            return;
+        };
+        let published = watch.published();
+        if self.seen.swap(published, Ordering::AcqRel) == published {
+            return;
+        }
+        let watched = watch.latest();
+        let before = {
+            let mut map = self.map.lock();
+            map.servers.clone_from(&watched.map.servers);
+            std::mem::replace(&mut map.shards, watched.map.shards.clone())
+        };
+        let at = |shards: &[mds_proto::ShardLocation], shard: u16| {
+            shards.iter().find(|s| s.shard == shard).cloned()
+        };
+        self.conns
+            .lock()
+            .await
+            .retain(|&shard, _| at(&before, shard) == at(&watched.map.shards, shard));
     }
 
     /// A new session for a connection, with the router's credentials.
@@ -93,6 +138,7 @@ impl Router {
     }
 
     pub async fn for_ino(&self, ino: u64) -> Result<Client> {
+        self.take_watched_map().await;
         let shard = self.shard_for(ino);
         if let Some(client) = self.conns.lock().await.get(&shard) {
             return Ok(client.clone());

@@ -2,8 +2,9 @@
 //! or as a standby the first that loses its owner — with a lease-bound owner key in etcd,
 //! open that shard's store with the claim's epoch (which fences off any older owner), keep
 //! the lease alive beside the data path, stop at once (fail-stop, as a crash) if etcd says
-//! the lease is gone, and release it after a clean stop so a standby takes over at once. And
-//! `mds cluster init` / `status`, which write and read the configuration.
+//! the lease is gone, and release it after a clean stop so a standby takes over at once; the
+//! view of the owners that SHARD_MAP answers and SHARD_MAP_WAIT long-polls ([`ClusterView`]).
+//! And `mds cluster init` / `status`, which write and read the configuration.
 //!
 //! Everything here runs on one thread of its own ("mds-cluster"): no request waits for etcd.
 
@@ -20,7 +21,8 @@ use tracing::{error, info, warn};
 use crate::config::ServerConfig;
 use crate::error::{Error, IoContext, Result};
 use crate::metrics::{
-    CLUSTER_SHARD_OWNED, LEASE_RENEWAL, LEASE_RENEWED_AT, LEASE_TTL, SHARD_EPOCH, SHARD_OWNED,
+    CLUSTER_SHARD_OWNED, LEASE_RENEWAL, LEASE_RENEWED_AT, LEASE_TTL, SHARD_EPOCH, SHARD_MAP_WAITS,
+    SHARD_OWNED,
 };
 use crate::server::{Listeners, Stop};
 
@@ -42,9 +44,16 @@ pub struct ClusterView {
     servers: parking_lot::RwLock<Vec<String>>,
     /// What this server asks the other shards (remote directories).
     pub peers: crate::peers::Peers,
-    /// The etcd revision of what `map` and `servers` say.
-    revision: parking_lot::Mutex<i64>,
+    /// The etcd revision of what `map` and `servers` say, published: a SHARD_MAP_WAIT waits
+    /// for it to pass its client's. `map` and `servers` change under its write lock, so a
+    /// reader holding it sees the three agree.
+    revision: tokio::sync::watch::Sender<u64>,
 }
+
+/// The longest a SHARD_MAP_WAIT is held, whatever its client asks: a client learns that its
+/// server is still there at least this often, and a connection nobody reads any more (its
+/// client went while it waited, which the server does not see until it answers) is let go.
+pub const MAX_MAP_WAIT: Duration = Duration::from_secs(60);
 
 impl ClusterView {
     /// The shard this server serves from now on.
@@ -87,27 +96,60 @@ impl ClusterView {
 
     /// SHARD_MAP's answer.
     pub fn shard_map(&self) -> ShardMap {
-        ShardMap {
+        self.shard_map_at().1
+    }
+
+    /// The etcd revision of this server's view, and the map it says.
+    fn shard_map_at(&self) -> (u64, ShardMap) {
+        let revision = self.revision.borrow();
+        let map = ShardMap {
             shard: self.shard.get().copied(),
             shards: self.map.read().clone(),
             servers: self.servers.read().clone(),
+        };
+        (*revision, map)
+    }
+
+    /// SHARD_MAP_WAIT's answer: the map once this server's view is newer than revision
+    /// `after`, or once `wait` (at most [`MAX_MAP_WAIT`]) has passed, or at once when the
+    /// server is stopping (`stop`) — with the revision it reflects. It holds no lock while it
+    /// waits; the owners' watch wakes it (`update`).
+    pub async fn shard_map_after(
+        &self,
+        after: u64,
+        wait: Duration,
+        stop: &tokio_util::sync::CancellationToken,
+    ) -> (u64, ShardMap) {
+        let mut newer = self.revision.subscribe();
+        if *newer.borrow() <= after && !wait.is_zero() {
+            let _held = HeldWait::count();
+            tokio::select! {
+                _ = newer.wait_for(|&revision| revision > after) => {}
+                () = tokio::time::sleep(wait.min(MAX_MAP_WAIT)) => {}
+                () = stop.cancelled() => {}
+            }
         }
+        self.shard_map_at()
     }
 
     /// Takes what etcd said at `revision` (its owners, and its members read just after),
     /// unless something newer was taken already: the claim's own read and the watch run
     /// side by side, and an older read applied last would hide a server until the next
-    /// change.
+    /// change. A newer revision wakes the SHARD_MAP_WAITs held.
     fn update(&self, owners: &BTreeMap<u16, Ownership>, members: Option<&[Owner]>, revision: i64) {
-        let mut seen = self.revision.lock();
-        if revision < *seen {
-            return;
-        }
-        *seen = revision;
-        self.set(owners);
-        if let Some(members) = members {
-            *self.servers.write() = members.iter().map(|m| m.address.to_string()).collect();
-        }
+        let revision = revision.unsigned_abs();
+        self.revision.send_if_modified(|seen| {
+            if revision < *seen {
+                return false;
+            }
+            self.set(owners);
+            if let Some(members) = members {
+                *self.servers.write() = members.iter().map(|m| m.address.to_string()).collect();
+            }
+            let newer = revision > *seen;
+            *seen = revision;
+            newer
+        });
     }
 
     fn set(&self, owners: &BTreeMap<u16, Ownership>) {
@@ -119,6 +161,23 @@ impl ClusterView {
                 epoch: o.epoch,
             })
             .collect();
+    }
+}
+
+/// One SHARD_MAP_WAIT held, in `mds_shard_map_waits` until dropped (however its wait ends).
+struct HeldWait(metrics::Gauge);
+
+impl HeldWait {
+    fn count() -> HeldWait {
+        let waits = metrics::gauge!(SHARD_MAP_WAITS);
+        waits.increment(1.0);
+        HeldWait(waits)
+    }
+}
+
+impl Drop for HeldWait {
+    fn drop(&mut self) {
+        self.0.decrement(1.0);
     }
 }
 
@@ -337,6 +396,7 @@ fn serve_a_shard(
     }
     config.shard = Some(identity);
     view.serve(shard);
+    metrics::gauge!(SHARD_MAP_WAITS).set(0.0);
     view.peers.start(
         rt.handle().clone(),
         owner.address.to_string(),
@@ -538,4 +598,73 @@ fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn owners(address: &str, epoch: u64) -> BTreeMap<u16, Ownership> {
+        let owner = Owner {
+            address: address.parse().unwrap(),
+            metrics: "127.0.0.1:9".parse().unwrap(),
+            node: "test".into(),
+        };
+        BTreeMap::from([(0, Ownership { owner, epoch })])
+    }
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn a_wait_is_answered_at_once_for_an_older_revision_and_woken_by_a_newer_one() {
+        let view = Arc::new(ClusterView::default());
+        view.serve(0);
+        view.update(&owners("127.0.0.1:1", 5), None, 5);
+        let stop = tokio_util::sync::CancellationToken::new();
+        runtime().block_on(async {
+            // Older than the view: at once, whatever the wait asked.
+            let (revision, map) = view.shard_map_after(4, MAX_MAP_WAIT, &stop).await;
+            assert_eq!((revision, map.shards[0].epoch), (5, 5));
+            // As new as the view: held until a newer revision comes, and only that wakes it
+            // (the same revision read again does not).
+            let held = tokio::spawn({
+                let (view, stop) = (view.clone(), stop.clone());
+                async move { view.shard_map_after(5, MAX_MAP_WAIT, &stop).await }
+            });
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+            view.update(&owners("127.0.0.1:1", 5), None, 5);
+            view.update(&owners("127.0.0.1:9", 3), None, 4); // older: not taken
+            for _ in 0..10 {
+                tokio::task::yield_now().await;
+            }
+            assert!(!held.is_finished(), "nothing newer than 5 came");
+            view.update(&owners("127.0.0.1:2", 7), None, 7);
+            let (revision, map) = held.await.unwrap();
+            assert_eq!(revision, 7);
+            assert_eq!(map.shards[0].address, "127.0.0.1:2");
+            assert_eq!(map.shard, Some(0));
+        });
+    }
+
+    #[test]
+    fn a_wait_ends_with_its_time_or_the_servers_stop_and_answers_the_map_as_it_is() {
+        let view = ClusterView::default();
+        view.update(&owners("127.0.0.1:1", 5), None, 5);
+        let stop = tokio_util::sync::CancellationToken::new();
+        runtime().block_on(async {
+            let short = Duration::from_millis(20);
+            assert_eq!(view.shard_map_after(5, short, &stop).await.0, 5);
+            stop.cancel();
+            let stopping = view.shard_map_after(5, MAX_MAP_WAIT, &stop);
+            let answered = tokio::time::timeout(Duration::from_secs(10), stopping).await;
+            assert_eq!(answered.expect("answered once stopping").0, 5);
+        });
+    }
 }

@@ -168,6 +168,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> Result<(
     if let Some(view) = &config.cluster {
         view.start_scrub(namespace.clone(), committer.sender());
     }
+    let shutdown = CancellationToken::new();
     let shared = Arc::new(Shared {
         core: Core {
             namespace: namespace.clone(),
@@ -184,6 +185,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> Result<(
             max_uncommitted: config.limits.max_uncommitted,
             store_dir: config.keys.data.clone(),
             cluster: config.cluster.clone(),
+            shutdown: shutdown.clone(),
         },
         net: Net {
             limits: config.limits,
@@ -195,7 +197,7 @@ pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> Result<(
         },
         wakes,
         progress,
-        shutdown: CancellationToken::new(),
+        shutdown,
         cut: CancellationToken::new(),
     });
     if !shared.core.recovery.is_open() {

@@ -2,7 +2,10 @@
 //! ports): `mds cluster init` once, shards claimed by lease-bound owner keys, a second claim
 //! refused naming the owner, a standby taking over a killed owner's shard (and at once after a
 //! SIGTERM), a stale owner fenced off by the store's epoch, an owner serving on while etcd is
-//! away, and one on shared storage stopping when it cannot renew.
+//! away, and one on shared storage stopping when it cannot renew. And the shard map: routed
+//! requests, the map long-polled (SHARD_MAP_WAIT: held until the owners change, stalling no
+//! other connection, ended by a SIGTERM), and the client library's watch of it, which tells a
+//! `Router` and a `ResilientConn` of a new owner before any request to the old one fails.
 
 mod common;
 
@@ -329,6 +332,193 @@ async fn outside_a_cluster_the_map_is_empty_and_everything_goes_to_the_server() 
     assert_eq!((map.shard, map.shards.len()), (None, 0));
     let d = router.mkdir(ROOT, "d", 0o755).await.unwrap();
     assert_eq!(router.resolve("/d").await.unwrap().ino, d.ino);
+    // Nothing ever changes there: a long-poll is answered at once, whatever it asks.
+    let client = server.client().await;
+    let asked = client.shard_map_after(7, Duration::from_secs(60));
+    let (revision, map) = tokio::time::timeout(Duration::from_secs(10), asked)
+        .await
+        .expect("answered at once outside a cluster")
+        .unwrap();
+    assert_eq!((revision, map), (0, mds_client::proto::ShardMap::default()));
+}
+
+/// SHARD_MAP_WAIT: answered at once for an older revision; held while nothing changes,
+/// without stalling the other connections of its server (one partition: the same thread);
+/// answered with a newer revision when an owner goes, and then each change until the
+/// standby owns the shard; and ended by a SIGTERM, which does not wait for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_long_polled_shard_map_is_held_until_the_owners_change() {
+    use mds_client::proto::ShardMap;
+    let owner_of = |map: &ShardMap, shard: u16| {
+        map.shards
+            .iter()
+            .find(|s| s.shard == shard)
+            .map(|s| s.address.clone())
+    };
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    init(&etcd, root.path(), "2", &[]);
+    let s0 = start(&etcd, root.path(), Some(0), &[]);
+    let s1 = start(&etcd, root.path(), Some(1), &["--partitions", "1"]);
+    let c0 = serving(&s0).await;
+    let c1 = serving(&s1).await;
+    let standby = start(&etcd, root.path(), None, &[]);
+    assert!(standby.wait_for_log("waiting for a shard without owner", Duration::from_secs(20)));
+    let watcher = s1.client().await;
+    let minute = Duration::from_secs(60);
+    let at_once = Duration::from_secs(10);
+    // Revision 0 is older than any view: answered at once, though a minute was asked for.
+    // Asked until s1's view has every server (the standby's registration is a change too).
+    let (revision, map) = loop {
+        let asked = watcher.shard_map_after(0, minute);
+        let (revision, map) = tokio::time::timeout(at_once, asked)
+            .await
+            .expect("answered at once")
+            .unwrap();
+        if map.servers.contains(&standby.addr.to_string()) && map.shards.len() == 2 {
+            break (revision, map);
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert!(revision > 0);
+    assert_eq!(owner_of(&map, 0), Some(s0.addr.to_string()));
+    let held = tokio::spawn({
+        let watcher = watcher.clone();
+        async move { watcher.shard_map_after(revision, minute).await }
+    });
+    // Meanwhile every other connection is served, on its server's one partition too.
+    let other = s1.client().await;
+    for i in 0..20 {
+        other.ping().await.unwrap();
+        assert_eq!(c1.shard_map().await.unwrap(), map);
+        c0.mkdir(ROOT, &format!("d{i}"), 0o755).await.unwrap();
+    }
+    assert!(!held.is_finished(), "nothing changed: still held");
+    // The owner of shard 0 goes: answered with a newer revision, then each change in turn
+    // until the standby owns the shard.
+    s0.kill();
+    let answered = tokio::time::timeout(Duration::from_secs(20), held)
+        .await
+        .expect("answered once the owners changed")
+        .unwrap()
+        .unwrap();
+    assert!(answered.0 > revision, "{answered:?}");
+    let mut seen = vec![answered];
+    while owner_of(&seen.last().unwrap().1, 0) != Some(standby.addr.to_string()) {
+        assert!(seen.len() < 10, "{seen:?}");
+        let asked = watcher.shard_map_after(seen.last().unwrap().0, minute);
+        let next = tokio::time::timeout(Duration::from_secs(30), asked)
+            .await
+            .expect("answered when the standby claimed the shard")
+            .unwrap();
+        assert!(next.0 > seen.last().unwrap().0, "{next:?} after {seen:?}");
+        seen.push(next);
+    }
+    // A SIGTERM ends a held wait (answered with the map as it is) instead of waiting out the
+    // minute it asked for.
+    let (revision, _) = seen.pop().unwrap();
+    let held = tokio::spawn({
+        let watcher = watcher.clone();
+        async move { watcher.shard_map_after(revision, minute).await }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!held.is_finished());
+    let asked = Instant::now();
+    assert!(s1.stop().success());
+    let stopped = asked.elapsed();
+    let (answered, _) = held.await.unwrap().expect("answered before the close");
+    assert_eq!(answered, revision);
+    assert!(
+        stopped < Duration::from_secs(30),
+        "stopped after {stopped:?}"
+    );
+    drop((c0, c1, other, watcher));
+    assert!(standby.stop().success());
+}
+
+/// The client library's watch: a `Router` given one, and a `ResilientConn` (which watches on
+/// its own), learn that a standby took shard 0 over while nobody sends anything; the next
+/// request goes straight to the standby — the router's does not fail on its connection to
+/// the old owner, the connection's is not a resend.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_router_and_a_resilient_conn_learn_a_new_owner_before_a_request_fails() {
+    use std::sync::Arc;
+
+    use mds_client::proto::{Body, Op};
+    use mds_client::resilient::{Outages, ResilientConn};
+    use mds_client::{ConnectOptions, MapWatch, Router, Session};
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    init(&etcd, root.path(), "2", &[]);
+    let s0 = start(&etcd, root.path(), Some(0), &[]);
+    let s1 = start(&etcd, root.path(), Some(1), &[]);
+    serving(&s0).await;
+    serving(&s1).await;
+    let standby = start(&etcd, root.path(), None, &[]);
+    assert!(standby.wait_for_log("waiting for a shard without owner", Duration::from_secs(20)));
+    let options = ConnectOptions::default();
+    let watch = MapWatch::start(&s1.addr.to_string(), &options);
+    let router = Router::connect(&s1.addr.to_string(), &options)
+        .await
+        .unwrap()
+        .following(watch.clone());
+    // The router's connection to shard 0 is to its owner now.
+    let d = router.mkdir(ROOT, "d", 0o755).await.unwrap();
+    let conn = ResilientConn::connect(
+        &s0.addr.to_string(),
+        Arc::new(Session::new()),
+        Duration::from_secs(30),
+        Outages::new(),
+    )
+    .await
+    .unwrap();
+    let create = |name: &str| Op::Create {
+        parent: ROOT,
+        name: name.into(),
+        mode: 0o644,
+    };
+    assert!(
+        conn.call(create("before"))
+            .await
+            .unwrap()
+            .reply
+            .result
+            .is_ok()
+    );
+    let own_watch = conn
+        .map_watch()
+        .expect("a connection in a cluster watches")
+        .clone();
+    // A planned handover: the owner stops, the standby claims shard 0.
+    assert!(s0.stop().success());
+    let standby_addr = standby.addr.to_string();
+    let to_standby = |w: &mds_client::Watched| w.owner_of(0) == Some(standby_addr.as_str());
+    for watch in [&watch, &own_watch] {
+        tokio::time::timeout(Duration::from_secs(30), watch.wait_for(to_standby))
+            .await
+            .expect("the watch learns the new owner");
+    }
+    assert_eq!(router.getattr(d.ino).await.unwrap().ino, d.ino);
+    assert_eq!(router.lookup(ROOT, "d").await.unwrap().ino, d.ino);
+    let after = conn.call(create("after")).await.unwrap();
+    assert!(
+        matches!(after.reply.result, Ok(Body::Attr(_))),
+        "{:?}",
+        after.reply.result
+    );
+    assert!(!after.resent, "sent once, to the new owner");
+    assert_eq!(conn.server(), standby_addr);
+    let map = router.map();
+    assert_eq!(
+        map.shards
+            .iter()
+            .find(|s| s.shard == 0)
+            .map(|s| s.address.clone()),
+        Some(standby_addr)
+    );
+    drop((router, conn, watch, own_watch));
+    assert!(standby.stop().success());
+    assert!(s1.stop().success());
 }
 
 /// A client of a shard follows it to the standby that takes it over: it asks the cluster's

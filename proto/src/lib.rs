@@ -227,6 +227,10 @@ mod tests {
                 name: name(),
                 owner: Some(1000),
             },
+            Op::ShardMapWait {
+                after: 41,
+                wait_ms: 30_000,
+            },
         ]
     }
 
@@ -274,6 +278,7 @@ mod tests {
                 ("make_pending_dir", None),
                 ("resolve_remote", by_parent),
                 ("prepare_rmdir", Some(2)),
+                ("shard_map_wait", None),
             ]
         );
         let rename = Op::Rename {
@@ -446,6 +451,53 @@ mod tests {
         buf.clear();
         encode_frame(&early, &mut buf);
         assert_eq!(&buf[..], &[0, 0, 0, 7, 9, 12, 11, 0, 4, 0xb4, 0x24]);
+    }
+
+    #[test]
+    fn the_shard_map_wait_example_in_docs_protocol_md_is_byte_exact() {
+        let mut buf = BytesMut::new();
+        let wait = Request {
+            xid: 3,
+            op: Op::ShardMapWait {
+                after: 41,
+                wait_ms: 30_000,
+            },
+            acked_xid: 2,
+            cred: Cred::default(),
+            replay: None,
+        };
+        encode_frame(&wait, &mut buf);
+        assert_eq!(
+            &buf[..],
+            &[0, 0, 0, 11, 3, 31, 41, 0xb0, 0xea, 0x01, 2, 0, 0, 0, 0]
+        );
+        let address = || "h:1".to_owned();
+        let answer = Reply::new(
+            3,
+            0,
+            5,
+            Ok(Body::ShardMapAt {
+                revision: 42,
+                map: ShardMap {
+                    shard: Some(1),
+                    shards: vec![ShardLocation {
+                        shard: 0,
+                        address: address(),
+                        epoch: 7,
+                    }],
+                    servers: vec![address()],
+                },
+            }),
+        );
+        buf.clear();
+        encode_frame(&answer, &mut buf);
+        assert_eq!(
+            &buf[..],
+            &[
+                0, 0, 0, 21, 3, 0, 5, 0, 14, 42, 1, 1, 1, 0, 3, b'h', b':', b'1', 7, 1, 3, b'h',
+                b':', b'1', 0
+            ]
+        );
     }
 
     /// A client of version 1 or 2 reads the refusal of its CONNECT in the layout those

@@ -185,6 +185,12 @@ operations! {
     /// the entry went: deleted then, kept if it is still there. Answered after its commit.
     /// Root's alone.
     30 PREPARE_RMDIR "prepare_rmdir" PrepareRmdir { ino: u64, parent: u64, name: String, owner: Option<u32> };
+    /// SHARD_MAP, long-polled: the map once the answering server's view of the cluster is
+    /// newer than etcd revision `after` (the [`crate::Body::ShardMapAt`] a client last got; 0:
+    /// none), or after `wait_ms` milliseconds (capped by the server) with the map as it is.
+    /// Answered at once outside a cluster. It holds its connection meanwhile (a connection's
+    /// requests run one at a time): a client sends it on a connection of its own.
+    31 SHARD_MAP_WAIT "shard_map_wait" ShardMapWait { after: u64, wait_ms: u32 };
 }
 
 /// The bits of an inode number below its shard: `ino = shard << 48 | local`.
@@ -199,8 +205,8 @@ impl Op {
     /// The inode whose shard serves this request: the directory of a name (its entry lives
     /// with its parent), the inode itself otherwise, the source directory of a RENAME and the
     /// new name's directory of a LINK. None for what any server answers (PING, STATFS, SYNC,
-    /// the handshake, SHARD_MAP), for RELEASE, which goes where its handle was opened, and for
-    /// MAKE_PENDING_DIR, which names its shard.
+    /// the handshake, SHARD_MAP, SHARD_MAP_WAIT), for RELEASE, which goes where its handle
+    /// was opened, and for MAKE_PENDING_DIR, which names its shard.
     pub fn routing_ino(&self) -> Option<u64> {
         match self {
             Op::Mkdir { parent, .. }
@@ -233,6 +239,7 @@ impl Op {
             | Op::Authenticate { .. }
             | Op::Release { .. }
             | Op::ShardMap
+            | Op::ShardMapWait { .. }
             | Op::MakePendingDir { .. } => None,
         }
     }

@@ -197,6 +197,10 @@ pub enum Body {
     /// 13: LOOKUP of an entry that names another shard's directory (MKDIR_REMOTE): its
     /// attributes are on the shard of `ino`, which a client asks next (GETATTR).
     Remote { ino: u64, kind: crate::Kind },
+    /// 14: SHARD_MAP_WAIT's answer: the map, and the etcd revision of the answering server's
+    /// view it reflects (0 outside a cluster). A revision no newer than the one asked about
+    /// means nothing changed within the wait.
+    ShardMapAt { revision: u64, map: ShardMap },
 }
 
 /// Which server serves each shard, as the answering server's watch of the cluster sees it.

@@ -1,8 +1,8 @@
 //! Setting a run up before its clock starts: the setup connection, the directories under
 //! `--dir` (one per thread, or the shared one; with `--spread-shards` each on its thread's
 //! shard), the files already there that stat, lookup, unlink, link and setxattr work on (and
-//! symlinks point at), `--conns-per-thread` connections per thread, the lanes dealt over
-//! them, and the ack log writer.
+//! symlinks point at), `--conns-per-thread` connections per thread (in a cluster, all
+//! following one watch of its shard map), the lanes dealt over them, and the ack log writer.
 
 use std::io::Write;
 use std::path::Path;
@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use mds_client::resilient::{Outages, ResilientConn};
-use mds_client::{Client, ClientError, ROOT, Router, Session};
+use mds_client::{Client, ClientError, MapWatch, ROOT, Router, Session};
 use mds_proto::{Errno, Kind as FileKind, ShardLocation, shard_of};
 
 use super::Plan;
@@ -146,6 +146,12 @@ pub(super) async fn prepare(
     } else {
         None
     };
+    // In a cluster, every connection follows the shard map through this one watch: one
+    // watcher's connection on a server for the whole run, not one per connection.
+    let watch = match setup.shard_map().await {
+        Ok(map) if map.shard.is_some() => Some(MapWatch::start(&plan.server, &plan.connect)),
+        _ => None,
+    };
     let top = match &spread {
         Some(spread) => spread.mkdir_p(&plan.dir).await?,
         None => mkdir_p(&setup, &plan.dir).await?,
@@ -198,16 +204,27 @@ pub(super) async fn prepare(
         for _ in 0..plan.conns_per_thread {
             // One client identity per connection: the server keeps a session per identity, and
             // a reconnect with it takes the place of the connection it lost.
+            let (options, session) = (plan.connect.clone(), Arc::new(Session::new()));
+            let timeout = plan.reconnect_timeout;
+            let conn = match &watch {
+                Some(watch) => {
+                    ResilientConn::connect_following(
+                        &server,
+                        options,
+                        session,
+                        timeout,
+                        outages.clone(),
+                        watch,
+                    )
+                    .await
+                }
+                None => {
+                    ResilientConn::connect_with(&server, options, session, timeout, outages.clone())
+                        .await
+                }
+            };
             conns.push(Arc::new(
-                ResilientConn::connect_with(
-                    &server,
-                    plan.connect.clone(),
-                    Arc::new(Session::new()),
-                    plan.reconnect_timeout,
-                    outages.clone(),
-                )
-                .await
-                .with_context(|| format!("connecting to {server}"))?,
+                conn.with_context(|| format!("connecting to {server}"))?,
             ));
         }
         for l in 0..plan.depth {

@@ -58,6 +58,10 @@ pub struct Core {
     /// The cluster this server is a shard of (`--etcd`): which requests are another shard's,
     /// and the shard map SHARD_MAP answers. None outside a cluster.
     pub cluster: Option<Arc<crate::cluster::ClusterView>>,
+    /// Cancelled at the first SIGTERM (the partitions' `Shared::shutdown`): a request that
+    /// waits for no commit, only for news (SHARD_MAP_WAIT), is answered at once, so that its
+    /// connection closes with the others.
+    pub shutdown: tokio_util::sync::CancellationToken,
 }
 
 impl Core {
@@ -189,6 +193,7 @@ impl Core {
             max_uncommitted: 1 << 16,
             store_dir: std::env::temp_dir(),
             cluster: None,
+            shutdown: tokio_util::sync::CancellationToken::new(),
         };
         (core, commit_rx)
     }
@@ -312,6 +317,18 @@ pub async fn dispatch(
                 .map(|c| c.shard_map())
                 .unwrap_or_default(),
         ))),
+        Op::ShardMapWait { after, wait_ms } => {
+            // Held on this connection alone (its later requests wait behind it): watchers
+            // send it on a connection of their own. Outside a cluster nothing ever changes.
+            let (revision, map) = match &core.cluster {
+                Some(cluster) => {
+                    let wait = std::time::Duration::from_millis(wait_ms.into());
+                    cluster.shard_map_after(after, wait, &core.shutdown).await
+                }
+                None => (0, mds_proto::ShardMap::default()),
+            };
+            now(Ok(Body::ShardMapAt { revision, map }))
+        }
         Op::Authenticate { .. } => second("AUTHENTICATE"),
         Op::Ping => now(Ok(Body::Pong)),
         Op::Statfs => now(Ok(Body::StatFs(Box::new(core.statfs())))),
@@ -391,10 +408,11 @@ async fn admit<'a>(
             // takes no transno, so it may run among the replays.
             return Admitted::Go(None);
         }
-        if matches!(request.op, Op::ShardMap) {
+        if matches!(request.op, Op::ShardMap | Op::ShardMapWait { .. }) {
             // Who serves what, not the namespace: a client looking for its shard's new owner
-            // asks before it has replayed anything (and may be another server's client), so
-            // it neither waits for the window nor says this client is done.
+            // asks before it has replayed anything (and may be another server's client, or a
+            // watcher of the map), so it neither waits for the window nor says this client is
+            // done.
             return Admitted::Go(None);
         }
         if recovery.is_open() {

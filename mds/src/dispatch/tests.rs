@@ -533,3 +533,68 @@ fn an_answer_given_on_the_spot_reaches_a_resend_that_joined_it() {
     );
     assert_eq!(h.b.pending(), 0);
 }
+
+/// Who serves what is answered while the recovery window is open, without waiting for it
+/// and without telling the window a known client is done: SHARD_MAP, and its long-poll
+/// SHARD_MAP_WAIT — which a stopping server answers at once, whatever wait it asked for.
+#[test]
+fn the_shard_map_is_answered_inside_the_recovery_window_and_a_wait_ends_at_shutdown() {
+    let mut h = Harness::new(Cos::On, Ack::Commit);
+    let known = 0xC;
+    let bounds = crate::recovery::Bounds {
+        last_committed: 0,
+        transno_ceiling: 0,
+        ino_ceiling: 0,
+        ino_floor: journal::first_ino(0),
+    };
+    let key = ReplayKey::new(&[7; journal::SECRET_LEN]);
+    h.core.recovery = Recovery::new(vec![known], bounds, key, Box::new(|_, _| {}));
+    let view = Arc::new(crate::cluster::ClusterView::default());
+    view.serve(0);
+    h.core.cluster = Some(view);
+    let conn = Arc::new(ConnOutput::new(1 << 10));
+    let c = h
+        .core
+        .sessions
+        .attach(known, conn, |_| true)
+        .unwrap()
+        .session;
+    let answered = |session: &Arc<Session>, op: Op| {
+        let request = h.request(op);
+        let bounded = async {
+            let limit = std::time::Duration::from_secs(10);
+            tokio::time::timeout(limit, dispatch(&h.core, &h.metrics, session, request)).await
+        };
+        match h.rt.block_on(bounded).expect("answered, not held").deliver {
+            Deliver::Now(response) => response.result,
+            other => panic!("{other:?}"),
+        }
+    };
+    let map = || mds_proto::ShardMap {
+        shard: Some(0),
+        ..mds_proto::ShardMap::default()
+    };
+    assert_eq!(answered(&c, Op::ShardMap), Ok(Body::ShardMap(map())));
+    let no_wait = Op::ShardMapWait {
+        after: 0,
+        wait_ms: 0,
+    };
+    let at = |revision| {
+        Ok(Body::ShardMapAt {
+            revision,
+            map: map(),
+        })
+    };
+    assert_eq!(answered(&c, no_wait.clone()), at(0));
+    assert_eq!(answered(&h.b, no_wait), at(0));
+    assert!(
+        h.core.recovery.is_open(),
+        "neither ends the known client's part"
+    );
+    h.core.shutdown.cancel();
+    let long = Op::ShardMapWait {
+        after: 0,
+        wait_ms: u32::MAX,
+    };
+    assert_eq!(answered(&h.b, long), at(0));
+}

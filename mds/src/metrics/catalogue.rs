@@ -43,6 +43,7 @@ pub const LEASE_RENEWAL: &str = "mds_lease_renewal_duration_seconds";
 pub const LEASE_TTL: &str = "mds_lease_ttl_seconds";
 pub const LEASE_RENEWED_AT: &str = "mds_lease_last_renewal_timestamp_seconds";
 pub const CLUSTER_SHARD_OWNED: &str = "mds_cluster_shard_has_owner";
+pub const SHARD_MAP_WAITS: &str = "mds_shard_map_waits";
 pub const REMOTE_DIRS_PENDING: &str = "mds_remote_dirs_pending";
 pub const REMOTE_DIRS_SCRUBBED: &str = "mds_remote_dirs_scrubbed_total";
 pub const JOURNAL_ERRORS: &str = "mds_journal_errors_total";
@@ -155,6 +156,10 @@ fn describe_cluster() {
     describe_gauge!(
         CLUSTER_SHARD_OWNED,
         "Whether each shard of the cluster (label shard) has an owner in etcd, as this server's watch sees it."
+    );
+    describe_gauge!(
+        SHARD_MAP_WAITS,
+        "SHARD_MAP_WAIT requests held now, each waiting for a change of the shard map: clients watching the map from this server, each on a connection of its own."
     );
 }
 

@@ -260,6 +260,10 @@ impl PartitionMetrics {
             }
         };
         self.requests[op][r].increment(1);
-        self.latency[op].record(latency.as_secs_f64());
+        // A SHARD_MAP_WAIT's time is the wait its client asked for, not the server's work:
+        // recorded, every long-poll would read as a request of up to a minute.
+        if op != usize::from(mds_proto::opcode::SHARD_MAP_WAIT) {
+            self.latency[op].record(latency.as_secs_f64());
+        }
     }
 }

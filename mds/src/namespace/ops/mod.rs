@@ -225,7 +225,7 @@ fn touch(attr: &mut InodeAttr, now: i64, transno: u64) {
 
 impl Namespace {
     /// Executes one operation for `caller` (not CONNECT, AUTHENTICATE, PING, STATFS, SYNC or
-    /// SHARD_MAP, which dispatch answers itself). New inodes belong to the caller's credentials.
+    /// SHARD_MAP and SHARD_MAP_WAIT, which dispatch answers itself). New inodes belong to the caller's credentials.
     /// The result says which of another client's uncommitted changes it built on
     /// (commit-on-share).
     pub fn execute(&self, op: Op, caller: &Caller<'_>) -> Exec {
@@ -314,7 +314,8 @@ impl Namespace {
             | Op::Ping
             | Op::Statfs
             | Op::Sync
-            | Op::ShardMap => Err(Errno::EPROTO),
+            | Op::ShardMap
+            | Op::ShardMapWait { .. } => Err(Errno::EPROTO),
         };
         cx.finish(result)
     }

@@ -333,9 +333,11 @@ impl Partition {
                 Checked::Answered => continue,
                 Checked::Refused => return Some(Ended::Normally),
             }
-            if self.shared.core.recovery.is_open() {
-                // The request may wait for its turn or for the window: what is answered so
-                // far leaves first.
+            if self.shared.core.recovery.is_open()
+                || matches!(request.op, protocol::Op::ShardMapWait { .. })
+            {
+                // The request may wait for its turn or for the window, or (a long-poll of
+                // the shard map) for news: what is answered so far leaves first.
                 conn.wake_writer();
             }
             let answer = dispatch(&self.shared.core, &self.metrics, session, request).await;
