@@ -13,9 +13,9 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
 use fuser::Errno;
-use mds_client::proto::{self, Body, Cred, Op, OpenFlags, Reply, ShardMap};
+use mds_client::proto::{self, Cred, Op, OpenFlags, Reply};
 use mds_client::resilient::{Answer, Gone, Outages, ResilientConn};
-use mds_client::{ConnectOptions, Handle, Session};
+use mds_client::{ClientError, ConnectOptions, Handle, MapWatch, Session};
 use tracing::{error, info, warn};
 
 use crate::attr::Fallible;
@@ -37,6 +37,9 @@ pub struct Conn {
     session: Arc<Session>,
     reconnect_timeout: Duration,
     outages: Arc<Outages>,
+    /// The cluster's map as it changes, shared by the mount's connections; None outside a
+    /// cluster.
+    watch: Option<MapWatch>,
     /// The connection in use; replaced when the library gave up on it.
     current: parking_lot::RwLock<Arc<ResilientConn>>,
     /// Held while a fresh connection is tried, so that one request tries and the others
@@ -45,48 +48,54 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// Connects to `server` as a new session with this process's credentials.
+    /// Connects to `server` as a new session with this process's credentials; in a cluster,
+    /// following the shard map through `watch` (None: the connection starts a watch of its
+    /// own, which [`Conn::map_watch`] then lends to the mount's other connections).
     pub async fn connect(
         server: &str,
         options: ConnectOptions,
         reconnect_timeout: Duration,
+        watch: Option<MapWatch>,
     ) -> anyhow::Result<Conn> {
         let session = Arc::new(Session::new());
         let outages = Outages::new();
-        let first = ResilientConn::connect_with(
+        let first = open(
             server,
-            options.clone(),
-            session.clone(),
+            &options,
+            &session,
             reconnect_timeout,
-            outages.clone(),
+            &outages,
+            watch.as_ref(),
         );
         let conn = tokio::time::timeout(FIRST_CONNECT, first)
             .await
             .map_err(|_| anyhow::anyhow!("no answer within {FIRST_CONNECT:?}"))?
             .with_context(|| format!("connecting to {server}"))?;
+        let watch = watch.or_else(|| conn.map_watch().cloned());
         Ok(Conn {
             options,
             session,
             reconnect_timeout,
             outages,
+            watch,
             current: parking_lot::RwLock::new(Arc::new(conn)),
             replacing: tokio::sync::Mutex::new(()),
         })
     }
 
+    /// The cluster's shard map as it changes; None outside a cluster.
+    pub fn map_watch(&self) -> Option<&MapWatch> {
+        self.watch.as_ref()
+    }
+
+    /// The shard its server serves; None outside a cluster.
+    pub fn shard(&self) -> Option<u16> {
+        self.current.read().shard_map().shard
+    }
+
     /// The session every connection of the mount speaks for.
     pub fn session(&self) -> &Arc<Session> {
         &self.session
-    }
-
-    /// The shard map of the server it talks to (outside a cluster, no shard and no shards).
-    pub async fn shard_map(&self) -> Fallible<ShardMap> {
-        let cred = self.session.cred().clone();
-        match self.call(&cred, Op::ShardMap).await?.result {
-            Ok(Body::ShardMap(map)) => Ok(map),
-            Ok(_) => Err(Errno::EIO),
-            Err(e) => Err(crate::attr::errno(e)),
-        }
     }
 
     /// Sends `op` on behalf of `cred`: the server's whole reply (its transno and
@@ -171,12 +180,13 @@ impl Conn {
         }
         // Where the given-up connection last was: its shard may have moved to a standby.
         let server = current.server();
-        let fresh = ResilientConn::connect_with(
+        let fresh = open(
             &server,
-            self.options.clone(),
-            self.session.clone(),
+            &self.options,
+            &self.session,
             self.reconnect_timeout,
-            self.outages.clone(),
+            &self.outages,
+            self.watch.as_ref(),
         );
         match tokio::time::timeout(FRESH_CONNECT, fresh).await {
             Ok(Ok(conn)) => {
@@ -193,6 +203,34 @@ impl Conn {
                 warn!(%server, "server still unreachable: EIO");
                 Err(Errno::EIO)
             }
+        }
+    }
+}
+
+/// A reconnecting connection to `server` as `session`, following `watch` if given.
+async fn open(
+    server: &str,
+    options: &ConnectOptions,
+    session: &Arc<Session>,
+    reconnect_timeout: Duration,
+    outages: &Arc<Outages>,
+    watch: Option<&MapWatch>,
+) -> Result<ResilientConn, ClientError> {
+    let (options, session, outages) = (options.clone(), session.clone(), outages.clone());
+    match watch {
+        Some(watch) => {
+            ResilientConn::connect_following(
+                server,
+                options,
+                session,
+                reconnect_timeout,
+                outages,
+                watch,
+            )
+            .await
+        }
+        None => {
+            ResilientConn::connect_with(server, options, session, reconnect_timeout, outages).await
         }
     }
 }

@@ -3,20 +3,21 @@
 //! shard of the inode that routes it (`Op::routing_ino`, as the client library's `Router`
 //! routes), each shard over a [`Conn`] of its own with its own session (sessions, transnos,
 //! resend records and replays are per shard), opened the first time a request needs that
-//! shard, at the address the shard map gives; the map is read again when it names no server
-//! for the shard, or names one that turns out to serve another. A connection then follows its
-//! shard to a standby by itself. So a mount given any one server's address serves the whole
-//! cluster's namespace: a directory made on another shard (`mdsctl mkdir --shard N`) is
-//! entered like any other.
+//! shard, at the owner the cluster's shard map names. The map comes from one watch (the
+//! client library's `MapWatch`, long-polling SHARD_MAP_WAIT) that the first connection starts
+//! and every other follows, so a new owner is known before a request to the old one fails, and
+//! a connection follows its shard to a standby by itself. So a mount given any one server's
+//! address serves the whole cluster's namespace: a directory made on another shard (`mdsctl
+//! mkdir --shard N`) is entered like any other.
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use fuser::Errno;
 use mds_client::ConnectOptions;
-use mds_client::proto::{Op, ROOT_INO, ShardMap, shard_of};
-use parking_lot::{Mutex, RwLock};
+use mds_client::proto::{Op, ROOT_INO, shard_of};
+use parking_lot::RwLock;
 use tracing::{info, warn};
 
 use crate::attr::Fallible;
@@ -32,8 +33,6 @@ pub struct Shards {
     reconnect_timeout: Duration,
     /// Whether the server it was given is a shard of a cluster (a server never changes that).
     cluster: bool,
-    /// The shard map as last read.
-    map: Mutex<ShardMap>,
     /// One connection per shard spoken to (outside a cluster, the one server's, as shard 0).
     conns: RwLock<HashMap<u16, Arc<Conn>>>,
     /// Held while a connection to a shard is opened, so that one request opens it and the
@@ -44,33 +43,27 @@ pub struct Shards {
 }
 
 impl Shards {
-    /// Connects to `server` (any server of a cluster, or the one server outside one) and
-    /// reads its shard map.
+    /// Connects to `server` (any server of a cluster, or the one server outside one).
     pub async fn connect(
         server: &str,
         options: ConnectOptions,
         reconnect_timeout: Duration,
     ) -> anyhow::Result<Shards> {
-        let first = Conn::connect(server, options.clone(), reconnect_timeout).await?;
-        let map = first
-            .shard_map()
-            .await
-            .map_err(|e| anyhow::anyhow!("SHARD_MAP of {server}: errno {}", e.code()))?;
-        let shard = map.shard.unwrap_or(0);
+        let first = Conn::connect(server, options.clone(), reconnect_timeout, None).await?;
+        let cluster = first.shard().is_some();
+        let shard = first.shard().unwrap_or(0);
         let durability = Durability::new();
         durability.track(shard, first.session().clone());
-        if let Some(shard) = map.shard {
+        if cluster {
             info!(
                 shard,
-                shards = map.shards.len(),
                 "{server} serves shard {shard} of a cluster: requests go to their inode's shard"
             );
         }
         Ok(Shards {
             options,
             reconnect_timeout,
-            cluster: map.shard.is_some(),
-            map: Mutex::new(map),
+            cluster,
             conns: RwLock::new(HashMap::from([(shard, Arc::new(first))])),
             opening: tokio::sync::Mutex::new(()),
             durability,
@@ -112,59 +105,50 @@ impl Shards {
         if let Some(conn) = self.conns.read().get(&shard) {
             return Ok(conn.clone()); // another request opened it meanwhile
         }
-        let conn = Arc::new(self.open_shard(shard).await?);
+        let conn = Arc::new(
+            tokio::time::timeout(FIND_SHARD, self.open_shard(shard))
+                .await
+                .map_err(|_| {
+                    warn!(
+                        shard,
+                        "no server of shard {shard} answered within {FIND_SHARD:?}: EIO"
+                    );
+                    Errno::EIO
+                })??,
+        );
         self.durability.track(shard, conn.session().clone());
         self.conns.write().insert(shard, conn.clone());
         Ok(conn)
     }
 
-    /// A new connection to the server of `shard`, as the shard map says, reading the map again
-    /// while it names none or names one that serves another shard now; EIO after
-    /// [`FIND_SHARD`].
+    /// A new connection to the owner of `shard` as the cluster's map names it: waits for the
+    /// map to name one, and tries again after a pause while the one named cannot be reached or
+    /// turns out to serve another shard (the watch takes in the next map meanwhile). Bounded
+    /// by the caller.
     async fn open_shard(&self, shard: u16) -> Fallible<Conn> {
-        let started = Instant::now();
-        let mut pause = Duration::from_millis(50);
+        // Outside a cluster every inode is shard 0's, whose connection is never closed.
+        let watch = self.any().map_watch().cloned().ok_or(Errno::EIO)?;
         loop {
-            if let Some(address) = self.located(shard) {
-                match Conn::connect(&address, self.options.clone(), self.reconnect_timeout).await {
-                    Ok(conn) => match conn.shard_map().await {
-                        Ok(map) if map.shard == Some(shard) => {
-                            info!(shard, %address, "connected to shard {shard}");
-                            return Ok(conn);
-                        }
-                        Ok(map) => {
-                            warn!(shard, %address, serves = ?map.shard, "not the shard's server");
-                        }
-                        Err(e) => warn!(shard, %address, errno = e.code(), "SHARD_MAP failed"),
-                    },
-                    Err(cause) => warn!(shard, %address, %cause, "cannot connect to the shard"),
+            let watched = watch.wait_for(|w| w.owner_of(shard).is_some()).await;
+            let address = watched.owner_of(shard).unwrap_or_default().to_owned();
+            let opened = Conn::connect(
+                &address,
+                self.options.clone(),
+                self.reconnect_timeout,
+                Some(watch.clone()),
+            )
+            .await;
+            match opened {
+                Ok(conn) if conn.shard() == Some(shard) => {
+                    info!(shard, %address, "connected to shard {shard}");
+                    return Ok(conn);
                 }
+                Ok(conn) => {
+                    warn!(shard, %address, serves = ?conn.shard(), "not the shard's server");
+                }
+                Err(cause) => warn!(shard, %address, %cause, "cannot connect to the shard"),
             }
-            if started.elapsed() >= FIND_SHARD {
-                warn!(shard, "no server of shard {shard} answers: EIO");
-                return Err(Errno::EIO);
-            }
-            tokio::time::sleep(pause).await;
-            pause = (pause * 2).min(Duration::from_secs(1));
-            self.refresh().await;
-        }
-    }
-
-    fn located(&self, shard: u16) -> Option<String> {
-        let map = self.map.lock();
-        map.shards
-            .iter()
-            .find(|s| s.shard == shard)
-            .map(|s| s.address.clone())
-    }
-
-    /// Reads the shard map again from a shard the mount is connected to.
-    async fn refresh(&self) {
-        for (_, conn) in self.open() {
-            if let Ok(map) = conn.shard_map().await {
-                *self.map.lock() = map;
-                return;
-            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
         }
     }
 }
