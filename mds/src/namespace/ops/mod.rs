@@ -224,8 +224,9 @@ fn touch(attr: &mut InodeAttr, now: i64, transno: u64) {
 }
 
 impl Namespace {
-    /// Executes one operation for `caller` (not CONNECT, AUTHENTICATE, PING, STATFS, SYNC or
-    /// SHARD_MAP and SHARD_MAP_WAIT, which dispatch answers itself). New inodes belong to the caller's credentials.
+    /// Executes one operation for `caller` (not CONNECT, AUTHENTICATE, PING, STATFS, SYNC,
+    /// SHARD_MAP or SHARD_MAP_WAIT, which dispatch answers itself). New inodes belong to the
+    /// caller's credentials.
     /// The result says which of another client's uncommitted changes it built on
     /// (commit-on-share).
     pub fn execute(&self, op: Op, caller: &Caller<'_>) -> Exec {
