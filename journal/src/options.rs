@@ -7,7 +7,7 @@ use rocksdb::{
     ReadOptions,
 };
 
-use crate::schema::{ALL_CFS, CF_CLIENTS, CF_DATA, CF_META};
+use crate::schema::{ALL_CFS, CF_CLIENTS, CF_DATA, CF_INODES, CF_META};
 
 /// How much write-ahead log may be live before RocksDB forces flushes: about the most a
 /// restart after a crash replays.
@@ -25,7 +25,9 @@ use crate::schema::{ALL_CFS, CF_CLIENTS, CF_DATA, CF_META};
 /// create writes ~180 bytes of WAL and two ~68-byte entries into the `inodes` memtable (the
 /// file and its parent's new image), so `inodes` fills its 64 MiB write buffer by itself about
 /// every 490k creates, ~85 MiB of WAL. (Under load a batch writes each directory's image once,
-/// for all its creates in the batch: fewer bytes of both per create, in the same proportion.)
+/// for all its creates in the batch: fewer bytes of both per create, in the same proportion.
+/// Measured with a vector memtable; the skiplist `inodes` has now adds its links, ~12 bytes an
+/// entry, and fills a little sooner.)
 /// A limit just above that leaves `inodes` flushing full buffers on its own, and forces out
 /// `meta`, `clients` and `dentries` (whose entries fill 64 MiB only after ~180 MiB of WAL, so
 /// it flushes buffers about two thirds full; more compaction work than full ones, still large
@@ -100,8 +102,8 @@ pub(crate) fn db_options(tuning: &Tuning) -> Options {
     opts
 }
 
-/// Options for each column family. Metadata records are small and compress well; the block
-/// cache is shared so that hot directories stay in memory whichever family they live in.
+/// Options for each column family. The block cache is shared so that hot directories stay in
+/// memory whichever family they live in.
 pub(crate) fn cf_descriptors(cache: &Cache, tuning: &Tuning) -> Vec<ColumnFamilyDescriptor> {
     ALL_CFS
         .iter()
@@ -109,14 +111,55 @@ pub(crate) fn cf_descriptors(cache: &Cache, tuning: &Tuning) -> Vec<ColumnFamily
         .collect()
 }
 
+/// The prefix of an `inodes` key (a big-endian inode number) whose memtable insert hint
+/// RocksDB keeps: one hint per 65,536 consecutive numbers. New inodes' numbers only grow, so
+/// each create's image lands right after the one before it in its group's hint; a directory's
+/// new image (an older number) uses its own group's hint and moves nobody else's. A whole-key
+/// prefix would keep a hint (~250 bytes) per inode; none at all would make every directory
+/// image drag the one hint away from the new inodes.
+const INODE_HINT_PREFIX: usize = 6;
+
 /// The options of the column family `name`.
+///
+/// The memtables, by what is written to them (counted per create, docs/BENCHMARKS.md,
+/// "RocksDB's share of a create"):
+/// - `inodes` is a skiplist that inserts with a hint ([`INODE_HINT_PREFIX`]): nearly every
+///   key comes right after the previous one, so an insert costs a few comparisons, and the
+///   flush walks the list in order instead of sorting a million entries.
+/// - `dentries`, `meta`, `clients` and the rest are vector memtables, which append and sort
+///   once at flush (on a background thread) or for the open's scan. Entry names arrive in
+///   no order a hint could follow (measured: a hint on the parent's number cost 1,254
+///   instructions per create more than the vector's sort). The price of a vector is paid by
+///   point reads of a mutable memtable (each sorts a copy), which only offline tools and
+///   tests make: the server never reads these families while serving (the namespace is in
+///   memory; start-up and fsck scan them once).
+/// - `data` keeps RocksDB's default skiplist: the server reads committed blocks back while
+///   serving (a READ, or the rest of a block a WRITE changes part of), and a skiplist's point
+///   reads do not sort.
+///
+/// Flushes write level 0 uncompressed (the bytes are rewritten, compressed with LZ4, by the
+/// first compaction; LZ4 at flush cost 1,340 instructions per create), and only `data` keeps
+/// a Bloom filter: it is the one family read by key while serving, and a filter is built by
+/// hashing every key at every flush and compaction.
 pub(crate) fn cf_options(cache: &Cache, tuning: &Tuning, name: &str) -> Options {
     let mut block = BlockBasedOptions::default();
     block.set_block_cache(cache);
-    block.set_bloom_filter(10.0, false);
-    let mut cf = Options::default();
+    if name == CF_DATA {
+        block.set_bloom_filter(10.0, false);
+    }
+    let mut cf = if name == CF_INODES {
+        // Not in the C API that the crate wraps; RocksDB's option string sets it.
+        Options::default()
+            .get_options_from_string(format!(
+                "memtable_insert_with_hint_prefix_extractor=rocksdb.FixedPrefix.{INODE_HINT_PREFIX}"
+            ))
+            .expect("RocksDB parses its own option string")
+    } else {
+        Options::default()
+    };
     cf.set_block_based_table_factory(&block);
     cf.set_compression_type(DBCompressionType::Lz4);
+    cf.set_compression_per_level(&[DBCompressionType::None, DBCompressionType::Lz4]);
     if name == CF_META || name == CF_CLIENTS {
         cf.set_write_buffer_size(tuning.per_commit_write_buffer);
         cf.set_max_write_buffer_number(PER_COMMIT_WRITE_BUFFERS);
@@ -124,17 +167,7 @@ pub(crate) fn cf_options(cache: &Cache, tuning: &Tuning, name: &str) -> Options 
         cf.set_write_buffer_size(tuning.namespace_write_buffer);
         cf.set_max_write_buffer_number(NAMESPACE_WRITE_BUFFERS);
     }
-    // The server writes the store and never reads it while serving (the namespace is
-    // in memory; start-up and fsck scan it once). A vector memtable appends, where
-    // RocksDB's default skiplist searches on every insert — on the committer's serial
-    // path, a quarter of the server's CPU under load — and sorts once at flush (on a
-    // background thread) or for the open's scan. The price is paid by point reads of
-    // a mutable memtable (each sorts a copy), which only offline tools and tests make.
-    //
-    // Except file data: the server reads back committed blocks while serving (a READ, or
-    // the rest of a block a WRITE changes part of), so its family keeps the skiplist, whose
-    // point reads do not sort.
-    if name != CF_DATA {
+    if name != CF_DATA && name != CF_INODES {
         cf.set_memtable_factory(MemtableFactory::Vector);
     }
     cf
@@ -210,7 +243,7 @@ mod tests {
                 "inodes",
                 NAMESPACE_WRITE_BUFFER,
                 NAMESPACE_WRITE_BUFFERS,
-                "VectorRepFactory",
+                "SkipListFactory",
             ),
             (
                 "dentries",
@@ -248,7 +281,29 @@ mod tests {
                 get(&section, "memtable_factory")
             );
             assert_eq!(get(&section, "compression"), "kLZ4Compression", "{family}");
+            assert_eq!(
+                get(&section, "compression_per_level"),
+                "kNoCompression:kLZ4Compression",
+                "{family}: level 0 plain, the rest LZ4"
+            );
+            let hint = get(&section, "memtable_insert_with_hint_prefix_extractor");
+            if family == "inodes" {
+                assert_eq!(hint, format!("rocksdb.FixedPrefix.{INODE_HINT_PREFIX}"));
+            } else {
+                assert_eq!(hint, "nullptr", "{family}");
+            }
+            let filter = get(
+                &format!("TableOptions/BlockBasedTable \"{family}\""),
+                "filter_policy",
+            );
+            assert_eq!(filter, "nullptr", "{family}: no Bloom filter");
         }
+        let data_filter = get("TableOptions/BlockBasedTable \"data\"", "filter_policy");
+        assert!(data_filter.contains("bloom"), "data: {data_filter}");
+        assert!(
+            get("CFOptions \"data\"", "memtable_factory").contains("SkipListFactory"),
+            "data reads blocks back while serving: no vector memtable"
+        );
         // The per-commit families are the small ones: that is the point of the split.
         const { assert!(PER_COMMIT_WRITE_BUFFER * 8 <= NAMESPACE_WRITE_BUFFER) };
     }

@@ -1255,35 +1255,17 @@ fn synced() -> WriteOptions {
     opts
 }
 
-/// Writes each inode the batch puts or deletes once, with its last state (a put or a
-/// delete), found by walking the ops backwards: one hash per inode op. Returns the inode
-/// high-water mark the puts imply (one past the largest number put; 0 if none).
-///
-/// A batch is one atomic `WriteBatch`, so no reader and no recovery ever sees an inode's state
-/// between two of its records. Yet under load most creates in a batch share their directory
-/// with others (each re-images it: mtime, size, entry count), and every image would cost a
-/// memtable entry, WAL bytes and the flush's sort and write, the same as a new inode's. The
-/// order of the puts within the batch does not matter: each key is written once.
+/// Writes each inode the batch puts or deletes once, with its last state ([`last_images`]).
+/// Returns the inode high-water mark the puts imply (one past the largest number put; 0 if
+/// none).
 fn put_last_inode_images(
     batch: &mut WriteBatch,
     inodes: &ColumnFamily,
     records: &[TxRecord],
     scratch: &mut Vec<u8>,
 ) -> u64 {
-    let mut next_ino = 0;
-    let mut written = foldhash::HashSet::default();
-    for op in records.iter().rev().flat_map(|r| r.ops.iter().rev()) {
-        let (ino, image) = match op {
-            JournalOp::PutInode(inode) => (inode.ino, Some(inode)),
-            JournalOp::DeleteInode(ino) => (*ino, None),
-            _ => continue,
-        };
-        if image.is_some() {
-            next_ino = next_ino.max(ino.saturating_add(1));
-        }
-        if !written.insert(ino) {
-            continue; // a later op of this batch replaced it
-        }
+    let (last, next_ino) = last_images(records);
+    for (ino, image) in last {
         match image {
             Some(inode) => {
                 scratch.clear();
@@ -1296,6 +1278,37 @@ fn put_last_inode_images(
         }
     }
     next_ino
+}
+
+/// Each inode the batch puts or deletes, once, with its last state (`None`: deleted), in
+/// inode number order; and the high-water mark the puts imply. Found by walking the ops
+/// backwards: one hash per inode op.
+///
+/// A batch is one atomic `WriteBatch`, so no reader and no recovery ever sees an inode's state
+/// between two of its records. Yet under load most creates in a batch share their directory
+/// with others (each re-images it: mtime, size, entry count), and every image would cost a
+/// memtable entry, WAL bytes and the flush's write, the same as a new inode's. Number order is
+/// key order: the `inodes` memtable's insert hint (`options::INODE_HINT_PREFIX`) then finds
+/// each key's place beside the one before it.
+fn last_images(records: &[TxRecord]) -> (Vec<(u64, Option<&Inode>)>, u64) {
+    let mut next_ino = 0;
+    let mut written = foldhash::HashSet::default();
+    let mut last = Vec::new();
+    for op in records.iter().rev().flat_map(|r| r.ops.iter().rev()) {
+        let (ino, image) = match op {
+            JournalOp::PutInode(inode) => (inode.ino, Some(inode)),
+            JournalOp::DeleteInode(ino) => (*ino, None),
+            _ => continue,
+        };
+        if image.is_some() {
+            next_ino = next_ino.max(ino.saturating_add(1));
+        }
+        if written.insert(ino) {
+            last.push((ino, image)); // else a later op of this batch replaced it
+        }
+    }
+    last.sort_unstable_by_key(|(ino, _)| *ino);
+    (last, next_ino)
 }
 
 #[cfg(test)]

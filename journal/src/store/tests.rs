@@ -208,6 +208,13 @@ fn a_batch_writes_each_inode_once_with_its_last_state() {
         transno: 12,
         ops: vec![image(11, FileKind::File, 0, 12)],
     });
+    let (last, _) = last_images(&records);
+    let order: Vec<u64> = last.iter().map(|(ino, _)| *ino).collect();
+    assert_eq!(
+        order,
+        [2, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19],
+        "once each, in key order"
+    );
     j.commit(&records).unwrap();
     // Directory 2 once, files 10..=18 once each, file 19's deletion.
     assert_eq!(memtable_entries(&j) - before, 1 + 9 + 1);
