@@ -20,7 +20,7 @@ fn loadgen_depends_on_neither_rocksdb_nor_the_server() {
             "--prefix",
             "none",
         ])
-        .current_dir(manifest_dir())
+        .current_dir(mds_testkit::package_dir())
         .output()
         .expect("running cargo tree");
     assert!(
@@ -47,11 +47,4 @@ fn loadgen_depends_on_neither_rocksdb_nor_the_server() {
             "loadgen's normal dependencies include {heavy}:\n{tree}"
         );
     }
-}
-
-/// This package's directory, as cargo names it to the running test: a test binary built by
-/// another checkout sharing the target directory (fresh to cargo, the sources being the same)
-/// carries that checkout's path in `env!("CARGO_MANIFEST_DIR")`, which may be gone.
-fn manifest_dir() -> std::ffi::OsString {
-    std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
 }

@@ -313,7 +313,7 @@ async fn every_dashboard_query_returns_series_from_a_real_prometheus() {
 /// trip it and for no other (`dashboards/rules.test.yml`, run by `promtool test rules`).
 #[test]
 fn alert_rules_fire_when_they_should_and_only_then() {
-    let dashboards = std::path::Path::new(&manifest_dir()).join("../dashboards");
+    let dashboards = mds_testkit::package_dir().join("../dashboards");
     for args in [
         ["check", "rules", "rules.yml"],
         ["test", "rules", "rules.test.yml"],
@@ -330,11 +330,4 @@ fn alert_rules_fire_when_they_should_and_only_then() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-}
-
-/// This package's directory, as cargo names it to the running test: a test binary built by
-/// another checkout sharing the target directory (fresh to cargo, the sources being the same)
-/// carries that checkout's path in `env!("CARGO_MANIFEST_DIR")`, which may be gone.
-fn manifest_dir() -> std::ffi::OsString {
-    std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
 }

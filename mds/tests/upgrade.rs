@@ -15,7 +15,7 @@ use mds_proto::{Kind, XattrSet};
 /// The fixture of schema `version` unpacked into `dir`: the store's directory.
 fn unpack(dir: &Path, version: u32) -> std::path::PathBuf {
     let fixture =
-        Path::new(&manifest_dir()).join(format!("tests/fixtures/store-schema-{version}.tar.gz"));
+        mds_testkit::package_dir().join(format!("tests/fixtures/store-schema-{version}.tar.gz"));
     let status = Command::new("tar")
         .arg("-xzf")
         .arg(&fixture)
@@ -138,11 +138,4 @@ fn a_store_of_schema_3_keeps_its_links_kinds_times_and_attributes() {
     assert!(server.stop().success());
     let (code, out) = common::fsck(&store);
     assert_eq!(code, 0, "{out}");
-}
-
-/// This package's directory, as cargo names it to the running test: a test binary built by
-/// another checkout sharing the target directory (fresh to cargo, the sources being the same)
-/// carries that checkout's path in `env!("CARGO_MANIFEST_DIR")`, which may be gone.
-fn manifest_dir() -> std::ffi::OsString {
-    std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
 }

@@ -390,7 +390,7 @@ fn pjdfstest_on(server_flags: &[&str], mount_opts: &str) {
     // Another file system for the EXDEV cases: the local disk.
     let second = tmp.path().join("second");
     fs::create_dir(&second).unwrap();
-    let config = Path::new(&manifest_dir()).join("tests/pjdfstest.toml");
+    let config = mds_testkit::package_dir().join("tests/pjdfstest.toml");
     let started = Instant::now();
     let out = bounded(900, &pjdfstest)
         .arg("-c")
@@ -1156,11 +1156,4 @@ fn sigkill_of_the_server_mid_untar_loses_nothing() {
     }
     mount.finish();
     assert!(server.stop().success());
-}
-
-/// This package's directory, as cargo names it to the running test: a test binary built by
-/// another checkout sharing the target directory (fresh to cargo, the sources being the same)
-/// carries that checkout's path in `env!("CARGO_MANIFEST_DIR")`, which may be gone.
-fn manifest_dir() -> std::ffi::OsString {
-    std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())
 }

@@ -196,6 +196,16 @@ pub fn bin(name: &str) -> PathBuf {
     bin
 }
 
+/// The directory of the package whose test is running, as cargo tells the running test.
+/// Not `env!("CARGO_MANIFEST_DIR")` in the test: a test binary that another checkout sharing
+/// the target directory built is fresh to cargo (the same sources), and carries that
+/// checkout's path, which may be gone.
+pub fn package_dir() -> PathBuf {
+    std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .expect("CARGO_MANIFEST_DIR: run the tests through cargo test")
+}
+
 /// `bin fsck --data DIR`: (exit code, stdout and stderr).
 pub fn fsck(bin: &Path, data: &Path) -> (i32, String) {
     let out = Command::new(bin)
