@@ -490,13 +490,28 @@ async fn a_router_and_a_resilient_conn_learn_a_new_owner_before_a_request_fails(
         .expect("a connection in a cluster watches")
         .clone();
     // A planned handover: the owner stops, the standby claims shard 0.
+    // Only what a watch has heard of can it turn to: one that knows no server but s0 has
+    // nowhere to ask once s0 is gone (s0's own view learns of the others from etcd a few
+    // milliseconds after it serves, and a SIGTERM may come sooner).
+    let everyone = |w: &mds_client::Watched| w.map.servers.len() == 3;
+    for watch in [&watch, &own_watch] {
+        tokio::time::timeout(Duration::from_secs(30), watch.wait_for(everyone))
+            .await
+            .expect("the watch hears of all three servers");
+    }
     assert!(s0.stop().success());
     let standby_addr = standby.addr.to_string();
     let to_standby = |w: &mds_client::Watched| w.owner_of(0) == Some(standby_addr.as_str());
-    for watch in [&watch, &own_watch] {
-        tokio::time::timeout(Duration::from_secs(30), watch.wait_for(to_standby))
+    for (which, watch) in [("router's", &watch), ("connection's", &own_watch)] {
+        if tokio::time::timeout(Duration::from_secs(30), watch.wait_for(to_standby))
             .await
-            .expect("the watch learns the new owner");
+            .is_err()
+        {
+            panic!(
+                "the {which} watch did not learn the new owner {standby_addr}: it has {:?}",
+                watch.latest()
+            );
+        }
     }
     assert_eq!(router.getattr(d.ino).await.unwrap().ino, d.ino);
     assert_eq!(router.lookup(ROOT, "d").await.unwrap().ino, d.ino);
