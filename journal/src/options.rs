@@ -26,8 +26,8 @@ use crate::schema::{ALL_CFS, CF_CLIENTS, CF_DATA, CF_INODES, CF_META};
 /// file and its parent's new image), so `inodes` fills its 64 MiB write buffer by itself about
 /// every 490k creates, ~85 MiB of WAL. (Under load a batch writes each directory's image once,
 /// for all its creates in the batch: fewer bytes of both per create, in the same proportion.
-/// Measured with a vector memtable; the skiplist `inodes` has now adds its links, ~12 bytes an
-/// entry, and fills a little sooner.)
+/// Measured with a vector memtable; the skiplist that `inodes` now uses also holds each entry's
+/// links, so it fills sooner by their size — not measured here.)
 /// A limit just above that leaves `inodes` flushing full buffers on its own, and forces out
 /// `meta`, `clients` and `dentries` (whose entries fill 64 MiB only after ~180 MiB of WAL, so
 /// it flushes buffers about two thirds full; more compaction work than full ones, still large
