@@ -73,6 +73,14 @@ pub enum Error {
     /// A record or key on disk does not decode: the store is damaged or foreign.
     #[error("corrupt {what}: {detail}")]
     Corrupt { what: &'static str, detail: String },
+    /// A follower's next batch is no longer in the owner's write-ahead log (the owner
+    /// flushed and deleted that log file before the follower read it).
+    #[error("following: the log goes on at sequence {found}, not {wanted} (a log file is gone)")]
+    FollowGap { wanted: u64, found: u64 },
+    /// A follower could not read a batch whole (a range deletion, which RocksDB's C API does
+    /// not iterate).
+    #[error("following: the batch at sequence {sequence} cannot be read whole")]
+    FollowPartial { sequence: u64 },
     /// The caller broke the commit contract (records not contiguous from `last_committed`).
     #[error("commit out of order: expected transno {expected}, got {got}")]
     OutOfOrder { expected: u64, got: u64 },

@@ -24,4 +24,6 @@ pub use schema::{
     SCHEMA_VERSION, SECRET_LEN, TxRecord, now_ns,
 };
 pub use shard::{MAX_SHARDS, SHARD_SHIFT, ShardIdentity, first_ino, ino_limit, shard_of};
-pub use store::{Ceilings, CommitInfo, Journal, JournalOptions, Leases, Recovered, StoreStats};
+pub use store::{
+    Ceilings, Change, CommitInfo, Journal, JournalOptions, Leases, Recovered, StoreStats,
+};

@@ -1311,5 +1311,8 @@ fn last_images(records: &[TxRecord]) -> (Vec<(u64, Option<&Inode>)>, u64) {
     (last, next_ino)
 }
 
+mod follow;
+pub use follow::Change;
+
 #[cfg(test)]
 mod tests;
