@@ -13,8 +13,11 @@
 #     and how many acknowledged paths are missing afterwards (each directory listed).
 # The killed server comes back as the next run's standby. At the end the servers stop with
 # SIGTERM and `mds fsck --cluster` checks every store.
+# FOLLOW=1: every standby follows shard 1 (`--follow 1`, a warm standby) and has loaded it
+# before the run starts; each run says whether its takeover was warm (followed, not loaded).
 #   ./bench/failover-shards.sh                    # RUNS=10 TTL_S=3 ACKS="commit early"
 #   RUNS=2 ACKS=early ./bench/failover-shards.sh
+#   FOLLOW=1 ./bench/failover-shards.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
@@ -28,6 +31,9 @@ THREADS="${THREADS:-6}"
 DEPTH="${DEPTH:-4}"
 DURATION="${DURATION:-12}"
 KILL_AT="${KILL_AT:-4}"
+FOLLOW="${FOLLOW:-0}"
+standby_args=(--standby)
+[ "$FOLLOW" = 1 ] && standby_args+=(--follow 1)
 command -v etcd >/dev/null || { echo "failover-shards.sh: needs etcd (Debian etcd-server)" >&2; exit 1; }
 
 cluster_scratch failover-shards
@@ -56,10 +62,15 @@ for ack in $ACKS; do
     addr[$shard]=$SERVER_ADDR metrics[$shard]=$SERVER_METRICS pid[$shard]=$SERVER_PID
     for _ in $(seq 1 300); do grep -q "mds serving" "$log" && break; sleep 0.1; done
   done
-  log="$work/$ack-standby-0.log"; start_server --cluster "fs-$ack" --standby --ack "$ack"
-  standby=($SERVER_PID "$SERVER_ADDR" "$SERVER_METRICS")
+  log="$work/$ack-standby-0.log"; start_server --cluster "fs-$ack" "${standby_args[@]}" --ack "$ack"
+  standby=($SERVER_PID "$SERVER_ADDR" "$SERVER_METRICS" "$log")
   sleep 1 # every watch lists every server
   for run in $(seq 1 "$RUNS"); do
+    if [ "$FOLLOW" = 1 ]; then
+      # The standby has loaded shard 1 (a store grown by the runs before) and follows it.
+      for _ in $(seq 1 1200); do grep -q "shard 1 loaded; following" "${standby[3]}" && break; sleep 0.1; done
+    fi
+    takeover_log=${standby[3]}
     dir="/$ack-$run"
     acked="$work/acked-$ack-$run" report="$work/loadgen-$ack-$run.txt"
     "$BIN/loadgen" create --server "${addr[0]}" --spread-shards --threads "$THREADS" \
@@ -71,8 +82,8 @@ for ack in $ACKS; do
     load_ok=0; wait "$load_pid" && load_ok=1
     # The standby serves shard 1 now; the killed server comes back as the next standby.
     addr[1]=${standby[1]} metrics[1]=${standby[2]} pid[1]=${standby[0]}
-    log="$work/$ack-standby-$run.log"; start_server --cluster "fs-$ack" --standby --ack "$ack"
-    standby=($SERVER_PID "$SERVER_ADDR" "$SERVER_METRICS")
+    log="$work/$ack-standby-$run.log"; start_server --cluster "fs-$ack" "${standby_args[@]}" --ack "$ack"
+    standby=($SERVER_PID "$SERVER_ADDR" "$SERVER_METRICS" "$log")
     # Every acknowledged path, listed directory by directory (mdsctl routes each to its shard).
     : >"$work/present"
     for d in $(sed 's|/[^/]*$||' "$acked" | sort -u); do
@@ -80,8 +91,9 @@ for ack in $ACKS; do
     done
     missing=$(comm -23 <(sort "$acked") <(sort "$work/present") | wc -l)
     errors=$(grep -m1 '^errors: ' "$report" || echo "errors: no report")
+    warm=$(grep -c "namespace taken over warm" "$takeover_log" || true)
     echo "--ack $ack run $run: $(cat "$work/watch"); loadgen ok=$load_ok," \
-      "$(wc -l <"$acked") acknowledged, $missing missing, $errors"
+      "$(wc -l <"$acked") acknowledged, $missing missing, $errors, warm=$warm"
   done
 done
 kill -TERM "${pids[@]:1}" 2>/dev/null || true

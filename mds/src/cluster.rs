@@ -25,6 +25,7 @@ use crate::metrics::{
     SHARD_OWNED,
 };
 use crate::server::{Listeners, Stop};
+use crate::standby::Follower;
 
 /// How long one call to etcd may take.
 const ETCD_TIMEOUT: Duration = Duration::from_secs(5);
@@ -334,6 +335,7 @@ fn serve_a_shard(
         "cluster: metrics endpoint on {} once it owns a shard",
         owner.metrics
     );
+    let mut follower = None;
     let (shard, epoch) = if let Some(shard) = config.keys.shard {
         check_shard(&name, cluster_config, shard)?;
         let epoch = rt
@@ -344,13 +346,26 @@ fn serve_a_shard(
         // Scraped meanwhile (the process's figures and the cluster's), and unhealthy: it
         // serves nothing yet. The endpoint goes to the server once a shard is claimed.
         let standby_metrics = standby_endpoint(rt, &listeners)?;
-        let claimed = rt.block_on(wait_for_shard(cluster, cluster_config, &owner, lease, stop));
+        if let Some(shard) = config.keys.follow {
+            check_shard(&name, cluster_config, shard)?;
+            follower = Some(Follower::start(shard, cluster_config.store(shard))?);
+        }
+        let claimed = rt.block_on(wait_for_shard(
+            cluster,
+            cluster_config,
+            &owner,
+            lease,
+            stop,
+            config.keys.follow,
+        ));
         standby_metrics.abort();
         match claimed? {
             Some(claim) => claim,
             None => return Ok(()), // stopped while waiting
         }
     };
+    // Another shard than the one followed: that one is not needed any more.
+    let follower = follower.filter(|f| f.shard() == shard);
     info!(
         shard,
         epoch,
@@ -415,7 +430,9 @@ fn serve_a_shard(
     }
     config.cluster = Some(view);
     wait_for_store(&config, stop);
-    let served = crate::server::serve(config, listeners, stop.clone());
+    // The last owner has let go of the store: the follower reads its last commits.
+    let warm = follower.and_then(Follower::finish);
+    let served = crate::server::serve_warm(config, listeners, stop.clone(), warm);
     metrics::gauge!(SHARD_OWNED, "shard" => label).set(0.0);
     served
 }
@@ -461,6 +478,7 @@ async fn wait_for_shard(
     owner: &Owner,
     lease: Lease,
     stop: &Stop,
+    first: Option<u16>,
 ) -> Result<Option<(u16, u64)>> {
     info!(
         shards = config.shards,
@@ -482,7 +500,11 @@ async fn wait_for_shard(
             return Ok(Some((shard, mine.epoch)));
         }
         let mut failed = false;
-        for shard in (0..config.shards).filter(|s| !owners.contains_key(s)) {
+        // The shard this standby follows first: it takes that one over warm.
+        let order = first
+            .into_iter()
+            .chain((0..config.shards).filter(|s| Some(*s) != first));
+        for shard in order.filter(|s| !owners.contains_key(s)) {
             match cluster.claim(shard, owner, lease).await {
                 Ok(epoch) => return Ok(Some((shard, epoch))),
                 Err(mds_cluster::Error::Claimed { .. }) => {} // another standby was first

@@ -260,6 +260,13 @@ pub struct Config {
     /// `--standby` alone means true.
     #[arg(long, num_args = 0..=1, default_missing_value = "true", action = clap::ArgAction::Set)]
     pub standby: bool,
+    /// With --standby: keep shard N loaded while waiting, by following the store its owner
+    /// writes (a RocksDB secondary instance reading the owner's log), so that taking shard N
+    /// over opens its store without loading the namespace. Shard N is claimed first when
+    /// several have no owner. The store must be readable here: the cluster's data root on
+    /// shared storage, or on this host.
+    #[arg(long, value_name = "SHARD")]
+    pub follow: Option<u16>,
     /// TOML file with any of the keys above (kebab-case); flags override it.
     #[arg(long)]
     #[serde(skip)]
@@ -298,6 +305,7 @@ impl Default for Config {
             cluster: "mds".into(),
             shard: None,
             standby: false,
+            follow: None,
             config: None,
             testing: Testing::default(),
         }
@@ -453,6 +461,11 @@ impl Config {
                 ));
             }
             _ => {}
+        }
+        if self.follow.is_some() && !self.standby {
+            return Err(Error::Invalid(
+                "--follow is for a standby: it needs --etcd and --standby".into(),
+            ));
         }
         let defaults = Limits::default();
         let limits = Limits {

@@ -32,5 +32,6 @@ pub mod recovery;
 pub mod server;
 pub mod session;
 pub mod space;
+pub mod standby;
 pub mod ticket;
 pub mod tls;

@@ -20,7 +20,7 @@ use crate::committer::{CommitMsg, CommitPolicy, Committer};
 use crate::config::ServerConfig;
 use crate::dispatch::Core;
 use crate::error::{Error, IoContext, Result};
-use crate::namespace::Namespace;
+use crate::namespace::{Namespace, WarmNamespace};
 use crate::partition::{self, DrainWakes, Net, Shared};
 use crate::queue::{Replies, ReplyPath};
 use crate::recovery::Recovery;
@@ -123,14 +123,37 @@ pub fn run(config: ServerConfig) -> Result<()> {
 /// read cut after `config.keys.shutdown_grace` (or at a second request). Returns an error if it
 /// could not start, or if the journal failed while it ran. Tests call this in-process.
 pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> Result<()> {
+    serve_warm(config, listeners, stop, None)
+}
+
+/// [`serve`], taking over `warm` — the namespace a standby kept loaded by following the
+/// store (`crate::standby`) — instead of loading it, if it holds what the store's open
+/// reads; otherwise (or with None) loading it as every start does.
+pub fn serve_warm(
+    config: ServerConfig,
+    listeners: Listeners,
+    stop: Stop,
+    warm: Option<WarmNamespace>,
+) -> Result<()> {
     let prometheus = crate::metrics::install()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .doing(|| "building the main runtime".into())?;
     let (journal, mut recovered) = open_journal(&config)?;
+    let loaded = match warm.map(|warm| warm.take_over(&journal, &recovered)) {
+        Some(Ok(namespace)) => {
+            info!("namespace taken over warm: followed, not loaded");
+            namespace
+        }
+        Some(Err(why)) => {
+            warn!(%why, "the followed namespace cannot be taken over; loading the store");
+            Namespace::load(&journal, &recovered)?
+        }
+        None => Namespace::load(&journal, &recovered)?,
+    };
     let namespace = Arc::new(
-        Namespace::load(&journal, &recovered)?
+        loaded
             .squashing_root(config.keys.root_squash.is_on())
             .with_data(journal.clone(), config.keys.inline_data_max),
     );

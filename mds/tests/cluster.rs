@@ -2,7 +2,8 @@
 //! ports): `mds cluster init` once, shards claimed by lease-bound owner keys, a second claim
 //! refused naming the owner, a standby taking over a killed owner's shard (and at once after a
 //! SIGTERM), a stale owner fenced off by the store's epoch, an owner serving on while etcd is
-//! away, and one on shared storage stopping when it cannot renew. And the shard map: routed
+//! away, and one on shared storage stopping when it cannot renew; a standby that follows its
+//! shard's store (`--follow`) and takes it over warm, every commit in it. And the shard map: routed
 //! requests, the map long-polled (SHARD_MAP_WAIT: held until the owners change, stalling no
 //! other connection, ended by a SIGTERM), and the client library's watch of it, which tells a
 //! `Router` and a `ResilientConn` of a new owner before any request to the old one fails.
@@ -72,6 +73,32 @@ async fn bootstrap_claims_and_a_second_claim_is_refused() {
     let (code, out) = mds(&["serve", "--shard", "0"]);
     assert_eq!(code, 1);
     assert!(out.contains("need --etcd"), "{out}");
+    let follow = [
+        "serve",
+        "--etcd",
+        &etcd.endpoint,
+        "--shard",
+        "0",
+        "--follow",
+        "1",
+    ];
+    let (code, out) = mds(&follow);
+    assert_eq!(code, 1);
+    assert!(out.contains("--follow is for a standby"), "{out}");
+    let (code, out) = mds(&[
+        "serve",
+        "--etcd",
+        &etcd.endpoint,
+        "--standby",
+        "--follow",
+        "5",
+        "--listen",
+        "127.0.0.1:0",
+        "--metrics-listen",
+        "127.0.0.1:0",
+    ]);
+    assert_eq!(code, 1);
+    assert!(out.contains("shards 0 to 1"), "{out}");
     assert!(c0.lookup(ROOT, "d").await.is_ok(), "the owner serves on");
 
     let (code, status) = mds(&["cluster", "status", "--etcd", &etcd.endpoint]);
@@ -640,4 +667,135 @@ async fn a_client_follows_its_shard_to_the_standby_in_both_ack_modes() {
         let (code, out) = common::fsck(&root.path().join("shard-0"));
         assert_eq!(code, 0, "{ack}: {out}");
     }
+}
+
+/// Waits until `standby` (following shard 0) holds the owner's last commit.
+async fn caught_up(owner: &Server, standby: &Server) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let last = mds_testkit::scrape_metric(owner.metrics, "mds_last_committed_transno");
+        let held = mds_testkit::scrape_metric(
+            standby.metrics,
+            "mds_standby_followed_transno{shard=\"0\"}",
+        );
+        if last.is_some() && last == held {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the standby holds {held:?}, the owner committed {last:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_following_standby_takes_over_warm_with_every_commit() {
+    use mds_proto::{OpenFlags, XattrSet};
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    init(&etcd, root.path(), "1", &[]);
+    let owner = start(&etcd, root.path(), Some(0), &[]);
+    let client = serving(&owner).await;
+    let dir = client.mkdir(ROOT, "before", 0o755).await.unwrap().ino;
+    for i in 0..20 {
+        client.create(dir, &format!("f{i}"), 0o644).await.unwrap();
+    }
+    let standby = start(&etcd, root.path(), None, &["--follow", "0"]);
+    assert!(standby.wait_for_log("shard 0 loaded; following", Duration::from_secs(20)));
+    // While it follows: entries, directories, links, renames, attributes, removals, data.
+    let mut made = Vec::new();
+    for d in 0..4 {
+        let sub = client
+            .mkdir(ROOT, &format!("d{d}"), 0o755)
+            .await
+            .unwrap()
+            .ino;
+        for i in 0..50 {
+            let a = client.create(sub, &format!("f{i}"), 0o600).await.unwrap();
+            made.push((sub, format!("f{i}"), a.ino));
+        }
+    }
+    let (d0, _, f0) = made[0].clone();
+    client
+        .setxattr(f0, "user.k", b"v1", XattrSet::Either)
+        .await
+        .unwrap();
+    client.link(f0, ROOT, "hard").await.unwrap();
+    client.rename(d0, "f1", ROOT, "moved").await.unwrap();
+    client.unlink(d0, "f2").await.unwrap();
+    client.rmdir(ROOT, "before").await.unwrap_err(); // not empty
+    for i in 0..20 {
+        client.unlink(dir, &format!("f{i}")).await.unwrap();
+    }
+    client.rmdir(ROOT, "before").await.unwrap();
+    caught_up(&owner, &standby).await;
+    assert_eq!(
+        mds_testkit::scrape_metric(
+            standby.metrics,
+            "mds_standby_follow_loads_total{shard=\"0\"}"
+        ),
+        Some(1.0)
+    );
+    // A truncate of 20 blocks is one range deletion, which the follower cannot read: it
+    // loads the shard again, and follows on.
+    let data = client.create(ROOT, "data", 0o644).await.unwrap().ino;
+    let flags = OpenFlags {
+        write: true,
+        read: true,
+        ..OpenFlags::default()
+    };
+    let (handle, _) = client.open(data, flags).await.unwrap();
+    client
+        .write_all(handle, 0, &vec![7u8; 20 * 4096])
+        .await
+        .unwrap();
+    client.ftruncate(handle, 100).await.unwrap();
+    client.release(handle).await.unwrap();
+    assert!(standby.wait_for_log("loading it again", Duration::from_secs(20)));
+    caught_up(&owner, &standby).await;
+    assert_eq!(
+        mds_testkit::scrape_metric(
+            standby.metrics,
+            "mds_standby_follow_loads_total{shard=\"0\"}"
+        ),
+        Some(2.0)
+    );
+    // The last creates may come after the follower's last look: the takeover reads them.
+    for i in 0..30 {
+        client
+            .create(ROOT, &format!("last{i}"), 0o644)
+            .await
+            .unwrap();
+    }
+    drop(client);
+    owner.kill();
+    let client = serving(&standby).await;
+    assert!(
+        standby.wait_for_log("namespace taken over warm", Duration::from_secs(5)),
+        "{}",
+        standby.log_text()
+    );
+    for (parent, name, ino) in &made[3..] {
+        assert_eq!(
+            client.lookup(*parent, name).await.unwrap().ino,
+            *ino,
+            "{name}"
+        );
+    }
+    assert_eq!(client.lookup(ROOT, "hard").await.unwrap().nlink, 2);
+    assert_eq!(client.lookup(ROOT, "moved").await.unwrap().ino, made[1].2);
+    assert!(client.lookup(d0, "f2").await.is_err());
+    assert!(client.lookup(ROOT, "before").await.is_err());
+    assert_eq!(client.getxattr(f0, "user.k").await.unwrap(), b"v1");
+    assert_eq!(client.getattr(data).await.unwrap().size, 100);
+    for i in 0..30 {
+        client.lookup(ROOT, &format!("last{i}")).await.unwrap();
+    }
+    assert_eq!(client.readdir_all(d0).await.unwrap().len(), 48);
+    client.create(ROOT, "after", 0o644).await.unwrap();
+    drop(client);
+    assert!(standby.stop().success());
+    let (code, out) = common::fsck(&root.path().join("shard-0"));
+    assert_eq!(code, 0, "{out}");
 }

@@ -44,6 +44,8 @@ pub const LEASE_TTL: &str = "mds_lease_ttl_seconds";
 pub const LEASE_RENEWED_AT: &str = "mds_lease_last_renewal_timestamp_seconds";
 pub const CLUSTER_SHARD_OWNED: &str = "mds_cluster_shard_has_owner";
 pub const SHARD_MAP_WAITS: &str = "mds_shard_map_waits";
+pub const STANDBY_FOLLOWED: &str = "mds_standby_followed_transno";
+pub const STANDBY_FOLLOW_LOADS: &str = "mds_standby_follow_loads_total";
 pub const REMOTE_DIRS_PENDING: &str = "mds_remote_dirs_pending";
 pub const REMOTE_DIRS_SCRUBBED: &str = "mds_remote_dirs_scrubbed_total";
 pub const JOURNAL_ERRORS: &str = "mds_journal_errors_total";
@@ -156,6 +158,14 @@ fn describe_cluster() {
     describe_gauge!(
         CLUSTER_SHARD_OWNED,
         "Whether each shard of the cluster (label shard) has an owner in etcd, as this server's watch sees it."
+    );
+    describe_gauge!(
+        STANDBY_FOLLOWED,
+        "A standby following a shard (--follow; label shard): the last commit of the shard its warm namespace holds. Behind the owner's mds_last_committed_transno by what it has not read yet."
+    );
+    metrics::describe_counter!(
+        STANDBY_FOLLOW_LOADS,
+        "Times a standby loaded the shard it follows (label shard): once at start, and again each time it could not follow the owner's log."
     );
     describe_gauge!(
         SHARD_MAP_WAITS,

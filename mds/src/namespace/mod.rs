@@ -16,6 +16,7 @@ mod node;
 mod ops;
 mod perm;
 mod table;
+mod warm;
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -30,6 +31,7 @@ use mds_proto::{Attr, Body, Cred, Errno};
 use node::{DirName, Entries, Entry, FileKind, InodeAttr, Node};
 use perm::squash_root;
 use table::Table;
+pub use warm::WarmNamespace;
 
 /// Who asks for an operation, as commit-on-share sees it.
 #[derive(Debug)]
@@ -205,12 +207,20 @@ impl Namespace {
     /// middle of an operation that already holds its transno (an UNLINK of such an entry
     /// once panicked a partition there, and every commit after it waited forever).
     pub fn load(journal: &Journal, recovered: &Recovered) -> crate::error::Result<Namespace> {
+        let ns = Namespace::without_inodes(journal, recovered)?;
+        ns.fill(journal)?;
+        Ok(ns)
+    }
+
+    /// What a start takes from the store but its inodes, entries, attributes and orphans:
+    /// the counters, ceilings and pending directories `recovered` and `journal` say.
+    fn without_inodes(journal: &Journal, recovered: &Recovered) -> crate::error::Result<Namespace> {
         // Above every number handed out before this start (a crash may have lost creates that
         // clients were told of early): none is ever handed out twice.
         let next_ino = recovered.next_ino.max(recovered.ceilings.ino);
         let pending_dirs = journal.pending_dirs()?;
         let removing = pending_dirs.iter().filter(|p| p.removing).count();
-        let ns = Namespace {
+        Ok(Namespace {
             table: Table::new(),
             next_ino: AtomicU64::new(next_ino),
             ino_limit: recovered.ino_limit,
@@ -235,7 +245,13 @@ impl Namespace {
             pending_dirs: Mutex::new(pending_dirs.into_iter().map(|p| (p.ino, (p, 0))).collect()),
             removing_dirs: AtomicUsize::new(removing),
             root_squash: false,
-        };
+        })
+    }
+
+    /// Loads every inode, entry, attribute and orphan of `journal` into a namespace that has
+    /// none yet, refusing what does not hold together (`Namespace::load`).
+    fn fill(&self, journal: &Journal) -> crate::error::Result<()> {
+        let ns = self;
         let mut dirs: BTreeMap<u64, Entries> = BTreeMap::new();
         journal.scan_dentries(|parent, name, entry| {
             dirs.entry(parent)
@@ -306,7 +322,7 @@ impl Namespace {
             };
             *dir = entries;
         }
-        Ok(ns)
+        Ok(())
     }
 
     /// A namespace of the root alone, with no store behind it and no ceiling that matters:

@@ -248,7 +248,7 @@ fn ino_of(body: Result<Body, Errno>) -> u64 {
 
 /// Three directories under the root, then four threads mutating them at random with few
 /// names, so they collide. Returns every record, in no particular order.
-fn concurrent_walk(ns: &Arc<Namespace>) -> Vec<TxRecord> {
+pub(super) fn concurrent_walk(ns: &Arc<Namespace>) -> Vec<TxRecord> {
     let mut records = Vec::new();
     let dirs: Vec<u64> = (0..3)
         .map(|i| {
