@@ -74,7 +74,8 @@ pub enum Error {
     #[error("corrupt {what}: {detail}")]
     Corrupt { what: &'static str, detail: String },
     /// A follower's next batch is no longer in the owner's write-ahead log (the owner
-    /// flushed and deleted that log file before the follower read it).
+    /// flushed and deleted that log file before the follower read it): the log goes on at
+    /// `found`, or ends before the store's last sequence (`found` is one past it).
     #[error("following: the log goes on at sequence {found}, not {wanted} (a log file is gone)")]
     FollowGap { wanted: u64, found: u64 },
     /// A follower could not read a batch whole (a range deletion, which RocksDB's C API does

@@ -794,8 +794,30 @@ async fn a_following_standby_takes_over_warm_with_every_commit() {
     }
     assert_eq!(client.readdir_all(d0).await.unwrap().len(), 48);
     client.create(ROOT, "after", 0o644).await.unwrap();
+    // A planned handover to another following standby: the owner flushes as it stops, and
+    // the follower still reads its last commits (the cluster's store archives that log).
+    let second = start(&etcd, root.path(), None, &["--follow", "0"]);
+    assert!(second.wait_for_log("shard 0 loaded; following", Duration::from_secs(20)));
+    for i in 0..30 {
+        client
+            .create(ROOT, &format!("handed{i}"), 0o644)
+            .await
+            .unwrap();
+    }
     drop(client);
     assert!(standby.stop().success());
+    let client = serving(&second).await;
+    assert!(
+        second.wait_for_log("namespace taken over warm", Duration::from_secs(5)),
+        "{}",
+        second.log_text()
+    );
+    for i in 0..30 {
+        client.lookup(ROOT, &format!("handed{i}")).await.unwrap();
+    }
+    client.lookup(ROOT, "after").await.unwrap();
+    drop(client);
+    assert!(second.stop().success());
     let (code, out) = common::fsck(&root.path().join("shard-0"));
     assert_eq!(code, 0, "{out}");
 }

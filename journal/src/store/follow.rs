@@ -9,7 +9,8 @@
 //! This is HDFS's standby NameNode tailing the edit log, with RocksDB's log as the edits: the
 //! owner writes nothing more for it. What a follower cannot read it says, and its caller
 //! loads the namespace again rather than guess: a batch whose log file is gone already (the
-//! owner flushed and deleted it before the follower looked: [`Error::FollowGap`]), or one
+//! owner flushed and deleted it before the follower looked: [`Error::FollowGap`]; a
+//! cluster's store archives retired log files for a minute, `Journal::open`), or one
 //! with a range deletion, which RocksDB's C API stops iterating at ([`Error::FollowPartial`];
 //! only a truncate of a file's data more than `POINT_DELETES_MAX` blocks long writes one).
 
@@ -159,6 +160,15 @@ impl Journal {
             f(reader.changes);
             *seq = last;
             batches += 1;
+        }
+        // The log ends before what the store holds: the batches between are in a log file
+        // that is gone, and no later batch came to show the gap.
+        let latest = self.db.latest_sequence_number();
+        if *seq < latest {
+            return Err(Error::FollowGap {
+                wanted: *seq + 1,
+                found: latest + 1,
+            });
         }
         Ok(batches)
     }

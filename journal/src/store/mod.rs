@@ -139,6 +139,13 @@ pub struct StoreStats {
 /// family would have to step over until compaction.
 const POINT_DELETES_MAX: u32 = 16;
 
+/// How long a cluster's store keeps a log file its memtables no longer need
+/// (`open_tuned`): a following standby reads the batches in it. Its reads come every 100 ms,
+/// and its last one a moment after the owner stopped.
+const ARCHIVED_LOG_TTL: Duration = Duration::from_secs(60);
+/// And at most this many MiB of them, whatever their age.
+const ARCHIVED_LOG_MB: u64 = 1024;
+
 /// The journal: a RocksDB database with the mds schema.
 pub struct Journal {
     db: DB,
@@ -193,7 +200,14 @@ impl Journal {
         options: JournalOptions,
         tuning: &Tuning,
     ) -> Result<(Journal, Recovered)> {
-        let opts = db_options(tuning);
+        let mut opts = db_options(tuning);
+        if options.shard.is_some() {
+            // A cluster's standby may follow this store (`follow.rs`): the log files a flush
+            // makes obsolete are archived a while instead of deleted, so that a follower reads
+            // the last batches of an owner that flushed as it stopped (a planned handover).
+            opts.set_wal_ttl_seconds(ARCHIVED_LOG_TTL.as_secs());
+            opts.set_wal_size_limit_mb(ARCHIVED_LOG_MB);
+        }
         let cache = block_cache();
         // A store of an older schema lacks the families later versions added (`xattrs` in
         // version 3, `data` and `orphans` in 4). It is opened with the families it has, so

@@ -249,6 +249,9 @@ fn a_follower_that_lost_a_log_file_says_so_and_never_skips_a_batch() {
     match follower.follow(&mut seq, |batch| image.apply_all(batch)) {
         // RocksDB kept the log file (still live, or deleted later): all of it was read.
         Ok(_) => assert!(image.inodes.contains_key(&10) && image.inodes.contains_key(&11)),
+        Err(Error::FollowGap { wanted, .. }) if image.inodes.contains_key(&11) => {
+            panic!("a gap at {wanted} reported after a later batch was applied")
+        }
         Err(Error::FollowGap { wanted, found }) => {
             assert_eq!(wanted, before + 1);
             assert!(found > wanted);
@@ -295,4 +298,49 @@ fn a_store_of_another_schema_or_none_is_not_followed() {
     let dir = tempfile::tempdir().unwrap();
     let missing = Journal::open_follower(&dir.path().join("none"), &dir.path().join("f"));
     assert!(matches!(missing, Err(Error::NoStore { .. })), "{missing:?}");
+}
+
+#[test]
+fn a_clusters_store_keeps_the_log_a_flush_retires_for_its_follower() {
+    let dir = tempfile::tempdir().unwrap();
+    let (primary, own) = (dir.path().join("store"), dir.path().join("follower"));
+    let options = JournalOptions {
+        shard: Some(crate::ShardIdentity {
+            cluster: "c".into(),
+            shard: 0,
+            epoch: 1,
+        }),
+        ..JournalOptions::default()
+    };
+    let (owner, _) = Journal::open(&primary, options).unwrap();
+    let (follower, mut image, mut seq) = follower(&primary, &own);
+    owner.commit(&[create(1, 10), create(2, 11)]).unwrap();
+    // The owner stops as a clean stop does: flushed, the log it wrote retired.
+    owner.flush().unwrap();
+    drop(owner);
+    follower
+        .follow(&mut seq, |batch| image.apply_all(batch))
+        .unwrap();
+    drop(follower);
+    let (fresh, recovered) = Journal::open_read_only(&primary).unwrap();
+    assert_eq!(image, Image::read(&fresh, recovered.last_committed));
+    assert_eq!(image.last_committed, 2);
+}
+
+#[test]
+fn a_follower_says_so_when_the_log_ends_before_the_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let (primary, own) = (dir.path().join("store"), dir.path().join("follower"));
+    let (owner, _) = Journal::open(&primary, JournalOptions::default()).unwrap();
+    let (follower, mut image, mut seq) = follower(&primary, &own);
+    owner.commit(&[create(1, 10)]).unwrap();
+    // Flushed and its log deleted, and nothing written after: no later batch shows the gap.
+    owner.flush().unwrap();
+    drop(owner);
+    match follower.follow(&mut seq, |batch| image.apply_all(batch)) {
+        Err(Error::FollowGap { .. }) => {}
+        // RocksDB kept the log file after all: then all of it was read.
+        Ok(_) => assert!(image.inodes.contains_key(&10), "a batch missed silently"),
+        Err(e) => panic!("{e}"),
+    }
 }
