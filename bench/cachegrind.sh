@@ -15,6 +15,8 @@
 #   LOADGEN_BIN=each ...    # each build driven by its own loadgen (builds of different protocols)
 #   COUNT=400000 LL=2097152,16,64 ...   # the defaults
 #   SERVER_ARGS="--inline-data-max 0" ... # server flags for every build
+#   SIDE=loadgen LOADGEN_BIN=each ...     # count the load generator instead (each build's
+#                                         # loadgen under cachegrind, its server not)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
@@ -28,6 +30,8 @@ DEPTH="${DEPTH:-16}"
 LL="${LL:-2097152,16,64}"
 OUT="${OUT:-/var/tmp/mds-cachegrind}"
 SERVER_ARGS="${SERVER_ARGS:-}"
+SIDE="${SIDE:-server}"
+case "$SIDE" in server|loadgen) ;; *) echo "SIDE is server or loadgen, not $SIDE" >&2; exit 2;; esac
 command -v valgrind >/dev/null || { echo "needs valgrind (apt-get install -y valgrind)" >&2; exit 2; }
 mkdir -p "$OUT"
 
@@ -35,7 +39,7 @@ pid=""
 data=""
 cleanup() {
   if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
-  if [ -n "$data" ]; then rm -rf "$data" "$data.log"; fi
+  if [ -n "$data" ]; then rm -rf "$data" "$data.log" "$data.counted"; fi
 }
 trap cleanup EXIT
 
@@ -49,26 +53,30 @@ n=0
 for build in $BUILDS; do
   n=$((n + 1))
   data=$(mktemp -d /var/tmp/mds-cg.XXXXXX)
+  counted=(valgrind --tool=cachegrind --cache-sim=yes --LL="$LL"
+    --cachegrind-out-file="$OUT/cachegrind.$n.out")
+  server=() client=("${counted[@]}" --log-file="$data.counted") summary_log="$data.counted"
+  if [ "$SIDE" = server ]; then
+    server=("${counted[@]}") client=() summary_log="$data.log"
+  fi
   # shellcheck disable=SC2086 # $SERVER_ARGS is a list of flags
-  valgrind --tool=cachegrind --cache-sim=yes --LL="$LL" \
-    --cachegrind-out-file="$OUT/cachegrind.$n.out" \
-    "$build/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
-    $SERVER_ARGS 2>"$data.log" &
+  "${server[@]}" "$build/mds" serve --data "$data" --listen 127.0.0.1:0 \
+    --metrics-listen 127.0.0.1:0 $SERVER_ARGS 2>"$data.log" &
   pid=$!
   wait_for_mds "$data.log"
   lg="$LOADGEN_BIN"
   if [ "$lg" = each ]; then lg="$build"; fi
-  "$lg/loadgen" create --server "$MDS_ADDR" --threads "$THREADS" --depth "$DEPTH" \
+  "${client[@]}" "$lg/loadgen" create --server "$MDS_ADDR" --threads "$THREADS" --depth "$DEPTH" \
     --count "$COUNT" --warmup 0 --quiet >/dev/null
   kill -TERM "$pid"
   wait "$pid" || true
   pid=""
-  ir=$(summary "I *refs" "$data.log")
-  d1=$(summary "D1  misses" "$data.log")
-  ll=$(summary "LL misses" "$data.log")
+  ir=$(summary "I *refs" "$summary_log")
+  d1=$(summary "D1  misses" "$summary_log")
+  ll=$(summary "LL misses" "$summary_log")
   awk -v b="$build" -v ir="$ir" -v d1="$d1" -v ll="$ll" -v c="$COUNT" \
     'BEGIN {printf "%-40s %12.0f %12.2f %12.2f\n", b, ir / c, d1 / c, ll / c}'
-  rm -rf "$data" "$data.log"
+  rm -rf "$data" "$data.log" "$data.counted"
   data=""
 done
-echo "per create over $COUNT creates at ${THREADS} x ${DEPTH}, LL=$LL; cachegrind files in $OUT"
+echo "$SIDE's, per create over $COUNT creates at ${THREADS} x ${DEPTH}, LL=$LL; cachegrind files in $OUT"
