@@ -23,7 +23,7 @@ use tokio_util::codec::FramedRead;
 
 use mds_proto::{
     self as protocol, Attr, Body, Cred, DirEntry, Errno, Kind, MAX_IO, MAX_READDIR, Op, OpenFlags,
-    PROTOCOL_VERSION, RenameHow, Replay, Reply, Request, SetAttr, ShardMap, StatFs, Target,
+    PROTOCOL_VERSION, RenameHow, Replay, Reply, RequestRef, SetAttr, ShardMap, StatFs, Target,
     XattrSet, XattrValue, encode_frame,
 };
 
@@ -488,7 +488,7 @@ impl Client {
     /// caller's, as the original's was.
     async fn send_replay(&self, xid: u64, op: Op, cred: &Cred, replay: Replay) -> Result<Reply> {
         let acked_xid = self.inner.session.acked_xid();
-        self.send_request(xid, acked_xid, op, cred, Some(replay))
+        self.send_request(xid, acked_xid, &op, cred, Some(replay))
             .await
     }
 
@@ -506,7 +506,7 @@ impl Client {
     /// `cred`, or the session's if `None`.
     async fn call_reply_with(&self, cred: Option<&Cred>, op: Op) -> Result<Reply> {
         let (xid, acked_xid) = self.inner.session.begin();
-        let reply = self.send(xid, acked_xid, op, cred).await;
+        let reply = self.send(xid, acked_xid, &op, cred).await;
         if reply.is_err() {
             // Nobody will resend it (that is `send_as`): it must not hold the session's
             // watermark below it for good — the server would keep every later resend
@@ -520,20 +520,21 @@ impl Client {
     /// send of a request that may need resending, or its resend after a reconnect.
     pub async fn send_as(&self, xid: u64, op: Op) -> Result<Reply> {
         let acked_xid = self.inner.session.acked_xid();
-        self.send(xid, acked_xid, op, None).await
+        self.send(xid, acked_xid, &op, None).await
     }
 
     /// As [`Client::send_as`], with `cred` instead of the session's credentials (a resend
     /// must carry the ones its first send did).
-    pub async fn send_with_cred(&self, xid: u64, cred: &Cred, op: Op) -> Result<Reply> {
+    /// The op is borrowed: a resend sends the same one again.
+    pub async fn send_with_cred(&self, xid: u64, cred: &Cred, op: &Op) -> Result<Reply> {
         let acked_xid = self.inner.session.acked_xid();
         self.send(xid, acked_xid, op, Some(cred)).await
     }
 
     /// Sends with `cred`, or the session's credentials if `None`.
-    async fn send(&self, xid: u64, acked_xid: u64, op: Op, cred: Option<&Cred>) -> Result<Reply> {
+    async fn send(&self, xid: u64, acked_xid: u64, op: &Op, cred: Option<&Cred>) -> Result<Reply> {
         let cred = cred.unwrap_or(self.inner.session.cred());
-        self.inner.session.sending(xid, &op, cred);
+        self.inner.session.sending(xid, op, cred);
         self.send_request(xid, acked_xid, op, cred, None).await
     }
 
@@ -541,7 +542,7 @@ impl Client {
         &self,
         xid: u64,
         acked_xid: u64,
-        op: Op,
+        op: &Op,
         cred: &Cred,
         replay: Option<Replay>,
     ) -> Result<Reply> {
@@ -551,11 +552,11 @@ impl Client {
             self.inner.waiting.lock().remove(&xid);
             return Err(self.inner.gone());
         }
-        let request = Request {
+        let request = RequestRef {
             xid,
             op,
             acked_xid,
-            cred: cred.clone(),
+            cred,
             replay,
         };
         encode_frame(&request, &mut self.inner.outbox.lock());
@@ -971,6 +972,7 @@ fn unexpected(body: Body) -> ClientError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use mds_proto::Request;
 
     use std::pin::Pin;
     use std::task::{Context, Poll};

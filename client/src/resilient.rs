@@ -140,6 +140,22 @@ impl Outages {
     }
 }
 
+/// Marks a reconnect under way for as long as it lives, whichever way the reconnect ends.
+struct UnderWay<'a>(&'a AtomicBool);
+
+impl<'a> UnderWay<'a> {
+    fn set(flag: &'a AtomicBool) -> UnderWay<'a> {
+        flag.store(true, Ordering::Release);
+        UnderWay(flag)
+    }
+}
+
+impl Drop for UnderWay<'_> {
+    fn drop(&mut self) {
+        self.0.store(false, Ordering::Release);
+    }
+}
+
 pub struct ResilientConn {
     /// The address it connects to: the one given, or the server its shard moved to.
     server: parking_lot::Mutex<String>,
@@ -157,8 +173,13 @@ pub struct ResilientConn {
     options: ConnectOptions,
     session: Arc<Session>,
     /// (generation, client): the generation tells a lane whether someone already replaced the
-    /// client it saw fail.
-    current: Mutex<(u64, Client)>,
+    /// client it saw fail. A plain lock, held for a clone: every request reads it.
+    current: parking_lot::Mutex<(u64, Client)>,
+    /// Held by the one reconnect under way; the others wait on it.
+    reconnecting: Mutex<()>,
+    /// Set while a reconnect holds `reconnecting`: a request then waits for the new client
+    /// instead of going to the one that failed. Read by every request, one atomic load.
+    reconnect_under_way: AtomicBool,
     reconnect_timeout: Duration,
     /// Set when a reconnect gave up: every lane then fails at once instead of waiting out a
     /// timeout of its own (with `--depth 16` that was 16 timeouts in a row).
@@ -227,7 +248,9 @@ impl ResilientConn {
             seen: AtomicU64::new(0),
             options,
             session,
-            current: Mutex::new((0, client)),
+            current: parking_lot::Mutex::new((0, client)),
+            reconnecting: Mutex::new(()),
+            reconnect_under_way: AtomicBool::new(false),
             reconnect_timeout,
             dead: AtomicBool::new(false),
             outages,
@@ -255,8 +278,11 @@ impl ResilientConn {
             if self.dead.load(Ordering::Acquire) {
                 return Err(Gone::Timeout(self.reconnect_timeout));
             }
+            if self.reconnect_under_way.load(Ordering::Acquire) {
+                drop(self.reconnecting.lock().await);
+            }
             let (generation, client) = {
-                let current = self.current.lock().await;
+                let current = self.current.lock();
                 (current.0, current.1.clone())
             };
             if self.shard_moved() {
@@ -266,7 +292,7 @@ impl ResilientConn {
                 self.reconnect(generation).await?;
                 continue;
             }
-            match client.send_with_cred(xid, cred, op.clone()).await {
+            match client.send_with_cred(xid, cred, &op).await {
                 Ok(reply) => return Ok((Answer { reply, resent }, client.server_boot())),
                 Err(ClientError::Disconnected | ClientError::Io(_)) => {
                     self.reconnect(generation).await?;
@@ -354,12 +380,13 @@ impl ResilientConn {
     }
 
     async fn reconnect(&self, failed: u64) -> Result<(), Gone> {
-        let mut current = self.current.lock().await;
+        let _reconnecting = self.reconnecting.lock().await;
+        let _under_way = UnderWay::set(&self.reconnect_under_way);
         // Checked under the lock: the lane that gave up set it before letting go.
         if self.dead.load(Ordering::Acquire) {
             return Err(Gone::Timeout(self.reconnect_timeout));
         }
-        if current.0 != failed {
+        if self.current.lock().0 != failed {
             return Ok(()); // another lane already reconnected
         }
         let started = Instant::now();
@@ -403,7 +430,7 @@ impl ResilientConn {
                     if let Ok(map) = client.shard_map().await {
                         *self.located.lock() = map;
                     }
-                    *current = (failed + 1, client);
+                    *self.current.lock() = (failed + 1, client);
                     self.outages.reconnects.fetch_add(1, Ordering::Relaxed);
                     self.outages.ended(started, true, Instant::now());
                     return Ok(());

@@ -25,8 +25,8 @@ pub use frame::{
 };
 pub use names::check_name;
 pub use op::{
-    Cred, Data, MAX_GROUPS, Op, OpenFlags, RenameHow, Replay, Request, SHARD_SHIFT, SetAttr,
-    SetTime, Target, XattrSet, XattrValue, opcode, shard_of,
+    Cred, Data, MAX_GROUPS, Op, OpenFlags, RenameHow, Replay, Request, RequestRef, SHARD_SHIFT,
+    SetAttr, SetTime, Target, XattrSet, XattrValue, opcode, shard_of,
 };
 pub use reply::{Attr, Body, DirEntry, Kind, Reply, ShardLocation, ShardMap, StatFs};
 
@@ -232,6 +232,54 @@ mod tests {
                 wait_ms: 30_000,
             },
         ]
+    }
+
+    /// What a client encodes with its op and credentials borrowed is, byte for byte, the
+    /// `Request` a server decodes: for every op, with and without groups and a replay.
+    #[test]
+    fn a_borrowed_request_encodes_as_the_request() {
+        let creds = [
+            Cred::default(),
+            Cred {
+                uid: 1000,
+                gid: 100,
+                groups: vec![4, 27, 1001],
+            },
+        ];
+        let replays = [
+            None,
+            Some(Replay {
+                xid: 9,
+                transno: 12,
+                ino: 40,
+                ticket: 0xdead_beef,
+            }),
+        ];
+        for op in one_of_each() {
+            for cred in &creds {
+                for replay in replays {
+                    let owned = Request {
+                        xid: 77,
+                        op: op.clone(),
+                        acked_xid: 70,
+                        cred: cred.clone(),
+                        replay,
+                    };
+                    let borrowed = RequestRef {
+                        xid: 77,
+                        op: &op,
+                        acked_xid: 70,
+                        cred,
+                        replay,
+                    };
+                    let (mut a, mut b) = (BytesMut::new(), BytesMut::new());
+                    encode_frame(&owned, &mut a);
+                    encode_frame(&borrowed, &mut b);
+                    assert_eq!(a, b, "{op:?}");
+                    assert_eq!(decode::<Request>(&a[4..]).unwrap(), owned);
+                }
+            }
+        }
     }
 
     #[test]

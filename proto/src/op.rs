@@ -25,6 +25,18 @@ pub struct Request {
     pub replay: Option<Replay>,
 }
 
+/// A [`Request`] to encode, its operation and credentials borrowed: the same bytes (serde
+/// writes a reference as what it refers to; pinned by a test). A client sends one request
+/// again after a reconnect, and encodes each without copying its name or groups first.
+#[derive(Clone, Copy, Debug, Serialize)]
+pub struct RequestRef<'a> {
+    pub xid: u64,
+    pub op: &'a Op,
+    pub acked_xid: u64,
+    pub cred: &'a Cred,
+    pub replay: Option<Replay>,
+}
+
 /// The caller's identity, as NFS's AUTH_SYS and Lustre carry it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Cred {
