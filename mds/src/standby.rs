@@ -116,7 +116,9 @@ impl Drop for Follower {
 /// told to stop, loading again whenever it cannot follow.
 fn follow(shard: u16, store: &Path, stop: &AtomicBool) -> Option<Followed> {
     let label = shard.to_string();
-    let own = std::env::temp_dir().join(format!("mds-follow-{}-shard-{shard}", std::process::id()));
+    let temp = std::env::temp_dir();
+    remove_stale(&temp);
+    let own = temp.join(format!("{OWN_PREFIX}{}-shard-{shard}", std::process::id()));
     let mut followed: Option<Followed> = None;
     let mut told = None::<String>;
     while !stop.load(Ordering::Acquire) {
@@ -166,6 +168,32 @@ fn follow(shard: u16, store: &Path, stop: &AtomicBool) -> Option<Followed> {
     followed
 }
 
+/// The secondary instance's own directory, in the temporary directory: this, the process's
+/// pid, `-shard-N`. One per process and shard: two standbys of one host never share one.
+const OWN_PREFIX: &str = "mds-follow-";
+
+/// Removes the directories (in `temp`) of followers whose process is gone: a standby killed
+/// while it followed never removed its own. One whose pid runs, this process's included, is
+/// left alone.
+fn remove_stale(temp: &Path) {
+    let Ok(entries) = std::fs::read_dir(temp) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let pid = name
+            .to_str()
+            .and_then(|n| n.strip_prefix(OWN_PREFIX))
+            .and_then(|rest| rest.split('-').next())
+            .and_then(|pid| pid.parse::<u32>().ok());
+        if let Some(pid) = pid
+            && !Path::new("/proc").join(pid.to_string()).exists()
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
 /// Opens the store as a follower and loads its namespace.
 fn load(store: &Path, own: &Path) -> Result<Followed> {
     let journal_error = |source| crate::error::Error::Journal {
@@ -181,4 +209,32 @@ fn load(store: &Path, own: &Path) -> Result<Followed> {
         seq,
         own: own.to_owned(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_directories_of_followers_that_are_gone_are_removed_and_no_other() {
+        let temp = tempfile::tempdir().unwrap();
+        // A pid that ran and is gone.
+        let mut exited = std::process::Command::new("true").spawn().unwrap();
+        let gone = exited.id();
+        exited.wait().unwrap();
+        let mine = std::process::id();
+        let dirs = [
+            format!("{OWN_PREFIX}{gone}-shard-0"),
+            format!("{OWN_PREFIX}{mine}-shard-1"),
+            format!("{OWN_PREFIX}not-a-pid"),
+            "something-else-1".to_owned(),
+        ];
+        for dir in &dirs {
+            std::fs::create_dir(temp.path().join(dir)).unwrap();
+            std::fs::write(temp.path().join(dir).join("LOG"), b"x").unwrap();
+        }
+        remove_stale(temp.path());
+        let left: Vec<bool> = dirs.iter().map(|d| temp.path().join(d).exists()).collect();
+        assert_eq!(left, [false, true, true, true]);
+    }
 }

@@ -180,6 +180,18 @@ fn follower(primary: &Path, own: &Path) -> (Journal, Image, u64) {
     (journal, image, seq)
 }
 
+/// A new store's owner (opened with `options`) and a follower opened on it before anything
+/// is committed; and the store's path.
+fn owner_and_follower(
+    dir: &Path,
+    options: JournalOptions,
+) -> (Journal, Journal, Image, u64, std::path::PathBuf) {
+    let (primary, own) = (dir.join("store"), dir.join("follower"));
+    let (owner, _) = Journal::open(&primary, options).unwrap();
+    let (follower, image, seq) = follower(&primary, &own);
+    (owner, follower, image, seq, primary)
+}
+
 #[test]
 fn a_follower_builds_what_a_fresh_open_reads_across_flushes() {
     let dir = tempfile::tempdir().unwrap();
@@ -238,9 +250,8 @@ fn a_follower_builds_what_a_fresh_open_reads_across_flushes() {
 #[test]
 fn a_follower_that_lost_a_log_file_says_so_and_never_skips_a_batch() {
     let dir = tempfile::tempdir().unwrap();
-    let (primary, own) = (dir.path().join("store"), dir.path().join("follower"));
-    let (owner, _) = Journal::open(&primary, JournalOptions::default()).unwrap();
-    let (follower, mut image, mut seq) = follower(&primary, &own);
+    let (owner, follower, mut image, mut seq, _) =
+        owner_and_follower(dir.path(), JournalOptions::default());
     owner.commit(&[create(1, 10)]).unwrap();
     // The owner flushes (and deletes the log holding transno 1) before the follower looks.
     owner.flush().unwrap();
@@ -303,7 +314,6 @@ fn a_store_of_another_schema_or_none_is_not_followed() {
 #[test]
 fn a_clusters_store_keeps_the_log_a_flush_retires_for_its_follower() {
     let dir = tempfile::tempdir().unwrap();
-    let (primary, own) = (dir.path().join("store"), dir.path().join("follower"));
     let options = JournalOptions {
         shard: Some(crate::ShardIdentity {
             cluster: "c".into(),
@@ -312,8 +322,7 @@ fn a_clusters_store_keeps_the_log_a_flush_retires_for_its_follower() {
         }),
         ..JournalOptions::default()
     };
-    let (owner, _) = Journal::open(&primary, options).unwrap();
-    let (follower, mut image, mut seq) = follower(&primary, &own);
+    let (owner, follower, mut image, mut seq, primary) = owner_and_follower(dir.path(), options);
     owner.commit(&[create(1, 10), create(2, 11)]).unwrap();
     // The owner stops as a clean stop does: flushed, the log it wrote retired.
     owner.flush().unwrap();
@@ -330,9 +339,8 @@ fn a_clusters_store_keeps_the_log_a_flush_retires_for_its_follower() {
 #[test]
 fn a_follower_says_so_when_the_log_ends_before_the_store() {
     let dir = tempfile::tempdir().unwrap();
-    let (primary, own) = (dir.path().join("store"), dir.path().join("follower"));
-    let (owner, _) = Journal::open(&primary, JournalOptions::default()).unwrap();
-    let (follower, mut image, mut seq) = follower(&primary, &own);
+    let (owner, follower, mut image, mut seq, _) =
+        owner_and_follower(dir.path(), JournalOptions::default());
     owner.commit(&[create(1, 10)]).unwrap();
     // Flushed and its log deleted, and nothing written after: no later batch shows the gap.
     owner.flush().unwrap();
