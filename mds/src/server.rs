@@ -141,19 +141,8 @@ pub fn serve_warm(
         .build()
         .doing(|| "building the main runtime".into())?;
     let (journal, mut recovered) = open_journal(&config)?;
-    let loaded = match warm.map(|warm| warm.take_over(&journal, &recovered)) {
-        Some(Ok(namespace)) => {
-            info!("namespace taken over warm: followed, not loaded");
-            namespace
-        }
-        Some(Err(why)) => {
-            warn!(%why, "the followed namespace cannot be taken over; loading the store");
-            Namespace::load(&journal, &recovered)?
-        }
-        None => Namespace::load(&journal, &recovered)?,
-    };
     let namespace = Arc::new(
-        loaded
+        namespace_to_serve(&journal, &recovered, warm)?
             .squashing_root(config.keys.root_squash.is_on())
             .with_data(journal.clone(), config.keys.inline_data_max),
     );
@@ -277,6 +266,26 @@ pub fn serve_warm(
         return Err(Error::JournalFailed);
     }
     Ok(())
+}
+
+/// The namespace a start serves: `warm` (a standby's, followed) if it holds what the
+/// store's open read, else the store's, loaded.
+fn namespace_to_serve(
+    journal: &Journal,
+    recovered: &journal::Recovered,
+    warm: Option<WarmNamespace>,
+) -> Result<Namespace> {
+    match warm.map(|warm| warm.take_over(journal, recovered)) {
+        Some(Ok(namespace)) => {
+            info!("namespace taken over warm: followed, not loaded");
+            Ok(namespace)
+        }
+        Some(Err(why)) => {
+            warn!(%why, "the followed namespace cannot be taken over; loading the store");
+            Namespace::load(journal, recovered)
+        }
+        None => Namespace::load(journal, recovered),
+    }
 }
 
 /// Opens the store in `config.keys.data` (refusing one a running server holds), with the leases
