@@ -385,6 +385,31 @@ ROWS = [
             (f"max by (instance) (mds_lease_ttl_seconds{{{SEL}}})", "TTL {{instance}}")],
            "Seconds since each server's lease was last renewed, against its TTL; the alert "
            "MdsLeaseRenewalLate fires past two thirds of it.", 6),
+        ts("Standby behind its shard's owner", "short",
+           [(f"max by (shard) (mds_last_committed_transno "
+             f"* on (instance) group_left (shard) (mds_shard_owned == 1)) "
+             f"- on (shard) max by (shard) (mds_standby_followed_transno{{{SEL}}})",
+             "shard {{shard}}")],
+           "Commits of each followed shard a warm standby (--follow) has not read yet: the "
+           "owner's last committed transno less the standby's. It reads the owner's log every "
+           "100 ms, so this stays near what the owner commits in that time; the owner is "
+           "found by mds_shard_owned whichever instances are selected.", 8),
+        ts("Standby following", "short",
+           [(f"max by (instance, shard) (mds_standby_following{{{SEL}}})",
+             "{{instance}} shard {{shard}}"),
+            (f"sum by (instance, shard) (increase(mds_standby_follow_loads_total{{{SEL}}}[{RI}]))",
+             "loads {{instance}} shard {{shard}}")],
+           "1 while a standby holds its shard's namespace and reads the owner's log, so that "
+           "a takeover serves it without loading; 0 while it loads or cannot, and once it has "
+           "taken a shard over. Loads: it could not follow and loaded the shard again. The "
+           "alert MdsStandbyNotFollowing fires after 5 minutes at 0.", 8),
+        ts("Since the standby's last read", "s",
+           [(f"time() - max by (instance, shard) "
+             f"(mds_standby_last_follow_timestamp_seconds{{{SEL}}}) "
+             f"and on (instance, shard) (mds_standby_following{{{SEL}}} == 1)",
+             "{{instance}} shard {{shard}}")],
+           "Seconds since a following standby last read its owner's log to the end (every "
+           "100 ms while it follows); the alert MdsStandbyFollowStalled fires past 30 s.", 8),
     ]),
 ]
 

@@ -20,7 +20,9 @@ use journal::Journal;
 use tracing::{info, warn};
 
 use crate::error::{IoContext, Result};
-use crate::metrics::{STANDBY_FOLLOW_LOADS, STANDBY_FOLLOWED};
+use crate::metrics::{
+    STANDBY_FOLLOW_LOADS, STANDBY_FOLLOWED, STANDBY_FOLLOWED_AT, STANDBY_FOLLOWING,
+};
 use crate::namespace::WarmNamespace;
 
 /// How often the follower reads what the owner committed. The owner keeps its log files
@@ -115,7 +117,7 @@ impl Drop for Follower {
 /// The thread: loads the shard, then reads the owner's commits every [`FOLLOW_EVERY`] until
 /// told to stop, loading again whenever it cannot follow.
 fn follow(shard: u16, store: &Path, stop: &AtomicBool) -> Option<Followed> {
-    let label = shard.to_string();
+    let gauges = Gauges::new(shard);
     let temp = std::env::temp_dir();
     remove_stale(&temp);
     let own = temp.join(format!("{OWN_PREFIX}{}-shard-{shard}", std::process::id()));
@@ -125,7 +127,8 @@ fn follow(shard: u16, store: &Path, stop: &AtomicBool) -> Option<Followed> {
         let pause = match followed.as_mut() {
             None => match load(store, &own) {
                 Ok(loaded) => {
-                    metrics::counter!(STANDBY_FOLLOW_LOADS, "shard" => label.clone()).increment(1);
+                    gauges.loads.increment(1);
+                    gauges.read(loaded.ns.last_committed());
                     info!(
                         shard,
                         last_committed = loaded.ns.last_committed(),
@@ -148,8 +151,7 @@ fn follow(shard: u16, store: &Path, stop: &AtomicBool) -> Option<Followed> {
                 journal, ns, seq, ..
             }) => match journal.follow(seq, |batch| ns.apply(batch)) {
                 Ok(_) if ns.broken().is_none() => {
-                    metrics::gauge!(STANDBY_FOLLOWED, "shard" => label.clone())
-                        .set(ns.last_committed() as f64);
+                    gauges.read(ns.last_committed());
                     FOLLOW_EVERY
                 }
                 outcome => {
@@ -158,6 +160,7 @@ fn follow(shard: u16, store: &Path, stop: &AtomicBool) -> Option<Followed> {
                         Ok(_) => ns.broken().unwrap_or_default().to_owned(),
                     };
                     warn!(shard, cause = %why, "standby: cannot follow shard {shard} from its owner's log; loading it again");
+                    gauges.following.set(0.0);
                     followed = None;
                     Duration::ZERO
                 }
@@ -165,7 +168,41 @@ fn follow(shard: u16, store: &Path, stop: &AtomicBool) -> Option<Followed> {
         };
         std::thread::park_timeout(pause);
     }
+    gauges.following.set(0.0);
     followed
+}
+
+/// The follower's series, labelled with its shard.
+struct Gauges {
+    following: metrics::Gauge,
+    followed: metrics::Gauge,
+    followed_at: metrics::Gauge,
+    loads: metrics::Counter,
+}
+
+impl Gauges {
+    fn new(shard: u16) -> Gauges {
+        let label = shard.to_string();
+        let following = metrics::gauge!(STANDBY_FOLLOWING, "shard" => label.clone());
+        following.set(0.0);
+        Gauges {
+            following,
+            followed: metrics::gauge!(STANDBY_FOLLOWED, "shard" => label.clone()),
+            followed_at: metrics::gauge!(STANDBY_FOLLOWED_AT, "shard" => label.clone()),
+            loads: metrics::counter!(STANDBY_FOLLOW_LOADS, "shard" => label),
+        }
+    }
+
+    /// The owner's log read to its end, up to commit `transno`.
+    fn read(&self, transno: u64) {
+        self.following.set(1.0);
+        self.followed.set(transno as f64);
+        self.followed_at.set(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+        );
+    }
 }
 
 /// The secondary instance's own directory, in the temporary directory: this, the process's

@@ -730,12 +730,20 @@ async fn a_following_standby_takes_over_warm_with_every_commit() {
     }
     client.rmdir(ROOT, "before").await.unwrap();
     caught_up(&owner, &standby).await;
+    let scrape = |metric: &str| mds_testkit::scrape_metric(standby.metrics, metric);
     assert_eq!(
-        mds_testkit::scrape_metric(
-            standby.metrics,
-            "mds_standby_follow_loads_total{shard=\"0\"}"
-        ),
+        scrape("mds_standby_follow_loads_total{shard=\"0\"}"),
         Some(1.0)
+    );
+    assert_eq!(scrape("mds_standby_following{shard=\"0\"}"), Some(1.0));
+    let read_at = scrape("mds_standby_last_follow_timestamp_seconds{shard=\"0\"}").unwrap();
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs_f64();
+    assert!(
+        (now - 10.0..=now + 1.0).contains(&read_at),
+        "{read_at} at {now}"
     );
     // A truncate of 20 blocks is one range deletion, which the follower cannot read: it
     // loads the shard again, and follows on.
@@ -776,6 +784,9 @@ async fn a_following_standby_takes_over_warm_with_every_commit() {
         "{}",
         standby.log_text()
     );
+    // It follows no more: MdsStandbyNotFollowing stays quiet because it owns the shard.
+    assert_eq!(scrape("mds_standby_following{shard=\"0\"}"), Some(0.0));
+    assert_eq!(scrape("mds_shard_owned{shard=\"0\"}"), Some(1.0));
     for (parent, name, ino) in &made[3..] {
         assert_eq!(
             client.lookup(*parent, name).await.unwrap().ino,

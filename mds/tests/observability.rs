@@ -1,7 +1,8 @@
 //! What users see in Prometheus and Grafana: `/metrics` from a server under load passes
 //! `promtool check metrics` with no findings and has histograms, not summaries; and every
 //! query of every dashboard panel returns series from a real Prometheus scraping a real mds
-//! under load — one shard of a cluster, so that the cluster row has series too. Needs
+//! under load — one shard of a cluster and a standby following it (`--follow`), so that the
+//! cluster row has series too. Needs
 //! `promtool` and `prometheus` (Debian package `prometheus`) and `etcd` (`etcd-server`),
 //! which `scripts/install-deps.sh` installs.
 
@@ -170,7 +171,7 @@ impl Drop for Prometheus {
     }
 }
 
-fn start_prometheus(target: SocketAddr) -> Prometheus {
+fn start_prometheus(targets: &[SocketAddr]) -> Prometheus {
     let dir = tempfile::tempdir().unwrap();
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -178,11 +179,16 @@ fn start_prometheus(target: SocketAddr) -> Prometheus {
         .unwrap()
         .port();
     let addr: SocketAddr = format!("127.0.0.1:{port}").parse().unwrap();
+    let targets = targets
+        .iter()
+        .map(|t| format!("\"{t}\""))
+        .collect::<Vec<_>>()
+        .join(", ");
     let config = dir.path().join("prometheus.yml");
     std::fs::write(
         &config,
         format!(
-            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: mds\n    static_configs:\n      - targets: [\"{target}\"]\n"
+            "global:\n  scrape_interval: 1s\n  evaluation_interval: 1s\nscrape_configs:\n  - job_name: mds\n    static_configs:\n      - targets: [{targets}]\n"
         ),
     )
     .unwrap();
@@ -237,8 +243,20 @@ async fn every_dashboard_query_returns_series_from_a_real_prometheus() {
         &["--etcd", &etcd.endpoint, "--shard", "0"],
         &dir.path().join("shard-0"),
     );
+    // A standby following the shard: the standby panels' series.
+    let standby = common::Server::start_with(
+        std::path::Path::new(common::MDS),
+        &["--etcd", &etcd.endpoint, "--standby", "--follow", "0"],
+        &dir.path().join("standby"),
+    );
+    assert!(
+        standby.wait_for_log("shard 0 loaded; following", Duration::from_secs(30)),
+        "{}",
+        standby.log_text()
+    );
     let target = server.metrics;
-    let prom = tokio::task::spawn_blocking(move || start_prometheus(target))
+    let targets = [target, standby.metrics];
+    let prom = tokio::task::spawn_blocking(move || start_prometheus(&targets))
         .await
         .unwrap();
     let load = Load::start(&server).await;

@@ -46,6 +46,8 @@ pub const CLUSTER_SHARD_OWNED: &str = "mds_cluster_shard_has_owner";
 pub const SHARD_MAP_WAITS: &str = "mds_shard_map_waits";
 pub const STANDBY_FOLLOWED: &str = "mds_standby_followed_transno";
 pub const STANDBY_FOLLOW_LOADS: &str = "mds_standby_follow_loads_total";
+pub const STANDBY_FOLLOWING: &str = "mds_standby_following";
+pub const STANDBY_FOLLOWED_AT: &str = "mds_standby_last_follow_timestamp_seconds";
 pub const REMOTE_DIRS_PENDING: &str = "mds_remote_dirs_pending";
 pub const REMOTE_DIRS_SCRUBBED: &str = "mds_remote_dirs_scrubbed_total";
 pub const JOURNAL_ERRORS: &str = "mds_journal_errors_total";
@@ -162,6 +164,15 @@ fn describe_cluster() {
     describe_gauge!(
         STANDBY_FOLLOWED,
         "A standby following a shard (--follow; label shard): the last commit of the shard its warm namespace holds. Behind the owner's mds_last_committed_transno by what it has not read yet."
+    );
+    describe_gauge!(
+        STANDBY_FOLLOWING,
+        "1 while a following standby (label shard) holds the shard's namespace and reads its owner's log; 0 while it has none (loading it, or failing to), and once it stopped following (it took a shard over, or is stopping)."
+    );
+    describe_gauge!(
+        STANDBY_FOLLOWED_AT,
+        Unit::Seconds,
+        "Unix time a following standby (label shard) last read its owner's log to the end: every 100 ms while it follows; alert when time() minus this grows while mds_standby_following is 1."
     );
     metrics::describe_counter!(
         STANDBY_FOLLOW_LOADS,
