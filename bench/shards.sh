@@ -8,6 +8,11 @@
 # and the script prints each run's aggregate and per-shard rates, then the medians' ratio.
 #   ./bench/shards.sh                           # MAX_BATCH=8 THREADS=12 DEPTH=4 DURATION=10s ROUNDS=3
 #   MAX_BATCH=8192 ./bench/shards.sh             # default batching: the cores bind, not the design
+# SYNC_LATENCY=5ms: every server's commits take at least that long to sync (the hidden
+# benchmark hook --inject-sync-latency), as if each shard had a disk of its own with that
+# sync time: on one machine's one disk, the shards are then bound each by its "own" device,
+# as the issue's commit-bound shards are, rather than by the disk and cores they share.
+#   SYNC_LATENCY=5ms ./bench/shards.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
@@ -19,6 +24,9 @@ THREADS="${THREADS:-12}"
 DEPTH="${DEPTH:-4}"
 DURATION="${DURATION:-10s}"
 ROUNDS="${ROUNDS:-3}"
+SYNC_LATENCY="${SYNC_LATENCY:-}"
+device_args=()
+[ -n "$SYNC_LATENCY" ] && device_args=(--inject-sync-latency "$SYNC_LATENCY")
 command -v etcd >/dev/null || { echo "shards.sh: needs etcd (Debian etcd-server)" >&2; exit 1; }
 [ -n "${BIN_PREBUILT:-}" ] || cargo build --release --workspace -q
 cluster_scratch shards
@@ -33,7 +41,7 @@ start_cluster() {
     log="$work/$name-$shard.log"
     "$BIN/mds" serve --etcd "$ETCD_URL" --cluster "$name" --shard "$shard" \
       --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 --partitions 1 \
-      --max-batch "$MAX_BATCH" >"$log" 2>&1 &
+      --max-batch "$MAX_BATCH" "${device_args[@]}" >"$log" 2>&1 &
     pids+=($!)
     wait_for_mds "$log"
     for _ in $(seq 1 300); do grep -q "mds serving" "$log" && break; sleep 0.1; done
@@ -46,7 +54,7 @@ start_cluster three 3
 three=$SEED
 sleep 0.5 # each server's watch has seen the others' claims
 
-echo "# shards.sh: MAX_BATCH=$MAX_BATCH THREADS=$THREADS DEPTH=$DEPTH DURATION=$DURATION ROUNDS=$ROUNDS, $(nproc) cores ($(date -u +%F))"
+echo "# shards.sh: MAX_BATCH=$MAX_BATCH SYNC_LATENCY=${SYNC_LATENCY:-none} THREADS=$THREADS DEPTH=$DEPTH DURATION=$DURATION ROUNDS=$ROUNDS, $(nproc) cores ($(date -u +%F))"
 # One run against $1; prints its line and appends the aggregate rate to file $2.
 run() {
   local seed=$1 out=$2 json

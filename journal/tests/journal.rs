@@ -193,6 +193,30 @@ fn one_commit_writes_one_resend_slot_per_client_and_a_reopen_finds_them() {
     assert_eq!(recovered.resend[0].records[1].reply, vec![3]);
 }
 
+/// The benchmarks' emulated device: every synced write takes at least the latency asked for
+/// (reported in the commit's write+sync time), and the commits are the same otherwise.
+#[test]
+fn an_emulated_sync_latency_slows_each_commit_and_changes_nothing_else() {
+    let dir = tempfile::tempdir().unwrap();
+    let latency = std::time::Duration::from_millis(30);
+    {
+        let (mut j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        j.emulate_sync_latency(latency);
+        for (transno, name) in [(1, "a"), (2, "b"), (3, "c")] {
+            let started = std::time::Instant::now();
+            let info = j.commit(&[create(transno, 4 + transno, name)]).unwrap();
+            assert!(started.elapsed() >= latency);
+            assert!(info.write_sync >= latency, "{:?}", info.write_sync);
+            assert_eq!(info.last_committed, transno);
+        }
+    }
+    let (j, rec) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(rec.last_committed, 3);
+    for name in ["a", "b", "c"] {
+        assert!(j.dentry(ROOT_INO, name).unwrap().is_some(), "{name}");
+    }
+}
+
 /// Each injected fault stops the journal, and a reopen finds what each leaves on disk: a
 /// write error and a full disk leave nothing of the failed batch; a sync error leaves a
 /// batch whose fate is unknown — here it reached the operating system and survives.

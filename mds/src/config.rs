@@ -338,6 +338,11 @@ pub struct Testing {
     /// remote RMDIR.
     #[arg(long = "inject-crash-at", hide = true, value_enum)]
     pub crash_at: Option<crate::peers::CrashPoint>,
+    /// Benchmark hook: each commit's synced write takes at least this long, as on a device
+    /// whose sync is that slow (`bench/shards.sh` gives each shard of one machine a device
+    /// of its own so).
+    #[arg(long = "inject-sync-latency", hide = true, value_parser = parse_duration)]
+    pub sync_latency: Option<Duration>,
 }
 
 impl Testing {

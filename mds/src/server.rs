@@ -317,6 +317,13 @@ fn open_journal(config: &ServerConfig) -> Result<(Arc<Journal>, journal::Recover
     if let Some(failure) = config.keys.testing.journal_failure() {
         journal.inject_failure(failure);
     }
+    if let Some(latency) = config.keys.testing.sync_latency {
+        warn!(
+            ?latency,
+            "benchmark hook: every commit's sync takes at least this long"
+        );
+        journal.emulate_sync_latency(latency);
+    }
     info!(
         data = %config.keys.data.display(),
         last_committed = recovered.last_committed,

@@ -157,6 +157,8 @@ pub struct Journal {
     options: JournalOptions,
     /// A failure to inject into a commit (tests: [`Journal::inject_failure`]).
     injected: Option<InjectedFailure>,
+    /// The least a commit's synced write takes (benchmarks: [`Journal::emulate_sync_latency`]).
+    sync_latency: Option<Duration>,
     opts: rocksdb::Options,
     /// Which resend slots each client has on disk (`resend.rs`); the committer's alone.
     resend_slots: Mutex<HashMap<u64, ClientSlots>>,
@@ -192,6 +194,13 @@ impl Journal {
     /// fault, and the journal stops, as after a disk error. Never set in production.
     pub fn inject_failure(&mut self, failure: InjectedFailure) {
         self.injected = Some(failure);
+    }
+
+    /// Benchmark hook: each commit's synced write takes at least `latency`, as on a device
+    /// whose sync takes that long: several servers on one machine's one disk can then be
+    /// bound each by a device of its own (`bench/shards.sh`). Never set in production.
+    pub fn emulate_sync_latency(&mut self, latency: Duration) {
+        self.sync_latency = Some(latency);
     }
 
     /// [`Journal::open`] with other RocksDB sizes (tests shrink them).
@@ -296,6 +305,7 @@ impl Journal {
             failed: AtomicBool::new(false),
             options,
             injected: None,
+            sync_latency: None,
             opts,
             resend_slots: Mutex::new(HashMap::new()),
             transno_ceiling: AtomicU64::new(0),
@@ -1014,6 +1024,12 @@ impl Journal {
         if let Err(e) = self.db.write_opt(batch, &synced()) {
             self.failed.store(true, Ordering::Release);
             return Err(e.into());
+        }
+        if let Some(left) = self
+            .sync_latency
+            .and_then(|latency| latency.checked_sub(write_started.elapsed()))
+        {
+            std::thread::sleep(left);
         }
         let write_sync = write_started.elapsed();
         self.commits.fetch_add(1, Ordering::Relaxed);
