@@ -16,6 +16,7 @@ mod errno;
 mod frame;
 mod names;
 mod op;
+mod postcard_writer;
 mod reply;
 
 pub use errno::Errno;
@@ -28,6 +29,7 @@ pub use op::{
     Cred, Data, MAX_GROUPS, Op, OpenFlags, RenameHow, Replay, Request, RequestRef, SHARD_SHIFT,
     SetAttr, SetTime, Target, XattrSet, XattrValue, opcode, shard_of,
 };
+pub use postcard_writer::{PostcardWriter, encode_body};
 pub use reply::{Attr, Body, DirEntry, Kind, Reply, ShardLocation, ShardMap, StatFs};
 
 /// Version carried in CONNECT; a server refuses any other with EPROTO.

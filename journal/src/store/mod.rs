@@ -963,12 +963,7 @@ impl Journal {
                 }
             }
         }
-        next_ino = next_ino.max(put_last_inode_images(
-            &mut batch,
-            inodes,
-            records,
-            &mut scratch,
-        ));
+        next_ino = next_ino.max(put_last_inode_images(&mut batch, inodes, records));
         // Stable: one client's records stay in the order they came.
         resend.sort_by_key(|(client, _, _)| *client);
         let mut group = Vec::new();
@@ -1292,17 +1287,14 @@ fn put_last_inode_images(
     batch: &mut WriteBatch,
     inodes: &ColumnFamily,
     records: &[TxRecord],
-    scratch: &mut Vec<u8>,
 ) -> u64 {
     let (last, next_ino) = last_images(records);
     for (ino, image) in last {
         match image {
             Some(inode) => {
-                scratch.clear();
-                let bytes = postcard::to_extend(inode, std::mem::take(scratch))
-                    .expect("encoding into a Vec cannot fail");
-                batch.put_cf(inodes, ino_key(ino), &bytes);
-                *scratch = bytes;
+                crate::schema::with_inode_bytes(inode, |bytes| {
+                    batch.put_cf(inodes, ino_key(ino), bytes);
+                });
             }
             None => batch.delete_cf(inodes, ino_key(ino)),
         }

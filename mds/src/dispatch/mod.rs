@@ -746,7 +746,7 @@ fn journal(
     });
     // How it was answered goes with the change itself, so that a resend is answered the same
     // way even after a restart. Encoded once: the reply is framed from a copy of the bytes.
-    let reply = mds_proto::encode(body);
+    let reply = mds_proto::encode_body(body);
     let encoded = crate::queue::EncodedBody::from_slice(&reply);
     record.ops.push(journal::JournalOp::PutResend {
         client: session.client(),
