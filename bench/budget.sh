@@ -66,7 +66,7 @@ printf '%-58s %8s\n' "  decode the request" "$(per_create 'mds_proto::frame::dec
 printf '%-58s %8s\n' "  dispatch (session, record, ticket, namespace)" "$(per_create 'mds::dispatch::execute')"
 printf '%-58s %8s\n' "    namespace: CREATE" "$(per_create 'mds::namespace::ops::<impl mds::namespace::Namespace>::create')"
 printf '%-58s %8s\n' "    session: begin" "$(per_create 'mds::session::Session::begin_capped')"
-printf '%-58s %8s\n' "    resend record: reply encoded" "$(per_create 'mds_proto::frame::encode')"
+printf '%-58s %8s\n' "    resend record: reply encoded" "$(per_create 'mds_proto::postcard_writer::encode_body')"
 printf '%-58s %8s\n' "drain: replies released and encoded" "$(per_create 'mds::partition::drain::drain_partition')"
 printf '%-58s %8s\n' "  reply frames encoded" "$(per_create 'mds_proto::frame::encode_frame')"
 printf '%-58s %8s\n' "committer thread" "$(per_create 'mds::committer::Worker::run')"

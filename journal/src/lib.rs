@@ -18,6 +18,7 @@ mod shard;
 mod store;
 
 pub use error::{Error, Fault, InjectedFailure, Result};
+pub use options::no_perf_counters_on_this_thread;
 pub use resend::ClientResend;
 pub use schema::{
     DATA_BLOCK, Dentry, FileKind, Inode, JournalOp, PendingDir, ROOT_INO, ResendRecord, ResendSlot,

@@ -188,6 +188,15 @@ pub(crate) fn full_scan() -> ReadOptions {
     read
 }
 
+/// Turns off RocksDB's per-thread performance counters for the calling thread. RocksDB's
+/// default level counts (a thread-local counter bumped at every key comparison of a memtable
+/// insert, reached through a TLS wrapper each time: ~300 instructions a create, counted in
+/// `bench/budget.sh`), and nothing in mds reads them. The committer calls it at its start;
+/// RocksDB's own flush threads keep counting (no option reaches them).
+pub fn no_perf_counters_on_this_thread() {
+    rocksdb::perf::set_perf_stats(rocksdb::perf::PerfStatsLevel::Disable);
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;

@@ -193,6 +193,35 @@ fn one_commit_writes_one_resend_slot_per_client_and_a_reopen_finds_them() {
     assert_eq!(recovered.resend[0].records[1].reply, vec![3]);
 }
 
+/// RocksDB counts every key comparison of a commit on the committing thread unless told not
+/// to: the committer's threads tell it not to.
+#[test]
+fn a_thread_without_perf_counters_counts_nothing() {
+    use rocksdb::perf::{PerfContext, PerfMetric};
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let j = std::sync::Arc::new(j);
+    let comparisons = |quiet: bool, first: u64| {
+        let j = j.clone();
+        std::thread::spawn(move || {
+            if quiet {
+                journal::no_perf_counters_on_this_thread();
+            }
+            let mut perf = PerfContext::default();
+            perf.reset();
+            for transno in first..first + 50 {
+                j.commit(&[create(transno, 100 + transno, &format!("n{transno}"))])
+                    .unwrap();
+            }
+            perf.metric(PerfMetric::UserKeyComparisonCount)
+        })
+        .join()
+        .unwrap()
+    };
+    assert!(comparisons(false, 1) > 0, "RocksDB's default counts");
+    assert_eq!(comparisons(true, 51), 0);
+}
+
 /// The benchmarks' emulated device: every synced write takes at least the latency asked for
 /// (reported in the commit's write+sync time), and the commits are the same otherwise.
 #[test]

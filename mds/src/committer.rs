@@ -214,6 +214,7 @@ struct Worker {
 
 impl Worker {
     fn run(mut self) {
+        journal::no_perf_counters_on_this_thread();
         let mut last_committed = self.journal.last_committed();
         self.last_committed = last_committed;
         loop {

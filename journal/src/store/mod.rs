@@ -876,7 +876,6 @@ impl Journal {
         let (data, orphans) = (self.cf(CF_DATA), self.cf(CF_ORPHANS));
         let mut next_ino = self.next_ino.load(Ordering::Relaxed);
         let mut batch = WriteBatch::default();
-        let mut scratch = Vec::with_capacity(128);
         let mut key = Vec::with_capacity(64);
         let mut slots = self.resend_slots.lock().expect("not poisoned");
         // Resend records with their client and its watermark, written after the loop, one
@@ -893,11 +892,9 @@ impl Journal {
                         entry,
                     } => {
                         dentry_key_into(&mut key, *parent, name);
-                        scratch.clear();
-                        let bytes = postcard::to_extend(entry, std::mem::take(&mut scratch))
-                            .expect("encoding into a Vec cannot fail");
-                        batch.put_cf(dentries, &key, &bytes);
-                        scratch = bytes;
+                        crate::schema::with_dentry_bytes(entry, |bytes| {
+                            batch.put_cf(dentries, &key, bytes);
+                        });
                     }
                     JournalOp::DeleteDentry { parent, name } => {
                         dentry_key_into(&mut key, *parent, name);
@@ -988,11 +985,9 @@ impl Journal {
                 acked_xid: known.acked_xid,
                 records: std::mem::take(&mut group),
             };
-            scratch.clear();
-            let bytes = postcard::to_extend(&value, std::mem::take(&mut scratch))
-                .expect("encoding into a Vec cannot fail");
-            batch.put_cf(clients, resend_key(client, slot), &bytes);
-            scratch = bytes;
+            crate::schema::with_slot_bytes(&value, |bytes| {
+                batch.put_cf(clients, resend_key(client, slot), bytes);
+            });
             group = value.records;
         }
         drop(slots);
