@@ -192,7 +192,8 @@ pub(crate) fn full_scan() -> ReadOptions {
 /// default level counts (a thread-local counter bumped at every key comparison of a memtable
 /// insert, reached through a TLS wrapper each time: ~300 instructions a create, counted in
 /// `bench/budget.sh`), and nothing in mds reads them. The committer calls it at its start;
-/// RocksDB's own flush threads keep counting (no option reaches them).
+/// no option reaches RocksDB's own flush threads. On x86-64 Linux RocksDB is built without
+/// the counters (`.cargo/config.toml`), and this changes nothing; it is for other builds.
 pub fn no_perf_counters_on_this_thread() {
     rocksdb::perf::set_perf_stats(rocksdb::perf::PerfStatsLevel::Disable);
 }
