@@ -70,6 +70,10 @@ pub enum Error {
     /// the directory for its info log: an offline tool must change nothing).
     #[error("no store at {path}")]
     NoStore { path: String },
+    /// A follower found the store without one of its column families: its owner is still
+    /// creating it (a new shard's first open). Nothing to follow yet; try again.
+    #[error("the store at {path} has no column family {missing} yet (being created)")]
+    StoreIncomplete { path: String, missing: &'static str },
     /// A record or key on disk does not decode: the store is damaged or foreign.
     #[error("corrupt {what}: {detail}")]
     Corrupt { what: &'static str, detail: String },

@@ -22,8 +22,9 @@ use super::{Journal, JournalOptions, Recovered};
 use crate::error::{Error, Result};
 use crate::options::{Tuning, block_cache, cf_descriptors, db_options};
 use crate::schema::{
-    CF_DENTRIES, CF_INODES, CF_META, CF_ORPHANS, CF_XATTRS, Dentry, Inode, META_LAST_COMMITTED,
-    SCHEMA_VERSION, decode, decode_dentry_key, decode_meta_u64, decode_u64_key,
+    ALL_CFS, CF_DENTRIES, CF_INODES, CF_META, CF_ORPHANS, CF_XATTRS, Dentry, Inode,
+    META_LAST_COMMITTED, SCHEMA_VERSION, decode, decode_dentry_key, decode_meta_u64,
+    decode_u64_key,
 };
 
 /// One change a committed batch made to what a namespace holds in memory.
@@ -92,6 +93,15 @@ impl Journal {
         opts.set_max_open_files(-1);
         let cache = block_cache();
         let present = DB::list_cf(&opts, primary)?;
+        // A store of this schema has every family; one without all of them is a new store
+        // its owner is still creating (its families come one by one), and a journal opened
+        // on part of them would find a family missing at its first read.
+        if let Some(missing) = ALL_CFS.iter().find(|cf| !present.iter().any(|p| p == *cf)) {
+            return Err(Error::StoreIncomplete {
+                path: primary.display().to_string(),
+                missing,
+            });
+        }
         let families = cf_descriptors(&cache, &tuning)
             .into_iter()
             .filter(|d| present.iter().any(|p| p == d.name()));

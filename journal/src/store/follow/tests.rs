@@ -311,6 +311,23 @@ fn a_store_of_another_schema_or_none_is_not_followed() {
     assert!(matches!(missing, Err(Error::NoStore { .. })), "{missing:?}");
 }
 
+/// A store its owner is still creating (it has RocksDB's files, not yet every family) is not
+/// followed yet: an error to try again on, never a journal that lacks a family.
+#[test]
+fn a_store_still_being_created_is_not_followed_yet() {
+    let dir = tempfile::tempdir().unwrap();
+    let primary = dir.path().join("store");
+    drop(rocksdb::DB::open_default(&primary).unwrap());
+    let early = Journal::open_follower(&primary, &dir.path().join("f"));
+    assert!(
+        matches!(early, Err(Error::StoreIncomplete { .. })),
+        "{early:?}"
+    );
+    // Once its owner has opened it, it is followed.
+    drop(Journal::open(&primary, JournalOptions::default()).unwrap());
+    Journal::open_follower(&primary, &dir.path().join("f")).unwrap();
+}
+
 #[test]
 fn a_clusters_store_keeps_the_log_a_flush_retires_for_its_follower() {
     let dir = tempfile::tempdir().unwrap();
