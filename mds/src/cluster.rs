@@ -616,7 +616,8 @@ fn hostname() -> String {
         .map_or_else(|_| "localhost".into(), |h| h.trim().to_owned())
 }
 
-fn unix_now() -> f64 {
+/// Now, as Unix seconds: what the `*_timestamp_seconds` gauges hold.
+pub(crate) fn unix_now() -> f64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())

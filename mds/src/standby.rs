@@ -197,11 +197,7 @@ impl Gauges {
     fn read(&self, transno: u64) {
         self.following.set(1.0);
         self.followed.set(transno as f64);
-        self.followed_at.set(
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64()),
-        );
+        self.followed_at.set(crate::cluster::unix_now());
     }
 }
 
