@@ -880,7 +880,9 @@ impl Journal {
         let mut slots = self.resend_slots.lock().expect("not poisoned");
         // Resend records with their client and its watermark, written after the loop, one
         // slot per client per commit: sorted by client then, rather than hashed per record.
-        let mut resend: Vec<(u64, u64, &ResendRecord)> = Vec::new();
+        // Nearly every record of a busy batch carries one: sized once, not grown by doubling
+        // (a dozen reallocations and copies a commit, counted).
+        let mut resend: Vec<(u64, u64, &ResendRecord)> = Vec::with_capacity(records.len());
         for record in records {
             for op in &record.ops {
                 match op {
@@ -1309,8 +1311,11 @@ fn put_last_inode_images(
 /// each key's place beside the one before it.
 fn last_images(records: &[TxRecord]) -> (Vec<(u64, Option<&Inode>)>, u64) {
     let mut next_ino = 0;
-    let mut written = foldhash::HashSet::default();
-    let mut last = Vec::new();
+    // A create images two inodes (the new one and its directory): room for that many up
+    // front, rather than rehashing and regrowing as the batch is walked.
+    let room = records.len() * 2;
+    let mut written: foldhash::HashSet<u64> = foldhash::HashSetExt::with_capacity(room);
+    let mut last = Vec::with_capacity(room);
     for op in records.iter().rev().flat_map(|r| r.ops.iter().rev()) {
         let (ino, image) = match op {
             JournalOp::PutInode(inode) => (inode.ino, Some(inode)),
