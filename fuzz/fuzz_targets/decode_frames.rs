@@ -1,18 +1,23 @@
 //! Feeds arbitrary bytes to the server's decoders exactly as a connection does: the
 //! length-delimited codec (64 KiB max) cuts frames, each frame is decoded as a `Request`
-//! (and, for the client's side, as a `Reply`). Any panic, overflow or out-of-bounds read is a
-//! bug. It depends on the protocol crate alone, so the sanitizer build never compiles RocksDB.
+//! (and, for the client's side, as a `Reply`), by postcard and by the server's hand reader,
+//! which must agree. Any panic, overflow or out-of-bounds read is a bug. It depends on the
+//! protocol crate alone, so the sanitizer build never compiles RocksDB.
 //!
 //! Run: `cd fuzz && cargo +nightly fuzz run decode_frames -- -max_total_time=60`
 #![no_main]
 
-use mds_proto as protocol;
 use bytes::BytesMut;
 use libfuzzer_sys::fuzz_target;
+use mds_proto as protocol;
 use tokio_util::codec::Decoder;
 
 fuzz_target!(|data: &[u8]| {
-    let _ = protocol::decode::<protocol::Request>(data);
+    // The server reads requests by hand where it can (`decode_request`): it must give
+    // postcard's result, request or error, for every input.
+    let by_postcard = protocol::decode::<protocol::Request>(data).map_err(|e| e.to_string());
+    let by_hand = protocol::decode_request(data).map_err(|e| e.to_string());
+    assert_eq!(by_hand, by_postcard);
     let _ = protocol::decode::<protocol::Reply>(data);
     let mut codec = protocol::codec();
     let mut buf = BytesMut::from(data);

@@ -18,6 +18,7 @@ mod names;
 mod op;
 mod postcard_writer;
 mod reply;
+mod request_reader;
 
 pub use errno::Errno;
 pub use frame::{
@@ -31,6 +32,7 @@ pub use op::{
 };
 pub use postcard_writer::{PostcardWriter, encode_body};
 pub use reply::{Attr, Body, DirEntry, Kind, Reply, ShardLocation, ShardMap, StatFs};
+pub use request_reader::decode_request;
 
 /// Version carried in CONNECT; a server refuses any other with EPROTO.
 pub const PROTOCOL_VERSION: u32 = 7;

@@ -318,7 +318,7 @@ impl Partition {
                 }
                 continue;
             };
-            let request: Request = match protocol::decode(&frame) {
+            let request: Request = match protocol::decode_request(&frame) {
                 Ok(r) => r,
                 Err(e) => {
                     warn!(partition = self.id, conn = conn.id(), cause = %e, "closing connection: malformed request");
