@@ -248,7 +248,7 @@ impl Client {
             tokio::spawn(async move {
                 let mut frames = FramedRead::new(rd, protocol::codec());
                 while let Some(Ok(frame)) = frames.next().await {
-                    let reply = match protocol::decode::<Reply>(&frame) {
+                    let reply = match protocol::decode_reply(&frame) {
                         Ok(reply) => reply,
                         // A server of another protocol version refuses this one's CONNECT in
                         // the layout every version reads.

@@ -17,8 +17,8 @@ mod frame;
 mod names;
 mod op;
 mod postcard_writer;
+mod reader;
 mod reply;
-mod request_reader;
 
 pub use errno::Errno;
 pub use frame::{
@@ -31,8 +31,8 @@ pub use op::{
     SetAttr, SetTime, Target, XattrSet, XattrValue, opcode, shard_of,
 };
 pub use postcard_writer::{PostcardWriter, encode_body};
+pub use reader::{decode_reply, decode_request};
 pub use reply::{Attr, Body, DirEntry, Kind, Reply, ShardLocation, ShardMap, StatFs};
-pub use request_reader::decode_request;
 
 /// Version carried in CONNECT; a server refuses any other with EPROTO.
 pub const PROTOCOL_VERSION: u32 = 7;

@@ -1,19 +1,23 @@
-//! A request's postcard bytes read by hand, for the operations a metadata workload sends
-//! most (CREATE, MKDIR, LOOKUP, GETATTR, UNLINK, RMDIR), the reading counterpart of
-//! [`crate::PostcardWriter`]. Through serde, postcard reads a `Request` field by field through
-//! its visitors (~830 instructions a CREATE, counted in `bench/budget.sh`); these fields are
-//! integers and one name.
+//! Postcard's bytes read by hand for the messages a metadata workload exchanges most, the
+//! reading counterpart of [`crate::PostcardWriter`]: the server's requests of CREATE, MKDIR,
+//! LOOKUP, GETATTR, UNLINK and RMDIR ([`decode_request`]), and the client's replies carrying
+//! attributes, DONE, PONG or a notice ([`decode_reply`]). Through serde, postcard reads a
+//! message field by field through its visitors (~500 instructions a CREATE request above its
+//! name's allocation, ~1,000 an ATTR reply, counted with `bench/cachegrind.sh`); these are
+//! integers and at most one name.
 //!
-//! The hand reader takes only what it can read exactly as postcard would, and gives up on
-//! anything else: another operation, a replay, an integer longer than its plain form needs
-//! here (a `u64` of ten bytes, a `u32` of five, where postcard's overflow checks begin), more
-//! groups than [`MAX_GROUPS`], a name that is not UTF-8, a short or long payload. Every give-up
-//! decodes the whole payload again with postcard, so what a request decodes to, and every
-//! error, is postcard's own: a proptest holds the two to the same result over every operation
-//! and the fuzzer (`fuzz/fuzz_targets/decode_frames.rs`) over arbitrary bytes.
+//! A hand reader takes only what it can read exactly as postcard would, and gives up on
+//! anything else: another operation or body, a replay, an error reply, an integer longer than
+//! its plain form needs here (a 64-bit integer of ten bytes, a `u32` of five, where postcard's
+//! overflow checks begin), more groups than [`MAX_GROUPS`], a name that is not UTF-8, a short
+//! or long payload. Every give-up decodes the whole payload again with postcard, so what a
+//! message decodes to, and every error, is postcard's own: proptests hold the two to the same
+//! result over every variant and width, and the fuzzer (`fuzz/fuzz_targets/decode_frames.rs`)
+//! over arbitrary bytes.
 
 use crate::frame::{DecodeError, decode};
 use crate::op::{Cred, MAX_GROUPS, Op, Request, opcode};
+use crate::reply::{Attr, Body, Kind, Reply};
 
 /// Decodes a request's payload: by hand for the common operations, by postcard otherwise.
 /// The same result as [`decode::<Request>`] for every input.
@@ -83,6 +87,53 @@ fn by_hand(payload: &[u8]) -> Option<Request> {
     })
 }
 
+/// Decodes a reply's payload: by hand for ATTR, DONE, PONG and notices, by postcard
+/// otherwise. The same result as [`decode::<Reply>`] for every input.
+pub fn decode_reply(payload: &[u8]) -> Result<Reply, DecodeError> {
+    match reply_by_hand(payload) {
+        Some(reply) => Ok(reply),
+        None => decode(payload),
+    }
+}
+
+/// [`Body`]'s variant indexes the hand reader takes (its place in the enum, which
+/// `docs/protocol.md` numbers).
+const BODY_PONG: u32 = 1;
+const BODY_ATTR: u32 = 2;
+const BODY_DONE: u32 = 4;
+const BODY_NOTICE: u32 = 6;
+
+/// The reply, or `None` where postcard is to decide.
+fn reply_by_hand(payload: &[u8]) -> Option<Reply> {
+    let mut r = Reader { buf: payload };
+    let xid = r.u64()?;
+    let transno = r.u64()?;
+    let last_committed = r.u64()?;
+    // `Result`: variant 0 is `Ok`; an error reply is postcard's to read. Variant indexes
+    // are `u32`s (one of six bytes is postcard's error, not a zero).
+    if r.u32()? != 0 {
+        return None;
+    }
+    let body = match r.u32()? {
+        BODY_ATTR => Body::Attr(r.attr()?),
+        BODY_DONE => Body::Done,
+        BODY_NOTICE => Body::Notice,
+        BODY_PONG => Body::Pong,
+        _ => return None,
+    };
+    let ticket = r.u64()?;
+    if !r.buf.is_empty() {
+        return None;
+    }
+    Some(Reply {
+        xid,
+        transno,
+        last_committed,
+        result: Ok(body),
+        ticket,
+    })
+}
+
 /// What is left of the payload.
 struct Reader<'a> {
     buf: &'a [u8],
@@ -98,7 +149,20 @@ impl Reader<'_> {
     /// A varint of at most `max_bytes` bytes (LEB128, as postcard writes it); `None` for a
     /// longer one. Below the width's full length no bit can overflow, so there is nothing
     /// of postcard's to check.
-    fn varint(&mut self, max_bytes: u32) -> Option<u64> {
+    fn varint(&mut self, max_bytes: usize) -> Option<u64> {
+        // The common case, with room for the longest varint: one bounds check, not one a
+        // byte (a timestamp is nine bytes).
+        if let Some(window) = self.buf.first_chunk::<9>() {
+            let mut value = 0u64;
+            for (i, &b) in window.iter().enumerate().take(max_bytes) {
+                value |= u64::from(b & 0x7f) << (7 * i);
+                if b & 0x80 == 0 {
+                    self.buf = &self.buf[i + 1..];
+                    return Some(value);
+                }
+            }
+            return None;
+        }
         let mut value = 0u64;
         for i in 0..max_bytes {
             let b = self.byte()?;
@@ -120,6 +184,43 @@ impl Reader<'_> {
         self.varint(4).and_then(|v| u32::try_from(v).ok())
     }
 
+    /// An `i64` of up to nine bytes: zigzag, then a varint (any time in nanoseconds until
+    /// the year 2116 either side of 1970).
+    fn i64(&mut self) -> Option<i64> {
+        let v = self.u64()?;
+        Some((v >> 1) as i64 ^ -((v & 1) as i64))
+    }
+
+    /// An [`Attr`], field by field in declaration order.
+    fn attr(&mut self) -> Option<Attr> {
+        let ino = self.u64()?;
+        let kind = *Kind::ALL.get(usize::try_from(self.u32()?).ok()?)?;
+        let mode = self.u32()?;
+        let uid = self.u32()?;
+        let gid = self.u32()?;
+        let nlink = self.u32()?;
+        let size = self.u64()?;
+        let atime_ns = self.i64()?;
+        let mtime_ns = self.i64()?;
+        let ctime_ns = self.i64()?;
+        let rdev = self.u64()?;
+        let generation = self.u64()?;
+        Some(Attr {
+            ino,
+            kind,
+            mode,
+            uid,
+            gid,
+            nlink,
+            size,
+            atime_ns,
+            mtime_ns,
+            ctime_ns,
+            rdev,
+            generation,
+        })
+    }
+
     /// A `String`: its length, then UTF-8.
     fn string(&mut self) -> Option<String> {
         let len = usize::try_from(self.u64()?).ok()?;
@@ -136,6 +237,7 @@ impl Reader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Errno;
     use crate::op::{Replay, RequestRef};
     use proptest::prelude::*;
 
@@ -309,5 +411,160 @@ mod tests {
         bad.extend([1, 0xff, 0, 0, 0, 0, 0, 0]);
         assert_eq!(by_reader(&bad), postcards(&bad));
         assert!(by_reader(&bad).is_err());
+    }
+
+    fn reply_postcards(payload: &[u8]) -> Result<Reply, String> {
+        decode::<Reply>(payload).map_err(|e| e.to_string())
+    }
+
+    fn reply_by_reader(payload: &[u8]) -> Result<Reply, String> {
+        decode_reply(payload).map_err(|e| e.to_string())
+    }
+
+    fn wide_i64() -> impl Strategy<Value = i64> {
+        (wide_u64(), any::<bool>()).prop_map(|(v, negative)| {
+            let v = v as i64;
+            if negative { v.wrapping_neg() } else { v }
+        })
+    }
+
+    fn attr() -> impl Strategy<Value = Attr> {
+        (
+            (
+                wide_u64(),
+                proptest::sample::select(Kind::ALL.to_vec()),
+                wide_u32(),
+                wide_u32(),
+                wide_u32(),
+                wide_u32(),
+            ),
+            (wide_u64(), wide_i64(), wide_i64(), wide_i64()),
+            (wide_u64(), wide_u64()),
+        )
+            .prop_map(
+                |(
+                    (ino, kind, mode, uid, gid, nlink),
+                    (size, atime_ns, mtime_ns, ctime_ns),
+                    (rdev, generation),
+                )| Attr {
+                    ino,
+                    kind,
+                    mode,
+                    uid,
+                    gid,
+                    nlink,
+                    size,
+                    atime_ns,
+                    mtime_ns,
+                    ctime_ns,
+                    rdev,
+                    generation,
+                },
+            )
+    }
+
+    fn reply() -> impl Strategy<Value = Reply> {
+        let result = prop_oneof![
+            attr().prop_map(|a| Ok(Body::Attr(a))),
+            Just(Ok(Body::Done)),
+            Just(Ok(Body::Notice)),
+            Just(Ok(Body::Pong)),
+            // Others go to postcard.
+            (wide_u64(), proptest::sample::select(Kind::ALL.to_vec()))
+                .prop_map(|(ino, kind)| Ok(Body::Remote { ino, kind })),
+            proptest::sample::select(Errno::ALL.to_vec()).prop_map(Err),
+        ];
+        (wide_u64(), wide_u64(), wide_u64(), result, wide_u64()).prop_map(
+            |(xid, transno, last_committed, result, ticket)| Reply {
+                xid,
+                transno,
+                last_committed,
+                result,
+                ticket,
+            },
+        )
+    }
+
+    proptest! {
+        /// Every reply, of every body the reader takes and some it leaves, and every width.
+        #[test]
+        fn a_reply_reads_as_postcard_reads_it(reply in reply()) {
+            let payload = postcard::to_stdvec(&reply).unwrap();
+            prop_assert_eq!(reply_by_reader(&payload), Ok(reply));
+        }
+
+        /// A reply cut short, with bytes after it, or with one byte changed: the same reply or
+        /// the same error as postcard's.
+        #[test]
+        fn damaged_reply_bytes_read_as_postcard_reads_them(
+            reply in reply(),
+            cut in any::<prop::sample::Index>(),
+            at in any::<prop::sample::Index>(),
+            byte in any::<u8>(),
+        ) {
+            let payload = postcard::to_stdvec(&reply).unwrap();
+            let short = &payload[..cut.index(payload.len())];
+            prop_assert_eq!(reply_by_reader(short), reply_postcards(short));
+            let mut long = payload.clone();
+            long.push(byte);
+            prop_assert_eq!(reply_by_reader(&long), reply_postcards(&long));
+            let mut changed = payload.clone();
+            changed[at.index(payload.len())] = byte;
+            prop_assert_eq!(reply_by_reader(&changed), reply_postcards(&changed));
+        }
+
+        /// Arbitrary bytes after an ATTR reply's header: postcard's result.
+        #[test]
+        fn arbitrary_reply_bytes_read_as_postcard_reads_them(
+            header in (wide_u64(), wide_u64(), wide_u64()),
+            rest in proptest::collection::vec(any::<u8>(), 0..80),
+        ) {
+            let mut payload = postcard::to_stdvec(&header).unwrap();
+            payload.extend([0, 2]); // Ok, Attr
+            payload.extend(rest);
+            prop_assert_eq!(reply_by_reader(&payload), reply_postcards(&payload));
+        }
+    }
+
+    /// Variant indexes are `u32`s: an over-long zero of six bytes is postcard's error, one of
+    /// five its zero; a kind past the last is its error too.
+    #[test]
+    fn reply_variant_indexes_are_read_as_postcard_reads_them() {
+        let done = Reply::new(1, 2, 3, Ok(Body::Done));
+        let payload = postcard::to_stdvec(&done).unwrap();
+        assert_eq!(payload[3], 0); // Ok
+        for zero in [
+            &[0x80, 0x80, 0x80, 0x80, 0x00][..],
+            &[0x80, 0x80, 0x80, 0x80, 0x80, 0x00],
+        ] {
+            let mut long = payload[..3].to_vec();
+            long.extend(zero);
+            long.extend(&payload[4..]);
+            assert_eq!(reply_by_reader(&long), reply_postcards(&long));
+        }
+        let attr = Reply::new(
+            1,
+            2,
+            3,
+            Ok(Body::Attr(Attr {
+                ino: 9,
+                kind: Kind::File,
+                mode: 0o644,
+                uid: 0,
+                gid: 0,
+                nlink: 1,
+                size: 0,
+                atime_ns: -1,
+                mtime_ns: i64::MIN,
+                ctime_ns: i64::MAX,
+                rdev: 0,
+                generation: 0,
+            })),
+        );
+        let mut payload = postcard::to_stdvec(&attr).unwrap();
+        assert_eq!(reply_by_reader(&payload), Ok(attr));
+        payload[6] = Kind::ALL.len() as u8; // the kind, after 1, 2, 3, Ok, Attr, 9
+        assert_eq!(reply_by_reader(&payload), reply_postcards(&payload));
+        assert!(reply_by_reader(&payload).is_err());
     }
 }
