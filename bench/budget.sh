@@ -39,15 +39,19 @@ callgrind_annotate --inclusive=yes --threshold=100 "$OUT/callgrind.out" >"$OUT/i
 # The inclusive count of the function named $1 (exactly, after its source file; a name
 # ending in `*` is a prefix), the largest of its entries (callgrind_annotate lists a
 # function once per source file its code came from: the largest is the whole function), per
-# create.
+# create. A second argument keeps only the entries whose source file ends with it (a thread's
+# body that the compiler inlined into std's thread start is named by its file alone).
 per_create() {
-  awk -v want="$1" -v c="$COUNT" '
+  awk -v want="$1" -v file="${2:-}" -v c="$COUNT" '
     / \([ 0-9.]+%\)  / {
       line = $0
       sub(/ \[[^]]*\]$/, "", line)
       at = index(line, "%)  ")
       name = substr(line, at + 4)
+      src = name
+      sub(/:.*$/, "", src)
       sub(/^[^:]*:/, "", name)
+      if (file != "" && substr(src, length(src) - length(file) + 1) != file) next
       prefix = substr(want, length(want)) == "*"
       w = prefix ? substr(want, 1, length(want) - 1) : want
       if ((prefix && index(name, w) == 1) || (!prefix && name == w)) {
@@ -62,14 +66,18 @@ total=$(grep "PROGRAM TOTALS" "$OUT/inclusive.txt" | awk -v c="$COUNT" '{gsub(",
 printf '%-58s %8s\n' "stage (inclusive instructions per create)" "instr"
 printf '%-58s %8s\n' "all of the server" "$total"
 printf '%-58s %8s\n' "partition: read, decode, dispatch, execute, journal hand-off" "$(per_create 'mds::partition::serve::<impl mds::partition::Partition>::execute_read::{{closure}}')"
-printf '%-58s %8s\n' "  decode the request" "$(per_create 'mds_proto::frame::decode')"
+printf '%-58s %8s\n' "  decode the request" "$(per_create 'mds_proto::reader::decode_request')"
 printf '%-58s %8s\n' "  dispatch (session, record, ticket, namespace)" "$(per_create 'mds::dispatch::execute')"
 printf '%-58s %8s\n' "    namespace: CREATE" "$(per_create 'mds::namespace::ops::<impl mds::namespace::Namespace>::create')"
 printf '%-58s %8s\n' "    session: begin" "$(per_create 'mds::session::Session::begin_capped')"
 printf '%-58s %8s\n' "    resend record: reply encoded" "$(per_create 'mds_proto::postcard_writer::encode_body')"
 printf '%-58s %8s\n' "drain: replies released and encoded" "$(per_create 'mds::partition::drain::drain_partition')"
-printf '%-58s %8s\n' "  reply frames encoded" "$(per_create 'mds_proto::frame::encode_frame')"
-printf '%-58s %8s\n' "committer thread" "$(per_create 'mds::committer::Worker::run')"
+printf '%-58s %8s\n' "  reply frames encoded" "$(per_create 'mds_proto::frame::encode_reply_frame')"
+committer=$(per_create 'mds::committer::Worker::run')
+if [ "$committer" -eq 0 ]; then
+  committer=$(per_create 'std::sys::backtrace::__rust_begin_short_backtrace' 'mds/src/committer.rs')
+fi
+printf '%-58s %8s\n' "committer thread" "$committer"
 printf '%-58s %8s\n' "  Journal::commit (write batch built, RocksDB write)" "$(per_create 'journal::store::Journal::commit')"
 printf '%-58s %8s\n' "    RocksDB WriteImpl (WAL, memtable inserts, sync)" "$(per_create 'rocksdb::DBImpl::WriteImpl(rocksdb::WriteOptions const&, rocksdb::WriteBatch**')"
 printf '%-58s %8s\n' "RocksDB background flush (memtable sort, table build)" "$(per_create 'rocksdb::DBImpl::BGWorkFlush(void*)')"
