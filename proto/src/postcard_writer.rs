@@ -118,46 +118,8 @@ pub fn encode_body(body: &Body) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reply::Kind;
+    use crate::reader::tests::attr;
     use proptest::prelude::*;
-
-    fn kind() -> impl Strategy<Value = Kind> {
-        proptest::sample::select(Kind::ALL.to_vec())
-    }
-
-    fn attr() -> impl Strategy<Value = Attr> {
-        (
-            (
-                any::<u64>(),
-                kind(),
-                any::<u32>(),
-                any::<u32>(),
-                any::<u32>(),
-            ),
-            (any::<u32>(), any::<u64>(), any::<i64>(), any::<i64>()),
-            (any::<i64>(), any::<u64>(), any::<u64>()),
-        )
-            .prop_map(
-                |(
-                    (ino, kind, mode, uid, gid),
-                    (nlink, size, atime_ns, mtime_ns),
-                    (ctime_ns, rdev, generation),
-                )| Attr {
-                    ino,
-                    kind,
-                    mode,
-                    uid,
-                    gid,
-                    nlink,
-                    size,
-                    atime_ns,
-                    mtime_ns,
-                    ctime_ns,
-                    rdev,
-                    generation,
-                },
-            )
-    }
 
     proptest! {
         #[test]

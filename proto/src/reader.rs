@@ -235,7 +235,7 @@ impl Reader<'_> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::Errno;
     use crate::op::{Replay, RequestRef};
@@ -251,11 +251,11 @@ mod tests {
     }
 
     /// Any width of integer, so that every varint length is written.
-    fn wide_u64() -> impl Strategy<Value = u64> {
+    pub(crate) fn wide_u64() -> impl Strategy<Value = u64> {
         (0u32..64, any::<u64>()).prop_map(|(bits, v)| if bits == 0 { 0 } else { v >> (64 - bits) })
     }
 
-    fn wide_u32() -> impl Strategy<Value = u32> {
+    pub(crate) fn wide_u32() -> impl Strategy<Value = u32> {
         (0u32..32, any::<u32>()).prop_map(|(bits, v)| if bits == 0 { 0 } else { v >> (32 - bits) })
     }
 
@@ -309,6 +309,36 @@ mod tests {
             )
     }
 
+    /// Where to cut a payload, where to change a byte and to what (also the byte appended).
+    type Damage = (prop::sample::Index, prop::sample::Index, u8);
+
+    fn damage() -> impl Strategy<Value = Damage> {
+        (
+            any::<prop::sample::Index>(),
+            any::<prop::sample::Index>(),
+            any::<u8>(),
+        )
+    }
+
+    /// The hand reader and postcard agree on `payload` cut short, with a byte after it, and
+    /// with one byte changed.
+    fn read_alike<T: PartialEq + std::fmt::Debug>(
+        payload: &[u8],
+        (cut, at, byte): Damage,
+        by_hand: fn(&[u8]) -> Result<T, String>,
+        by_postcard: fn(&[u8]) -> Result<T, String>,
+    ) -> Result<(), TestCaseError> {
+        let short = &payload[..cut.index(payload.len())];
+        prop_assert_eq!(by_hand(short), by_postcard(short));
+        let mut long = payload.to_vec();
+        long.push(byte);
+        prop_assert_eq!(by_hand(&long), by_postcard(&long));
+        let mut changed = payload.to_vec();
+        changed[at.index(payload.len())] = byte;
+        prop_assert_eq!(by_hand(&changed), by_postcard(&changed));
+        Ok(())
+    }
+
     proptest! {
         /// Every request, of every operation and width: what postcard decodes, and the
         /// request itself.
@@ -323,19 +353,10 @@ mod tests {
         #[test]
         fn damaged_bytes_read_as_postcard_reads_them(
             request in request(),
-            cut in any::<prop::sample::Index>(),
-            at in any::<prop::sample::Index>(),
-            byte in any::<u8>(),
+            damage in damage(),
         ) {
             let payload = postcard::to_stdvec(&request).unwrap();
-            let short = &payload[..cut.index(payload.len())];
-            prop_assert_eq!(by_reader(short), postcards(short));
-            let mut long = payload.clone();
-            long.push(byte);
-            prop_assert_eq!(by_reader(&long), postcards(&long));
-            let mut changed = payload.clone();
-            changed[at.index(payload.len())] = byte;
-            prop_assert_eq!(by_reader(&changed), postcards(&changed));
+            read_alike(&payload, damage, by_reader, postcards)?;
         }
 
         /// Arbitrary bytes after a CREATE's opcode: postcard's result.
@@ -428,7 +449,8 @@ mod tests {
         })
     }
 
-    fn attr() -> impl Strategy<Value = Attr> {
+    /// Attributes with every field at every width (shared with the writer's tests).
+    pub(crate) fn attr() -> impl Strategy<Value = Attr> {
         (
             (
                 wide_u64(),
@@ -496,21 +518,9 @@ mod tests {
         /// A reply cut short, with bytes after it, or with one byte changed: the same reply or
         /// the same error as postcard's.
         #[test]
-        fn damaged_reply_bytes_read_as_postcard_reads_them(
-            reply in reply(),
-            cut in any::<prop::sample::Index>(),
-            at in any::<prop::sample::Index>(),
-            byte in any::<u8>(),
-        ) {
+        fn damaged_reply_bytes_read_as_postcard_reads_them(reply in reply(), damage in damage()) {
             let payload = postcard::to_stdvec(&reply).unwrap();
-            let short = &payload[..cut.index(payload.len())];
-            prop_assert_eq!(reply_by_reader(short), reply_postcards(short));
-            let mut long = payload.clone();
-            long.push(byte);
-            prop_assert_eq!(reply_by_reader(&long), reply_postcards(&long));
-            let mut changed = payload.clone();
-            changed[at.index(payload.len())] = byte;
-            prop_assert_eq!(reply_by_reader(&changed), reply_postcards(&changed));
+            read_alike(&payload, damage, reply_by_reader, reply_postcards)?;
         }
 
         /// Arbitrary bytes after an ATTR reply's header: postcard's result.
