@@ -98,7 +98,7 @@ impl<const N: usize> PostcardWriter<N> {
 }
 
 /// [`Body::Attr`]'s variant index (its place in the enum, which `docs/protocol.md` numbers).
-const BODY_ATTR: u64 = 2;
+pub(crate) const BODY_ATTR: u32 = 2;
 
 /// `body`'s postcard encoding (what [`crate::encode`] gives): by hand for an ATTR body, the
 /// body of most mutations' replies; through serde for the rest.
@@ -107,7 +107,7 @@ pub fn encode_body(body: &Body) -> Vec<u8> {
         Body::Attr(attr) => {
             // 1 + 12 fields of at most 10 bytes.
             let mut w = PostcardWriter::<128>::new();
-            w.varint(BODY_ATTR);
+            w.varint(BODY_ATTR.into());
             w.attr(attr);
             w.as_slice().to_vec()
         }

@@ -17,6 +17,7 @@
 
 use crate::frame::{DecodeError, decode};
 use crate::op::{Cred, MAX_GROUPS, Op, Request, opcode};
+use crate::postcard_writer::BODY_ATTR;
 use crate::reply::{Attr, Body, Kind, Reply};
 
 /// Decodes a request's payload: by hand for the common operations, by postcard otherwise.
@@ -96,10 +97,9 @@ pub fn decode_reply(payload: &[u8]) -> Result<Reply, DecodeError> {
     }
 }
 
-/// [`Body`]'s variant indexes the hand reader takes (its place in the enum, which
-/// `docs/protocol.md` numbers).
+/// [`Body`]'s other variant indexes the hand reader takes (ATTR's is the writer's): each its
+/// place in the enum, which `docs/protocol.md` numbers.
 const BODY_PONG: u32 = 1;
-const BODY_ATTR: u32 = 2;
 const BODY_DONE: u32 = 4;
 const BODY_NOTICE: u32 = 6;
 
