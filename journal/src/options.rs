@@ -7,7 +7,7 @@ use rocksdb::{
     ReadOptions,
 };
 
-use crate::schema::{ALL_CFS, CF_CLIENTS, CF_DATA, CF_INODES, CF_META};
+use crate::schema::{ALL_CFS, CF_CLIENTS, CF_DATA, CF_DENTRIES, CF_INODES, CF_META};
 
 /// How much write-ahead log may be live before RocksDB forces flushes: about the most a
 /// restart after a crash replays.
@@ -111,25 +111,27 @@ pub(crate) fn cf_descriptors(cache: &Cache, tuning: &Tuning) -> Vec<ColumnFamily
         .collect()
 }
 
-/// The prefix of an `inodes` key (a big-endian inode number) whose memtable insert hint
-/// RocksDB keeps: one hint per 65,536 consecutive numbers. New inodes' numbers only grow, so
-/// each create's image lands right after the one before it in its group's hint; a directory's
-/// new image (an older number) uses its own group's hint and moves nobody else's. A whole-key
-/// prefix would keep a hint (~250 bytes) per inode; none at all would make every directory
-/// image drag the one hint away from the new inodes.
-const INODE_HINT_PREFIX: usize = 6;
+/// The prefix of an `inodes` or `dentries` key (a big-endian inode number: the inode's, the
+/// entry's child's) whose memtable insert hint RocksDB keeps: one hint per 65,536 consecutive
+/// numbers. New inodes' numbers only grow, so each create's image and entry land right after
+/// the ones before them in their group's hint; a directory's new image (an older number), or
+/// an older file's entry (a link, a rename), uses its own group's hint and moves nobody
+/// else's. A whole-key prefix would keep a hint (~250 bytes) per key; none at all would make
+/// every directory image drag the one hint away from the new inodes.
+const HINT_PREFIX: usize = 6;
 
 /// The options of the column family `name`.
 ///
 /// The memtables, by what is written to them (counted per create, docs/BENCHMARKS.md,
 /// "RocksDB's share of a create"):
-/// - `inodes` is a skiplist that inserts with a hint ([`INODE_HINT_PREFIX`]): nearly every
-///   key comes right after the previous one, so an insert costs a few comparisons, and the
-///   flush walks the list in order instead of sorting a million entries.
-/// - `dentries`, `meta`, `clients` and the rest are vector memtables, which append and sort
-///   once at flush (on a background thread) or for the open's scan. Entry names arrive in
-///   no order a hint could follow (measured: a hint on the parent's number cost 1,254
-///   instructions per create more than the vector's sort). The price of a vector is paid by
+/// - `inodes` and `dentries` are skiplists that insert with a hint ([`HINT_PREFIX`]): nearly
+///   every key comes right after the previous one (an entry is keyed by its child first,
+///   `schema::dentry_key`), so an insert costs a few comparisons, and the flush walks the
+///   list in order instead of sorting a million entries. (Entries keyed by parent and name,
+///   as before schema version 5, arrived in no order a hint could follow: a hint on the
+///   parent's number cost 1,254 instructions per create more than a vector's sort.)
+/// - `meta`, `clients` and the rest are vector memtables, which append and sort
+///   once at flush (on a background thread) or for the open's scan. The price of a vector is paid by
 ///   point reads of a mutable memtable (each sorts a copy), which only offline tools and
 ///   tests make: the server never reads these families while serving (the namespace is in
 ///   memory; start-up and fsck scan them once).
@@ -147,11 +149,11 @@ pub(crate) fn cf_options(cache: &Cache, tuning: &Tuning, name: &str) -> Options 
     if name == CF_DATA {
         block.set_bloom_filter(10.0, false);
     }
-    let mut cf = if name == CF_INODES {
+    let mut cf = if name == CF_INODES || name == CF_DENTRIES {
         // Not in the C API that the crate wraps; RocksDB's option string sets it.
         Options::default()
             .get_options_from_string(format!(
-                "memtable_insert_with_hint_prefix_extractor=rocksdb.FixedPrefix.{INODE_HINT_PREFIX}"
+                "memtable_insert_with_hint_prefix_extractor=rocksdb.FixedPrefix.{HINT_PREFIX}"
             ))
             .expect("RocksDB parses its own option string")
     } else {
@@ -167,7 +169,7 @@ pub(crate) fn cf_options(cache: &Cache, tuning: &Tuning, name: &str) -> Options 
         cf.set_write_buffer_size(tuning.namespace_write_buffer);
         cf.set_max_write_buffer_number(NAMESPACE_WRITE_BUFFERS);
     }
-    if name != CF_DATA && name != CF_INODES {
+    if name != CF_DATA && name != CF_INODES && name != CF_DENTRIES {
         cf.set_memtable_factory(MemtableFactory::Vector);
     }
     cf
@@ -259,7 +261,7 @@ mod tests {
                 "dentries",
                 NAMESPACE_WRITE_BUFFER,
                 NAMESPACE_WRITE_BUFFERS,
-                "VectorRepFactory",
+                "SkipListFactory",
             ),
             (
                 "meta",
@@ -297,8 +299,8 @@ mod tests {
                 "{family}: level 0 plain, the rest LZ4"
             );
             let hint = get(&section, "memtable_insert_with_hint_prefix_extractor");
-            if family == "inodes" {
-                assert_eq!(hint, format!("rocksdb.FixedPrefix.{INODE_HINT_PREFIX}"));
+            if family == "inodes" || family == "dentries" {
+                assert_eq!(hint, format!("rocksdb.FixedPrefix.{HINT_PREFIX}"));
             } else {
                 assert_eq!(hint, "nullptr", "{family}");
             }

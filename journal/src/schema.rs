@@ -1,6 +1,7 @@
 //! The on-disk schema: column-family names, key layouts, record encodings and the version
 //! checked at open. Values are postcard-encoded serde structs; keys are big-endian so that
-//! RocksDB's byte order is numeric order (a directory's entries are one contiguous range).
+//! RocksDB's byte order is numeric order (an inode's attributes, a file's blocks, are one
+//! contiguous range; entries come in their children's order).
 
 use serde::{Deserialize, Serialize};
 
@@ -8,7 +9,7 @@ use crate::error::{Error, Result};
 
 /// Bumped whenever a key layout or a record encoding changes incompatibly: what counts, and
 /// how, is in `docs/schema.md`; the golden-bytes tests below and in `store.rs` fail first.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 /// The version before resend records were written: its `clients` family is always empty, so
 /// such a store is upgraded in place at open (`docs/schema.md`).
@@ -23,6 +24,11 @@ pub(crate) const SCHEMA_VERSION_V2_INODES: u32 = 2;
 /// writable open adds (nothing else changed).
 pub(crate) const SCHEMA_VERSION_BEFORE_DATA: u32 = 3;
 
+/// The version whose `dentries` were keyed by parent and name ([`named_key`]), which every
+/// version before 5 shares: a writable open rewrites each entry under its child's key
+/// (`Journal::upgrade`), a read-only open reads them as they are.
+pub(crate) const SCHEMA_VERSION_PARENT_KEYED_DENTRIES: u32 = 4;
+
 /// The root directory's inode number.
 pub const ROOT_INO: u64 = 1;
 
@@ -32,7 +38,9 @@ pub const DATA_BLOCK: usize = 4096;
 
 /// Inodes by number: key = ino (u64 BE), value = [`Inode`].
 pub(crate) const CF_INODES: &str = "inodes";
-/// Directory entries: key = parent ino (u64 BE) ++ name bytes, value = [`Dentry`].
+/// Directory entries: key = child ino (u64 BE) ++ parent ino (u64 BE) ++ name bytes, value =
+/// [`Dentry`] ([`dentry_key`]: the child first, so that new entries, whose children are new
+/// inodes with growing numbers, land in key order as new inodes do).
 pub(crate) const CF_DENTRIES: &str = "dentries";
 /// Per-client resend records in fixed slots: key = client id (u64 BE) ++ slot (u32 BE), value =
 /// [`ResendSlot`]. A slot is overwritten in place once the client has the replies of every
@@ -308,9 +316,13 @@ pub enum JournalOp {
         name: String,
         entry: Dentry,
     },
+    /// The entry `name` in `parent`, which names `child`, is gone. The child is part of the
+    /// entry's key ([`CF_DENTRIES`]): an entry replaced by another (a RENAME over a target)
+    /// is deleted by its own op before the new one is put.
     DeleteDentry {
         parent: u64,
         name: String,
+        child: u64,
     },
     /// Remember how a client's request was answered. `acked_xid` is the client's watermark
     /// from that request: records at or below it are not needed any more, and their slots
@@ -405,23 +417,45 @@ pub(crate) fn ino_key(ino: u64) -> [u8; 8] {
     ino.to_be_bytes()
 }
 
-pub(crate) fn dentry_key(parent: u64, name: &str) -> Vec<u8> {
-    let mut key = Vec::with_capacity(8 + name.len());
-    dentry_key_into(&mut key, parent, name);
+/// A directory entry's key: the child's number, the parent's, then the name's bytes. A
+/// create's entry then comes after every earlier create's in key order, so the memtable
+/// inserts it with a hint, as it does the new inode, and the flush sorts nothing; an
+/// entry's key by parent and name (as versions before 5 had it) landed anywhere, and the
+/// flush sorted them: 1,743 instructions a create more, counted (docs/BENCHMARKS.md). The
+/// server reads entries from the store only at start-up, all of them, so no lookup by name
+/// needs them grouped by directory.
+pub(crate) fn dentry_key(child: u64, parent: u64, name: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(16 + name.len());
+    dentry_key_into(&mut key, child, parent, name);
     key
 }
 
 /// [`dentry_key`] into a buffer the caller reuses (the committer, once per entry it writes).
-pub(crate) fn dentry_key_into(key: &mut Vec<u8>, parent: u64, name: &str) {
+pub(crate) fn dentry_key_into(key: &mut Vec<u8>, child: u64, parent: u64, name: &str) {
     key.clear();
+    key.extend_from_slice(&child.to_be_bytes());
     key.extend_from_slice(&parent.to_be_bytes());
     key.extend_from_slice(name.as_bytes());
 }
 
-/// An extended attribute's key: the inode's number, then the name's bytes, so one inode's
-/// attributes are one contiguous range.
+/// An inode's number, then a name's bytes: an extended attribute's key (one inode's
+/// attributes are one contiguous range), and a directory entry's before version 5.
+pub(crate) fn named_key(ino: u64, name: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(8 + name.len());
+    named_key_into(&mut key, ino, name);
+    key
+}
+
+/// [`named_key`] into a buffer the caller reuses.
+pub(crate) fn named_key_into(key: &mut Vec<u8>, ino: u64, name: &str) {
+    key.clear();
+    key.extend_from_slice(&ino.to_be_bytes());
+    key.extend_from_slice(name.as_bytes());
+}
+
+/// An extended attribute's key ([`named_key`]).
 pub(crate) fn xattr_key(ino: u64, name: &str) -> Vec<u8> {
-    dentry_key(ino, name)
+    named_key(ino, name)
 }
 
 /// A data block's key: the inode's number, then the block's, so one file's blocks are one
@@ -469,13 +503,55 @@ pub(crate) fn decode_u64_key(what: &'static str, key: &[u8]) -> Result<u64> {
     Ok(u64::from_be_bytes(bytes))
 }
 
-pub(crate) fn decode_dentry_key(key: &[u8]) -> Result<(u64, String)> {
-    let parent = decode_u64_key("dentry key", key)?;
+/// Reads a [`named_key`]: the inode's number and the name.
+pub(crate) fn decode_named_key(what: &'static str, key: &[u8]) -> Result<(u64, String)> {
+    let ino = decode_u64_key(what, key)?;
     let name = std::str::from_utf8(&key[8..]).map_err(|e| Error::Corrupt {
-        what: "dentry name",
-        detail: e.to_string(),
+        what,
+        detail: format!("a name that is not UTF-8: {e}"),
     })?;
-    Ok((parent, name.to_owned()))
+    Ok((ino, name.to_owned()))
+}
+
+/// Reads a [`dentry_key`] as `(child, parent, name)`.
+pub(crate) fn decode_dentry_key(key: &[u8]) -> Result<(u64, u64, String)> {
+    let child = decode_u64_key("dentry key", key)?;
+    let (parent, name) = decode_named_key("dentry key", key.get(8..).unwrap_or_default())?;
+    Ok((child, parent, name))
+}
+
+/// Reads one stored entry, key and value, as `(parent, name, entry)`: in the current layout
+/// ([`dentry_key`]), whose child must be the one the value names, or in the layout of
+/// versions before 5 ([`named_key`]) when `parent_keyed`.
+pub(crate) fn decode_dentry(
+    key: &[u8],
+    value: &[u8],
+    parent_keyed: bool,
+) -> Result<(u64, String, Dentry)> {
+    let entry: Dentry = decode("dentry", value)?;
+    if parent_keyed {
+        let (parent, name) = decode_named_key("dentry key", key)?;
+        return Ok((parent, name, entry));
+    }
+    let (child, parent, name) = decode_dentry_key(key)?;
+    if child != entry.ino {
+        return Err(Error::Corrupt {
+            what: "dentry",
+            detail: format!(
+                "the key of {parent}/{name:?} is child {child}'s, its value names {}",
+                entry.ino
+            ),
+        });
+    }
+    Ok((parent, name, entry))
+}
+
+/// Whether a stored entry is in the current layout: its key begins with the number of the
+/// child its value names. An entry of the old layout begins with its parent's number, which
+/// is never the child's (no directory holds an entry for itself), so a store whose upgrade
+/// was cut short reads unambiguously, key by key, and the next open finishes it.
+pub(crate) fn is_child_keyed(key: &[u8], entry: &Dentry) -> bool {
+    key.len() >= 16 && key[..8] == entry.ino.to_be_bytes()
 }
 
 /// Longest symbolic link target [`with_inode_bytes`] writes by hand; a longer one goes through
@@ -806,8 +882,8 @@ mod tests {
             ("inode key", ino_key(300).to_vec(), "000000000000012c"),
             (
                 "dentry key",
-                dentry_key(2, "f\u{e9}"),
-                "000000000000000266c3a9",
+                dentry_key(9, 2, "f\u{e9}"),
+                "0000000000000009000000000000000266c3a9",
             ),
             (
                 "extended attribute key",
@@ -841,12 +917,48 @@ mod tests {
     }
 
     #[test]
-    fn dentry_keys_sort_by_parent_then_name() {
-        let a = dentry_key(1, "zzz");
-        let b = dentry_key(2, "aaa");
-        let c = dentry_key(2, "aab");
-        assert!(a < b && b < c);
-        assert_eq!(decode_dentry_key(&c).unwrap(), (2, "aab".to_owned()));
+    fn dentry_keys_sort_by_child_then_parent_then_name() {
+        let a = dentry_key(3, 9, "zzz");
+        let b = dentry_key(4, 1, "zzz");
+        let c = dentry_key(4, 2, "aaa");
+        let d = dentry_key(4, 2, "aab");
+        assert!(a < b && b < c && c < d);
+        assert_eq!(decode_dentry_key(&d).unwrap(), (4, 2, "aab".to_owned()));
+    }
+
+    /// Both layouts read, each as what it is; a key whose child is not its value's, a short
+    /// key and a name that is not UTF-8 are corrupt, not misread.
+    #[test]
+    fn entries_read_in_either_layout_and_bad_ones_are_corrupt() {
+        let entry = Dentry {
+            ino: 9,
+            kind: FileKind::File,
+        };
+        let value = encode(&entry);
+        let new = dentry_key(9, 2, "f");
+        let old = named_key(2, "f");
+        assert_eq!(
+            decode_dentry(&new, &value, false).unwrap(),
+            (2, "f".to_owned(), entry)
+        );
+        assert_eq!(
+            decode_dentry(&old, &value, true).unwrap(),
+            (2, "f".to_owned(), entry)
+        );
+        assert!(is_child_keyed(&new, &entry));
+        assert!(!is_child_keyed(&old, &entry));
+        let corrupt = |key: &[u8]| {
+            matches!(
+                decode_dentry(key, &value, false),
+                Err(Error::Corrupt { .. })
+            )
+        };
+        assert!(corrupt(&dentry_key(8, 2, "f")), "another child's key");
+        assert!(corrupt(&old), "the old layout read as the new");
+        assert!(corrupt(&new[..12]), "a short key");
+        let mut not_utf8 = dentry_key(9, 2, "");
+        not_utf8.push(0xff);
+        assert!(corrupt(&not_utf8), "a name that is not UTF-8");
     }
 
     #[test]

@@ -45,6 +45,19 @@ fn create(transno: u64, ino: u64, name: &str) -> TxRecord {
     }
 }
 
+/// The committed entry `name` of `parent`, found by a scan (the store keys entries by child).
+fn entry(j: &Journal, parent: u64, name: &str) -> Option<Dentry> {
+    let mut found = None;
+    j.scan_dentries(|p, n, e| {
+        if p == parent && n == name {
+            assert!(found.replace(e).is_none(), "two entries {parent}/{name}");
+        }
+        Ok(())
+    })
+    .unwrap();
+    found
+}
+
 #[test]
 fn new_store_has_root_and_reopen_recovers_counters() {
     let dir = tempfile::tempdir().unwrap();
@@ -63,7 +76,7 @@ fn new_store_has_root_and_reopen_recovers_counters() {
     assert!(!rec.created);
     assert_eq!(rec.last_committed, 2);
     assert_eq!(rec.next_ino, 10, "inode numbers are never handed out twice");
-    assert_eq!(j.dentry(ROOT_INO, "b").unwrap().unwrap().ino, 9);
+    assert_eq!(entry(&j, ROOT_INO, "b").unwrap().ino, 9);
     assert_eq!(j.inode(7).unwrap().unwrap().transno, 1);
 }
 
@@ -97,7 +110,7 @@ fn commits_must_be_contiguous_from_last_committed() {
     );
     assert_eq!(j.last_committed(), 0);
     assert!(
-        j.dentry(ROOT_INO, "x").unwrap().is_none(),
+        entry(&j, ROOT_INO, "x").is_none(),
         "a rejected batch writes nothing"
     );
     j.commit(&[create(1, 5, "x")]).unwrap();
@@ -116,6 +129,7 @@ fn later_transno_wins_for_the_same_key_in_one_batch() {
             JournalOp::DeleteDentry {
                 parent: ROOT_INO,
                 name: "x".into(),
+                child: 5,
             },
             JournalOp::DeleteInode(5),
         ],
@@ -133,30 +147,60 @@ fn later_transno_wins_for_the_same_key_in_one_batch() {
     j.commit(&[delete, recreate]).unwrap();
     // Transno 3 deleted inode 5 and transno 4 recreated it: the later one must win.
     assert_eq!(j.inode(5).unwrap().unwrap().transno, 4);
-    assert!(j.dentry(ROOT_INO, "x").unwrap().is_some());
+    assert!(entry(&j, ROOT_INO, "x").is_some());
 }
 
+/// A scan gives every entry once, in the order of the children's numbers (the key's first
+/// part), whatever their names' order.
 #[test]
-fn list_dentries_pages_by_cursor_within_one_directory() {
+fn scan_dentries_gives_every_entry_in_child_order() {
     let dir = tempfile::tempdir().unwrap();
     let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
     let records: Vec<_> = (0..25u64)
-        .map(|i| create(i + 1, 100 + i, &format!("f{i:03}")))
+        .map(|i| create(i + 1, 100 + i, &format!("f{:03}", 24 - i)))
         .collect();
     j.commit(&records).unwrap();
-    let mut names = Vec::new();
-    let mut cursor: Option<String> = None;
-    loop {
-        let page = j.list_dentries(ROOT_INO, cursor.as_deref(), 10).unwrap();
-        if page.is_empty() {
-            break;
-        }
-        cursor = Some(page.last().unwrap().0.clone());
-        names.extend(page.into_iter().map(|(n, _)| n));
+    let mut seen = Vec::new();
+    j.scan_dentries(|parent, name, e| {
+        seen.push((e.ino, parent, name));
+        Ok(())
+    })
+    .unwrap();
+    let wanted: Vec<_> = (0..25u64)
+        .map(|i| (100 + i, ROOT_INO, format!("f{:03}", 24 - i)))
+        .collect();
+    assert_eq!(seen, wanted);
+}
+
+/// A name that moves to another child (a rename over a target) is two keys: the old
+/// child's entry is deleted by its own op and the new one put, and a reopen finds only the
+/// new one.
+#[test]
+fn an_entry_replaced_by_another_child_leaves_one_entry() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        j.commit(&[create(1, 5, "x")]).unwrap();
+        let mut replace = create(2, 6, "x");
+        replace.ops.insert(
+            0,
+            JournalOp::DeleteDentry {
+                parent: ROOT_INO,
+                name: "x".into(),
+                child: 5,
+            },
+        );
+        j.commit(&[replace]).unwrap();
     }
-    assert_eq!(names.len(), 25);
-    assert!(names.windows(2).all(|w| w[0] < w[1]));
-    assert!(j.list_dentries(ROOT_INO + 1, None, 10).unwrap().is_empty());
+    let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(entry(&j, ROOT_INO, "x").map(|e| e.ino), Some(6));
+    let mut count = 0;
+    j.scan_dentries(|_, _, _| {
+        count += 1;
+        Ok(())
+    })
+    .unwrap();
+    assert_eq!(count, 1);
 }
 
 #[test]
@@ -249,7 +293,7 @@ fn an_emulated_sync_latency_slows_each_commit_and_changes_nothing_else() {
     let (j, rec) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
     assert_eq!(rec.last_committed, 3);
     for name in ["a", "b", "c"] {
-        assert!(j.dentry(ROOT_INO, name).unwrap().is_some(), "{name}");
+        assert!(entry(&j, ROOT_INO, name).is_some(), "{name}");
     }
 }
 
@@ -286,9 +330,9 @@ fn a_failed_commit_stops_the_journal_and_a_reopen_finds_what_the_fault_left() {
             );
         }
         let (j, rec) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
-        assert!(j.dentry(ROOT_INO, "kept").unwrap().is_some());
+        assert!(entry(&j, ROOT_INO, "kept").is_some());
         assert_eq!(
-            j.dentry(ROOT_INO, "unknown").unwrap().is_some(),
+            entry(&j, ROOT_INO, "unknown").is_some(),
             survives,
             "{fault}"
         );

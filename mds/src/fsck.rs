@@ -469,12 +469,16 @@ fn check_kind_fields(inode: &Inode, kind: FileKind, at: &str, f: &mut Vec<String
     }
 }
 
-/// Every resend record is durable and decodes. The replies of a store of an older schema are
-/// in its build's protocol, which this build does not decode (its first writable open drops
-/// them: no client of that protocol can resend to this build); only their transnos are
-/// checked.
+/// The first schema version whose resend records hold replies in this build's protocol (5):
+/// version 5 changed only how entries are keyed.
+const REPLIES_IN_THIS_PROTOCOL: u32 = 4;
+
+/// Every resend record is durable and decodes. The replies of a store of a schema before
+/// version 4 are in its build's protocol, which this build does not decode (its first
+/// writable open drops them: no client of that protocol can resend to this build); only
+/// their transnos are checked.
 fn check_resend_records(recovered: &journal::Recovered, f: &mut Vec<String>) {
-    let current = recovered.schema_version == journal::SCHEMA_VERSION;
+    let current = recovered.schema_version >= REPLIES_IN_THIS_PROTOCOL;
     for client in &recovered.resend {
         for record in &client.records {
             let at = format!(

@@ -156,6 +156,50 @@ fn a_store_whose_entry_names_a_missing_inode_is_refused_at_start() {
     );
 }
 
+/// Entries are keyed by the child they name: two children under one name are two keys, which
+/// only a broken writer leaves. The server refuses such a store at start, and fsck finds the
+/// directory holding more entries than it counts.
+#[test]
+fn a_store_with_two_entries_under_one_name_is_refused_at_start() {
+    let dir = damaged(|j, t, next| {
+        let file = |ino: u64| {
+            let mut f = j.inode(ROOT_INO).unwrap().unwrap();
+            f.ino = ino;
+            f.kind = FileKind::File;
+            f.nlink = 1;
+            f.parent = 0;
+            f.entries = 0;
+            f.transno = t;
+            f
+        };
+        let entry = |ino: u64| JournalOp::PutDentry {
+            parent: ROOT_INO,
+            name: "twice".into(),
+            entry: Dentry {
+                ino,
+                kind: FileKind::File,
+            },
+        };
+        let mut root = j.inode(ROOT_INO).unwrap().unwrap();
+        root.entries = 1;
+        root.transno = t;
+        vec![
+            JournalOp::PutInode(file(next)),
+            JournalOp::PutInode(file(next + 1)),
+            JournalOp::PutInode(root),
+            entry(next),
+            entry(next + 1),
+        ]
+    });
+    let err = common::InProcess::on(dir.path()).join().unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(msg.contains("two entries 1/\"twice\""), "{msg}");
+    assert!(msg.contains("mds fsck"), "{msg}");
+    let (code, out) = fsck(dir.path());
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("records 1 entries but has 2"), "{out}");
+}
+
 #[test]
 fn fsck_finds_directories_cut_off_from_the_root_and_cycles() {
     let dir = damaged(|j, t, next| {

@@ -23,8 +23,8 @@ use crate::error::{Error, Result};
 use crate::options::{Tuning, block_cache, cf_descriptors, db_options};
 use crate::schema::{
     ALL_CFS, CF_DENTRIES, CF_INODES, CF_META, CF_ORPHANS, CF_XATTRS, Dentry, Inode,
-    META_LAST_COMMITTED, SCHEMA_VERSION, decode, decode_dentry_key, decode_meta_u64,
-    decode_u64_key,
+    META_LAST_COMMITTED, SCHEMA_VERSION, decode, decode_dentry, decode_dentry_key, decode_meta_u64,
+    decode_named_key, decode_u64_key,
 };
 
 /// One change a committed batch made to what a namespace holds in memory.
@@ -238,14 +238,14 @@ impl BatchReader {
             }
             Change::Inode(inode)
         } else if cf == ids.dentries {
-            let (parent, name) = decode_dentry_key(key)?;
+            let (parent, name, entry) = decode_dentry(key, value, false)?;
             Change::Dentry {
                 parent,
                 name,
-                entry: decode("dentry", value)?,
+                entry,
             }
         } else if cf == ids.xattrs {
-            let (ino, name) = decode_dentry_key(key)?;
+            let (ino, name) = decode_named_key("extended attribute key", key)?;
             Change::Xattr {
                 ino,
                 name,
@@ -268,10 +268,10 @@ impl BatchReader {
         Ok(Some(if cf == ids.inodes {
             Change::InodeGone(decode_u64_key("inode key", key)?)
         } else if cf == ids.dentries {
-            let (parent, name) = decode_dentry_key(key)?;
+            let (_child, parent, name) = decode_dentry_key(key)?;
             Change::DentryGone { parent, name }
         } else if cf == ids.xattrs {
-            let (ino, name) = decode_dentry_key(key)?;
+            let (ino, name) = decode_named_key("extended attribute key", key)?;
             Change::XattrGone { ino, name }
         } else if cf == ids.orphans {
             Change::OrphanGone(decode_u64_key("orphan key", key)?)

@@ -7,9 +7,7 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rocksdb::{
-    ColumnFamily, DB, Direction, FlushOptions, IteratorMode, ReadOptions, WriteBatch, WriteOptions,
-};
+use rocksdb::{ColumnFamily, DB, FlushOptions, IteratorMode, WriteBatch, WriteOptions};
 
 use crate::error::InjectedFailure;
 use crate::error::{Error, Fault, Result};
@@ -21,10 +19,11 @@ use crate::schema::{
     META_LAST_COMMITTED, META_NEXT_INO, META_PENDING_PREFIX, META_REPLAY_KEY, META_SCHEMA_VERSION,
     META_SESSION_PREFIX, META_SHARD, META_TRANSNO_CEILING, PendingDir, ROOT_INO, ResendRecord,
     ResendSlot, ResendSlotRef, SCHEMA_VERSION, SCHEMA_VERSION_BEFORE_DATA,
-    SCHEMA_VERSION_V2_INODES, SCHEMA_VERSION_WITHOUT_RESEND, SECRET_LEN, TxRecord, client_key,
-    data_key, data_key_end, decode, decode_dentry_key, decode_meta_u64, decode_resend_key,
-    decode_u64_key, dentry_key, dentry_key_into, encode, ino_key, now_ns, pending_key, resend_key,
-    session_key, xattr_key,
+    SCHEMA_VERSION_PARENT_KEYED_DENTRIES, SCHEMA_VERSION_V2_INODES, SCHEMA_VERSION_WITHOUT_RESEND,
+    SECRET_LEN, TxRecord, client_key, data_key, data_key_end, decode, decode_dentry,
+    decode_meta_u64, decode_named_key, decode_resend_key, decode_u64_key, dentry_key,
+    dentry_key_into, encode, ino_key, is_child_keyed, named_key_into, now_ns, pending_key,
+    resend_key, session_key, xattr_key,
 };
 use crate::shard::ShardIdentity;
 
@@ -139,6 +138,11 @@ pub struct StoreStats {
 /// family would have to step over until compaction.
 const POINT_DELETES_MAX: u32 = 16;
 
+/// Entries an upgrade moves to their new keys per write batch (`Journal::rekey_dentries`):
+/// a few MiB of batch, whatever the store's size.
+/// (Four in tests, so that a few entries take several batches.)
+const REKEY_BATCH: usize = if cfg!(test) { 4 } else { 65_536 };
+
 /// How long a cluster's store keeps a log file its memtables no longer need
 /// (`open_tuned`): a following standby reads the batches in it. Its reads come every 100 ms,
 /// and its last one a moment after the owner stopped.
@@ -171,6 +175,10 @@ pub struct Journal {
     /// Inodes are in the layout of schema version 2 ([`InodeV2`]): a read-only open of a store
     /// no build of version 3 has opened for writing yet.
     v2_inodes: bool,
+    /// Entries may be in the layout of schema versions before 5 ([`crate::schema::named_key`]):
+    /// a read-only open of a store no build of version 5 has opened for writing yet (or whose
+    /// upgrade was cut short), read key by key in the layout each has.
+    parent_keyed_dentries: bool,
 }
 
 impl std::fmt::Debug for Journal {
@@ -312,6 +320,7 @@ impl Journal {
             ino_ceiling: AtomicU64::new(0),
             inode_counter: AtomicU64::new(0),
             v2_inodes: false,
+            parent_keyed_dentries: false,
         };
         let meta = journal.cf(CF_META);
         let stored_shard = match journal.db.get_cf(meta, META_SHARD)? {
@@ -347,13 +356,17 @@ impl Journal {
                 let old_inodes = found == SCHEMA_VERSION_V2_INODES
                     || (found == SCHEMA_VERSION_WITHOUT_RESEND
                         && journal.resend_family_is_empty()?);
-                if old_inodes || found == SCHEMA_VERSION_BEFORE_DATA {
+                if old_inodes
+                    || found == SCHEMA_VERSION_BEFORE_DATA
+                    || found == SCHEMA_VERSION_PARENT_KEYED_DENTRIES
+                {
                     schema_version = found;
                     if writable {
                         journal.upgrade(path, found, old_inodes)?;
                         upgraded_from = Some(found);
                     } else {
                         v2_inodes = old_inodes;
+                        journal.parent_keyed_dentries = true;
                     }
                 } else if found != SCHEMA_VERSION {
                     return Err(Error::SchemaVersion {
@@ -442,27 +455,32 @@ impl Journal {
         ))
     }
 
-    /// Upgrades a store of an older version: for versions 1 and 2 (`old_inodes`) every inode
-    /// rewritten in the current layout, and the current version recorded, all in one synced
-    /// batch (version 3 differs only in the families the open adds) — a crash leaves the store either
-    /// as it was or upgraded, never with the two layouts mixed (which one decoding could not
-    /// tell apart). The batch holds the whole inode family once: a one-time cost at the
-    /// first start of a new build.
+    /// Upgrades a store of an older version: every entry moved under its child's key
+    /// ([`Journal::rekey_dentries`]); then for versions 1 and 2 (`old_inodes`) every inode
+    /// rewritten in the current layout, and the current version recorded, in one synced
+    /// batch (version 3 differs otherwise only in the families the open adds) — a crash
+    /// leaves the inodes either as they were or upgraded, never with the two layouts mixed
+    /// (which one decoding could not tell apart). That batch holds the whole inode family
+    /// once: a one-time cost at the first start of a new build.
     ///
-    /// Sessions go: resend records hold replies encoded in the protocol of the build that
-    /// wrote them, and no client of that protocol can reach this build (it refuses other
-    /// versions at CONNECT), so none could ever resend. A store with known clients — it was
-    /// not stopped cleanly, and clients may still replay early replies into it, which only
-    /// the old build can take — is refused, before anything is written.
+    /// From versions before 4, sessions go: resend records hold replies encoded in the
+    /// protocol of the build that wrote them, and no client of that protocol can reach this
+    /// build (it refuses other versions at CONNECT), so none could ever resend. A store with
+    /// known clients — it was not stopped cleanly, and clients may still replay early
+    /// replies into it, which only the old build can take — is refused, before anything is
+    /// written. Version 4 speaks this build's protocol: its sessions, resend records and
+    /// known clients are kept, and its clients resend and replay into this build.
     fn upgrade(&self, path: &Path, found: u32, old_inodes: bool) -> Result<()> {
+        let old_protocol = found < SCHEMA_VERSION_PARENT_KEYED_DENTRIES;
         let known = self.known_clients()?;
-        if !known.is_empty() {
+        if old_protocol && !known.is_empty() {
             return Err(Error::UpgradeWithKnownClients {
                 path: path.display().to_string(),
                 found,
                 clients: known.len(),
             });
         }
+        self.rekey_dentries()?;
         let (inodes, clients, meta) = (self.cf(CF_INODES), self.cf(CF_CLIENTS), self.cf(CF_META));
         let mut batch = WriteBatch::default();
         for item in self.scan(CF_INODES).take_while(|_| old_inodes) {
@@ -470,10 +488,14 @@ impl Journal {
             let old: InodeV2 = decode("version 2 inode", &value)?;
             batch.put_cf(inodes, &key, encode(&Inode::from(old)));
         }
-        for item in self.scan(CF_CLIENTS) {
+        for item in self.scan(CF_CLIENTS).take_while(|_| old_protocol) {
             batch.delete_cf(clients, item?.0);
         }
-        for item in self.db.prefix_iterator_cf(meta, META_SESSION_PREFIX) {
+        for item in self
+            .db
+            .prefix_iterator_cf(meta, META_SESSION_PREFIX)
+            .take_while(|_| old_protocol)
+        {
             let (key, _) = item?;
             if !key.starts_with(META_SESSION_PREFIX) {
                 break; // past the prefix
@@ -483,6 +505,48 @@ impl Journal {
         batch.put_cf(meta, META_SCHEMA_VERSION, SCHEMA_VERSION.to_le_bytes());
         self.db.write_opt(batch, &synced())?;
         Ok(())
+    }
+
+    /// Moves every entry of the layout before version 5 (parent ++ name) under its child's
+    /// key (child ++ parent ++ name), [`REKEY_BATCH`] entries to a write batch, each old key
+    /// deleted and its new one put in the same batch; returns how many moved. The batches
+    /// are not synced: the synced batch that records the new version follows them in the
+    /// same log. A crash part way leaves the version as it was and both layouts in the
+    /// family, which read unambiguously key by key ([`is_child_keyed`]); the next open moves
+    /// what is left. An old key and a new one are never the same bytes: a new key's ninth
+    /// byte is the top byte of the parent's number (0: inode numbers stay below 2^56), and
+    /// names hold no NUL.
+    fn rekey_dentries(&self) -> Result<u64> {
+        let dentries = self.cf(CF_DENTRIES);
+        let mut moved = 0;
+        let mut new_keys: Vec<(Vec<u8>, Box<[u8]>)> = Vec::with_capacity(REKEY_BATCH);
+        let mut batch = WriteBatch::default();
+        let write = |batch: &mut WriteBatch, new_keys: &mut Vec<(Vec<u8>, Box<[u8]>)>| {
+            // In key order: the memtable's insert hint then holds across the batch.
+            new_keys.sort_unstable();
+            for (key, value) in new_keys.drain(..) {
+                batch.put_cf(dentries, key, value);
+            }
+            self.db.write(std::mem::take(batch))
+        };
+        for item in self.scan(CF_DENTRIES) {
+            let (key, value) = item?;
+            let entry: Dentry = decode("dentry", &value)?;
+            if is_child_keyed(&key, &entry) {
+                continue;
+            }
+            let (parent, name) = decode_named_key("dentry key", &key)?;
+            batch.delete_cf(dentries, &key);
+            new_keys.push((dentry_key(entry.ino, parent, &name), value));
+            moved += 1;
+            if new_keys.len() == REKEY_BATCH {
+                write(&mut batch, &mut new_keys)?;
+            }
+        }
+        if !new_keys.is_empty() {
+            write(&mut batch, &mut new_keys)?;
+        }
+        Ok(moved)
     }
 
     /// Decodes a stored inode in the layout this store holds.
@@ -893,13 +957,17 @@ impl Journal {
                         name,
                         entry,
                     } => {
-                        dentry_key_into(&mut key, *parent, name);
+                        dentry_key_into(&mut key, entry.ino, *parent, name);
                         crate::schema::with_dentry_bytes(entry, |bytes| {
                             batch.put_cf(dentries, &key, bytes);
                         });
                     }
-                    JournalOp::DeleteDentry { parent, name } => {
-                        dentry_key_into(&mut key, *parent, name);
+                    JournalOp::DeleteDentry {
+                        parent,
+                        name,
+                        child,
+                    } => {
+                        dentry_key_into(&mut key, *child, *parent, name);
                         batch.delete_cf(dentries, &key);
                     }
                     JournalOp::PutResend {
@@ -924,11 +992,11 @@ impl Journal {
                         batch.put_cf(meta, session_key(*client), secret);
                     }
                     JournalOp::PutXattr { ino, name, value } => {
-                        dentry_key_into(&mut key, *ino, name);
+                        named_key_into(&mut key, *ino, name);
                         batch.put_cf(xattrs, &key, value);
                     }
                     JournalOp::DeleteXattr { ino, name } => {
-                        dentry_key_into(&mut key, *ino, name);
+                        named_key_into(&mut key, *ino, name);
                         batch.delete_cf(xattrs, &key);
                     }
                     JournalOp::PutData { ino, block, bytes } => {
@@ -1098,17 +1166,6 @@ impl Journal {
         Ok(())
     }
 
-    /// Reads one committed directory entry.
-    pub fn dentry(&self, parent: u64, name: &str) -> Result<Option<Dentry>> {
-        match self
-            .db
-            .get_pinned_cf(self.cf(CF_DENTRIES), dentry_key(parent, name))?
-        {
-            Some(v) => Ok(Some(decode("dentry", &v)?)),
-            None => Ok(None),
-        }
-    }
-
     /// Deletes every slot `client` has, one point delete each, and forgets them, with the
     /// binding of its session: the session ended.
     fn drop_resend(
@@ -1142,16 +1199,19 @@ impl Journal {
         Ok(())
     }
 
-    /// Calls `f(parent, name, entry)` on every committed directory entry, grouped by parent
-    /// and in name-byte order within one directory.
+    /// Calls `f(parent, name, entry)` on every committed directory entry, in the order of
+    /// the children's numbers (`dentries` is keyed by child: one directory's entries are not
+    /// together, and come in no name order).
     pub fn scan_dentries(
         &self,
         mut f: impl FnMut(u64, String, Dentry) -> Result<()>,
     ) -> Result<()> {
         for item in self.scan(CF_DENTRIES) {
             let (key, value) = item?;
-            let (parent, name) = decode_dentry_key(&key)?;
-            f(parent, name, decode("dentry", &value)?)?;
+            let parent_keyed = self.parent_keyed_dentries
+                && !is_child_keyed(&key, &decode::<Dentry>("dentry", &value)?);
+            let (parent, name, entry) = decode_dentry(&key, &value, parent_keyed)?;
+            f(parent, name, entry)?;
         }
         Ok(())
     }
@@ -1164,7 +1224,7 @@ impl Journal {
         }
         for item in self.scan(CF_XATTRS) {
             let (key, value) = item?;
-            let (ino, name) = decode_dentry_key(&key)?;
+            let (ino, name) = decode_named_key("extended attribute key", &key)?;
             f(ino, name, value.into_vec())?;
         }
         Ok(())
@@ -1185,36 +1245,6 @@ impl Journal {
     fn scan(&self, family: &str) -> rocksdb::DBIteratorWithThreadMode<'_, DB> {
         self.db
             .iterator_cf_opt(self.cf(family), full_scan(), IteratorMode::Start)
-    }
-
-    /// Lists committed entries of one directory after `cursor` (exclusive), at most `limit`.
-    pub fn list_dentries(
-        &self,
-        parent: u64,
-        cursor: Option<&str>,
-        limit: usize,
-    ) -> Result<Vec<(String, Dentry)>> {
-        let start = dentry_key(parent, cursor.unwrap_or(""));
-        let mut read = ReadOptions::default();
-        read.set_iterate_upper_bound((parent + 1).to_be_bytes().to_vec());
-        let iter = self.db.iterator_cf_opt(
-            self.cf(CF_DENTRIES),
-            read,
-            IteratorMode::From(&start, Direction::Forward),
-        );
-        let mut out = Vec::new();
-        for item in iter {
-            let (key, value) = item?;
-            let (_, name) = decode_dentry_key(&key)?;
-            if cursor == Some(name.as_str()) {
-                continue;
-            }
-            out.push((name, decode("dentry", &value)?));
-            if out.len() >= limit {
-                break;
-            }
-        }
-        Ok(out)
     }
 
     /// Sizes and counters for metrics: per-family key estimates and sizes, stall time, WAL

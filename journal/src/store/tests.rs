@@ -102,6 +102,7 @@ fn what_a_commit_writes_is_pinned() {
                 JournalOp::DeleteDentry {
                     parent: ROOT_INO,
                     name: "g".into(),
+                    child: 4,
                 },
                 JournalOp::DeleteInode(4),
                 JournalOp::PutXattr {
@@ -129,9 +130,10 @@ fn what_a_commit_writes_is_pinned() {
         "inodes 0000000000000001 = 0100ed03e807640300d00fa01f01010101000000",
         "inodes 0000000000000002 = 0200ed03e807640200d00fa01f02010102000000",
         "inodes 0000000000000003 = 0301ed03e807640100d00fa01f03000002000000",
-        // key: parent u64 BE ++ name's UTF-8 ("d", "f"). value: postcard Dentry.
-        "dentries 000000000000000164 = 0200",
-        "dentries 000000000000000266 = 0301",
+        // key: child u64 BE ++ parent u64 BE ++ name's UTF-8 ("d", "f"). value: postcard
+        // Dentry.
+        "dentries 0000000000000002000000000000000164 = 0200",
+        "dentries 0000000000000003000000000000000266 = 0301",
         // key: client u64 BE ++ slot u32 BE. value: postcard ResendSlot: watermark 1, then
         // the records above it (xid 2, transno 2, reply ee); xid 1's was never written.
         "clients 000000000000000700000000 = 0101020201ee",
@@ -143,7 +145,7 @@ fn what_a_commit_writes_is_pinned() {
         "meta 6c6173745f636f6d6d6974746564 = 0200000000000000",
         "meta 6e6578745f696e6f = 0500000000000000",
         "meta 7265706c61795f6b6579 = (32 random bytes)",
-        "meta 736368656d615f76657273696f6e = 04000000",
+        "meta 736368656d615f76657273696f6e = 05000000",
         "meta 7472616e736e6f5f6365696c696e67 = 0200020000000000",
         // key: ino u64 BE ++ name's bytes ("user.k"). value: the bytes as given.
         "xattrs 0000000000000003757365722e6b = ab",
@@ -333,11 +335,47 @@ fn records_the_client_already_has_replies_for_are_not_written() {
     assert!(clients_keys(&j).is_empty());
 }
 
-/// Makes the store at `dir` look as a build of schema `version` (1, 2 or 3) left it: no
-/// `data` or `orphans` family; for 1 and 2 every inode in their layout and no `xattrs`
-/// family either; and the version recorded.
+/// Puts every entry of the store under its key of versions before 5 (parent ++ name).
+fn parent_keyed(j: &Journal) {
+    let entries: Vec<_> =
+        j.db.iterator_cf(j.cf(CF_DENTRIES), IteratorMode::Start)
+            .map(|item| item.unwrap())
+            .collect();
+    for (key, value) in entries {
+        let (_, parent, name) = crate::schema::decode_dentry_key(&key).unwrap();
+        j.db.delete_cf(j.cf(CF_DENTRIES), &key).unwrap();
+        j.db.put_cf(
+            j.cf(CF_DENTRIES),
+            crate::schema::named_key(parent, &name),
+            value,
+        )
+        .unwrap();
+    }
+}
+
+/// Every entry's (parent, name, child), sorted, as a scan of `j` reads them.
+fn entries(j: &Journal) -> Vec<(u64, String, u64)> {
+    let mut seen = Vec::new();
+    j.scan_dentries(|parent, name, e| {
+        seen.push((parent, name, e.ino));
+        Ok(())
+    })
+    .unwrap();
+    seen.sort();
+    seen
+}
+
+/// Makes the store at `dir` look as a build of schema `version` (1 to 4) left it: every
+/// entry under its parent's key; for 1 to 3 no `data` or `orphans` family; for 1 and 2 every
+/// inode in their layout and no `xattrs` family either; and the version recorded.
 fn downgrade(dir: &Path, version: u32) {
     let (mut j, _) = Journal::open(dir, JournalOptions::default()).unwrap();
+    parent_keyed(&j);
+    if version == 4 {
+        j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, version.to_le_bytes())
+            .unwrap();
+        return;
+    }
     j.db.drop_cf(CF_DATA).unwrap();
     j.db.drop_cf(CF_ORPHANS).unwrap();
     if version == 3 {
@@ -476,6 +514,80 @@ fn a_store_of_version_3_gets_the_data_and_orphan_families() {
     assert!(j.db.cf_handle(CF_DATA).is_some() && j.db.cf_handle(CF_ORPHANS).is_some());
     let v = j.db.get_cf(j.cf(CF_META), META_SCHEMA_VERSION).unwrap();
     assert_eq!(v.unwrap(), SCHEMA_VERSION.to_le_bytes());
+}
+
+/// A store of version 4 (entries keyed by parent and name): read as it is by a read-only
+/// open, also when an upgrade was cut short with the two layouts mixed; the first writable
+/// open moves every entry under its child's key, several batches of them, and keeps what
+/// version 4 shares with this build: its sessions, resend records and known clients.
+#[test]
+fn a_store_of_version_4_has_its_entries_moved_under_their_children() {
+    let dir = tempfile::tempdir().unwrap();
+    let dentry = |parent, name: &str, ino, kind| JournalOp::PutDentry {
+        parent,
+        name: name.into(),
+        entry: Dentry { ino, kind },
+    };
+    let wanted = {
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        let mut ops = vec![
+            dentry(ROOT_INO, "d", 2, FileKind::Directory),
+            JournalOp::BindSession {
+                client: 7,
+                secret: [9; SECRET_LEN],
+            },
+            put_resend(7, 0, 1),
+        ];
+        // Names in the opposite order to their children's numbers, and in two directories.
+        ops.extend((3..14).map(|ino| dentry(2, &format!("f{:02}", 20 - ino), ino, FileKind::File)));
+        ops.extend((14..17).map(|ino| dentry(ROOT_INO, &format!("g{ino}"), ino, FileKind::File)));
+        j.commit(&[TxRecord { transno: 1, ops }]).unwrap();
+        j.write_client_changes(&[JournalOp::KnowClient { client: 5 }])
+            .unwrap();
+        entries(&j)
+    };
+    assert_eq!(wanted.len(), 15);
+    downgrade(dir.path(), 4);
+    let (ro, recovered) = Journal::open_read_only(dir.path()).unwrap();
+    assert_eq!(recovered.schema_version, 4);
+    assert_eq!(entries(&ro), wanted, "read in the old layout");
+    drop(ro);
+    // An upgrade cut short: two entries already under their children's keys.
+    {
+        let db = DB::open_cf(&rocksdb::Options::default(), dir.path(), ALL_CFS).unwrap();
+        let cf = db.cf_handle(CF_DENTRIES).unwrap();
+        for (parent, name, ino) in [(2, "f10", 10), (ROOT_INO, "g15", 15)] {
+            let value = db
+                .get_cf(cf, crate::schema::named_key(parent, name))
+                .unwrap()
+                .unwrap();
+            db.delete_cf(cf, crate::schema::named_key(parent, name))
+                .unwrap();
+            db.put_cf(cf, dentry_key(ino, parent, name), value).unwrap();
+        }
+    }
+    let (ro, _) = Journal::open_read_only(dir.path()).unwrap();
+    assert_eq!(entries(&ro), wanted, "both layouts, each read as it is");
+    drop(ro);
+    let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(recovered.upgraded_from, Some(4));
+    assert_eq!(entries(&j), wanted);
+    for item in j.db.iterator_cf(j.cf(CF_DENTRIES), IteratorMode::Start) {
+        let (key, value) = item.unwrap();
+        let entry: Dentry = decode("dentry", &value).unwrap();
+        assert!(is_child_keyed(&key, &entry), "{}", hex(&key));
+    }
+    assert_eq!(
+        recovered.known_clients,
+        [5],
+        "version 4's clients replay here"
+    );
+    assert_eq!(recovered.sessions.len(), 1);
+    assert_eq!(recovered.resend.len(), 1, "and resend here");
+    drop(j);
+    let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(recovered.upgraded_from, None);
+    assert_eq!(entries(&j), wanted);
 }
 
 /// A file's data blocks are read back as written; a delete of a few blocks removes those,

@@ -112,15 +112,31 @@ pub(super) fn replay(initial: Image, mut records: Vec<TxRecord>) -> Image {
                 JournalOp::DeleteInode(ino) => {
                     inodes.remove(&ino);
                 }
+                // The store keys an entry by its child: a put over another child's entry
+                // would leave that one's key behind, so each must have been deleted first,
+                // by the child it named.
                 JournalOp::PutDentry {
                     parent,
                     name,
                     entry,
                 } => {
-                    entries.insert((parent, name), entry);
+                    let before = entries.insert((parent, name.clone()), entry);
+                    assert!(
+                        before.is_none_or(|b| b.ino == entry.ino),
+                        "{parent}/{name:?} put over another child's entry ({before:?}) not deleted"
+                    );
                 }
-                JournalOp::DeleteDentry { parent, name } => {
-                    entries.remove(&(parent, name));
+                JournalOp::DeleteDentry {
+                    parent,
+                    name,
+                    child,
+                } => {
+                    let gone = entries.remove(&(parent, name.clone()));
+                    assert_eq!(
+                        gone.map(|e| e.ino),
+                        Some(child),
+                        "{parent}/{name:?} deleted as child {child}'s"
+                    );
                 }
                 JournalOp::PutXattr { ino, name, value } => {
                     xattrs.insert((ino, name), value);

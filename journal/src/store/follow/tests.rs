@@ -147,6 +147,7 @@ fn unlink_open(t: u64, ino: u64) -> TxRecord {
             JournalOp::DeleteDentry {
                 parent: ROOT_INO,
                 name: format!("f{ino}"),
+                child: ino,
             },
             JournalOp::PutInode(file(ino, 0, t)),
             JournalOp::PutOrphan {

@@ -708,7 +708,11 @@ impl Namespace {
             let p = dir_mut(cx, &mut l, parent)?;
             let parent_image = lose_entry(cx, p, (name.as_str(), current, rmdir), now, transno);
             let mut ops = Vec::with_capacity(3 + RESEND_OPS);
-            ops.push(JournalOp::DeleteDentry { parent, name });
+            ops.push(JournalOp::DeleteDentry {
+                parent,
+                name,
+                child: child.ino,
+            });
             self.drop_link(cx, &mut l, child.ino, now, transno, &mut ops);
             ops.push(JournalOp::PutInode(parent_image));
             drop(l);

@@ -349,7 +349,11 @@ impl Namespace {
         let parent_image = lose_entry(cx, p, (&name, current, true), now_at, transno);
         drop(l);
         let ops = journal_ops([
-            JournalOp::DeleteDentry { parent, name },
+            JournalOp::DeleteDentry {
+                parent,
+                name,
+                child: ino,
+            },
             JournalOp::PutInode(parent_image),
         ]);
         Ok(mutation(transno, ops, Body::Done))

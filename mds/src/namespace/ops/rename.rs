@@ -131,10 +131,18 @@ impl Namespace {
         ops.push(JournalOp::DeleteDentry {
             parent: sp,
             name: sn,
+            child: src.ino,
         });
 
-        // A replaced target loses its name, and its inode if that was the last one.
+        // A replaced target loses its name, and its inode if that was the last one. Its
+        // entry is deleted by its own key (the child's), which the moved one's put does not
+        // overwrite.
         if let Some(dst) = still_dst {
+            ops.push(JournalOp::DeleteDentry {
+                parent: dp,
+                name: dn.clone(),
+                child: dst.ino,
+            });
             self.drop_link(cx, l, dst.ino, now, transno, &mut ops);
             let d = dir_mut(cx, l, dp)?;
             d.attr.entries -= 1;
@@ -350,7 +358,18 @@ fn exchange(
         d.attr.nlink = d.attr.nlink - links(&dst) + links(&src);
     }
     touch(&mut d.attr, now, transno);
-    let mut ops = Vec::with_capacity(6 + RESEND_OPS);
+    let mut ops = Vec::with_capacity(8 + RESEND_OPS);
+    // Each entry is keyed by its child: both old keys go before the two new ones are put.
+    ops.push(JournalOp::DeleteDentry {
+        parent: sp,
+        name: sn.clone(),
+        child: src.ino,
+    });
+    ops.push(JournalOp::DeleteDentry {
+        parent: dp,
+        name: dn.clone(),
+        child: dst.ino,
+    });
     for (entry, new_parent) in [(src, dp), (dst, sp)] {
         let moved = l.get_mut(entry.ino).expect("an entry names a live inode");
         moved.stamp = cx.stamp(moved.stamp, transno);
