@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# A start-up before and after a schema change, on one store, in one run: OLD's mds serves
+# COUNT creates (loadgen, 64 x 16) into a new store and stops cleanly; the store is copied
+# twice; then, alternating, OLD starts on one copy and NEW on the other (its first start
+# upgrades the store, if NEW's schema is newer), each timed from exec to `listening on`, with
+# its CPU time (user + system) and resident memory then; NEW once more at the end. Made for
+# schema 5 (entries keyed by child, docs/BENCHMARKS.md "Entries keyed by their child").
+#   OLD=/var/tmp/old/release NEW=/var/tmp/mds-target/release COUNT=1000000 ./bench/upgrade-restart.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+OLD="${OLD:?OLD: the release directory of the build before}"
+NEW="${NEW:-${CARGO_TARGET_DIR:-/var/tmp/mds-target}/release}"
+COUNT="${COUNT:-1000000}"
+work=$(mktemp -d /var/tmp/mds-upgrade-restart.XXXXXX)
+log="$work/log"
+pid=""
+cleanup() {
+  if [ -n "$pid" ]; then kill "$pid" 2>/dev/null || true; wait "$pid" 2>/dev/null || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# start BIN DATA LABEL: starts BIN's server on DATA, waits for it, prints the figures.
+start() {
+  : >"$log"
+  local t0 t1
+  t0=$(date +%s.%N)
+  "$1/mds" serve --data "$2" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 2>"$log" &
+  pid=$!
+  until grep -q "listening on" "$log"; do
+    kill -0 "$pid" 2>/dev/null || { cat "$log"; exit 1; }
+    sleep 0.02
+  done
+  t1=$(date +%s.%N)
+  addr=$(grep -o 'listening on [0-9.:]*' "$log" | awk '{print $3}')
+  awk -v a="$t0" -v b="$t1" -v label="$3" -v hz="$(getconf CLK_TCK)" \
+    -v rss="$(awk '/VmRSS/ {print $2}' "/proc/$pid/status")" \
+    -v up="$(grep -o 'upgraded the store from schema version [0-9]*' "$log" | head -1)" \
+    '{sub(/.*\) /, ""); printf "%-34s start to listening %5.2f s, CPU %5.2f s, RSS %7d KiB  %s\n",
+      label, b - a, ($12 + $13) / hz, rss, up}' "/proc/$pid/stat"
+}
+stop() {
+  kill -TERM "$pid"
+  wait "$pid" || true
+  pid=""
+}
+
+start "$OLD" "$work/store" "old build, filling"
+"$OLD/loadgen" create --server "$addr" --threads 64 --depth 16 --count "$COUNT" --quiet | grep '^Rate'
+stop
+cp -a "$work/store" "$work/old"
+cp -a "$work/store" "$work/new"
+for round in 1 2; do
+  start "$OLD" "$work/old" "old build, round $round"
+  stop
+  start "$NEW" "$work/new" "new build, round $round"
+  stop
+done
+start "$NEW" "$work/new" "new build, round 3"
+stop
