@@ -89,6 +89,10 @@ pub(crate) const META_TRANSNO_CEILING: &[u8] = b"transno_ceiling";
 /// No inode number at or above this one has been handed out (u64 LE): raised like the transno
 /// ceiling. After a crash new inodes start here, above any a client may have been told of.
 pub(crate) const META_INO_CEILING: &[u8] = b"ino_ceiling";
+/// Present (empty) while an upgrade to version 5 moves the entries under their children's
+/// keys: written with the new version, deleted once every entry is moved. An open that
+/// finds it reads entries in either layout, key by key, and a writable one finishes the move.
+pub(crate) const META_DENTRIES_TO_REKEY: &[u8] = b"dentries_to_rekey";
 /// Session bindings: key = this prefix ++ client id (u64 BE), value = the 32-byte secret the
 /// server issued the client's session, which a reconnect with that identity must prove.
 /// Written with the session's first journaled change, deleted with its resend records.

@@ -469,8 +469,9 @@ fn check_kind_fields(inode: &Inode, kind: FileKind, at: &str, f: &mut Vec<String
     }
 }
 
-/// The first schema version whose resend records hold replies in this build's protocol (5):
-/// version 5 changed only how entries are keyed.
+/// The first schema version whose resend records hold replies this build decodes: version 4
+/// came with protocol 5, whose later versions only appended variants; version 5 changed
+/// only how entries are keyed.
 const REPLIES_IN_THIS_PROTOCOL: u32 = 4;
 
 /// Every resend record is durable and decodes. The replies of a store of a schema before

@@ -15,10 +15,10 @@ use crate::options::{Tuning, block_cache, cf_descriptors, cf_options, db_options
 use crate::resend::{ClientResend, ClientSlots};
 use crate::schema::{
     ADDED_CFS, ALL_CFS, CF_CLIENTS, CF_DATA, CF_DENTRIES, CF_INODES, CF_META, CF_ORPHANS,
-    CF_XATTRS, Dentry, Inode, InodeV2, JournalOp, META_CLIENT_PREFIX, META_INO_CEILING,
-    META_LAST_COMMITTED, META_NEXT_INO, META_PENDING_PREFIX, META_REPLAY_KEY, META_SCHEMA_VERSION,
-    META_SESSION_PREFIX, META_SHARD, META_TRANSNO_CEILING, PendingDir, ROOT_INO, ResendRecord,
-    ResendSlot, ResendSlotRef, SCHEMA_VERSION, SCHEMA_VERSION_BEFORE_DATA,
+    CF_XATTRS, Dentry, Inode, InodeV2, JournalOp, META_CLIENT_PREFIX, META_DENTRIES_TO_REKEY,
+    META_INO_CEILING, META_LAST_COMMITTED, META_NEXT_INO, META_PENDING_PREFIX, META_REPLAY_KEY,
+    META_SCHEMA_VERSION, META_SESSION_PREFIX, META_SHARD, META_TRANSNO_CEILING, PendingDir,
+    ROOT_INO, ResendRecord, ResendSlot, ResendSlotRef, SCHEMA_VERSION, SCHEMA_VERSION_BEFORE_DATA,
     SCHEMA_VERSION_PARENT_KEYED_DENTRIES, SCHEMA_VERSION_V2_INODES, SCHEMA_VERSION_WITHOUT_RESEND,
     SECRET_LEN, TxRecord, client_key, data_key, data_key_end, decode, decode_dentry,
     decode_meta_u64, decode_named_key, decode_resend_key, decode_u64_key, dentry_key,
@@ -26,6 +26,7 @@ use crate::schema::{
     resend_key, session_key, xattr_key,
 };
 use crate::shard::ShardIdentity;
+use raw_batch::{Families, RawBatch};
 
 /// How the journal is opened.
 #[derive(Clone, Debug, Default)]
@@ -143,6 +144,10 @@ const POINT_DELETES_MAX: u32 = 16;
 /// (Four in tests, so that a few entries take several batches.)
 const REKEY_BATCH: usize = if cfg!(test) { 4 } else { 65_536 };
 
+/// Bytes of write batch a commit reserves per record: a create's inode, entry and share of
+/// its resend slot and directory image come to ~150.
+const COMMIT_BYTES_PER_RECORD: usize = 192;
+
 /// How long a cluster's store keeps a log file its memtables no longer need
 /// (`open_tuned`): a following standby reads the batches in it. Its reads come every 100 ms,
 /// and its last one a moment after the owner stopped.
@@ -179,6 +184,8 @@ pub struct Journal {
     /// a read-only open of a store no build of version 5 has opened for writing yet (or whose
     /// upgrade was cut short), read key by key in the layout each has.
     parent_keyed_dentries: bool,
+    /// The families' numbers, which a commit's batch names them by ([`RawBatch`]).
+    families: Families,
 }
 
 impl std::fmt::Debug for Journal {
@@ -255,6 +262,9 @@ impl Journal {
                 .db
                 .create_cf(name, &cf_options(&cache, tuning, name))?;
         }
+        if journal.families.data == u32::MAX || journal.families.xattrs == u32::MAX {
+            journal.families = Families::of(&journal.db); // the families just added
+        }
         Ok((journal, recovered))
     }
 
@@ -304,6 +314,7 @@ impl Journal {
         options: JournalOptions,
         writable: bool,
     ) -> Result<(Journal, Recovered)> {
+        let families = Families::of(&db);
         let mut journal = Journal {
             db,
             path: path.to_owned(),
@@ -321,6 +332,7 @@ impl Journal {
             inode_counter: AtomicU64::new(0),
             v2_inodes: false,
             parent_keyed_dentries: false,
+            families,
         };
         let meta = journal.cf(CF_META);
         let stored_shard = match journal.db.get_cf(meta, META_SHARD)? {
@@ -366,6 +378,15 @@ impl Journal {
                         upgraded_from = Some(found);
                     } else {
                         v2_inodes = old_inodes;
+                        journal.parent_keyed_dentries = true;
+                    }
+                } else if found == SCHEMA_VERSION
+                    && journal.db.get_cf(meta, META_DENTRIES_TO_REKEY)?.is_some()
+                {
+                    // An upgrade that stopped while it moved the entries.
+                    if writable {
+                        journal.finish_rekey()?;
+                    } else {
                         journal.parent_keyed_dentries = true;
                     }
                 } else if found != SCHEMA_VERSION {
@@ -455,13 +476,15 @@ impl Journal {
         ))
     }
 
-    /// Upgrades a store of an older version: every entry moved under its child's key
-    /// ([`Journal::rekey_dentries`]); then for versions 1 and 2 (`old_inodes`) every inode
-    /// rewritten in the current layout, and the current version recorded, in one synced
-    /// batch (version 3 differs otherwise only in the families the open adds) — a crash
-    /// leaves the inodes either as they were or upgraded, never with the two layouts mixed
-    /// (which one decoding could not tell apart). That batch holds the whole inode family
-    /// once: a one-time cost at the first start of a new build.
+    /// Upgrades a store of an older version: for versions 1 and 2 (`old_inodes`) every inode
+    /// rewritten in the current layout, and the current version recorded with
+    /// [`META_DENTRIES_TO_REKEY`], in one synced batch (version 3 differs otherwise only in
+    /// the families the open adds) — a crash leaves the inodes either as they were or
+    /// upgraded, never with the two layouts mixed (which one decoding could not tell apart).
+    /// That batch holds the whole inode family once: a one-time cost at the first start of a
+    /// new build. Then every entry is moved under its child's key ([`Journal::finish_rekey`]).
+    /// The version goes first so that a build of the old one, which would misread an entry
+    /// already moved, never opens a store part way through: it refuses version 5 by name.
     ///
     /// From versions before 4, sessions go: resend records hold replies encoded in the
     /// protocol of the build that wrote them, and no client of that protocol can reach this
@@ -480,7 +503,6 @@ impl Journal {
                 clients: known.len(),
             });
         }
-        self.rekey_dentries()?;
         let (inodes, clients, meta) = (self.cf(CF_INODES), self.cf(CF_CLIENTS), self.cf(CF_META));
         let mut batch = WriteBatch::default();
         for item in self.scan(CF_INODES).take_while(|_| old_inodes) {
@@ -503,6 +525,18 @@ impl Journal {
             batch.delete_cf(meta, key);
         }
         batch.put_cf(meta, META_SCHEMA_VERSION, SCHEMA_VERSION.to_le_bytes());
+        batch.put_cf(meta, META_DENTRIES_TO_REKEY, []);
+        self.db.write_opt(batch, &synced())?;
+        self.finish_rekey()
+    }
+
+    /// Moves the entries an upgrade left in the old layout ([`Journal::rekey_dentries`]),
+    /// then deletes [`META_DENTRIES_TO_REKEY`], synced: the batches before it in the log are
+    /// durable with it.
+    fn finish_rekey(&self) -> Result<()> {
+        self.rekey_dentries()?;
+        let mut batch = WriteBatch::default();
+        batch.delete_cf(self.cf(CF_META), META_DENTRIES_TO_REKEY);
         self.db.write_opt(batch, &synced())?;
         Ok(())
     }
@@ -510,12 +544,13 @@ impl Journal {
     /// Moves every entry of the layout before version 5 (parent ++ name) under its child's
     /// key (child ++ parent ++ name), [`REKEY_BATCH`] entries to a write batch, each old key
     /// deleted and its new one put in the same batch; returns how many moved. The batches
-    /// are not synced: the synced batch that records the new version follows them in the
-    /// same log. A crash part way leaves the version as it was and both layouts in the
-    /// family, which read unambiguously key by key ([`is_child_keyed`]); the next open moves
-    /// what is left. An old key and a new one are never the same bytes: a new key's ninth
-    /// byte is the top byte of the parent's number (0: inode numbers stay below 2^56), and
-    /// names hold no NUL.
+    /// are not synced: the synced batch that ends the move follows them in the same log. A
+    /// crash part way leaves both layouts in the family, which read unambiguously key by key
+    /// ([`is_child_keyed`]), and [`META_DENTRIES_TO_REKEY`] set: the next open moves what is
+    /// left. An old key is never a new one's bytes: that needs a name that begins with the
+    /// eight bytes of the new key's parent, and names hold no NUL, while every inode number
+    /// has a zero byte (its shard's number is below 256, or its number within the shard
+    /// below 2^40).
     fn rekey_dentries(&self) -> Result<u64> {
         let dentries = self.cf(CF_DENTRIES);
         let mut moved = 0;
@@ -667,10 +702,10 @@ impl Journal {
         }
     }
 
-    fn put_ceilings(&self, batch: &mut WriteBatch, ceilings: Ceilings) {
-        let meta = self.cf(CF_META);
-        batch.put_cf(meta, META_TRANSNO_CEILING, ceilings.transno.to_le_bytes());
-        batch.put_cf(meta, META_INO_CEILING, ceilings.ino.to_le_bytes());
+    fn put_ceilings(&self, batch: &mut RawBatch, ceilings: Ceilings) {
+        let meta = self.families.meta;
+        batch.put(meta, META_TRANSNO_CEILING, ceilings.transno.to_le_bytes());
+        batch.put(meta, META_INO_CEILING, ceilings.ino.to_le_bytes());
     }
 
     fn publish_ceilings(&self, ceilings: Ceilings) {
@@ -687,9 +722,9 @@ impl Journal {
         }
         let ceilings =
             self.wanted_ceilings(self.last_committed(), self.next_ino.load(Ordering::Relaxed));
-        let mut batch = WriteBatch::default();
+        let mut batch = RawBatch::with_capacity(64);
         self.put_ceilings(&mut batch, ceilings);
-        if let Err(e) = self.db.write_opt(batch, &synced()) {
+        if let Err(e) = self.db.write_opt(batch.into_write_batch(), &synced()) {
             self.failed.store(true, Ordering::Release);
             return Err(e.into());
         }
@@ -708,9 +743,9 @@ impl Journal {
             transno: last_transno.max(self.last_committed()),
             ino: inode_counter.max(self.next_ino.load(Ordering::Relaxed)),
         };
-        let mut batch = WriteBatch::default();
+        let mut batch = RawBatch::with_capacity(64);
         self.put_ceilings(&mut batch, ceilings);
-        self.db.write_opt(batch, &synced())?;
+        self.db.write_opt(batch.into_write_batch(), &synced())?;
         self.transno_ceiling
             .store(ceilings.transno, Ordering::Release);
         self.ino_ceiling.store(ceilings.ino, Ordering::Release);
@@ -779,18 +814,18 @@ impl Journal {
         if self.is_failed() {
             return Err(Error::Failed);
         }
-        let meta = self.cf(CF_META);
-        let mut batch = WriteBatch::default();
+        let meta = self.families.meta;
+        let mut batch = RawBatch::with_capacity(64 * ops.len());
         let mut slots = self.resend_slots.lock().expect("not poisoned");
         for op in ops {
             match op {
-                JournalOp::KnowClient { client } => batch.put_cf(meta, client_key(*client), []),
-                JournalOp::ForgetClient { client } => batch.delete_cf(meta, client_key(*client)),
+                JournalOp::KnowClient { client } => batch.put(meta, client_key(*client), []),
+                JournalOp::ForgetClient { client } => batch.delete(meta, client_key(*client)),
                 JournalOp::DropResend { client } => {
                     self.drop_resend(&mut batch, &mut slots, *client);
                 }
                 JournalOp::BindSession { client, secret } => {
-                    batch.put_cf(meta, session_key(*client), secret);
+                    batch.put(meta, session_key(*client), secret);
                 }
                 other => {
                     return Err(Error::Corrupt {
@@ -800,7 +835,7 @@ impl Journal {
                 }
             }
         }
-        if let Err(e) = self.db.write_opt(batch, &synced()) {
+        if let Err(e) = self.db.write_opt(batch.into_write_batch(), &synced()) {
             self.failed.store(true, Ordering::Release);
             return Err(e.into());
         }
@@ -930,16 +965,18 @@ impl Journal {
                 });
             }
         }
-        let (inodes, dentries, clients, meta, xattrs) = (
-            self.cf(CF_INODES),
-            self.cf(CF_DENTRIES),
-            self.cf(CF_CLIENTS),
-            self.cf(CF_META),
-            self.cf(CF_XATTRS),
-        );
-        let (data, orphans) = (self.cf(CF_DATA), self.cf(CF_ORPHANS));
+        let Families {
+            inodes,
+            dentries,
+            clients,
+            meta,
+            xattrs,
+            data,
+            orphans,
+        } = self.families;
         let mut next_ino = self.next_ino.load(Ordering::Relaxed);
-        let mut batch = WriteBatch::default();
+        // Sized once: grown by doubling, a busy commit's batch was copied a dozen times.
+        let mut batch = RawBatch::with_capacity(COMMIT_BYTES_PER_RECORD * records.len());
         let mut key = Vec::with_capacity(64);
         let mut slots = self.resend_slots.lock().expect("not poisoned");
         // Resend records with their client and its watermark, written after the loop, one
@@ -959,7 +996,7 @@ impl Journal {
                     } => {
                         dentry_key_into(&mut key, entry.ino, *parent, name);
                         crate::schema::with_dentry_bytes(entry, |bytes| {
-                            batch.put_cf(dentries, &key, bytes);
+                            batch.put(dentries, &key, bytes);
                         });
                     }
                     JournalOp::DeleteDentry {
@@ -968,7 +1005,7 @@ impl Journal {
                         child,
                     } => {
                         dentry_key_into(&mut key, *child, *parent, name);
-                        batch.delete_cf(dentries, &key);
+                        batch.delete(dentries, &key);
                     }
                     JournalOp::PutResend {
                         client,
@@ -984,31 +1021,31 @@ impl Journal {
                         resend.retain(|(c, _, _)| c != client);
                         self.drop_resend(&mut batch, &mut slots, *client);
                     }
-                    JournalOp::KnowClient { client } => batch.put_cf(meta, client_key(*client), []),
+                    JournalOp::KnowClient { client } => batch.put(meta, client_key(*client), []),
                     JournalOp::ForgetClient { client } => {
-                        batch.delete_cf(meta, client_key(*client));
+                        batch.delete(meta, client_key(*client));
                     }
                     JournalOp::BindSession { client, secret } => {
-                        batch.put_cf(meta, session_key(*client), secret);
+                        batch.put(meta, session_key(*client), secret);
                     }
                     JournalOp::PutXattr { ino, name, value } => {
                         named_key_into(&mut key, *ino, name);
-                        batch.put_cf(xattrs, &key, value);
+                        batch.put(xattrs, &key, value);
                     }
                     JournalOp::DeleteXattr { ino, name } => {
                         named_key_into(&mut key, *ino, name);
-                        batch.delete_cf(xattrs, &key);
+                        batch.delete(xattrs, &key);
                     }
                     JournalOp::PutData { ino, block, bytes } => {
-                        batch.put_cf(data, data_key(*ino, *block), bytes);
+                        batch.put(data, data_key(*ino, *block), bytes);
                     }
                     JournalOp::DeleteData { ino, from, to } => {
                         if to.saturating_sub(*from) <= POINT_DELETES_MAX {
                             for block in *from..*to {
-                                batch.delete_cf(data, data_key(*ino, block));
+                                batch.delete(data, data_key(*ino, block));
                             }
                         } else {
-                            batch.delete_range_cf(
+                            batch.delete_range(
                                 data,
                                 data_key(*ino, *from),
                                 data_key_end(*ino, *to),
@@ -1016,17 +1053,17 @@ impl Journal {
                         }
                     }
                     JournalOp::PutOrphan { ino, owners } => {
-                        batch.put_cf(orphans, ino_key(*ino), encode(owners));
+                        batch.put(orphans, ino_key(*ino), encode(owners));
                     }
-                    JournalOp::DeleteOrphan(ino) => batch.delete_cf(orphans, ino_key(*ino)),
+                    JournalOp::DeleteOrphan(ino) => batch.delete(orphans, ino_key(*ino)),
                     JournalOp::PutPendingDir(p) => {
                         let mut value = encode(&(p.parent, &p.name));
                         if p.removing {
                             value.extend(encode(&true));
                         }
-                        batch.put_cf(meta, pending_key(p.ino), value);
+                        batch.put(meta, pending_key(p.ino), value);
                     }
-                    JournalOp::DeletePendingDir(ino) => batch.delete_cf(meta, pending_key(*ino)),
+                    JournalOp::DeletePendingDir(ino) => batch.delete(meta, pending_key(*ino)),
                 }
             }
         }
@@ -1056,13 +1093,13 @@ impl Journal {
                 records: std::mem::take(&mut group),
             };
             crate::schema::with_slot_bytes(&value, |bytes| {
-                batch.put_cf(clients, resend_key(client, slot), bytes);
+                batch.put(clients, resend_key(client, slot), bytes);
             });
             group = value.records;
         }
         drop(slots);
-        batch.put_cf(meta, META_LAST_COMMITTED, last.transno.to_le_bytes());
-        batch.put_cf(meta, META_NEXT_INO, next_ino.to_le_bytes());
+        batch.put(meta, META_LAST_COMMITTED, last.transno.to_le_bytes());
+        batch.put(meta, META_NEXT_INO, next_ino.to_le_bytes());
         let ceilings = self.wanted_ceilings(last.transno, next_ino);
         self.put_ceilings(&mut batch, ceilings);
         let bytes = batch.size_in_bytes();
@@ -1076,12 +1113,12 @@ impl Journal {
                 // Written, never synced: in the page cache, as after a failed fsync.
                 let mut unsynced = WriteOptions::default();
                 unsynced.set_sync(false);
-                let _ = self.db.write_opt(batch, &unsynced);
+                let _ = self.db.write_opt(batch.into_write_batch(), &unsynced);
             }
             return Err(Error::Injected(injected.fault));
         }
         let write_started = Instant::now();
-        if let Err(e) = self.db.write_opt(batch, &synced()) {
+        if let Err(e) = self.db.write_opt(batch.into_write_batch(), &synced()) {
             self.failed.store(true, Ordering::Release);
             return Err(e.into());
         }
@@ -1170,16 +1207,16 @@ impl Journal {
     /// binding of its session: the session ended.
     fn drop_resend(
         &self,
-        batch: &mut WriteBatch,
+        batch: &mut RawBatch,
         slots: &mut HashMap<u64, ClientSlots>,
         client: u64,
     ) {
         if let Some(known) = slots.remove(&client) {
             for slot in 0..known.written {
-                batch.delete_cf(self.cf(CF_CLIENTS), resend_key(client, slot));
+                batch.delete(self.families.clients, resend_key(client, slot));
             }
         }
-        batch.delete_cf(self.cf(CF_META), session_key(client));
+        batch.delete(self.families.meta, session_key(client));
     }
 
     /// Calls `f` on every committed inode in inode-number order.
@@ -1310,20 +1347,16 @@ fn synced() -> WriteOptions {
 /// Writes each inode the batch puts or deletes once, with its last state ([`last_images`]).
 /// Returns the inode high-water mark the puts imply (one past the largest number put; 0 if
 /// none).
-fn put_last_inode_images(
-    batch: &mut WriteBatch,
-    inodes: &ColumnFamily,
-    records: &[TxRecord],
-) -> u64 {
+fn put_last_inode_images(batch: &mut RawBatch, inodes: u32, records: &[TxRecord]) -> u64 {
     let (last, next_ino) = last_images(records);
     for (ino, image) in last {
         match image {
             Some(inode) => {
                 crate::schema::with_inode_bytes(inode, |bytes| {
-                    batch.put_cf(inodes, ino_key(ino), bytes);
+                    batch.put(inodes, ino_key(ino), bytes);
                 });
             }
-            None => batch.delete_cf(inodes, ino_key(ino)),
+            None => batch.delete(inodes, ino_key(ino)),
         }
     }
     next_ino
@@ -1364,6 +1397,7 @@ fn last_images(records: &[TxRecord]) -> (Vec<(u64, Option<&Inode>)>, u64) {
 }
 
 mod follow;
+mod raw_batch;
 pub use follow::Change;
 
 #[cfg(test)]

@@ -517,9 +517,9 @@ fn a_store_of_version_3_gets_the_data_and_orphan_families() {
 }
 
 /// A store of version 4 (entries keyed by parent and name): read as it is by a read-only
-/// open, also when an upgrade was cut short with the two layouts mixed; the first writable
-/// open moves every entry under its child's key, several batches of them, and keeps what
-/// version 4 shares with this build: its sessions, resend records and known clients.
+/// open; the first writable open moves every entry under its child's key, several batches
+/// of them, and keeps its sessions, resend records and known clients. An upgrade cut short
+/// while it moved them is read with the two layouts mixed, and finished by the next open.
 #[test]
 fn a_store_of_version_4_has_its_entries_moved_under_their_children() {
     let dir = tempfile::tempdir().unwrap();
@@ -552,41 +552,53 @@ fn a_store_of_version_4_has_its_entries_moved_under_their_children() {
     assert_eq!(recovered.schema_version, 4);
     assert_eq!(entries(&ro), wanted, "read in the old layout");
     drop(ro);
-    // An upgrade cut short: two entries already under their children's keys.
-    {
-        let db = DB::open_cf(&rocksdb::Options::default(), dir.path(), ALL_CFS).unwrap();
-        let cf = db.cf_handle(CF_DENTRIES).unwrap();
-        for (parent, name, ino) in [(2, "f10", 10), (ROOT_INO, "g15", 15)] {
-            let value = db
-                .get_cf(cf, crate::schema::named_key(parent, name))
-                .unwrap()
-                .unwrap();
-            db.delete_cf(cf, crate::schema::named_key(parent, name))
-                .unwrap();
-            db.put_cf(cf, dentry_key(ino, parent, name), value).unwrap();
+    let all_child_keyed = |j: &Journal| {
+        for item in j.db.iterator_cf(j.cf(CF_DENTRIES), IteratorMode::Start) {
+            let (key, value) = item.unwrap();
+            let entry: Dentry = decode("dentry", &value).unwrap();
+            assert!(is_child_keyed(&key, &entry), "{}", hex(&key));
         }
+        let marker = j.db.get_cf(j.cf(CF_META), META_DENTRIES_TO_REKEY).unwrap();
+        assert!(marker.is_none(), "the move is over");
+    };
+    {
+        let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        assert_eq!(recovered.upgraded_from, Some(4));
+        assert_eq!(entries(&j), wanted);
+        all_child_keyed(&j);
+        assert_eq!(
+            recovered.known_clients,
+            [5],
+            "version 4's clients replay here"
+        );
+        assert_eq!(recovered.sessions.len(), 1);
+        assert_eq!(recovered.resend.len(), 1, "and resend here");
     }
-    let (ro, _) = Journal::open_read_only(dir.path()).unwrap();
+    // An upgrade cut short while it moved the entries: the version already 5 (no build of
+    // the old one opens it), the marker set, two entries moved and the rest not.
+    {
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        parent_keyed(&j);
+        for (parent, name, ino) in [(2, "f10", 10), (ROOT_INO, "g15", 15)] {
+            let old = crate::schema::named_key(parent, name);
+            let value = j.db.get_cf(j.cf(CF_DENTRIES), &old).unwrap().unwrap();
+            j.db.delete_cf(j.cf(CF_DENTRIES), &old).unwrap();
+            j.db.put_cf(j.cf(CF_DENTRIES), dentry_key(ino, parent, name), value)
+                .unwrap();
+        }
+        j.db.put_cf(j.cf(CF_META), META_DENTRIES_TO_REKEY, [])
+            .unwrap();
+    }
+    let (ro, recovered) = Journal::open_read_only(dir.path()).unwrap();
+    assert_eq!(recovered.schema_version, SCHEMA_VERSION);
     assert_eq!(entries(&ro), wanted, "both layouts, each read as it is");
     drop(ro);
     let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
-    assert_eq!(recovered.upgraded_from, Some(4));
-    assert_eq!(entries(&j), wanted);
-    for item in j.db.iterator_cf(j.cf(CF_DENTRIES), IteratorMode::Start) {
-        let (key, value) = item.unwrap();
-        let entry: Dentry = decode("dentry", &value).unwrap();
-        assert!(is_child_keyed(&key, &entry), "{}", hex(&key));
-    }
-    assert_eq!(
-        recovered.known_clients,
-        [5],
-        "version 4's clients replay here"
-    );
-    assert_eq!(recovered.sessions.len(), 1);
-    assert_eq!(recovered.resend.len(), 1, "and resend here");
-    drop(j);
-    let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
     assert_eq!(recovered.upgraded_from, None);
+    assert_eq!(entries(&j), wanted);
+    all_child_keyed(&j);
+    drop(j);
+    let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
     assert_eq!(entries(&j), wanted);
 }
 
