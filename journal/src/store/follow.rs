@@ -16,7 +16,7 @@
 
 use std::path::Path;
 
-use rocksdb::{DB, WriteBatch, WriteBatchIteratorCf};
+use rocksdb::{DB, WriteBatchIteratorCf};
 
 use super::{Journal, JournalOptions, Recovered};
 use crate::error::{Error, Result};
@@ -183,18 +183,9 @@ impl Journal {
         Ok(batches)
     }
 
-    /// The numbers RocksDB gave the families a follower reads (None if one is missing): a
-    /// family's handle carries it into every batch that writes it, so a batch written here,
-    /// never to the store, names them all.
+    /// The numbers RocksDB gave the families a follower reads (None if one is missing).
     fn family_ids(&self) -> Option<FamilyIds> {
-        let names = [CF_INODES, CF_DENTRIES, CF_META, CF_XATTRS, CF_ORPHANS];
-        let mut probe = WriteBatch::default();
-        for name in names {
-            probe.put_cf(self.db.cf_handle(name)?, name, []);
-        }
-        let mut ids = Ids(Vec::new());
-        probe.iterate_cf(&mut ids);
-        let id = |name: &str| ids.0.iter().find(|(n, _)| n == name).map(|(_, id)| *id);
+        let id = |name| super::raw_batch::family_id(&self.db, name);
         Some(FamilyIds {
             inodes: id(CF_INODES)?,
             dentries: id(CF_DENTRIES)?,
@@ -203,17 +194,6 @@ impl Journal {
             orphans: id(CF_ORPHANS)?,
         })
     }
-}
-
-/// What a probe batch says of its families: (name, number).
-struct Ids(Vec<(String, u32)>);
-impl WriteBatchIteratorCf for Ids {
-    fn put_cf(&mut self, cf_id: u32, key: &[u8], _: &[u8]) {
-        self.0
-            .push((String::from_utf8_lossy(key).into_owned(), cf_id));
-    }
-    fn delete_cf(&mut self, _: u32, _: &[u8]) {}
-    fn merge_cf(&mut self, _: u32, _: &[u8], _: &[u8]) {}
 }
 
 /// Turns one batch's puts and deletes into [`Change`]s, counting every entry it is given.
