@@ -24,7 +24,7 @@ use tokio_util::codec::FramedRead;
 use mds_proto::{
     self as protocol, Attr, Body, Cred, DirEntry, Errno, Kind, MAX_IO, MAX_READDIR, Op, OpenFlags,
     PROTOCOL_VERSION, RenameHow, Replay, Reply, RequestRef, SetAttr, ShardMap, StatFs, Target,
-    XattrSet, XattrValue, encode_frame,
+    XattrSet, XattrValue, encode_request_frame,
 };
 
 use crate::auth::{AuthKey, SessionSecret};
@@ -559,7 +559,7 @@ impl Client {
             cred,
             replay,
         };
-        encode_frame(&request, &mut self.inner.outbox.lock());
+        encode_request_frame(&request, &mut self.inner.outbox.lock());
         self.inner.wake.notify_one();
         rx.await.map_err(|_| self.inner.gone())
     }
@@ -972,7 +972,7 @@ fn unexpected(body: Body) -> ClientError {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mds_proto::Request;
+    use mds_proto::{Request, encode_frame};
 
     use std::pin::Pin;
     use std::task::{Context, Poll};

@@ -283,7 +283,7 @@ pub(crate) mod tests {
         ]
     }
 
-    fn request() -> impl Strategy<Value = Request> {
+    pub(crate) fn request() -> impl Strategy<Value = Request> {
         (
             (wide_u64(), op(), wide_u64()),
             (
