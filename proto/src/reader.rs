@@ -340,6 +340,33 @@ pub(crate) mod tests {
     }
 
     proptest! {
+        /// Every width of varint, with or without bytes after it (the one-window path needs
+        /// nine bytes in view, the byte loop takes the rest): the value if it has at most
+        /// nine bytes (four for a `u32`), and what follows left in place; nothing for a
+        /// longer one.
+        #[test]
+        fn a_varint_reads_as_written_at_every_width(v in wide_u64(), after in 0usize..12) {
+            let mut bytes = postcard::to_stdvec(&v).unwrap();
+            let len = bytes.len();
+            bytes.extend((0..after).map(|i| 0x80 | i as u8));
+            let mut r = Reader { buf: &bytes };
+            if len <= 9 {
+                prop_assert_eq!(r.u64(), Some(v));
+                prop_assert_eq!(r.buf.len(), after);
+            } else {
+                prop_assert_eq!(r.u64(), None);
+            }
+            let mut r = Reader { buf: &bytes };
+            let narrow = r.u32();
+            if len <= 4 {
+                prop_assert_eq!(narrow, Some(v as u32));
+            } else {
+                prop_assert_eq!(narrow, None);
+            }
+        }
+    }
+
+    proptest! {
         /// Every request, of every operation and width: what postcard decodes, and the
         /// request itself.
         #[test]
