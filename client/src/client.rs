@@ -14,12 +14,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
-use bytes::BytesMut;
-use futures::StreamExt;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use bytes::{Buf, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
 use tokio::sync::{Notify, oneshot};
-use tokio_util::codec::FramedRead;
 
 use mds_proto::{
     self as protocol, Attr, Body, Cred, DirEntry, Errno, Kind, MAX_IO, MAX_READDIR, Op, OpenFlags,
@@ -113,6 +111,68 @@ impl Inner {
             None => ClientError::Disconnected,
         }
     }
+}
+
+/// Bytes the reply reader asks the socket for at a time (more when a frame is longer).
+const READ_CHUNK: usize = 64 << 10;
+
+/// Hands one reply frame's payload to the request waiting for it (or takes in a notice).
+/// `false`: the connection is done (a refusal, or bytes this client cannot read).
+fn take_reply(inner: &Inner, payload: &[u8]) -> bool {
+    let reply = match protocol::decode_reply(payload) {
+        Ok(reply) => reply,
+        // A server of another protocol version refuses this one's CONNECT in
+        // the layout every version reads.
+        Err(_) => match protocol::decode_version_refusal(payload) {
+            Some((xid, errno)) => Reply::new(xid, 0, 0, Err(errno)),
+            None => return false,
+        },
+    };
+    inner
+        .last_committed
+        .fetch_max(reply.last_committed, Ordering::Relaxed);
+    // Until the handshake has told the session which server start this is,
+    // its `last_committed` must not judge unsafe requests kept from another.
+    let judged = inner.handshaken.load(Ordering::Acquire);
+    if reply.xid == 0 {
+        if reply.result == Ok(Body::Notice) {
+            // `last_committed` moved: early replies up to it are safe.
+            if judged {
+                inner.session.committed(reply.last_committed);
+            }
+            return true;
+        }
+        // A connection-level error (EPROTO for bad input, EBUSY from a full
+        // server); the server closes next. Every waiting request gets it, so
+        // the caller learns why rather than just that the connection broke.
+        if let Err(errno) = reply.result {
+            *inner.refused.lock() = Some(errno);
+            for (xid, slot) in inner.waiting.lock().drain() {
+                // Answered, by the refusal: it holds the watermark no more.
+                inner.session.finish(xid);
+                let _ = slot.send(Reply::new(xid, 0, reply.last_committed, Err(errno)));
+            }
+        }
+        return false;
+    }
+    // Only a reply someone takes counts as received. The server sends a reply
+    // to the client's newest connection, which may be this one before the
+    // request's resend is registered here (its caller saw the old connection
+    // break): dropped, it must stay outstanding, so the watermark does not
+    // pass it and the server keeps the record that answers the resend. Marked
+    // answered here, the resend would tell the server to forget that record
+    // and the request would run twice.
+    let slot = inner.waiting.lock().remove(&reply.xid);
+    if let Some(slot) = slot {
+        inner.session.finish(reply.xid);
+        if judged {
+            inner.session.answered(&reply);
+        }
+        if slot.send(reply).is_ok() {
+            inner.delivered.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    true
 }
 
 /// Aborts the connection's tasks when the last [`Client`] clone is dropped.
@@ -246,61 +306,34 @@ impl Client {
         let reader = {
             let inner = inner.clone();
             tokio::spawn(async move {
-                let mut frames = FramedRead::new(rd, protocol::codec());
-                while let Some(Ok(frame)) = frames.next().await {
-                    let reply = match protocol::decode_reply(&frame) {
-                        Ok(reply) => reply,
-                        // A server of another protocol version refuses this one's CONNECT in
-                        // the layout every version reads.
-                        Err(_) => match protocol::decode_version_refusal(&frame) {
-                            Some((xid, errno)) => Reply::new(xid, 0, 0, Err(errno)),
-                            None => break,
-                        },
-                    };
-                    inner
-                        .last_committed
-                        .fetch_max(reply.last_committed, Ordering::Relaxed);
-                    // Until the handshake has told the session which server start this is,
-                    // its `last_committed` must not judge unsafe requests kept from another.
-                    let judged = inner.handshaken.load(Ordering::Acquire);
-                    if reply.xid == 0 {
-                        if reply.result == Ok(Body::Notice) {
-                            // `last_committed` moved: early replies up to it are safe.
-                            if judged {
-                                inner.session.committed(reply.last_committed);
-                            }
-                            continue;
-                        }
-                        // A connection-level error (EPROTO for bad input, EBUSY from a full
-                        // server); the server closes next. Every waiting request gets it, so
-                        // the caller learns why rather than just that the connection broke.
-                        if let Err(errno) = reply.result {
-                            *inner.refused.lock() = Some(errno);
-                            for (xid, slot) in inner.waiting.lock().drain() {
-                                // Answered, by the refusal: it holds the watermark no more.
-                                inner.session.finish(xid);
-                                let _ =
-                                    slot.send(Reply::new(xid, 0, reply.last_committed, Err(errno)));
-                            }
-                        }
-                        break;
+                let mut rd = rd;
+                let mut input = BytesMut::with_capacity(READ_CHUNK);
+                'reading: loop {
+                    if input.capacity() - input.len() < READ_CHUNK / 4 {
+                        input.reserve(READ_CHUNK);
                     }
-                    // Only a reply someone takes counts as received. The server sends a reply
-                    // to the client's newest connection, which may be this one before the
-                    // request's resend is registered here (its caller saw the old connection
-                    // break): dropped, it must stay outstanding, so the watermark does not
-                    // pass it and the server keeps the record that answers the resend. Marked
-                    // answered here, the resend would tell the server to forget that record
-                    // and the request would run twice.
-                    let slot = inner.waiting.lock().remove(&reply.xid);
-                    if let Some(slot) = slot {
-                        inner.session.finish(reply.xid);
-                        if judged {
-                            inner.session.answered(&reply);
+                    match rd.read_buf(&mut input).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(_) => {}
+                    }
+                    // Every whole frame of the read, decoded where it lies; dropped together.
+                    let mut at = 0;
+                    loop {
+                        match protocol::split_frame(&input[at..]) {
+                            Ok(Some((payload, used))) => {
+                                at += used;
+                                if !take_reply(&inner, payload) {
+                                    break 'reading;
+                                }
+                            }
+                            Ok(None) => break,
+                            Err(_) => break 'reading,
                         }
-                        if slot.send(reply).is_ok() {
-                            inner.delivered.fetch_add(1, Ordering::Relaxed);
-                        }
+                    }
+                    if at == input.len() {
+                        input.clear();
+                    } else {
+                        input.advance(at);
                     }
                 }
                 inner.closed.store(true, Ordering::SeqCst);
@@ -972,7 +1005,9 @@ fn unexpected(body: Body) -> ClientError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use futures::StreamExt;
     use mds_proto::{Request, encode_frame};
+    use tokio_util::codec::FramedRead;
 
     use std::pin::Pin;
     use std::task::{Context, Poll};
@@ -1044,6 +1079,89 @@ mod tests {
                 }
                 out.clear();
             }
+        }
+    }
+
+    /// A server that answers CONNECT, PING with PONG and READDIR with a page of `entries`
+    /// names, writing what it owes `piece` bytes at a time: replies reach the client cut
+    /// anywhere, several to a read or one over many.
+    async fn answer_in_pieces(stream: tokio::io::DuplexStream, piece: usize, entries: usize) {
+        let (rd, mut wr) = tokio::io::split(stream);
+        let mut frames = FramedRead::new(rd, protocol::codec());
+        while let Some(Ok(frame)) = frames.next().await {
+            let request: Request = protocol::decode(&frame).unwrap();
+            let result = match request.op {
+                Op::Connect { .. } => Ok(Body::Connected {
+                    version: PROTOCOL_VERSION,
+                    server_boot: 1,
+                    partition: 0,
+                    ack_early: false,
+                    recovering: false,
+                    evicted: false,
+                    session_secret: None,
+                }),
+                Op::Readdir { .. } => Ok(Body::Entries {
+                    entries: (0..entries)
+                        .map(|i| DirEntry {
+                            name: format!("{i:0>40}"),
+                            ino: i as u64 + 2,
+                            kind: Kind::File,
+                        })
+                        .collect(),
+                    next: None,
+                }),
+                _ => Ok(Body::Pong),
+            };
+            let page = matches!(result, Ok(Body::Entries { .. }));
+            let mut out = BytesMut::new();
+            encode_frame(&Reply::new(request.xid, 0, 0, result), &mut out);
+            if page {
+                assert!(out.len() > READ_CHUNK && out.len() <= 4 + protocol::MAX_FRAME);
+            }
+            for chunk in out.chunks(piece) {
+                if wr.write_all(chunk).await.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Replies cut into pieces of 1 to 7 bytes, and one longer than the reader's chunk, are
+    /// each read whole and go to their callers.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn replies_cut_anywhere_are_read_whole() {
+        for piece in [1, 2, 3, 5, 7, 4096] {
+            let (ours, theirs) = tokio::io::duplex(1 << 10);
+            // 44 bytes an entry: a page past the reader's 64 KiB chunk, under a frame's cap.
+            let entries = 1540;
+            tokio::spawn(answer_in_pieces(theirs, piece, entries));
+            let (rd, wr) = tokio::io::split(ours);
+            let client = Client::start(rd, wr, Arc::new(Session::new()), None)
+                .await
+                .unwrap();
+            let pings: Vec<_> = (0..8)
+                .map(|_| {
+                    let client = client.clone();
+                    tokio::spawn(async move { client.ping().await })
+                })
+                .collect();
+            for ping in pings {
+                ping.await.unwrap().unwrap();
+            }
+            let page = client
+                .call(Op::Readdir {
+                    ino: ROOT,
+                    cursor: None,
+                    limit: u32::MAX,
+                })
+                .await
+                .unwrap();
+            let Body::Entries { entries: got, .. } = page else {
+                panic!("not a page: {page:?}");
+            };
+            assert_eq!(got.len(), entries, "piece {piece}");
+            assert_eq!(got[entries - 1].name, format!("{:0>40}", entries - 1));
+            client.ping().await.unwrap();
         }
     }
 
