@@ -10,6 +10,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+use futures::stream::FuturesUnordered;
 use mds_client::resilient::{Answer, ResilientConn};
 use mds_proto::{
     Attr, Body, Errno, Kind as FileKind, MAX_READDIR, Op, Target, XattrSet, XattrValue,
@@ -162,30 +164,39 @@ async fn pace_until(at: Instant) {
     }
 }
 
-/// Starts every lane as its own task. With `--rate`, the total rate is split evenly over the
-/// lanes, each on its own staggered schedule.
+/// Starts the lanes: one task for each loadgen thread's `depth` lanes (they come in
+/// thread order from `setup.rs`), which polls them together. A burst of replies on a thread's
+/// connection then wakes one task, whose poll runs every lane that got its reply; a task per
+/// lane cost a trip through tokio's scheduler per request (counted: docs/BENCHMARKS.md).
+/// With `--rate`, the total rate is split evenly over the lanes, each on its own staggered
+/// schedule.
 pub(super) fn start(
     lanes: Vec<Lane>,
+    depth: usize,
     mix: &Mix,
     shared: &Arc<Shared>,
     started: Instant,
     rate: Option<f64>,
-) -> Vec<JoinHandle<LaneResult>> {
+) -> Vec<JoinHandle<Vec<LaneResult>>> {
     let lane_count = lanes.len() as u64;
-    lanes
-        .into_iter()
-        .enumerate()
-        .map(|(i, lane)| {
-            let shared = shared.clone();
-            let mix = mix.clone();
-            let schedule = rate.map(|rate| Schedule {
-                lane: i as u64,
-                lanes: lane_count,
-                rate,
-            });
-            tokio::spawn(run_lane(lane, mix, shared, started, schedule))
-        })
-        .collect()
+    let mut lanes = lanes.into_iter().enumerate().peekable();
+    let mut tasks = Vec::new();
+    while lanes.peek().is_some() {
+        let thread: FuturesUnordered<_> = lanes
+            .by_ref()
+            .take(depth.max(1))
+            .map(|(i, lane)| {
+                let schedule = rate.map(|rate| Schedule {
+                    lane: i as u64,
+                    lanes: lane_count,
+                    rate,
+                });
+                run_lane(lane, mix.clone(), shared.clone(), started, schedule)
+            })
+            .collect();
+        tasks.push(tokio::spawn(thread.collect::<Vec<LaneResult>>()));
+    }
+    tasks
 }
 
 async fn run_lane(

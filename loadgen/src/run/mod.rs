@@ -178,7 +178,7 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
         failure: std::sync::Mutex::new(None),
         latencies: latency::Latencies::new(),
     });
-    let tasks = lanes::start(lanes, &plan.mix, &shared, started, plan.rate);
+    let tasks = lanes::start(lanes, plan.depth, &plan.mix, &shared, started, plan.rate);
 
     let progress = progress::start(&plan, shared.clone(), started);
     // The server's figures as the warm-up ends, so they cover the measured window only.
@@ -209,7 +209,9 @@ pub async fn run(plan: Plan) -> anyhow::Result<Report> {
     };
     let mut totals = assemble::Totals::new();
     for task in tasks {
-        totals.add(task.await.context("a lane panicked")?);
+        for lane in task.await.context("a lane panicked")? {
+            totals.add(lane);
+        }
     }
     let ended = Instant::now();
     let ended_wall = SystemTime::now();
