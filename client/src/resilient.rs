@@ -259,18 +259,26 @@ impl ResilientConn {
 
     /// Sends `op`; on a broken connection reconnects and resends it with the same xid.
     pub async fn call(&self, op: Op) -> Result<Answer, Gone> {
+        self.call_at(None, &op).await.map(|(answer, _)| answer)
+    }
+
+    /// As [`ResilientConn::call`], with `op` borrowed: the caller keeps it (a load generator
+    /// reuses its name's buffer for the next request).
+    pub async fn call_ref(&self, op: &Op) -> Result<Answer, Gone> {
         self.call_at(None, op).await.map(|(answer, _)| answer)
     }
 
     /// As [`ResilientConn::call`], on behalf of `cred` rather than the session's credentials
     /// (its resends carry them too).
     pub async fn call_as(&self, cred: &Cred, op: Op) -> Result<Answer, Gone> {
-        self.call_at(Some(cred), op).await.map(|(answer, _)| answer)
+        self.call_at(Some(cred), &op)
+            .await
+            .map(|(answer, _)| answer)
     }
 
     /// As [`ResilientConn::call_as`] (`None`: the session's credentials), with the server
     /// start that answered.
-    async fn call_at(&self, cred: Option<&Cred>, op: Op) -> Result<(Answer, u64), Gone> {
+    async fn call_at(&self, cred: Option<&Cred>, op: &Op) -> Result<(Answer, u64), Gone> {
         let cred = cred.unwrap_or(self.session.cred());
         let (xid, _) = self.session.begin();
         let mut resent = false;
@@ -292,7 +300,7 @@ impl ResilientConn {
                 self.reconnect(generation).await?;
                 continue;
             }
-            match client.send_with_cred(xid, cred, &op).await {
+            match client.send_with_cred(xid, cred, op).await {
                 Ok(reply) => return Ok((Answer { reply, resent }, client.server_boot())),
                 Err(ClientError::Disconnected | ClientError::Io(_)) => {
                     self.reconnect(generation).await?;
@@ -328,7 +336,7 @@ impl ResilientConn {
         flags: OpenFlags,
     ) -> Result<(Handle, Answer), Gone> {
         let handle = self.session.new_handle(ino, flags);
-        let (answer, server_boot) = self.call_at(cred, handle.open_op()).await?;
+        let (answer, server_boot) = self.call_at(cred, &handle.open_op()).await?;
         if matches!(answer.reply.result, Ok(Body::Attr(_))) {
             self.session.handle_opened(handle, server_boot);
         }

@@ -68,6 +68,9 @@ pub(super) struct Lane {
     file_work: FileWork,
     /// The shard it works on (`--spread-shards`).
     shard: Option<u16>,
+    /// The last request's name, whose buffer the next new name reuses (an allocation and a
+    /// free a create less: ~150 instructions, counted).
+    spare_name: String,
 }
 
 /// What the requests carry besides names: the run's `--xattr-size`, `--size` and
@@ -100,6 +103,7 @@ impl Lane {
             xattr_value: vec![b'v'; payloads.xattr_size],
             file_work: payloads.file,
             shard: None,
+            spare_name: String::new(),
         }
     }
 
@@ -115,13 +119,27 @@ impl Lane {
         // Not `format!`: its machinery was ~400 instructions of a create's (counted).
         let mut number = itoa::Buffer::new();
         let number = number.format(self.created);
-        let mut name = String::with_capacity(self.prefix.len() + 1 + number.len() + suffix.len());
+        let mut name = std::mem::take(&mut self.spare_name);
+        name.clear();
+        name.reserve(self.prefix.len() + 1 + number.len() + suffix.len());
         name.push_str(&self.prefix);
         name.push('.');
         name.push_str(number);
         name.push_str(suffix);
         self.created += 1;
         name
+    }
+
+    /// Keeps the name of a request that is done with, for the next new name.
+    fn recycle(&mut self, op: Op) {
+        if let Op::Create { name, .. }
+        | Op::Mkdir { name, .. }
+        | Op::Lookup { name, .. }
+        | Op::Unlink { name, .. }
+        | Op::Link { name, .. } = op
+        {
+            self.spare_name = name;
+        }
     }
 
     /// Whether the lane starts with existing files to stat, look up or unlink.
@@ -245,7 +263,11 @@ async fn run_lane(
             result.sends.push(due.min(u128::from(u64::MAX)) as u64);
         }
         let answered = match work {
-            Work::Request(op) => lane.conn.call(op).await.map(Done::from),
+            Work::Request(op) => {
+                let answered = lane.conn.call_ref(&op).await.map(Done::from);
+                lane.recycle(op);
+                answered
+            }
             Work::File(create) => {
                 let seed = lane.rng.next();
                 files::write_file(&lane.conn, create, lane.file_work, seed)
