@@ -558,10 +558,14 @@ impl Client {
 
     /// As [`Client::send_as`], with `cred` instead of the session's credentials (a resend
     /// must carry the ones its first send did).
-    /// The op is borrowed: a resend sends the same one again.
+    /// The op is borrowed: a resend sends the same one again. One future, not three nested
+    /// ones: each layer of `async fn` is polled at the send and again at the reply (~150
+    /// instructions a request through `send` and `send_request`, counted).
     pub async fn send_with_cred(&self, xid: u64, cred: &Cred, op: &Op) -> Result<Reply> {
         let acked_xid = self.inner.session.acked_xid();
-        self.send(xid, acked_xid, op, Some(cred)).await
+        self.inner.session.sending(xid, op, cred);
+        let reply = self.enqueue(xid, acked_xid, op, cred, None)?;
+        reply.await.map_err(|_| self.inner.gone())
     }
 
     /// Sends with `cred`, or the session's credentials if `None`.
@@ -579,6 +583,20 @@ impl Client {
         cred: &Cred,
         replay: Option<Replay>,
     ) -> Result<Reply> {
+        let reply = self.enqueue(xid, acked_xid, op, cred, replay)?;
+        reply.await.map_err(|_| self.inner.gone())
+    }
+
+    /// Registers `xid`'s reply slot and appends its request to the outbox: what a send does
+    /// before it waits. `Err` if the connection is closed already.
+    fn enqueue(
+        &self,
+        xid: u64,
+        acked_xid: u64,
+        op: &Op,
+        cred: &Cred,
+        replay: Option<Replay>,
+    ) -> Result<oneshot::Receiver<Reply>> {
         let (tx, rx) = oneshot::channel();
         self.inner.waiting.lock().insert(xid, tx);
         if self.inner.closed.load(Ordering::SeqCst) {
@@ -594,7 +612,7 @@ impl Client {
         };
         encode_request_frame(&request, &mut self.inner.outbox.lock());
         self.inner.wake.notify_one();
-        rx.await.map_err(|_| self.inner.gone())
+        Ok(rx)
     }
 
     /// Sends `op` and returns the reply's body, or its error as `ClientError::Errno`.
