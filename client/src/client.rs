@@ -1063,6 +1063,19 @@ mod tests {
         }
     }
 
+    /// A test server's answer to CONNECT: server start 1, partition 0, replies at commit.
+    fn connected() -> Body {
+        Body::Connected {
+            version: PROTOCOL_VERSION,
+            server_boot: 1,
+            partition: 0,
+            ack_early: false,
+            recovering: false,
+            evicted: false,
+            session_secret: None,
+        }
+    }
+
     /// A server that answers CONNECT at once and pings `batch` at a time, in one write (as
     /// the real server's drain answers a commit's worth): each burst of replies wakes that
     /// many callers at once.
@@ -1075,15 +1088,7 @@ mod tests {
             let request: Request = protocol::decode(&frame).unwrap();
             let connect = matches!(request.op, Op::Connect { .. });
             let result = if connect {
-                Ok(Body::Connected {
-                    version: PROTOCOL_VERSION,
-                    server_boot: 1,
-                    partition: 0,
-                    ack_early: false,
-                    recovering: false,
-                    evicted: false,
-                    session_secret: None,
-                })
+                Ok(connected())
             } else {
                 Ok(Body::Pong)
             };
@@ -1109,15 +1114,7 @@ mod tests {
         while let Some(Ok(frame)) = frames.next().await {
             let request: Request = protocol::decode(&frame).unwrap();
             let result = match request.op {
-                Op::Connect { .. } => Ok(Body::Connected {
-                    version: PROTOCOL_VERSION,
-                    server_boot: 1,
-                    partition: 0,
-                    ack_early: false,
-                    recovering: false,
-                    evicted: false,
-                    session_secret: None,
-                }),
+                Op::Connect { .. } => Ok(connected()),
                 Op::Readdir { .. } => Ok(Body::Entries {
                     entries: (0..entries)
                         .map(|i| DirEntry {
