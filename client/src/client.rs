@@ -113,9 +113,6 @@ impl Inner {
     }
 }
 
-/// Bytes the reply reader asks the socket for at a time (more when a frame is longer).
-const READ_CHUNK: usize = 64 << 10;
-
 /// Hands one reply frame's payload to the request waiting for it (or takes in a notice).
 /// `false`: the connection is done (a refusal, or bytes this client cannot read).
 fn take_reply(inner: &Inner, payload: &[u8]) -> bool {
@@ -307,11 +304,9 @@ impl Client {
             let inner = inner.clone();
             tokio::spawn(async move {
                 let mut rd = rd;
-                let mut input = BytesMut::with_capacity(READ_CHUNK);
+                let mut input = BytesMut::new();
                 'reading: loop {
-                    if input.capacity() - input.len() < READ_CHUNK / 4 {
-                        input.reserve(READ_CHUNK);
-                    }
+                    protocol::make_read_room(&mut input);
                     match rd.read_buf(&mut input).await {
                         Ok(0) | Err(_) => break,
                         Ok(_) => {}
@@ -1131,7 +1126,7 @@ mod tests {
             let mut out = BytesMut::new();
             encode_frame(&Reply::new(request.xid, 0, 0, result), &mut out);
             if page {
-                assert!(out.len() > READ_CHUNK && out.len() <= 4 + protocol::MAX_FRAME);
+                assert!(out.len() > protocol::READ_CHUNK && out.len() <= 4 + protocol::MAX_FRAME);
             }
             for chunk in out.chunks(piece) {
                 if wr.write_all(chunk).await.is_err() {

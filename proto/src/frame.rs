@@ -121,6 +121,19 @@ pub fn split_frame(buf: &[u8]) -> Result<Option<(&[u8], usize)>, FrameTooLong> {
     Ok(buf.get(4..4 + length).map(|payload| (payload, 4 + length)))
 }
 
+/// Room a reader of pipelined frames asks the socket to fill at a time: a commit's worth of
+/// small requests or replies (a longer frame gets more as it arrives).
+pub const READ_CHUNK: usize = 64 << 10;
+
+/// Makes room in `input` for the next read: frames read in place ([`split_frame`]) are
+/// dropped from the buffer's front, which leaves its spare room at the back, so it is topped
+/// up to [`READ_CHUNK`] whenever less than a quarter of that is left.
+pub fn make_read_room(input: &mut BytesMut) {
+    if input.capacity() - input.len() < READ_CHUNK / 4 {
+        input.reserve(READ_CHUNK);
+    }
+}
+
 /// The first three values of a CONNECT payload, the same in every protocol version.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Handshake {

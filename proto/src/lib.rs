@@ -22,8 +22,9 @@ mod reply;
 
 pub use errno::Errno;
 pub use frame::{
-    DecodeError, FrameTooLong, Handshake, codec, decode, decode_version_refusal, encode,
-    encode_frame, encode_reply_frame, encode_version_refusal, peek_handshake, split_frame,
+    DecodeError, FrameTooLong, Handshake, READ_CHUNK, codec, decode, decode_version_refusal,
+    encode, encode_frame, encode_reply_frame, encode_version_refusal, make_read_room,
+    peek_handshake, split_frame,
 };
 pub use names::check_name;
 pub use op::{

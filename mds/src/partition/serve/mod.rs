@@ -38,20 +38,16 @@ fn handshake_frame_too_long(input: &[u8]) -> bool {
             > MAX_HANDSHAKE_FRAME
 }
 
-/// Room an authenticated connection's reads get: a commit's worth of pipelined requests.
-const READ_CHUNK: usize = 64 << 10;
-
-/// One read of `rd` into `input`. An authenticated connection is given room for a read of
-/// [`READ_CHUNK`]'s quarter at least (frames are read in place and dropped from the front,
-/// which leaves the buffer's spare room at its back); before authentication the buffer
-/// stays as small as [`MAX_HANDSHAKE_FRAME`] keeps it.
+/// One read of `rd` into `input`. An authenticated connection's buffer is kept roomy for
+/// pipelined requests ([`protocol::make_read_room`]); before authentication it stays as
+/// small as [`MAX_HANDSHAKE_FRAME`] keeps it.
 async fn read_into<R: AsyncRead + Unpin>(
     rd: &mut R,
     input: &mut BytesMut,
     authenticated: bool,
 ) -> std::io::Result<usize> {
-    if authenticated && input.capacity() - input.len() < READ_CHUNK / 4 {
-        input.reserve(READ_CHUNK);
+    if authenticated {
+        protocol::make_read_room(input);
     }
     rd.read_buf(input).await
 }
@@ -334,7 +330,7 @@ impl Partition {
                 }
                 if reader.session.is_some() {
                     // Authenticated: room for pipelined requests.
-                    reader.input.reserve(READ_CHUNK);
+                    reader.input.reserve(protocol::READ_CHUNK);
                 }
                 continue;
             };
