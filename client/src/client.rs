@@ -10,14 +10,13 @@
 //! ([`Client::call_as`]: a mount sends each with its caller's). Path helpers resolve `/a/b/c`
 //! by LOOKUP from the root, as `mdsctl` does.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpStream, ToSocketAddrs};
-use tokio::sync::{Notify, oneshot};
+use tokio::sync::Notify;
 
 use mds_proto::{
     self as protocol, Attr, Body, Cred, DirEntry, Errno, Kind, MAX_IO, MAX_READDIR, Op, OpenFlags,
@@ -27,6 +26,7 @@ use mds_proto::{
 
 use crate::auth::{AuthKey, SessionSecret};
 use crate::handles::Handle;
+use crate::reply_slots::{Delivery, ReplySlots, ReplyWait};
 use crate::session::{Replays, Session};
 use crate::tls::TlsClient;
 
@@ -89,10 +89,8 @@ struct Inner {
     /// Replies handed to their callers since the writer last looked: more than one means a
     /// burst woke several callers, whose next requests are about to be appended.
     delivered: AtomicUsize,
-    /// Reply slots by xid.
-    /// By xid. The client picks its xids, so no one can choose keys that collide: a fast
-    /// hash rather than SipHash's (~300 instructions a request, counted).
-    waiting: parking_lot::Mutex<HashMap<u64, oneshot::Sender<Reply>, foldhash::fast::RandomState>>,
+    /// Where each request in flight waits for its reply.
+    waiting: ReplySlots,
     session: Arc<Session>,
     /// The highest `last_committed` any reply carried.
     last_committed: AtomicU64,
@@ -144,11 +142,11 @@ fn take_reply(inner: &Inner, payload: &[u8]) -> bool {
         // the caller learns why rather than just that the connection broke.
         if let Err(errno) = reply.result {
             *inner.refused.lock() = Some(errno);
-            for (xid, slot) in inner.waiting.lock().drain() {
+            inner.waiting.answer_all(
+                |xid| Reply::new(xid, 0, reply.last_committed, Err(errno)),
                 // Answered, by the refusal: it holds the watermark no more.
-                inner.session.finish(xid);
-                let _ = slot.send(Reply::new(xid, 0, reply.last_committed, Err(errno)));
-            }
+                |xid| inner.session.finish(xid),
+            );
         }
         return false;
     }
@@ -159,15 +157,14 @@ fn take_reply(inner: &Inner, payload: &[u8]) -> bool {
     // pass it and the server keeps the record that answers the resend. Marked
     // answered here, the resend would tell the server to forget that record
     // and the request would run twice.
-    let slot = inner.waiting.lock().remove(&reply.xid);
-    if let Some(slot) = slot {
+    let delivery = inner.waiting.deliver(reply, |reply| {
         inner.session.finish(reply.xid);
         if judged {
-            inner.session.answered(&reply);
+            inner.session.answered(reply);
         }
-        if slot.send(reply).is_ok() {
-            inner.delivered.fetch_add(1, Ordering::Relaxed);
-        }
+    });
+    if delivery == Delivery::Handed {
+        inner.delivered.fetch_add(1, Ordering::Relaxed);
     }
     true
 }
@@ -261,7 +258,7 @@ impl Client {
             outbox: parking_lot::Mutex::new(BytesMut::with_capacity(16 << 10)),
             wake: Notify::new(),
             delivered: AtomicUsize::new(0),
-            waiting: parking_lot::Mutex::new(HashMap::default()),
+            waiting: ReplySlots::default(),
             session: session.clone(),
             last_committed: AtomicU64::new(0),
             handshaken: AtomicBool::new(false),
@@ -285,7 +282,7 @@ impl Client {
                     // poll of the runtime's driver: loadgen at 1 x 1 took 27 -> 40 µs of
                     // CPU per request with an unconditional yield).
                     let burst = inner.delivered.swap(0, Ordering::Relaxed) > 1;
-                    if burst || inner.waiting.lock().len() > 1 {
+                    if burst || inner.waiting.len() > 1 {
                         tokio::task::yield_now().await;
                     }
                     std::mem::swap(&mut *inner.outbox.lock(), &mut spare);
@@ -332,8 +329,8 @@ impl Client {
                     }
                 }
                 inner.closed.store(true, Ordering::SeqCst);
-                // Dropping the slots wakes every caller with `Disconnected`.
-                inner.waiting.lock().clear();
+                // Every caller still waiting wakes to `Disconnected`.
+                inner.waiting.close();
             })
         };
         let mut client = Client {
@@ -560,7 +557,7 @@ impl Client {
         let acked_xid = self.inner.session.acked_xid();
         self.inner.session.sending(xid, op, cred);
         let reply = self.enqueue(xid, acked_xid, op, cred, None)?;
-        reply.await.map_err(|_| self.inner.gone())
+        reply.await.ok_or_else(|| self.inner.gone())
     }
 
     /// Sends with `cred`, or the session's credentials if `None`.
@@ -579,7 +576,7 @@ impl Client {
         replay: Option<Replay>,
     ) -> Result<Reply> {
         let reply = self.enqueue(xid, acked_xid, op, cred, replay)?;
-        reply.await.map_err(|_| self.inner.gone())
+        reply.await.ok_or_else(|| self.inner.gone())
     }
 
     /// Registers `xid`'s reply slot and appends its request to the outbox: what a send does
@@ -591,11 +588,10 @@ impl Client {
         op: &Op,
         cred: &Cred,
         replay: Option<Replay>,
-    ) -> Result<oneshot::Receiver<Reply>> {
-        let (tx, rx) = oneshot::channel();
-        self.inner.waiting.lock().insert(xid, tx);
+    ) -> Result<ReplyWait<'_>> {
+        self.inner.waiting.open(xid);
         if self.inner.closed.load(Ordering::SeqCst) {
-            self.inner.waiting.lock().remove(&xid);
+            self.inner.waiting.cancel(xid);
             return Err(self.inner.gone());
         }
         let request = RequestRef {
@@ -607,7 +603,7 @@ impl Client {
         };
         encode_request_frame(&request, &mut self.inner.outbox.lock());
         self.inner.wake.notify_one();
-        Ok(rx)
+        Ok(self.inner.waiting.wait(xid))
     }
 
     /// Sends `op` and returns the reply's body, or its error as `ClientError::Errno`.

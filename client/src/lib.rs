@@ -11,6 +11,7 @@
 pub mod auth;
 mod client;
 mod handles;
+mod reply_slots;
 pub mod resilient;
 mod router;
 mod session;
