@@ -64,27 +64,29 @@ impl ReplySlots {
     }
 
     /// Puts `reply` in its slot and wakes its caller. `taken` runs first, only if the reply
-    /// answers a request of this connection, and before its caller can see it.
+    /// answers a request of this connection still unanswered, and before its caller can see
+    /// it.
     pub(crate) fn deliver(&self, reply: Reply, taken: impl FnOnce(&Reply)) -> Delivery {
         let waker = {
             let mut table = self.table.lock();
-            let Some(slot) = table.get_mut(&reply.xid) else {
-                return Delivery::Unknown;
-            };
-            taken(&reply);
-            match slot {
-                Slot::Waiting(waker) => {
-                    let waker = waker.take();
-                    *slot = Slot::Ready(reply);
+            match table.get_mut(&reply.xid) {
+                Some(slot @ Slot::Waiting(_)) => {
+                    taken(&reply);
+                    let Slot::Waiting(waker) = std::mem::replace(slot, Slot::Ready(reply)) else {
+                        unreachable!("matched as waiting")
+                    };
                     waker
                 }
-                // A reply for a slot answered already: the server answers each xid once, so
-                // this is a refusal's answer meeting the real one. The first stands.
-                Slot::Ready(_) => return Delivery::Handed,
-                Slot::Abandoned => {
+                Some(Slot::Abandoned) => {
+                    taken(&reply);
                     table.remove(&reply.xid);
                     return Delivery::Abandoned;
                 }
+                // Answered already: the server answers each xid once, so this is a refusal's
+                // answer (which the caller gets) meeting the real one, which is dropped as it
+                // was when the refusal emptied the table: the session does not keep a request
+                // its caller was told failed.
+                Some(Slot::Ready(_)) | None => return Delivery::Unknown,
             }
         };
         // Outside the lock: the woken caller takes its reply under it.
@@ -332,6 +334,21 @@ mod tests {
         let three = slots.wait(3).now_or_never().flatten().expect("answered");
         assert_eq!(three.result, Ok(Body::Notice), "the real answer stands");
         assert_eq!(slots.len(), 0);
+    }
+
+    #[test]
+    fn a_reply_after_the_refusal_answered_its_slot_is_not_taken() {
+        let slots = ReplySlots::default();
+        slots.open(1);
+        slots.answer_all(|xid| Reply::new(xid, 0, 0, Err(Errno::EBUSY)), |_| {});
+        let mut taken = false;
+        assert_eq!(slots.deliver(reply(1), |_| taken = true), Delivery::Unknown);
+        assert!(
+            !taken,
+            "the session must not keep what its caller was told failed"
+        );
+        let one = slots.wait(1).now_or_never().flatten().expect("answered");
+        assert_eq!(one.result, Err(Errno::EBUSY), "the refusal stands");
     }
 
     #[test]
