@@ -236,7 +236,7 @@ fn main() {
                         record: ResendRecord {
                             xid: xids[t],
                             transno,
-                            reply: vec![0x5a; REPLY_BYTES],
+                            reply: vec![0x5a; REPLY_BYTES].into(),
                         },
                     },
                 ],

@@ -144,7 +144,7 @@ mod tests {
         ResendRecord {
             xid,
             transno: xid * 10,
-            reply: vec![xid as u8],
+            reply: vec![xid as u8].into(),
         }
     }
 

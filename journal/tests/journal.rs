@@ -214,7 +214,7 @@ fn one_commit_writes_one_resend_slot_per_client_and_a_reopen_finds_them() {
             record: ResendRecord {
                 xid,
                 transno: xid,
-                reply: vec![xid as u8],
+                reply: vec![xid as u8].into(),
             },
         };
         j.commit(&[TxRecord {
@@ -234,7 +234,7 @@ fn one_commit_writes_one_resend_slot_per_client_and_a_reopen_finds_them() {
     let (_, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
     assert_eq!(recovered.resend.len(), 2);
     assert_eq!(recovered.resend[0].client, 7);
-    assert_eq!(recovered.resend[0].records[1].reply, vec![3]);
+    assert_eq!(recovered.resend[0].records[1].reply.as_slice(), [3]);
 }
 
 /// RocksDB counts every key comparison of a commit on the committing thread unless told not

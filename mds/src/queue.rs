@@ -19,10 +19,11 @@ use crate::output::InFlight;
 use crate::session::Session;
 
 /// How many bytes of an encoded reply body a [`Response`] keeps without an allocation.
-pub const ENCODED_INLINE: usize = 64;
+pub const ENCODED_INLINE: usize = journal::REPLY_INLINE;
 
-/// An encoded reply body (see [`Response::encoded`]).
-pub type EncodedBody = smallvec::SmallVec<[u8; ENCODED_INLINE]>;
+/// An encoded reply body (see [`Response::encoded`]): the type of the resend record's copy,
+/// so that one is the other's clone.
+pub type EncodedBody = journal::ReplyBytes;
 
 /// A reply as dispatch decided it, before it is encoded: the wire `Reply` gets
 /// `last_committed` when it is appended.

@@ -68,7 +68,7 @@ fn fsck_passes_a_clean_store_and_reports_each_finding_of_a_damaged_one() {
                     record: journal::ResendRecord {
                         xid: 1,
                         transno: t,
-                        reply: vec![0xff, 0xff],
+                        reply: vec![0xff, 0xff].into(),
                     },
                 },
             ],

@@ -107,15 +107,21 @@ pub(crate) const BODY_ATTR: u32 = 2;
 /// `body`'s postcard encoding (what [`crate::encode`] gives): by hand for an ATTR body, the
 /// body of most mutations' replies; through serde for the rest.
 pub fn encode_body(body: &Body) -> Vec<u8> {
+    encode_body_with(body, <[u8]>::to_vec)
+}
+
+/// `f` called with `body`'s postcard encoding, as [`encode_body`] gives it, without an
+/// allocation for an ATTR body: its bytes are on the stack.
+pub fn encode_body_with<R>(body: &Body, f: impl FnOnce(&[u8]) -> R) -> R {
     match body {
         Body::Attr(attr) => {
             // 1 + 12 fields of at most 10 bytes.
             let mut w = PostcardWriter::<128>::new();
             w.varint(BODY_ATTR.into());
             w.attr(attr);
-            w.as_slice().to_vec()
+            f(w.as_slice())
         }
-        other => crate::encode(other),
+        other => f(&crate::encode(other)),
     }
 }
 

@@ -54,7 +54,7 @@ fn what_a_commit_writes_is_pinned() {
         record: ResendRecord {
             xid,
             transno: xid,
-            reply: vec![0xee],
+            reply: vec![0xee].into(),
         },
     };
     // mkdir /d (inode 2), then create /d/f (inode 3) and unlink /g (inode 4, made and
@@ -237,7 +237,7 @@ fn put_resend(client: u64, acked_xid: u64, xid: u64) -> JournalOp {
         record: ResendRecord {
             xid,
             transno: 0,
-            reply: vec![xid as u8],
+            reply: vec![xid as u8].into(),
         },
     }
 }
@@ -848,7 +848,7 @@ fn commit_creates(j: &Journal, creates: u64) -> usize {
                         record: ResendRecord {
                             xid: transno,
                             transno,
-                            reply: vec![0x5a; 35],
+                            reply: vec![0x5a; 35].into(),
                         },
                     },
                 ],

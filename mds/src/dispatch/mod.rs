@@ -746,8 +746,8 @@ fn journal(
     });
     // How it was answered goes with the change itself, so that a resend is answered the same
     // way even after a restart. Encoded once: the reply is framed from a copy of the bytes.
-    let reply = mds_proto::encode_body(body);
-    let encoded = crate::queue::EncodedBody::from_slice(&reply);
+    let reply = mds_proto::encode_body_with(body, journal::ReplyBytes::from_slice);
+    let encoded = reply.clone();
     record.ops.push(journal::JournalOp::PutResend {
         client: session.client(),
         acked_xid: session.acked_xid(),

@@ -252,7 +252,7 @@ fn an_away_session_with_records_expires_and_restored_ones_count_as_away() {
                 records: vec![journal::ResendRecord {
                     xid: 2,
                     transno: 20,
-                    reply,
+                    reply: reply.into(),
                 }],
             }],
             vec![],
@@ -269,7 +269,7 @@ fn an_away_session_with_records_expires_and_restored_ones_count_as_away() {
         records: vec![journal::ResendRecord {
             xid: 1,
             transno: 1,
-            reply: vec![0xff, 0xff],
+            reply: vec![0xff, 0xff].into(),
         }],
     };
     assert!(
