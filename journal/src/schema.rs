@@ -9,7 +9,14 @@ use crate::error::{Error, Result};
 
 /// Bumped whenever a key layout or a record encoding changes incompatibly: what counts, and
 /// how, is in `docs/schema.md`; the golden-bytes tests below and in `store.rs` fail first.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
+
+/// The version before a new inode's first image could be kept in its entry's value
+/// ([`embedded_image`]): nothing stored changes, so a writable open records the new version
+/// (after finishing a cut-short move of the entries, `Journal::finish_rekey`), and a
+/// read-only open reads such a store as it is. A build of version 5 refuses a store of
+/// version 6, whose inodes it would not all find.
+pub(crate) const SCHEMA_VERSION_IMAGES_APART: u32 = 5;
 
 /// The version before resend records were written: its `clients` family is always empty, so
 /// such a store is upgraded in place at open (`docs/schema.md`).
@@ -639,6 +646,22 @@ pub(crate) fn with_dentry_bytes<R>(entry: &Dentry, put: impl FnOnce(&[u8]) -> R)
     w.varint(entry.ino);
     w.varint(entry.kind as u64);
     put(w.as_slice())
+}
+
+/// The image of a new inode that its entry's value carries after the [`Dentry`] (schema
+/// version 6): `None` for an entry that carries none. The commit that creates an inode keeps
+/// its image there rather than under its own key in `inodes` (one key a create instead of
+/// two: docs/BENCHMARKS.md, "A new inode's image in its entry"); the inode's first later
+/// change writes its `inodes` key, which from then on is the newer image.
+pub(crate) fn embedded_image(value: &[u8]) -> Result<Option<Inode>> {
+    let (_, rest) = postcard::take_from_bytes::<Dentry>(value).map_err(|e| Error::Corrupt {
+        what: "dentry",
+        detail: e.to_string(),
+    })?;
+    if rest.is_empty() {
+        return Ok(None);
+    }
+    decode("inode image in a dentry", rest).map(Some)
 }
 
 /// Gives `put` a resend slot's value as stored (a [`ResendSlot`]'s bytes): by hand on the

@@ -24,7 +24,7 @@ use crate::options::{Tuning, block_cache, cf_descriptors, db_options};
 use crate::schema::{
     ALL_CFS, CF_DENTRIES, CF_INODES, CF_META, CF_ORPHANS, CF_XATTRS, Dentry, Inode,
     META_LAST_COMMITTED, SCHEMA_VERSION, decode, decode_dentry, decode_dentry_key, decode_meta_u64,
-    decode_named_key, decode_u64_key,
+    decode_named_key, decode_u64_key, embedded_image,
 };
 
 /// One change a committed batch made to what a namespace holds in memory.
@@ -219,6 +219,10 @@ impl BatchReader {
             Change::Inode(inode)
         } else if cf == ids.dentries {
             let (parent, name, entry) = decode_dentry(key, value, false)?;
+            // A new inode whose image is in its entry: the inode before the entry naming it.
+            if let Some(image) = embedded_image(value)? {
+                self.changes.push(Change::Inode(image));
+            }
             Change::Dentry {
                 parent,
                 name,

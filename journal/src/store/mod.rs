@@ -19,11 +19,11 @@ use crate::schema::{
     META_INO_CEILING, META_LAST_COMMITTED, META_NEXT_INO, META_PENDING_PREFIX, META_REPLAY_KEY,
     META_SCHEMA_VERSION, META_SESSION_PREFIX, META_SHARD, META_TRANSNO_CEILING, PendingDir,
     ROOT_INO, ResendRecord, ResendSlot, ResendSlotRef, SCHEMA_VERSION, SCHEMA_VERSION_BEFORE_DATA,
-    SCHEMA_VERSION_PARENT_KEYED_DENTRIES, SCHEMA_VERSION_V2_INODES, SCHEMA_VERSION_WITHOUT_RESEND,
-    SECRET_LEN, TxRecord, client_key, data_key, data_key_end, decode, decode_dentry,
-    decode_meta_u64, decode_named_key, decode_resend_key, decode_u64_key, dentry_key,
-    dentry_key_into, encode, ino_key, is_child_keyed, named_key_into, now_ns, pending_key,
-    resend_key, session_key, xattr_key,
+    SCHEMA_VERSION_IMAGES_APART, SCHEMA_VERSION_PARENT_KEYED_DENTRIES, SCHEMA_VERSION_V2_INODES,
+    SCHEMA_VERSION_WITHOUT_RESEND, SECRET_LEN, TxRecord, client_key, data_key, data_key_end,
+    decode, decode_dentry, decode_meta_u64, decode_named_key, decode_resend_key, decode_u64_key,
+    dentry_key, dentry_key_into, encode, ino_key, is_child_keyed, named_key_into, now_ns,
+    pending_key, resend_key, session_key, xattr_key,
 };
 use crate::shard::ShardIdentity;
 use raw_batch::{Families, RawBatch};
@@ -380,14 +380,28 @@ impl Journal {
                         v2_inodes = old_inodes;
                         journal.parent_keyed_dentries = true;
                     }
-                } else if found == SCHEMA_VERSION
+                } else if (found == SCHEMA_VERSION || found == SCHEMA_VERSION_IMAGES_APART)
                     && journal.db.get_cf(meta, META_DENTRIES_TO_REKEY)?.is_some()
                 {
                     // An upgrade that stopped while it moved the entries.
                     if writable {
                         journal.finish_rekey()?;
+                        if found == SCHEMA_VERSION_IMAGES_APART {
+                            journal
+                                .put_synced(META_SCHEMA_VERSION, &SCHEMA_VERSION.to_le_bytes())?;
+                            upgraded_from = Some(found);
+                        }
                     } else {
                         journal.parent_keyed_dentries = true;
+                    }
+                } else if found == SCHEMA_VERSION_IMAGES_APART {
+                    // Nothing stored changes: from now on new inodes' images may be in their
+                    // entries, which a build of version 5 would not read.
+                    if writable {
+                        journal.put_synced(META_SCHEMA_VERSION, &SCHEMA_VERSION.to_le_bytes())?;
+                        upgraded_from = Some(found);
+                    } else {
+                        schema_version = found;
                     }
                 } else if found != SCHEMA_VERSION {
                     return Err(Error::SchemaVersion {
@@ -966,7 +980,7 @@ impl Journal {
             }
         }
         let Families {
-            inodes,
+            inodes: _,
             dentries,
             clients,
             meta,
@@ -984,6 +998,11 @@ impl Journal {
         // Nearly every record of a busy batch carries one: sized once, not grown by doubling
         // (a dozen reallocations and copies a commit, counted).
         let mut resend: Vec<(u64, u64, &ResendRecord)> = Vec::with_capacity(records.len());
+        // The entries of inodes this commit creates, written after the loop with the inode's
+        // last image in their value (`schema::embedded_image`), which then needs no key of its
+        // own: one key a create, not two. Any other change to such an entry in the commit
+        // writes it first, as it came, and the inode's image goes under its own key.
+        let mut births = Births::default();
         for record in records {
             for op in &record.ops {
                 match op {
@@ -994,16 +1013,19 @@ impl Journal {
                         name,
                         entry,
                     } => {
-                        dentry_key_into(&mut key, entry.ino, *parent, name);
-                        crate::schema::with_dentry_bytes(entry, |bytes| {
-                            batch.put(dentries, &key, bytes);
-                        });
+                        if creates(record, entry.ino) {
+                            births.add(entry.ino, *parent, name, *entry);
+                        } else {
+                            births.write_plain(&mut batch, dentries, &mut key, entry.ino);
+                            put_dentry(&mut batch, dentries, &mut key, *parent, name, entry);
+                        }
                     }
                     JournalOp::DeleteDentry {
                         parent,
                         name,
                         child,
                     } => {
+                        births.write_plain(&mut batch, dentries, &mut key, *child);
                         dentry_key_into(&mut key, *child, *parent, name);
                         batch.delete(dentries, &key);
                     }
@@ -1067,7 +1089,12 @@ impl Journal {
                 }
             }
         }
-        next_ino = next_ino.max(put_last_inode_images(&mut batch, inodes, records));
+        next_ino = next_ino.max(put_last_inode_images(
+            &mut batch,
+            self.families,
+            records,
+            births,
+        ));
         // Stable: one client's records stay in the order they came.
         resend.sort_by_key(|(client, _, _)| *client);
         let mut group = Vec::new();
@@ -1143,12 +1170,30 @@ impl Journal {
         })
     }
 
-    /// Reads one committed inode.
+    /// Reads one committed inode: under its own key, or (never changed since its creation)
+    /// in the entry it was created with, which is keyed by its number first.
     pub fn inode(&self, ino: u64) -> Result<Option<Inode>> {
-        match self.db.get_pinned_cf(self.cf(CF_INODES), ino_key(ino))? {
-            Some(v) => Ok(Some(self.decode_inode(&v)?)),
-            None => Ok(None),
+        if let Some(v) = self.db.get_pinned_cf(self.cf(CF_INODES), ino_key(ino))? {
+            return Ok(Some(self.decode_inode(&v)?));
         }
+        if self.parent_keyed_dentries {
+            return Ok(None);
+        }
+        let prefix = ino_key(ino);
+        let entries = self.db.iterator_cf(
+            self.cf(CF_DENTRIES),
+            IteratorMode::From(&prefix, rocksdb::Direction::Forward),
+        );
+        for item in entries {
+            let (key, value) = item?;
+            if !key.starts_with(&prefix) {
+                break;
+            }
+            if let Some(image) = crate::schema::embedded_image(&value)? {
+                return Ok(Some(image));
+            }
+        }
+        Ok(None)
     }
 
     /// Reads one committed extended attribute.
@@ -1219,19 +1264,76 @@ impl Journal {
         batch.delete(self.families.meta, session_key(client));
     }
 
-    /// Calls `f` on every committed inode in inode-number order.
-    pub fn scan_inodes(&self, mut f: impl FnMut(Inode) -> Result<()>) -> Result<()> {
-        for item in self.scan(CF_INODES) {
+    /// Calls `f` on every committed inode in inode-number order: those under their own key
+    /// in `inodes`, and those whose only image is the one their entry was created with
+    /// (`schema::embedded_image`). See [`Journal::scan_namespace`], which this is with the
+    /// entries passed over.
+    pub fn scan_inodes(&self, f: impl FnMut(Inode) -> Result<()>) -> Result<()> {
+        self.scan_namespace(|_, _, _| Ok(()), f)
+    }
+
+    /// Calls `entry(parent, name, dentry)` on every committed directory entry (as
+    /// [`Journal::scan_dentries`]) and `inode` on every committed inode, in inode-number
+    /// order, reading each family once: what a start-up loads. An inode's image is under its
+    /// own key in `inodes`, or (never changed since the commit that created it) in the value
+    /// of the entry it was created with. Both families are in inode order (`dentries` is
+    /// keyed by child first), so the two are merged as they are read; an inode with both has
+    /// been changed since its creation, and its own key holds the newer image.
+    pub fn scan_namespace(
+        &self,
+        mut entry: impl FnMut(u64, String, Dentry) -> Result<()>,
+        mut inode: impl FnMut(Inode) -> Result<()>,
+    ) -> Result<()> {
+        let mut own = self
+            .scan(CF_INODES)
+            .map(|item| {
+                let (key, value) = item?;
+                let image = self.decode_inode(&value)?;
+                let ino = decode_u64_key("inode key", &key)?;
+                if ino != image.ino {
+                    return Err(Error::Corrupt {
+                        what: "inode",
+                        detail: format!("key {ino} holds inode {}", image.ino),
+                    });
+                }
+                Ok(image)
+            })
+            .peekable();
+        for item in self.scan(CF_DENTRIES) {
             let (key, value) = item?;
-            let inode = self.decode_inode(&value)?;
-            let ino = decode_u64_key("inode key", &key)?;
-            if ino != inode.ino {
-                return Err(Error::Corrupt {
-                    what: "inode",
-                    detail: format!("key {ino} holds inode {}", inode.ino),
-                });
+            let (parent, name, dentry) = self.decode_stored_dentry(&key, &value)?;
+            // Entries of stores keyed by parent (before version 6) carry no image.
+            let embedded = if self.parent_keyed_dentries {
+                None
+            } else {
+                crate::schema::embedded_image(&value)?
+            };
+            if let Some(image) = embedded {
+                if image.ino != dentry.ino {
+                    return Err(Error::Corrupt {
+                        what: "dentry",
+                        detail: format!(
+                            "the entry {parent}/{name:?} of inode {} carries inode {}'s image",
+                            dentry.ino, image.ino
+                        ),
+                    });
+                }
+                let mut superseded = false;
+                while let Some(next) =
+                    own.next_if(|i| i.as_ref().map_or(true, |i| i.ino <= image.ino))
+                {
+                    let image_of_own = next?;
+                    superseded |= image_of_own.ino == image.ino;
+                    inode(image_of_own)?;
+                }
+                if !superseded {
+                    inode(image)?;
+                }
             }
-            f(inode)?;
+            entry(parent, name, dentry)?;
+        }
+        for image in own {
+            inode(image?)?;
         }
         Ok(())
     }
@@ -1245,12 +1347,18 @@ impl Journal {
     ) -> Result<()> {
         for item in self.scan(CF_DENTRIES) {
             let (key, value) = item?;
-            let parent_keyed = self.parent_keyed_dentries
-                && !is_child_keyed(&key, &decode::<Dentry>("dentry", &value)?);
-            let (parent, name, entry) = decode_dentry(&key, &value, parent_keyed)?;
+            let (parent, name, entry) = self.decode_stored_dentry(&key, &value)?;
             f(parent, name, entry)?;
         }
         Ok(())
+    }
+
+    /// One stored entry as `(parent, name, entry)`, in whichever layout it is: a store whose
+    /// upgrade to child keys was cut short holds both.
+    fn decode_stored_dentry(&self, key: &[u8], value: &[u8]) -> Result<(u64, String, Dentry)> {
+        let parent_keyed =
+            self.parent_keyed_dentries && !is_child_keyed(key, &decode::<Dentry>("dentry", value)?);
+        decode_dentry(key, value, parent_keyed)
     }
 
     /// Calls `f(ino, name, value)` on every committed extended attribute, grouped by inode
@@ -1347,19 +1455,140 @@ fn synced() -> WriteOptions {
 /// Writes each inode the batch puts or deletes once, with its last state ([`last_images`]).
 /// Returns the inode high-water mark the puts imply (one past the largest number put; 0 if
 /// none).
-fn put_last_inode_images(batch: &mut RawBatch, inodes: u32, records: &[TxRecord]) -> u64 {
-    let (last, next_ino) = last_images(records);
-    for (ino, image) in last {
+fn put_last_inode_images(
+    batch: &mut RawBatch,
+    families: Families,
+    records: &[TxRecord],
+    births: Births<'_>,
+) -> u64 {
+    let (mut last, next_ino) = last_images(records);
+    let mut embedded = vec![false; last.len()];
+    let mut key = Vec::with_capacity(64);
+    for birth in births.pending() {
+        // `last` is in inode order. A birth whose inode is gone again by the end of the
+        // commit had its entry deleted too (written plain then): only live ones are here.
+        let image = last
+            .binary_search_by_key(&birth.child, |(ino, _)| *ino)
+            .ok()
+            .and_then(|at| last[at].1.take().map(|image| (at, image)));
+        match image {
+            Some((at, image)) => {
+                dentry_key_into(&mut key, birth.child, birth.parent, birth.name);
+                crate::schema::with_dentry_bytes(&birth.entry, |entry| {
+                    crate::schema::with_inode_bytes(image, |image| {
+                        batch.put_joined(families.dentries, &key, entry, image);
+                    });
+                });
+                embedded[at] = true;
+            }
+            None => put_dentry(
+                batch,
+                families.dentries,
+                &mut key,
+                birth.parent,
+                birth.name,
+                &birth.entry,
+            ),
+        }
+    }
+    for ((ino, image), embedded) in last.into_iter().zip(embedded) {
         match image {
             Some(inode) => {
                 crate::schema::with_inode_bytes(inode, |bytes| {
-                    batch.put(inodes, ino_key(ino), bytes);
+                    batch.put(families.inodes, ino_key(ino), bytes);
                 });
             }
-            None => batch.delete(inodes, ino_key(ino)),
+            None if embedded => {}
+            None => batch.delete(families.inodes, ino_key(ino)),
         }
     }
     next_ino
+}
+
+/// Whether `record` creates inode `ino`: its image is in the record, with the record's
+/// transno as its generation (the transno that created it: `Inode::generation`). No earlier
+/// commit wrote that inode's key, so its entry may carry its image instead.
+fn creates(record: &TxRecord, ino: u64) -> bool {
+    record.ops.iter().any(|op| {
+        matches!(op, JournalOp::PutInode(inode) if inode.ino == ino && inode.generation == record.transno)
+    })
+}
+
+fn put_dentry(
+    batch: &mut RawBatch,
+    dentries: u32,
+    key: &mut Vec<u8>,
+    parent: u64,
+    name: &str,
+    entry: &Dentry,
+) {
+    dentry_key_into(key, entry.ino, parent, name);
+    crate::schema::with_dentry_bytes(entry, |bytes| batch.put(dentries, &*key, bytes));
+}
+
+/// The entries a commit's new inodes were created with, kept back until the commit's last
+/// images are known (`put_last_inode_images`).
+#[derive(Default)]
+struct Births<'a> {
+    list: Vec<Birth<'a>>,
+    /// Child to its place in `list`: made only once a commit has an entry change besides its
+    /// creates' (most commits of a create load have none).
+    by_child: Option<foldhash::HashMap<u64, usize>>,
+}
+
+struct Birth<'a> {
+    child: u64,
+    parent: u64,
+    name: &'a str,
+    entry: Dentry,
+    /// Still kept back (not yet written plain).
+    pending: bool,
+}
+
+impl<'a> Births<'a> {
+    fn add(&mut self, child: u64, parent: u64, name: &'a str, entry: Dentry) {
+        if let Some(by_child) = &mut self.by_child {
+            by_child.insert(child, self.list.len());
+        }
+        self.list.push(Birth {
+            child,
+            parent,
+            name,
+            entry,
+            pending: true,
+        });
+    }
+
+    fn at(&mut self, child: u64) -> Option<usize> {
+        if self.list.is_empty() {
+            return None;
+        }
+        let list = &self.list;
+        let by_child = self.by_child.get_or_insert_with(|| {
+            list.iter()
+                .enumerate()
+                .map(|(at, birth)| (birth.child, at))
+                .collect()
+        });
+        by_child.get(&child).copied()
+    }
+
+    /// Another change to `child`'s entries: its birth entry, if kept back, is written now as
+    /// it came (before the change), and its image goes under its own key.
+    fn write_plain(&mut self, batch: &mut RawBatch, dentries: u32, key: &mut Vec<u8>, child: u64) {
+        let Some(at) = self.at(child) else {
+            return;
+        };
+        let birth = &mut self.list[at];
+        if birth.pending {
+            birth.pending = false;
+            put_dentry(batch, dentries, key, birth.parent, birth.name, &birth.entry);
+        }
+    }
+
+    fn pending(&self) -> impl Iterator<Item = &Birth<'a>> {
+        self.list.iter().filter(|birth| birth.pending)
+    }
 }
 
 /// Each inode the batch puts or deletes, once, with its last state (`None`: deleted), in

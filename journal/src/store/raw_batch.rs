@@ -44,6 +44,17 @@ impl RawBatch {
         self.slice(value.as_ref());
     }
 
+    /// Puts one value made of `first` followed by `second`, without joining them elsewhere.
+    pub(crate) fn put_joined(&mut self, family: u32, key: &[u8], first: &[u8], second: &[u8]) {
+        self.record(TYPE_FAMILY_VALUE, family, key);
+        varint32(
+            &mut self.rep,
+            u32::try_from(first.len() + second.len()).expect("a value under 4 GiB"),
+        );
+        self.rep.extend_from_slice(first);
+        self.rep.extend_from_slice(second);
+    }
+
     pub(crate) fn delete(&mut self, family: u32, key: impl AsRef<[u8]>) {
         self.record(TYPE_FAMILY_DELETION, family, key.as_ref());
     }

@@ -60,11 +60,17 @@ fn what_a_commit_writes_is_pinned() {
     // mkdir /d (inode 2), then create /d/f (inode 3) and unlink /g (inode 4, made and
     // removed in one batch, so only its absence shows), with resend records for xids 1
     // and 2 of client 7; the request of xid 2 says the client has the reply of xid 1.
+    // Inodes 2 and 3 are created by these transactions (their generation is the transno of
+    // the record that puts their first entry): their images go into those entries.
+    let new = |generation, inode| Inode {
+        generation,
+        ..inode
+    };
     let records = [
         TxRecord {
             transno: 1,
             ops: vec![
-                JournalOp::PutInode(inode(2, FileKind::Directory, 2, ROOT_INO, 0, 1)),
+                JournalOp::PutInode(new(1, inode(2, FileKind::Directory, 2, ROOT_INO, 0, 1))),
                 JournalOp::PutDentry {
                     parent: ROOT_INO,
                     name: "d".into(),
@@ -89,7 +95,7 @@ fn what_a_commit_writes_is_pinned() {
         TxRecord {
             transno: 2,
             ops: vec![
-                JournalOp::PutInode(inode(3, FileKind::File, 1, 0, 0, 2)),
+                JournalOp::PutInode(new(2, inode(3, FileKind::File, 1, 0, 0, 2))),
                 JournalOp::PutDentry {
                     parent: 2,
                     name: "f".into(),
@@ -98,7 +104,7 @@ fn what_a_commit_writes_is_pinned() {
                         kind: FileKind::File,
                     },
                 },
-                JournalOp::PutInode(inode(2, FileKind::Directory, 2, ROOT_INO, 1, 2)),
+                JournalOp::PutInode(new(1, inode(2, FileKind::Directory, 2, ROOT_INO, 1, 2))),
                 JournalOp::DeleteDentry {
                     parent: ROOT_INO,
                     name: "g".into(),
@@ -128,12 +134,11 @@ fn what_a_commit_writes_is_pinned() {
         // key: ino, u64 BE. value: postcard Inode.
         // The last three bytes: atime_ns 0, rdev 0, no target.
         "inodes 0000000000000001 = 0100ed03e807640300d00fa01f01010101000000",
-        "inodes 0000000000000002 = 0200ed03e807640200d00fa01f02010102000000",
-        "inodes 0000000000000003 = 0301ed03e807640100d00fa01f03000002000000",
         // key: child u64 BE ++ parent u64 BE ++ name's UTF-8 ("d", "f"). value: postcard
-        // Dentry.
-        "dentries 0000000000000002000000000000000164 = 0200",
-        "dentries 0000000000000003000000000000000266 = 0301",
+        // Dentry, then (an inode these records created) the inode's last image of the
+        // commit, as `inodes` would hold it: /d's second (1 entry, transno 2), /f's.
+        "dentries 0000000000000002000000000000000164 = 02000200ed03e807640200d00fa01f01010102000000",
+        "dentries 0000000000000003000000000000000266 = 03010301ed03e807640100d00fa01f02000002000000",
         // key: client u64 BE ++ slot u32 BE. value: postcard ResendSlot: watermark 1, then
         // the records above it (xid 2, transno 2, reply ee); xid 1's was never written.
         "clients 000000000000000700000000 = 0101020201ee",
@@ -145,7 +150,7 @@ fn what_a_commit_writes_is_pinned() {
         "meta 6c6173745f636f6d6d6974746564 = 0200000000000000",
         "meta 6e6578745f696e6f = 0500000000000000",
         "meta 7265706c61795f6b6579 = (32 random bytes)",
-        "meta 736368656d615f76657273696f6e = 05000000",
+        "meta 736368656d615f76657273696f6e = 06000000",
         "meta 7472616e736e6f5f6365696c696e67 = 0200020000000000",
         // key: ino u64 BE ++ name's bytes ("user.k"). value: the bytes as given.
         "xattrs 0000000000000003757365722e6b = ab",
@@ -335,8 +340,10 @@ fn records_the_client_already_has_replies_for_are_not_written() {
     assert!(clients_keys(&j).is_empty());
 }
 
-/// Puts every entry of the store under its key of versions before 5 (parent ++ name).
+/// Puts every entry of the store under its key of versions before 5 (parent ++ name), and
+/// every inode under its own key: before version 6 no entry carried an image.
 fn parent_keyed(j: &Journal) {
+    images_apart(j);
     let entries: Vec<_> =
         j.db.iterator_cf(j.cf(CF_DENTRIES), IteratorMode::Start)
             .map(|item| item.unwrap())
@@ -350,6 +357,29 @@ fn parent_keyed(j: &Journal) {
             value,
         )
         .unwrap();
+    }
+}
+
+/// Moves every image an entry carries under its inode's own key, as version 5 kept them.
+fn images_apart(j: &Journal) {
+    let mut inodes = Vec::new();
+    j.scan_inodes(|inode| {
+        inodes.push(inode);
+        Ok(())
+    })
+    .unwrap();
+    for inode in inodes {
+        j.db.put_cf(j.cf(CF_INODES), ino_key(inode.ino), encode(&inode))
+            .unwrap();
+    }
+    let entries: Vec<_> =
+        j.db.iterator_cf(j.cf(CF_DENTRIES), IteratorMode::Start)
+            .map(|item| item.unwrap())
+            .collect();
+    for (key, value) in entries {
+        let entry: Dentry = crate::schema::decode("dentry", &value).unwrap();
+        j.db.put_cf(j.cf(CF_DENTRIES), &key, encode(&entry))
+            .unwrap();
     }
 }
 
@@ -1326,4 +1356,181 @@ fn pending_directories_and_those_being_removed_are_kept_apart() {
     assert_eq!(j.pending_dirs().unwrap(), [made, going.clone()]);
     commit_each(&j, vec![vec![JournalOp::DeletePendingDir(5)]]);
     assert_eq!(j.pending_dirs().unwrap(), [going]);
+}
+
+/// File 5, created by transno 1, as of transno `transno` with permission bits `mode`.
+fn file_5(mode: u32, transno: u64) -> Inode {
+    Inode {
+        ino: 5,
+        kind: FileKind::File,
+        mode,
+        uid: 0,
+        gid: 0,
+        nlink: 1,
+        size: 0,
+        ctime_ns: 1,
+        mtime_ns: 1,
+        generation: 1,
+        parent: 0,
+        entries: 0,
+        transno,
+        atime_ns: 1,
+        rdev: 0,
+        target: Vec::new(),
+    }
+}
+
+fn put_entry(parent: u64, name: &str, ino: u64) -> JournalOp {
+    JournalOp::PutDentry {
+        parent,
+        name: name.into(),
+        entry: Dentry {
+            ino,
+            kind: FileKind::File,
+        },
+    }
+}
+
+/// Every image a scan gives of inode `ino`.
+fn scanned(j: &Journal, ino: u64) -> Vec<Inode> {
+    let mut seen = Vec::new();
+    j.scan_inodes(|inode| {
+        if inode.ino == ino {
+            seen.push(inode);
+        }
+        Ok(())
+    })
+    .unwrap();
+    seen
+}
+
+/// A new inode's image is kept in the entry it was created with (one key a create): a
+/// point read, a scan, a restart and a read-only open all find it there, until a later
+/// change writes the inode's own key, which is then the one read, and read once.
+#[test]
+fn a_new_inodes_image_is_in_its_entry_until_it_changes() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        j.commit(&[TxRecord {
+            transno: 1,
+            ops: vec![
+                JournalOp::PutInode(file_5(0o600, 1)),
+                put_entry(ROOT_INO, "f", 5),
+            ],
+        }])
+        .unwrap();
+        assert!(j.db.get_cf(j.cf(CF_INODES), ino_key(5)).unwrap().is_none());
+        assert_eq!(j.inode(5).unwrap(), Some(file_5(0o600, 1)));
+        assert_eq!(j.inode(6).unwrap(), None);
+    }
+    let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(scanned(&j, 5), [file_5(0o600, 1)]);
+    j.commit(&[TxRecord {
+        transno: 2,
+        ops: vec![JournalOp::PutInode(file_5(0o644, 2))],
+    }])
+    .unwrap();
+    assert_eq!(j.inode(5).unwrap(), Some(file_5(0o644, 2)));
+    assert_eq!(scanned(&j, 5), [file_5(0o644, 2)]);
+    drop(j);
+    let (ro, _) = Journal::open_read_only(dir.path()).unwrap();
+    assert_eq!(scanned(&ro, 5), [file_5(0o644, 2)]);
+    assert_eq!(entries(&ro), [(ROOT_INO, "f".to_string(), 5)]);
+}
+
+/// An entry that its own commit creates and then changes (renamed, or removed with its
+/// inode) is written as it came, and a surviving inode's image goes under its own key:
+/// nothing it carried is deleted with it.
+#[test]
+fn a_new_entry_changed_in_its_own_commit_carries_no_image() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let file_6 = Inode {
+        ino: 6,
+        generation: 3,
+        ..file_5(0o600, 3)
+    };
+    j.commit(&[
+        TxRecord {
+            transno: 1,
+            ops: vec![
+                JournalOp::PutInode(file_5(0o600, 1)),
+                put_entry(ROOT_INO, "f", 5),
+            ],
+        },
+        TxRecord {
+            transno: 2,
+            ops: vec![
+                JournalOp::DeleteDentry {
+                    parent: ROOT_INO,
+                    name: "f".into(),
+                    child: 5,
+                },
+                put_entry(ROOT_INO, "g", 5),
+                JournalOp::PutInode(file_5(0o600, 2)),
+            ],
+        },
+        TxRecord {
+            transno: 3,
+            ops: vec![JournalOp::PutInode(file_6), put_entry(ROOT_INO, "h", 6)],
+        },
+        TxRecord {
+            transno: 4,
+            ops: vec![
+                JournalOp::DeleteDentry {
+                    parent: ROOT_INO,
+                    name: "h".into(),
+                    child: 6,
+                },
+                JournalOp::DeleteInode(6),
+            ],
+        },
+    ])
+    .unwrap();
+    assert!(j.db.get_cf(j.cf(CF_INODES), ino_key(5)).unwrap().is_some());
+    let g =
+        j.db.get_cf(j.cf(CF_DENTRIES), dentry_key(5, ROOT_INO, "g"))
+            .unwrap()
+            .unwrap();
+    assert_eq!(crate::schema::embedded_image(&g).unwrap(), None);
+    drop(j);
+    let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(scanned(&j, 5), [file_5(0o600, 2)]);
+    assert!(scanned(&j, 6).is_empty() && j.inode(6).unwrap().is_none());
+    assert_eq!(entries(&j), [(ROOT_INO, "g".to_string(), 5)]);
+}
+
+/// A store of version 5 (every inode under its own key): read as it is by a read-only open,
+/// and marked version 6 by the first writable one, which changes nothing else.
+#[test]
+fn a_store_of_version_5_is_read_as_it_is_and_marked_6_by_a_writable_open() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        j.commit(&[TxRecord {
+            transno: 1,
+            ops: vec![
+                JournalOp::PutInode(file_5(0o600, 1)),
+                put_entry(ROOT_INO, "f", 5),
+            ],
+        }])
+        .unwrap();
+        images_apart(&j);
+        j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, 5u32.to_le_bytes())
+            .unwrap();
+    }
+    let (ro, recovered) = Journal::open_read_only(dir.path()).unwrap();
+    assert_eq!(recovered.schema_version, 5);
+    assert_eq!(scanned(&ro, 5), [file_5(0o600, 1)]);
+    drop(ro);
+    let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(recovered.upgraded_from, Some(5));
+    assert_eq!(scanned(&j, 5), [file_5(0o600, 1)]);
+    assert_eq!(entries(&j), [(ROOT_INO, "f".to_string(), 5)]);
+    let v = j.db.get_cf(j.cf(CF_META), META_SCHEMA_VERSION).unwrap();
+    assert_eq!(v.unwrap(), SCHEMA_VERSION.to_le_bytes());
+    drop(j);
+    let (_, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(recovered.upgraded_from, None);
 }

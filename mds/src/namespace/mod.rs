@@ -257,13 +257,33 @@ impl Namespace {
         // built into its B-tree in one pass; inserted one by one as they came, a start-up
         // took 14-25% longer (docs/BENCHMARKS.md, "Entries keyed by their child").
         let mut groups: BTreeMap<u64, Vec<(DirName, Entry)>> = BTreeMap::new();
-        journal.scan_dentries(|parent, name, entry| {
-            groups
-                .entry(parent)
-                .or_default()
-                .push((DirName::new(&name), Entry::from_record(entry)));
-            Ok(())
-        })?;
+        // Files with no link left: each must be an orphan (`load_orphans`). Noted here, in
+        // the one pass over the inodes, rather than by walking the table again.
+        let mut nameless = Vec::new();
+        // One pass over each family: a new inode's image may be in its entry's value
+        // (schema 6), which the journal merges with the images under their own keys.
+        journal.scan_namespace(
+            |parent, name, entry| {
+                groups
+                    .entry(parent)
+                    .or_default()
+                    .push((DirName::new(&name), Entry::from_record(entry)));
+                Ok(())
+            },
+            |record| {
+                let attr = InodeAttr::from_record(record);
+                ns.count(attr.kind, 1);
+                if !attr.kind.is_dir() && attr.nlink == 0 {
+                    nameless.push(attr.ino);
+                }
+                if attr.kind == FileKind::File {
+                    ns.file_bytes.fetch_add(attr.size, Ordering::Relaxed);
+                }
+                let entries = attr.kind.is_dir().then(BTreeMap::new);
+                ns.table.insert_unlocked(Node::new(attr, entries));
+                Ok(())
+            },
+        )?;
         let mut dirs: BTreeMap<u64, Entries> = BTreeMap::new();
         for (parent, mut entries) in groups {
             entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -280,22 +300,6 @@ impl Namespace {
             }
             dirs.insert(parent, entries.into_iter().collect());
         }
-        // Files with no link left: each must be an orphan (`load_orphans`). Noted here, in
-        // the one pass over the inodes, rather than by walking the table again.
-        let mut nameless = Vec::new();
-        journal.scan_inodes(|record| {
-            let attr = InodeAttr::from_record(record);
-            ns.count(attr.kind, 1);
-            if !attr.kind.is_dir() && attr.nlink == 0 {
-                nameless.push(attr.ino);
-            }
-            if attr.kind == FileKind::File {
-                ns.file_bytes.fetch_add(attr.size, Ordering::Relaxed);
-            }
-            let entries = attr.kind.is_dir().then(BTreeMap::new);
-            ns.table.insert_unlocked(Node::new(attr, entries));
-            Ok(())
-        })?;
         ns.load_xattrs(journal)?;
         ns.load_orphans(journal, &nameless)?;
         // Every entry must name a live inode of the kind it says, under a directory; an
