@@ -5,12 +5,18 @@
 # upgrades the store, if NEW's schema is newer), each timed from exec to `listening on`, with
 # its CPU time (user + system) and resident memory then; NEW once more at the end. Made for
 # schema 5 (entries keyed by child, docs/BENCHMARKS.md "Entries keyed by their child").
+# FILL=each: each build's server fills a store of its own (in its own format) instead, and
+# each restarts on its own: a restart of a store as each schema writes it (schema 6, "A new
+# inode's image in its entry").
 #   OLD=/var/tmp/old/release NEW=/var/tmp/mds-target/release COUNT=1000000 ./bench/upgrade-restart.sh
+#   FILL=each OLD=... NEW=... ./bench/upgrade-restart.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLD="${OLD:?OLD: the release directory of the build before}"
 NEW="${NEW:-${CARGO_TARGET_DIR:-/var/tmp/mds-target}/release}"
 COUNT="${COUNT:-1000000}"
+FILL="${FILL:-old}"
+case "$FILL" in old|each) ;; *) echo "FILL is old or each, not $FILL" >&2; exit 2;; esac
 work=$(mktemp -d /var/tmp/mds-upgrade-restart.XXXXXX)
 log="$work/log"
 pid=""
@@ -45,11 +51,22 @@ stop() {
   pid=""
 }
 
-start "$OLD" "$work/store" "old build, filling"
-"$OLD/loadgen" create --server "$addr" --threads 64 --depth 16 --count "$COUNT" --quiet | grep '^Rate'
-stop
-cp -a "$work/store" "$work/old"
-cp -a "$work/store" "$work/new"
+# fill BIN DATA LABEL: BIN's server takes COUNT creates from BIN's loadgen into DATA.
+fill() {
+  start "$1" "$2" "$3"
+  "$1/loadgen" create --server "$addr" --threads 64 --depth 16 --count "$COUNT" --quiet | grep '^Rate'
+  stop
+  echo "$3: store $(du -sh "$2" | cut -f1)"
+}
+
+if [ "$FILL" = each ]; then
+  fill "$OLD" "$work/old" "old build, filling its store"
+  fill "$NEW" "$work/new" "new build, filling its store"
+else
+  fill "$OLD" "$work/store" "old build, filling"
+  cp -a "$work/store" "$work/old"
+  cp -a "$work/store" "$work/new"
+fi
 for round in 1 2; do
   start "$OLD" "$work/old" "old build, round $round"
   stop
