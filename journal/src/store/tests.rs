@@ -1391,6 +1391,18 @@ fn put_entry(parent: u64, name: &str, ino: u64) -> JournalOp {
     }
 }
 
+/// Transno 1: creates file 5 as /f.
+fn create_f(j: &Journal) {
+    j.commit(&[TxRecord {
+        transno: 1,
+        ops: vec![
+            JournalOp::PutInode(file_5(0o600, 1)),
+            put_entry(ROOT_INO, "f", 5),
+        ],
+    }])
+    .unwrap();
+}
+
 /// Every image a scan gives of inode `ino`.
 fn scanned(j: &Journal, ino: u64) -> Vec<Inode> {
     let mut seen = Vec::new();
@@ -1412,14 +1424,7 @@ fn a_new_inodes_image_is_in_its_entry_until_it_changes() {
     let dir = tempfile::tempdir().unwrap();
     {
         let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
-        j.commit(&[TxRecord {
-            transno: 1,
-            ops: vec![
-                JournalOp::PutInode(file_5(0o600, 1)),
-                put_entry(ROOT_INO, "f", 5),
-            ],
-        }])
-        .unwrap();
+        create_f(&j);
         assert!(j.db.get_cf(j.cf(CF_INODES), ino_key(5)).unwrap().is_none());
         assert_eq!(j.inode(5).unwrap(), Some(file_5(0o600, 1)));
         assert_eq!(j.inode(6).unwrap(), None);
@@ -1508,14 +1513,7 @@ fn a_store_of_version_5_is_read_as_it_is_and_marked_6_by_a_writable_open() {
     let dir = tempfile::tempdir().unwrap();
     {
         let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
-        j.commit(&[TxRecord {
-            transno: 1,
-            ops: vec![
-                JournalOp::PutInode(file_5(0o600, 1)),
-                put_entry(ROOT_INO, "f", 5),
-            ],
-        }])
-        .unwrap();
+        create_f(&j);
         images_apart(&j);
         j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, 5u32.to_le_bytes())
             .unwrap();
