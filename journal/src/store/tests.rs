@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::schema::{ENCODING_CHANGED, FileKind, hex};
+use images::last_images;
 use std::path::Path;
 
 /// Every key and value in the store, family by family, as hex; the replay key, drawn at
