@@ -18,9 +18,6 @@ use crate::committer::CommitListener;
 use crate::output::InFlight;
 use crate::session::Session;
 
-/// How many bytes of an encoded reply body a [`Response`] keeps without an allocation.
-pub const ENCODED_INLINE: usize = journal::REPLY_INLINE;
-
 /// An encoded reply body (see [`Response::encoded`]): the type of the resend record's copy,
 /// so that one is the other's clone.
 pub type EncodedBody = journal::ReplyBytes;
@@ -39,7 +36,7 @@ pub struct Response {
     pub ticket: u64,
     /// An executed mutation's body as `mds_proto::encode` wrote it for its resend record: its
     /// reply is framed around these bytes (`mds_proto::encode_reply_frame`), not encoded again.
-    /// Inline up to `ENCODED_INLINE` bytes (an attribute body is ~40): a copy, no allocation.
+    /// Inline up to `journal::REPLY_INLINE` bytes (an attribute body is ~40): a copy, no allocation.
     pub encoded: Option<EncodedBody>,
 }
 

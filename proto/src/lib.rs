@@ -31,7 +31,7 @@ pub use op::{
     Cred, Data, MAX_GROUPS, Op, OpenFlags, RenameHow, Replay, Request, RequestRef, SHARD_SHIFT,
     SetAttr, SetTime, Target, XattrSet, XattrValue, opcode, shard_of,
 };
-pub use postcard_writer::{PostcardWriter, encode_body, encode_body_with, encode_request_frame};
+pub use postcard_writer::{PostcardWriter, encode_body_with, encode_request_frame};
 pub use reader::{decode_reply, decode_request};
 pub use reply::{Attr, Body, DirEntry, Kind, Reply, ShardLocation, ShardMap, StatFs};
 

@@ -104,14 +104,9 @@ impl<const N: usize> PostcardWriter<N> {
 /// [`Body::Attr`]'s variant index (its place in the enum, which `docs/protocol.md` numbers).
 pub(crate) const BODY_ATTR: u32 = 2;
 
-/// `body`'s postcard encoding (what [`crate::encode`] gives): by hand for an ATTR body, the
-/// body of most mutations' replies; through serde for the rest.
-pub fn encode_body(body: &Body) -> Vec<u8> {
-    encode_body_with(body, <[u8]>::to_vec)
-}
-
-/// `f` called with `body`'s postcard encoding, as [`encode_body`] gives it, without an
-/// allocation for an ATTR body: its bytes are on the stack.
+/// `f` called with `body`'s postcard encoding (what [`crate::encode`] gives): by hand for an
+/// ATTR body, the body of most mutations' replies, on the stack without an allocation;
+/// through serde for the rest.
 pub fn encode_body_with<R>(body: &Body, f: impl FnOnce(&[u8]) -> R) -> R {
     match body {
         Body::Attr(attr) => {
@@ -227,7 +222,7 @@ mod tests {
         #[test]
         fn an_attr_body_is_postcards_bytes(attr in attr()) {
             let body = Body::Attr(attr);
-            prop_assert_eq!(encode_body(&body), postcard::to_stdvec(&body).unwrap());
+            prop_assert_eq!(encode_body_with(&body, <[u8]>::to_vec), postcard::to_stdvec(&body).unwrap());
         }
 
         #[test]
@@ -266,7 +261,10 @@ mod tests {
     #[test]
     fn every_other_body_goes_through_serde() {
         for body in [Body::Done, Body::Pong, Body::Notice] {
-            assert_eq!(encode_body(&body), postcard::to_stdvec(&body).unwrap());
+            assert_eq!(
+                encode_body_with(&body, <[u8]>::to_vec),
+                postcard::to_stdvec(&body).unwrap()
+            );
         }
     }
 

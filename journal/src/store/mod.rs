@@ -381,28 +381,29 @@ impl Journal {
                         v2_inodes = old_inodes;
                         journal.parent_keyed_dentries = true;
                     }
-                } else if (found == SCHEMA_VERSION || found == SCHEMA_VERSION_IMAGES_APART)
+                } else if found == SCHEMA_VERSION_IMAGES_APART {
+                    // Nothing stored changes but the version: from now on new inodes' images
+                    // may be in their entries, which a build of version 5 would not read. An
+                    // upgrade to 5 cut short while it moved the entries is finished first.
+                    let moving = journal.db.get_cf(meta, META_DENTRIES_TO_REKEY)?.is_some();
+                    if writable {
+                        if moving {
+                            journal.finish_rekey()?;
+                        }
+                        journal.put_synced(META_SCHEMA_VERSION, &SCHEMA_VERSION.to_le_bytes())?;
+                        upgraded_from = Some(found);
+                    } else {
+                        schema_version = found;
+                        journal.parent_keyed_dentries = moving;
+                    }
+                } else if found == SCHEMA_VERSION
                     && journal.db.get_cf(meta, META_DENTRIES_TO_REKEY)?.is_some()
                 {
                     // An upgrade that stopped while it moved the entries.
                     if writable {
                         journal.finish_rekey()?;
-                        if found == SCHEMA_VERSION_IMAGES_APART {
-                            journal
-                                .put_synced(META_SCHEMA_VERSION, &SCHEMA_VERSION.to_le_bytes())?;
-                            upgraded_from = Some(found);
-                        }
                     } else {
                         journal.parent_keyed_dentries = true;
-                    }
-                } else if found == SCHEMA_VERSION_IMAGES_APART {
-                    // Nothing stored changes: from now on new inodes' images may be in their
-                    // entries, which a build of version 5 would not read.
-                    if writable {
-                        journal.put_synced(META_SCHEMA_VERSION, &SCHEMA_VERSION.to_le_bytes())?;
-                        upgraded_from = Some(found);
-                    } else {
-                        schema_version = found;
                     }
                 } else if found != SCHEMA_VERSION {
                     return Err(Error::SchemaVersion {

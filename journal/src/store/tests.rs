@@ -1533,3 +1533,40 @@ fn a_store_of_version_5_is_read_as_it_is_and_marked_6_by_a_writable_open() {
     let (_, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
     assert_eq!(recovered.upgraded_from, None);
 }
+
+/// A store a version-5 build left while it moved the entries under their children's keys
+/// (an upgrade from 4 cut short): a read-only open reads it as version 5 with both layouts;
+/// the first writable open finishes the move, then records version 6.
+#[test]
+fn a_version_5_store_cut_short_in_its_move_is_finished_then_marked_6() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        create_f(&j);
+        parent_keyed(&j);
+        j.db.put_cf(j.cf(CF_META), META_DENTRIES_TO_REKEY, [])
+            .unwrap();
+        j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, 5u32.to_le_bytes())
+            .unwrap();
+    }
+    let (ro, recovered) = Journal::open_read_only(dir.path()).unwrap();
+    assert_eq!(recovered.schema_version, 5);
+    assert_eq!(entries(&ro), [(ROOT_INO, "f".to_string(), 5)]);
+    assert_eq!(scanned(&ro, 5), [file_5(0o600, 1)]);
+    drop(ro);
+    let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(recovered.upgraded_from, Some(5));
+    assert!(
+        j.db.get_cf(j.cf(CF_META), META_DENTRIES_TO_REKEY)
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        j.db.get_cf(j.cf(CF_DENTRIES), dentry_key(5, ROOT_INO, "f"))
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(entries(&j), [(ROOT_INO, "f".to_string(), 5)]);
+    let v = j.db.get_cf(j.cf(CF_META), META_SCHEMA_VERSION).unwrap();
+    assert_eq!(v.unwrap(), SCHEMA_VERSION.to_le_bytes());
+}
