@@ -96,7 +96,11 @@ unmount() {
   local m=$1 conn
   conn=$(fuse_conn "$m")
   [ -n "$conn" ] || return 0
-  timeout -k 5 30 fusermount3 -u "$m" 2>/dev/null || timeout -k 5 30 umount -l "$m" 2>/dev/null
+  timeout -k 5 30 fusermount3 -u "$m" 2>/dev/null && return 0
+  timeout -k 5 30 umount -l "$m" 2>/dev/null
+  # Only after a lazy unmount, straight away: the connection then still belongs to the stuck
+  # daemon. Once a connection is gone its number is free for the next mount, which an abort
+  # written later would tear down.
   if [ -e "/sys/fs/fuse/connections/$conn/abort" ]; then
     echo 1 >"/sys/fs/fuse/connections/$conn/abort" 2>/dev/null || true
   fi

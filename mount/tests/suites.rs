@@ -23,7 +23,7 @@
 //! Needs root, /dev/fuse, and what `MDS_TEST_DEPS=1 scripts/install-deps.sh` installs (fuse3,
 //! fsmark, git, pjdfstest); `MDS_SKIP_MOUNT_SUITES=1` skips them, saying so. Every external
 //! command runs under `timeout -k`; every mount is unmounted when its test ends, failed or not
-//! (`fusermount3 -u`, then `umount -l` and the fusectl abort).
+//! (`fusermount3 -u`, then `umount -l` and, while its daemon lives, the fusectl abort).
 
 use std::fs;
 use std::io::{BufRead, BufReader};
@@ -175,7 +175,8 @@ fn wait_until(limit: Duration, what: &str, mut done: impl FnMut() -> bool) {
 // A mount
 
 /// `mdsmount SERVER DIR -f -o allow_other[,OPTS]`, its log in a file. Dropping it unmounts
-/// (`fusermount3 -u`, else `umount -l` and the fusectl abort) and reaps the daemon.
+/// (`fusermount3 -u`, else `umount -l` and, while its daemon lives, the fusectl abort) and reaps
+/// the daemon.
 struct Mount {
     dir: PathBuf,
     log: PathBuf,
@@ -256,8 +257,20 @@ impl Mount {
             if !ok {
                 eprintln!("fusermount3 -u {} failed: lazy unmount", self.dir.display());
                 let _ = bounded(30, "umount").arg("-l").arg(&self.dir).status();
+                // A lazily unmounted connection lives on while a stuck daemon holds it: abort
+                // it, but only while our daemon is alive. A connection's number is freed with
+                // it and the next mount anywhere may take it, so aborting a number whose
+                // daemon is gone can tear down another test's mount.
+                let alive = self
+                    .child
+                    .as_mut()
+                    .is_some_and(|c| matches!(c.try_wait(), Ok(None)));
+                if let (true, Some(conn)) = (alive, self.conn) {
+                    abort_connection(conn);
+                }
             }
         }
+        self.conn = None;
         let mut status = None;
         if let Some(mut child) = self.child.take() {
             let deadline = Instant::now() + Duration::from_secs(30);
@@ -273,9 +286,6 @@ impl Mount {
                 }
                 std::thread::sleep(Duration::from_millis(20));
             };
-        }
-        if let Some(conn) = self.conn.take() {
-            abort_connection(conn);
         }
         status
     }
@@ -344,10 +354,13 @@ fn unescape(s: &str) -> Vec<u8> {
 }
 
 /// Writes to the fusectl `abort` of connection `conn` if it still exists (a hung mount whose
-/// daemon is gone or stuck): every request waiting on it fails, and the lazy unmount completes.
+/// daemon is stuck): every request waiting on it fails, and the lazy unmount completes. Only for
+/// a connection known to be alive: a dead one's number may already be another mount's.
 fn abort_connection(conn: u32) {
     let base = Path::new("/sys/fs/fuse/connections");
-    if fs::read_dir(base).is_ok_and(|mut d| d.next().is_none()) {
+    let mounted = fs::read_to_string("/proc/self/mounts")
+        .is_ok_and(|m| m.lines().any(|l| l.split(' ').nth(2) == Some("fusectl")));
+    if !mounted {
         let _ = bounded(10, "mount")
             .args(["-t", "fusectl", "fusectl"])
             .arg(base)
@@ -361,6 +374,42 @@ fn abort_connection(conn: u32) {
 
 // ---------------------------------------------------------------------------------------------
 // pjdfstest
+
+/// The teardown of a mount whose daemon already went away (here, unmounted by someone else)
+/// must leave alone the mount that took its connection number since: once it aborted that
+/// number, which tore down a remount of the git test in CI.
+#[test]
+fn a_mount_torn_down_after_its_daemon_left_spares_the_next_mount() {
+    let Some(env) = env() else { return };
+    let tmp = scratch();
+    let server = Server::start(&env.mds, &tmp.path().join("data"), &[]);
+    let (_a_dir, a_mnt) = mount_point();
+    let mut first = Mount::start(&env, server.addr, &a_mnt, &tmp.path().join("a.log"));
+    let first_conn = first.conn.expect("mounted");
+    check(
+        bounded(30, "fusermount3").arg("-u").arg(&a_mnt),
+        "fusermount3 -u of the first mount",
+    );
+    let child = first.child.as_mut().unwrap();
+    wait_until(
+        Duration::from_secs(30),
+        "the first mdsmount to exit",
+        || child.try_wait().unwrap().is_some(),
+    );
+    let (_b_dir, b_mnt) = mount_point();
+    let second = Mount::start(&env, server.addr, &b_mnt, &tmp.path().join("b.log"));
+    // Connection numbers are the lowest free: the second mount takes the first one's unless a
+    // test beside this one mounted in between (then this only checks the teardown is clean).
+    eprintln!(
+        "first mount's connection {first_conn}, second's {:?}",
+        second.conn
+    );
+    drop(first);
+    fs::write(b_mnt.join("still-here"), b"yes").expect("the second mount still serves");
+    assert_eq!(fs::read(b_mnt.join("still-here")).unwrap(), b"yes");
+    second.finish();
+    assert!(server.stop().success());
+}
 
 #[test]
 fn pjdfstest_fails_only_what_the_config_lists() {
