@@ -6,7 +6,7 @@
 #     `mds_request_duration_seconds{op="create"}`), the drain duration, the synced commit
 #     write, and how long the committer waited with records in hand for an earlier transno
 #     (`mds_commit_gap_wait_seconds`, absent in builds before it existed) — quantiles are
-#     the histogram's bucket bounds;
+#     the histogram's bucket bounds, each mean exact (its sum over its count);
 #   - from /proc/<pid>/task/*/schedstat, just before loadgen ends: how long the committer,
 #     each partition and loadgen's threads ran and waited on the run queue.
 #   BIN=/var/tmp/mds-target/release ./bench/tail.sh
@@ -61,7 +61,11 @@ quantiles() {
 import re, sys
 name, filt, path = sys.argv[1], sys.argv[2], sys.argv[3]
 buckets = {}
+sums = 0.0
 for line in open(path):
+    s = re.match(name + r'_sum(?:\{(.*)\})? (\S+)', line)
+    if s and filt in (s.group(1) or ''):
+        sums += float(s.group(2))
     m = re.match(name + r'_bucket\{(.*)\} (\S+)', line)
     if not m or filt not in m.group(1):
         continue
@@ -75,10 +79,11 @@ out = []
 for q in (0.5, 0.99, 0.999):
     bound = next(b for b in sorted(buckets) if buckets[b] >= q * total)
     out.append(f"p{q * 100:g} <= {bound * 1e3:g} ms")
+out.append(f"mean {sums / total * 1e3:.3f} ms")
 print(f"  {name}{' ' + filt if filt else ''}: {int(total)} samples, " + ", ".join(out))
 PY
 }
-echo "server (bucket bounds):"
+echo "server (quantiles: bucket bounds; means exact):"
 quantiles mds_request_duration_seconds 'op="create"'
 quantiles mds_drain_duration_seconds
 quantiles mds_commit_write_sync_duration_seconds
