@@ -14,7 +14,8 @@
 //! not arrived yet is held back to the next commit: that keeps `last_committed` contiguous,
 //! and anything that built on the missing record has a larger transno and waits with it.
 
-use std::collections::BTreeMap;
+mod held;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -28,6 +29,7 @@ use tracing::{error, info, warn};
 use crate::commit_wait::{SiblingWait, Waited};
 use crate::metrics::CommitMetrics;
 use crate::namespace::Namespace;
+use held::Held;
 
 /// Who learns what the committer made durable. The committer names no reader of its own (the
 /// TiKV write worker's `PersistedNotifier`): the reply engine is one.
@@ -143,7 +145,7 @@ impl Committer {
             siblings: SiblingWait::new(policy.siblings && policy.interval.is_zero()),
             stats: stats.clone(),
             metrics: CommitMetrics::register(),
-            held: BTreeMap::new(),
+            held: Held::default(),
             last_committed: 0,
             raise_ceilings: false,
             opened: None,
@@ -193,7 +195,7 @@ struct Worker {
     stats: Arc<CommitStats>,
     metrics: CommitMetrics,
     /// Records received and not yet committed, by transno.
-    held: BTreeMap<u64, TxRecord>,
+    held: Held,
     /// What the last commit made durable.
     last_committed: u64,
     /// Raise the ceilings at the next idle moment.
@@ -339,22 +341,15 @@ impl Worker {
             );
             std::process::abort();
         }
-        match self.held.entry(transno) {
-            std::collections::btree_map::Entry::Vacant(slot) => {
-                slot.insert(record);
-            }
-            std::collections::btree_map::Entry::Occupied(_) => {
-                error!(transno, "two records for one transno; stopping");
-                std::process::abort();
-            }
+        if self.held.insert(record).is_err() {
+            error!(transno, "two records for one transno; stopping");
+            std::process::abort();
         }
     }
 
     /// Whether the record after `last_committed` is held.
     fn ready(&self, last_committed: u64) -> bool {
-        self.held
-            .first_key_value()
-            .is_some_and(|(&t, _)| t == last_committed + 1)
+        self.held.has(last_committed + 1)
     }
 
     fn take(&mut self, msg: CommitMsg) {
@@ -514,18 +509,8 @@ impl Worker {
 
     /// Takes the run of held records contiguous from `last_committed + 1`, `max_batch` at most.
     fn cut(&mut self, last_committed: u64) -> Vec<TxRecord> {
-        let mut batch = Vec::with_capacity(self.held.len().min(self.policy.max_batch));
-        let mut next = last_committed + 1;
-        while batch.len() < self.policy.max_batch {
-            match self.held.first_entry() {
-                Some(entry) if *entry.key() == next => {
-                    batch.push(entry.remove());
-                    next += 1;
-                }
-                _ => break,
-            }
-        }
-        batch
+        self.held
+            .take_from(last_committed + 1, self.policy.max_batch)
     }
 
     /// At shutdown: every partition has stopped, so a record still missing will never come.
