@@ -62,19 +62,6 @@ const PER_COMMIT_WRITE_BUFFERS: i32 = 4;
 /// memtable wait its turn; more than two exist only while a flush is behind.
 const NAMESPACE_WRITE_BUFFERS: i32 = 4;
 
-/// Write-ahead log files RocksDB keeps for reuse once it no longer needs them, rather than
-/// deleting them and creating the next log file new. Every commit is a synced write, and a
-/// sync of a new file also writes its growing size (an ext4 journal commit besides the data);
-/// a reused file is written over from its start within its old length, so that a sync writes
-/// the data alone, and a switch to a new log file (every fraction of a second under load:
-/// `clients` fills its write buffer) neither creates nor allocates one. Measured at 64 x 16,
-/// server and load on a core each, three runs each way: the synced write took 1.06-1.17 ms a
-/// commit on new files, 0.92-0.97 ms on reused ones (docs/BENCHMARKS.md, "Reused log files").
-/// RocksDB marks the records of a reused file with its log number, so that what an earlier
-/// use left after the new records is not read as theirs at recovery. A cluster's store keeps
-/// retired log files for its followers instead (`Journal::open`), which reuse would overwrite.
-pub(crate) const RECYCLED_LOG_FILES: usize = 4;
-
 /// Readahead of the full scans: start-up and fsck read each family from start to end, so read
 /// table files in large sequential pieces rather than block by block.
 const SCAN_READAHEAD: usize = 2 << 20;
@@ -111,7 +98,6 @@ pub(crate) fn db_options(tuning: &Tuning) -> Options {
     opts.set_bytes_per_sync(1 << 20);
     opts.set_keep_log_file_num(4);
     opts.set_max_total_wal_size(tuning.max_total_wal_size);
-    opts.set_recycle_log_file_num(RECYCLED_LOG_FILES);
     opts.enable_statistics();
     opts
 }
@@ -264,10 +250,6 @@ mod tests {
             get("DBOptions", "max_total_wal_size"),
             MAX_TOTAL_WAL_SIZE.to_string()
         );
-        assert_eq!(
-            get("DBOptions", "recycle_log_file_num"),
-            RECYCLED_LOG_FILES.to_string()
-        );
         for (family, buffer, buffers, memtable) in [
             (
                 "inodes",
@@ -336,24 +318,5 @@ mod tests {
         );
         // The per-commit families are the small ones: that is the point of the split.
         const { assert!(PER_COMMIT_WRITE_BUFFER * 8 <= NAMESPACE_WRITE_BUFFER) };
-    }
-
-    /// A cluster's store archives its retired log files for followers: none is reused.
-    #[test]
-    fn a_cluster_store_reuses_no_log_file() {
-        let dir = tempfile::tempdir().unwrap();
-        let options = JournalOptions {
-            shard: Some(crate::ShardIdentity {
-                cluster: "c".into(),
-                shard: 0,
-                epoch: 1,
-            }),
-            ..JournalOptions::default()
-        };
-        let _journal = Journal::open(dir.path(), options).unwrap();
-        let written = options_file(dir.path());
-        let db = &written["DBOptions"];
-        assert_eq!(db["recycle_log_file_num"], "0");
-        assert_ne!(db["WAL_ttl_seconds"], "0");
     }
 }

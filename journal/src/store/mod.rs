@@ -232,8 +232,6 @@ impl Journal {
             // the last batches of an owner that flushed as it stopped (a planned handover).
             opts.set_wal_ttl_seconds(ARCHIVED_LOG_TTL.as_secs());
             opts.set_wal_size_limit_mb(ARCHIVED_LOG_MB);
-            // Archived files are not reused (RocksDB would turn reuse off by itself).
-            opts.set_recycle_log_file_num(0);
         }
         let cache = block_cache();
         // A store of an older schema lacks the families later versions added (`xattrs` in

@@ -995,66 +995,6 @@ fn the_wal_a_crash_would_replay_stays_near_its_limit() {
     );
 }
 
-/// Log files are reused (`options::RECYCLED_LOG_FILES`): a retired file comes back under a
-/// later number, the same file written over from its start. Commits written over older
-/// records of a reused file are all recovered, and nothing of what the file held before is
-/// read as theirs.
-#[test]
-fn commits_in_reused_log_files_are_recovered_without_what_the_files_held_before() {
-    use std::os::unix::fs::MetadataExt;
-    // Small buffers for `clients` and `meta`: each fills after a few commits, and every switch
-    // of a memtable starts a new log file.
-    let tuning = Tuning {
-        max_total_wal_size: 256 << 10,
-        namespace_write_buffer: 32 << 20,
-        per_commit_write_buffer: 64 << 10,
-    };
-    let dir = tempfile::tempdir().unwrap();
-    let (j, _) = Journal::open_tuned(dir.path(), JournalOptions::default(), &tuning).unwrap();
-    // Log file numbers by the file they name (device, inode number, birth time: a file
-    // created new may get a deleted one's inode number, never its birth): a reused file shows
-    // up as one file under two numbers.
-    let mut names: HashMap<(u64, u64, std::time::SystemTime), std::collections::BTreeSet<u64>> =
-        HashMap::new();
-    let (commits, creates) = (300, 50);
-    for i in 0..commits {
-        commit_creates(&j, creates);
-        if i % 5 == 4 {
-            wait_for_flushes(&j);
-            for entry in std::fs::read_dir(dir.path()).unwrap() {
-                let entry = entry.unwrap();
-                let name = entry.file_name().into_string().unwrap();
-                if let Some(number) = name.strip_suffix(".log").and_then(|n| n.parse().ok()) {
-                    let meta = entry.metadata().unwrap();
-                    let born = meta.created().expect("the file system keeps birth times");
-                    names
-                        .entry((meta.dev(), meta.ino(), born))
-                        .or_default()
-                        .insert(number);
-                }
-            }
-        }
-    }
-    let reused = names.values().filter(|numbers| numbers.len() > 1).count();
-    assert!(
-        reused >= 2,
-        "no log file was reused: {names:?} (the test no longer shows reuse)"
-    );
-    // Not a clean stop: the last commits are only in the (reused) log files.
-    drop(j);
-    let (j, recovered) =
-        Journal::open_tuned(dir.path(), JournalOptions::default(), &tuning).unwrap();
-    assert_eq!(recovered.last_committed, commits * creates);
-    let mut inodes = Vec::new();
-    j.scan_inodes(|inode| {
-        inodes.push(inode.ino);
-        Ok(())
-    })
-    .unwrap();
-    let expected: Vec<u64> = (1..=1 + commits * creates).collect();
-    assert_eq!(inodes, expected, "every committed inode, and no other");
-}
-
 /// What a clean stop does before closing: afterwards a crash, or the next open, has no
 /// WAL to replay, and nothing committed is lost.
 #[test]
