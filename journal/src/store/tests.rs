@@ -501,12 +501,18 @@ fn a_store_of_version_2_is_read_as_it_is_and_upgraded_by_the_first_writable_open
     // No client of the old protocol can reach this build: its sessions went.
     assert!(recovered.resend.is_empty() && recovered.sessions.is_empty());
     assert!(clients_keys(&j).is_empty());
-    let v = j.db.get_cf(j.cf(CF_META), META_SCHEMA_VERSION).unwrap();
-    assert_eq!(v.unwrap(), SCHEMA_VERSION.to_le_bytes());
     assert!(j.db.cf_handle(CF_XATTRS).is_some(), "added once current");
     assert!(j.db.cf_handle(CF_DATA).is_some() && j.db.cf_handle(CF_ORPHANS).is_some());
+    upgraded_for_good(j, dir.path());
+}
+
+/// The end of an upgrade: the store records this build's version, and the next open finds
+/// nothing left to upgrade.
+fn upgraded_for_good(j: Journal, dir: &Path) {
+    let v = j.db.get_cf(j.cf(CF_META), META_SCHEMA_VERSION).unwrap();
+    assert_eq!(v.unwrap(), SCHEMA_VERSION.to_le_bytes());
     drop(j);
-    let (_, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    let (_, recovered) = Journal::open(dir, JournalOptions::default()).unwrap();
     assert_eq!(recovered.upgraded_from, None);
 }
 
@@ -543,8 +549,7 @@ fn a_store_of_version_3_gets_the_data_and_orphan_families() {
         "no protocol-4 client can resend"
     );
     assert!(j.db.cf_handle(CF_DATA).is_some() && j.db.cf_handle(CF_ORPHANS).is_some());
-    let v = j.db.get_cf(j.cf(CF_META), META_SCHEMA_VERSION).unwrap();
-    assert_eq!(v.unwrap(), SCHEMA_VERSION.to_le_bytes());
+    upgraded_for_good(j, dir.path());
 }
 
 /// A store of version 4 (entries keyed by parent and name): read as it is by a read-only
@@ -1527,11 +1532,7 @@ fn a_store_of_version_5_is_read_as_it_is_and_marked_6_by_a_writable_open() {
     assert_eq!(recovered.upgraded_from, Some(5));
     assert_eq!(scanned(&j, 5), [file_5(0o600, 1)]);
     assert_eq!(entries(&j), [(ROOT_INO, "f".to_string(), 5)]);
-    let v = j.db.get_cf(j.cf(CF_META), META_SCHEMA_VERSION).unwrap();
-    assert_eq!(v.unwrap(), SCHEMA_VERSION.to_le_bytes());
-    drop(j);
-    let (_, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
-    assert_eq!(recovered.upgraded_from, None);
+    upgraded_for_good(j, dir.path());
 }
 
 /// A store a version-5 build left while it moved the entries under their children's keys
@@ -1567,6 +1568,5 @@ fn a_version_5_store_cut_short_in_its_move_is_finished_then_marked_6() {
             .is_some()
     );
     assert_eq!(entries(&j), [(ROOT_INO, "f".to_string(), 5)]);
-    let v = j.db.get_cf(j.cf(CF_META), META_SCHEMA_VERSION).unwrap();
-    assert_eq!(v.unwrap(), SCHEMA_VERSION.to_le_bytes());
+    upgraded_for_good(j, dir.path());
 }
