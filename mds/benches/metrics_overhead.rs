@@ -1,7 +1,8 @@
 //! What recording metrics costs a request, with the real Prometheus recorder installed: the
-//! request path's way (one clock read, a stored counter handle and a stored histogram handle,
-//! as `PartitionMetrics::request` does) against looking the metrics up by name on every
-//! request (the `counter!`/`histogram!` macros), and a request with no metrics at all.
+//! request path's way (one clock read, a stored counter handle and the partition's own latency
+//! table, as `PartitionMetrics::request` does) against looking the metrics up by name on every
+//! request (the `counter!`/`histogram!` macros, the exporter's histogram), and a request with
+//! no metrics at all.
 //!
 //! Run: `cargo bench --release -p mds --bench metrics_overhead`
 

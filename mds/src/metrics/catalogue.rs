@@ -191,11 +191,7 @@ fn describe_requests_and_commits() {
         REQUESTS,
         "Requests answered, by operation and result (ok or the POSIX error)."
     );
-    describe_histogram!(
-        REQUEST_DURATION,
-        Unit::Seconds,
-        "Time from a request's arrival to its reply being queued for the socket, by operation; mutations include the wait for their commit."
-    );
+    // REQUEST_DURATION is described where it is written (`latency.rs`).
     describe_counter!(COMMITS, "Group commits written and synced.");
     describe_histogram!(
         COMMIT_WRITE_SYNC,

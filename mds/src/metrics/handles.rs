@@ -17,9 +17,9 @@ use super::catalogue::{
     CONNECTIONS_ACCEPTED, COS_CONFLICTS, COS_WAIT, COS_WAITING, CREDENTIALS_REFUSED,
     DRAIN_DURATION, DRAIN_REPLIES, DRAIN_WAKES, FORCED_COMMITS, JOURNAL_ERRORS, LAST_COMMITTED,
     LAST_TRANSNO, PERMISSION_DENIED, PROTOCOL_ERRORS, QUEUE_DEPTH, READS_PAUSED, REPLAYED,
-    REQUEST_DURATION, REQUESTS, RESEND_FULL, RESENT_ANSWERED, SESSION_RECONNECTS, SLOW_CLIENTS,
-    UNSAFE_REPLIES,
+    REQUESTS, RESEND_FULL, RESENT_ANSWERED, SESSION_RECONNECTS, SLOW_CLIENTS, UNSAFE_REPLIES,
 };
+use super::latency::RequestLatency;
 
 /// Nanoseconds on a process-wide monotonic clock (quanta, ~15 ns a read): what the committer
 /// stamps when a commit is durable and the drain subtracts.
@@ -107,7 +107,7 @@ const PERMISSION_CHECKED: [&str; 15] = [
 pub struct PartitionMetrics {
     /// `[op][result]`.
     requests: Vec<[Counter; RESULTS]>,
-    latency: Vec<Histogram>,
+    latency: std::sync::Arc<RequestLatency>,
     pub queue_depth: Gauge,
     pub drain_replies: Histogram,
     pub drain_duration: Histogram,
@@ -168,10 +168,7 @@ impl PartitionMetrics {
                 })
             })
             .collect();
-        let latency = Op::NAMES
-            .iter()
-            .map(|op| metrics::histogram!(REQUEST_DURATION, "op" => *op))
-            .collect();
+        let latency = RequestLatency::register(Op::NAMES);
         let protocol = |kind: &'static str| metrics::counter!(PROTOCOL_ERRORS, "kind" => kind);
         let sessions_replaced = metrics::counter!(SESSION_RECONNECTS);
         // The series exists from startup, not from the first reconnect, so the dashboard's
@@ -263,7 +260,7 @@ impl PartitionMetrics {
         // A SHARD_MAP_WAIT's time is the wait its client asked for, not the server's work:
         // recorded, every long-poll would read as a request of up to a minute.
         if op != usize::from(mds_proto::opcode::SHARD_MAP_WAIT) {
-            self.latency[op].record(latency.as_secs_f64());
+            self.latency.record(op, latency);
         }
     }
 }

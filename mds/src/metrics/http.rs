@@ -1,9 +1,9 @@
 //! The `/metrics` HTTP responder: a minimal HTTP/1.1 server on a listener of the server's own
-//! that answers `GET /metrics` with the recorder's rendering plus the scrape-time figures
-//! ([`super::scrape`]) and `GET /health` for load balancers and systemd-style checks (200
-//! while the server accepts mutations, 503 once the journal failed), both also to `HEAD`;
-//! and it keeps the recorder's histograms trimmed. It only reads: nothing here changes the
-//! server.
+//! that answers `GET /metrics` with the recorder's rendering, the request latencies
+//! ([`super::latency`]) and the scrape-time figures ([`super::scrape`]), and `GET /health`
+//! for load balancers and systemd-style checks (200 while the server accepts mutations, 503
+//! once the journal failed), both also to `HEAD`; and it keeps the recorder's histograms
+//! trimmed. It only reads: nothing here changes the server.
 //!
 //! It is bounded like the client port, since its descriptors are the process's (RocksDB's
 //! among them): at most [`MAX_CONNECTIONS`] open at once (the next is answered 503 and
@@ -29,7 +29,7 @@ pub const MAX_CONNECTIONS: usize = 64;
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Serves `GET /metrics` (Prometheus text format) on `listener` until the task is dropped:
-/// the exporter's rendering plus `extras`. A listener of our own, rather than the exporter's,
+/// the exporter's rendering, the request latencies and `extras`. A listener of our own, rather than the exporter's,
 /// so the server can bind port 0 and log the address it got.
 pub async fn serve(
     listener: tokio::net::TcpListener,
@@ -125,6 +125,7 @@ fn answer(
     let (status, ctype, body) = if readable && (path == "/metrics" || path.starts_with("/metrics?"))
     {
         let mut text = handle.render();
+        super::write_request_durations(&mut text);
         extras(&mut text);
         ("200 OK", "text/plain; version=0.0.4; charset=utf-8", text)
     } else if readable && path == "/health" {

@@ -4,6 +4,8 @@
 //!   the global recorder once per process;
 //! - `handles`: what each component registers once and keeps on its hot path
 //!   ([`CommitMetrics`], [`PartitionMetrics`]) and the clock drains are timed with;
+//! - `latency`: the request-latency histogram, counted per partition and summed at scrape
+//!   ([`RequestLatency`], [`write_request_durations`]);
 //! - `scrape`: figures read only when Prometheus scrapes ([`ScrapeExtras`], RocksDB, /proc);
 //! - `http`: the `/metrics` responder ([`serve`]) that renders both.
 //!
@@ -12,6 +14,7 @@
 mod catalogue;
 mod handles;
 mod http;
+mod latency;
 mod scrape;
 
 pub use catalogue::{
@@ -29,4 +32,5 @@ pub use catalogue::{
 };
 pub use handles::{CommitMetrics, PartitionMetrics, monotonic_ns};
 pub use http::{Health, MAX_CONNECTIONS as METRICS_MAX_CONNECTIONS, serve};
+pub use latency::{RequestLatency, write_request_durations};
 pub use scrape::{ScrapeExtras, write_family, write_process, write_state, write_store};
