@@ -42,7 +42,7 @@ fn create_record(transno: u64, ino: u64) -> TxRecord {
             JournalOp::PutInode(inode(ino, FileKind::File, transno)),
             JournalOp::PutDentry {
                 parent: ROOT_INO,
-                name: format!("f.{ino}"),
+                name: format!("f.{ino}").into(),
                 entry: Dentry {
                     ino,
                     kind: FileKind::File,

@@ -176,7 +176,7 @@ fn main() {
                 JournalOp::PutInode(dir.clone()),
                 JournalOp::PutDentry {
                     parent: top,
-                    name: format!("t{t}"),
+                    name: format!("t{t}").into(),
                     entry: Dentry {
                         ino: dir.ino,
                         kind: FileKind::Directory,
@@ -223,7 +223,7 @@ fn main() {
                     JournalOp::PutInode(file(ino, transno, now)),
                     JournalOp::PutDentry {
                         parent: parent.ino,
-                        name: format!("f.{tag}.{t}.0.{}", k / args.dirs),
+                        name: format!("f.{tag}.{t}.0.{}", k / args.dirs).into(),
                         entry: Dentry {
                             ino,
                             kind: FileKind::File,

@@ -21,8 +21,9 @@ pub use error::{Error, Fault, InjectedFailure, Result};
 pub use options::no_perf_counters_on_this_thread;
 pub use resend::ClientResend;
 pub use schema::{
-    DATA_BLOCK, Dentry, FileKind, Inode, JournalOp, PendingDir, REPLY_INLINE, ROOT_INO, ReplyBytes,
-    ResendRecord, ResendSlot, SCHEMA_VERSION, SECRET_LEN, TxRecord, now_ns,
+    DATA_BLOCK, Dentry, EntryName, FileKind, Inode, JournalOp, NAME_INLINE, PendingDir,
+    REPLY_INLINE, ROOT_INO, ReplyBytes, ResendRecord, ResendSlot, SCHEMA_VERSION, SECRET_LEN,
+    TxRecord, now_ns,
 };
 pub use shard::{MAX_SHARDS, SHARD_SHIFT, ShardIdentity, first_ino, ino_limit, shard_of};
 pub use store::{

@@ -35,7 +35,7 @@ fn create(transno: u64, ino: u64, name: &str) -> TxRecord {
             JournalOp::PutInode(file(ino, transno)),
             JournalOp::PutDentry {
                 parent: ROOT_INO,
-                name: name.to_owned(),
+                name: name.into(),
                 entry: Dentry {
                     ino,
                     kind: FileKind::File,

@@ -872,7 +872,7 @@ fn commit_creates(j: &Journal, creates: u64) -> usize {
                     }),
                     JournalOp::PutDentry {
                         parent: ROOT_INO,
-                        name: format!("f.{ino:016}"),
+                        name: format!("f.{ino:016}").into(),
                         entry: Dentry {
                             ino,
                             kind: FileKind::File,

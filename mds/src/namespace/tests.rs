@@ -120,7 +120,7 @@ pub(super) fn replay(initial: Image, mut records: Vec<TxRecord>) -> Image {
                     name,
                     entry,
                 } => {
-                    let before = entries.insert((parent, name.clone()), entry);
+                    let before = entries.insert((parent, name.to_string()), entry);
                     assert!(
                         before.is_none_or(|b| b.ino == entry.ino),
                         "{parent}/{name:?} put over another child's entry ({before:?}) not deleted"
@@ -131,7 +131,7 @@ pub(super) fn replay(initial: Image, mut records: Vec<TxRecord>) -> Image {
                     name,
                     child,
                 } => {
-                    let gone = entries.remove(&(parent, name.clone()));
+                    let gone = entries.remove(&(parent, name.to_string()));
                     assert_eq!(
                         gone.map(|e| e.ino),
                         Some(child),

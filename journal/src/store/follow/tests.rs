@@ -127,7 +127,7 @@ fn create(t: u64, ino: u64) -> TxRecord {
             JournalOp::PutInode(file(ino, 1, t)),
             JournalOp::PutDentry {
                 parent: ROOT_INO,
-                name: format!("f{ino}"),
+                name: format!("f{ino}").into(),
                 entry: entry(ino),
             },
             JournalOp::PutXattr {
@@ -146,7 +146,7 @@ fn unlink_open(t: u64, ino: u64) -> TxRecord {
         ops: vec![
             JournalOp::DeleteDentry {
                 parent: ROOT_INO,
-                name: format!("f{ino}"),
+                name: format!("f{ino}").into(),
                 child: ino,
             },
             JournalOp::PutInode(file(ino, 0, t)),

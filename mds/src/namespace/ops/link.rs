@@ -1,7 +1,7 @@
 //! LINK and READLINK: a second name for an inode, and what a symbolic link points at. (A
 //! symlink, fifo, socket or device is made by `create` in `ops/mod.rs`, as any inode is.)
 
-use journal::JournalOp;
+use journal::{EntryName, JournalOp};
 use mds_proto::{Body, Errno, MAX_LINKS, Target, check_name};
 
 use super::{
@@ -73,7 +73,7 @@ impl Namespace {
         ops.push(JournalOp::PutInode(source.attr.image()));
         ops.push(JournalOp::PutDentry {
             parent,
-            name,
+            name: EntryName::from(name.as_str()),
             entry: entry.record(),
         });
         ops.push(JournalOp::PutInode(parent_image));

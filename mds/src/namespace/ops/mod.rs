@@ -48,7 +48,7 @@
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
-use journal::{JournalOp, TxRecord};
+use journal::{EntryName, JournalOp, TxRecord};
 
 use super::node::{DirName, Entries, Entry, FileKind, InodeAttr, Node, Stamp};
 use super::perm::{self, READ, SEARCH, WRITE};
@@ -471,7 +471,7 @@ impl Namespace {
             JournalOp::PutInode(image),
             JournalOp::PutDentry {
                 parent,
-                name,
+                name: EntryName::from(name.as_str()),
                 entry: entry_record,
             },
             JournalOp::PutInode(parent_image),
@@ -710,7 +710,7 @@ impl Namespace {
             let mut ops = Vec::with_capacity(3 + RESEND_OPS);
             ops.push(JournalOp::DeleteDentry {
                 parent,
-                name,
+                name: EntryName::from(name.as_str()),
                 child: child.ino,
             });
             self.drop_link(cx, &mut l, child.ino, now, transno, &mut ops);

@@ -15,7 +15,7 @@
 
 use std::sync::atomic::Ordering;
 
-use journal::{JournalOp, PendingDir, TxRecord};
+use journal::{EntryName, JournalOp, PendingDir, TxRecord};
 use mds_proto::{Attr, Body, Errno, check_name};
 
 use super::super::node::{DirName, Entry, FileKind, InodeAttr, Node, Stamp};
@@ -150,7 +150,7 @@ impl Namespace {
         let ops = journal_ops([
             JournalOp::PutDentry {
                 parent,
-                name,
+                name: EntryName::from(name.as_str()),
                 entry: record,
             },
             JournalOp::PutInode(parent_image),
@@ -351,7 +351,7 @@ impl Namespace {
         let ops = journal_ops([
             JournalOp::DeleteDentry {
                 parent,
-                name,
+                name: EntryName::from(name.as_str()),
                 child: ino,
             },
             JournalOp::PutInode(parent_image),

@@ -3,7 +3,7 @@
 //! alone walks the tree (a directory may not move into its own subtree). Cross-directory
 //! renames hold the namespace's rename lock, so no directory changes parent during the walk.
 
-use journal::JournalOp;
+use journal::{EntryName, JournalOp};
 use mds_proto::{Body, Errno, RenameHow, check_name};
 
 use super::{
@@ -130,7 +130,7 @@ impl Namespace {
         touch(&mut s.attr, now, transno);
         ops.push(JournalOp::DeleteDentry {
             parent: sp,
-            name: sn,
+            name: EntryName::from(sn.as_str()),
             child: src.ino,
         });
 
@@ -140,7 +140,7 @@ impl Namespace {
         if let Some(dst) = still_dst {
             ops.push(JournalOp::DeleteDentry {
                 parent: dp,
-                name: dn.clone(),
+                name: EntryName::from(dn.as_str()),
                 child: dst.ino,
             });
             self.drop_link(cx, l, dst.ino, now, transno, &mut ops);
@@ -170,7 +170,7 @@ impl Namespace {
         touch(&mut d.attr, now, transno);
         ops.push(JournalOp::PutDentry {
             parent: dp,
-            name: dn,
+            name: EntryName::from(dn.as_str()),
             entry: moved_entry.record(),
         });
 
@@ -362,12 +362,12 @@ fn exchange(
     // Each entry is keyed by its child: both old keys go before the two new ones are put.
     ops.push(JournalOp::DeleteDentry {
         parent: sp,
-        name: sn.clone(),
+        name: EntryName::from(sn.as_str()),
         child: src.ino,
     });
     ops.push(JournalOp::DeleteDentry {
         parent: dp,
-        name: dn.clone(),
+        name: EntryName::from(dn.as_str()),
         child: dst.ino,
     });
     for (entry, new_parent) in [(src, dp), (dst, sp)] {
@@ -382,12 +382,12 @@ fn exchange(
     }
     ops.push(JournalOp::PutDentry {
         parent: sp,
-        name: sn,
+        name: EntryName::from(sn.as_str()),
         entry: to_src.record(),
     });
     ops.push(JournalOp::PutDentry {
         parent: dp,
-        name: dn,
+        name: EntryName::from(dn.as_str()),
         entry: to_dst.record(),
     });
     ops.push(JournalOp::PutInode(l.get(sp).expect("locked").attr.image()));
