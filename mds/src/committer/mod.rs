@@ -291,6 +291,7 @@ impl Worker {
                     self.listener.committed(last_committed);
                     // Asked for under load, when no idle moment comes: right after a commit.
                     self.write_checkpoints(last_committed);
+                    self.namespace.give_back_ops(batch);
                 }
                 Err(e) => {
                     error!(cause = %e, last_committed, "journal commit failed; refusing mutations from now on");

@@ -13,6 +13,7 @@
 
 mod handles;
 mod node;
+mod op_lists;
 mod ops;
 mod perm;
 mod table;
@@ -23,7 +24,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 
 use crossbeam_utils::CachePadded;
-use journal::{Ceilings, Journal, Recovered, TxRecord};
+use journal::{Ceilings, Journal, JournalOp, Recovered, TxRecord};
 use parking_lot::Mutex;
 
 use handles::Handles;
@@ -153,6 +154,8 @@ pub struct Namespace {
     /// Root squash (`--root-squash`): requests from uid 0 run as nobody. Applied by
     /// [`Namespace::effective_cred`] to each request's credentials as they are decoded.
     root_squash: bool,
+    /// Journal op lists the committer gave back, for the next mutations' records.
+    op_lists: op_lists::OpLists,
 }
 
 /// The ceilings the counters may not pass, and when to ask for higher ones.
@@ -245,6 +248,7 @@ impl Namespace {
             pending_dirs: Mutex::new(pending_dirs.into_iter().map(|p| (p.ino, (p, 0))).collect()),
             removing_dirs: AtomicUsize::new(removing),
             root_squash: false,
+            op_lists: op_lists::OpLists::default(),
         })
     }
 
@@ -382,6 +386,20 @@ impl Namespace {
         if self.root_squash {
             squash_root(cred);
         }
+    }
+
+    /// A mutation's journal ops, with room for the resend record dispatch adds to them: in
+    /// a list the committer gave back if there is one ([`Namespace::give_back_ops`]).
+    pub(crate) fn journal_ops<const N: usize>(&self, ops: [JournalOp; N]) -> Vec<JournalOp> {
+        let mut list = self.op_lists.take(N + ops::RESEND_OPS);
+        list.extend(ops);
+        list
+    }
+
+    /// The records of a written commit, done with: their op lists go back for the next
+    /// mutations (the committer calls it; the records' contents are dropped here).
+    pub(crate) fn give_back_ops(&self, records: Vec<TxRecord>) {
+        self.op_lists.give_back(records);
     }
 
     /// The last transno handed out.

@@ -45,6 +45,7 @@ pub(super) fn empty() -> Namespace {
         pending_dirs: Mutex::new(BTreeMap::new()),
         removing_dirs: std::sync::atomic::AtomicUsize::new(0),
         root_squash: false,
+        op_lists: super::op_lists::OpLists::default(),
     };
     ns.table.insert_unlocked(Node::new(
         InodeAttr::from_record(Inode::root(0)),

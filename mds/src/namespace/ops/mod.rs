@@ -69,14 +69,7 @@ pub(super) use xattr::charge as xattr_charge;
 
 /// Journal ops dispatch adds to a mutation's record: its resend record. Reserved when
 /// the record is built, so adding it never reallocates the ops.
-const RESEND_OPS: usize = 1;
-
-/// A mutation's journal ops, with room for the resend record.
-fn journal_ops<const N: usize>(ops: [JournalOp; N]) -> Vec<JournalOp> {
-    let mut v = Vec::with_capacity(N + RESEND_OPS);
-    v.extend(ops);
-    v
-}
+pub(super) const RESEND_OPS: usize = 1;
 
 /// READDIR stops adding entries past this many bytes, so a page always fits a frame.
 const READDIR_BUDGET: usize = MAX_FRAME / 2;
@@ -467,7 +460,7 @@ impl Namespace {
         let body = Body::Attr(to_attr(&attr));
         self.add_created(&mut l, attr, cx.stamp(Stamp::default(), transno));
         drop(l);
-        let ops = journal_ops([
+        let ops = self.journal_ops([
             JournalOp::PutInode(image),
             JournalOp::PutDentry {
                 parent,
@@ -578,7 +571,7 @@ impl Namespace {
         };
         let transno = self.next_transno()?;
         node.stamp = cx.stamp(node.stamp, transno);
-        let mut ops = journal_ops([]);
+        let mut ops = self.journal_ops([]);
         if let Some(size) = set.size {
             // Truncating changes the file's data, as a write does, even to the same size.
             self.apply_resize(node, size, partial, transno, &mut ops);

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use journal::{JournalOp, TxRecord};
 use mds_proto::{Body, Errno, OpenFlags};
 
-use super::{Cx, OpResult, inode_mut, journal_ops, may, mutation, now, see_inode};
+use super::{Cx, OpResult, inode_mut, may, mutation, now, see_inode};
 use crate::namespace::handles::OpenHandle;
 use crate::namespace::node::FileKind;
 use crate::namespace::perm::{self, READ, WRITE};
@@ -89,7 +89,7 @@ impl Namespace {
         };
         node.add_open(client);
         node.stamp = cx.stamp(node.stamp, transno);
-        let mut ops = journal_ops([]);
+        let mut ops = self.journal_ops([]);
         self.apply_resize(node, 0, partial, transno, &mut ops);
         let attr = &mut node.attr;
         attr.mode = perm::mode_after_write(cx.caller.cred, attr);
@@ -133,7 +133,7 @@ impl Namespace {
         self.writable()?;
         let transno = self.next_transno()?;
         self.handles.remove(client, handle, ino);
-        let mut ops = journal_ops([]);
+        let mut ops = self.journal_ops([]);
         self.delete_inode(cx, &mut l, ino, transno, &mut ops);
         Ok(mutation(transno, ops, Body::Done))
     }

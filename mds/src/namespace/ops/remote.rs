@@ -21,9 +21,7 @@ use mds_proto::{Attr, Body, Errno, check_name};
 use super::super::node::{DirName, Entry, FileKind, InodeAttr, Node, Stamp};
 use super::super::perm::{self, SEARCH, WRITE};
 use super::super::{Caller, Exec, Namespace, now_ns, to_attr};
-use super::{
-    Cx, OpResult, dir, dir_mut, journal_ops, lose_entry, may, mutation, now, see_inode, touch,
-};
+use super::{Cx, OpResult, dir, dir_mut, lose_entry, may, mutation, now, see_inode, touch};
 
 impl Namespace {
     /// Whether `ino` is another shard's.
@@ -147,7 +145,7 @@ impl Namespace {
         touch(&mut p.attr, now_at, transno);
         let parent_image = p.attr.image();
         drop(l);
-        let ops = journal_ops([
+        let ops = self.journal_ops([
             JournalOp::PutDentry {
                 parent,
                 name: EntryName::from(name.as_str()),
@@ -217,7 +215,7 @@ impl Namespace {
         self.pending_dirs
             .lock()
             .insert(ino, (pending.clone(), transno));
-        let ops = journal_ops([
+        let ops = self.journal_ops([
             JournalOp::PutInode(image),
             JournalOp::PutPendingDir(pending),
         ]);
@@ -302,7 +300,7 @@ impl Namespace {
             self.removing_dirs.fetch_add(1, Ordering::Relaxed);
         }
         drop(l);
-        let ops = journal_ops([JournalOp::PutPendingDir(pending)]);
+        let ops = self.journal_ops([JournalOp::PutPendingDir(pending)]);
         Ok(mutation(transno, ops, Body::Done))
     }
 
@@ -348,7 +346,7 @@ impl Namespace {
         let transno = self.next_transno()?;
         let parent_image = lose_entry(cx, p, (&name, current, true), now_at, transno);
         drop(l);
-        let ops = journal_ops([
+        let ops = self.journal_ops([
             JournalOp::DeleteDentry {
                 parent,
                 name: EntryName::from(name.as_str()),

@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use journal::JournalOp;
 use mds_proto::{Body, Errno, MAX_XATTR_NAME, MAX_XATTR_VALUE, XattrSet, XattrValue};
 
-use super::{Cx, OpResult, inode, inode_mut, journal_ops, mutation, now, see_inode};
+use super::{Cx, OpResult, inode, inode_mut, mutation, now, see_inode};
 use crate::namespace::node::{Node, Xattrs};
 use crate::namespace::perm::{self, XattrSpace};
 use crate::namespace::{Namespace, now_ns};
@@ -191,7 +191,7 @@ impl Namespace {
         node.stamp = cx.stamp(node.stamp, transno);
         node.attr.ctime_ns = now_at;
         node.attr.transno = transno;
-        let ops = journal_ops([op, JournalOp::PutInode(node.attr.image())]);
+        let ops = self.journal_ops([op, JournalOp::PutInode(node.attr.image())]);
         Ok(mutation(transno, ops, Body::Done))
     }
 }
