@@ -70,12 +70,12 @@ printf '%-58s %8s\n' "  decode the request" "$(per_create 'mds_proto::reader::de
 printf '%-58s %8s\n' "  dispatch (session, record, ticket, namespace)" "$(per_create 'mds::dispatch::execute')"
 printf '%-58s %8s\n' "    namespace: CREATE" "$(per_create 'mds::namespace::ops::<impl mds::namespace::Namespace>::create')"
 printf '%-58s %8s\n' "    session: begin" "$(per_create 'mds::session::Session::begin_capped')"
-printf '%-58s %8s\n' "    resend record: reply encoded" "$(per_create 'mds_proto::postcard_writer::encode_body')"
+printf '%-58s %8s\n' "    resend record: reply encoded" "$(per_create 'mds_proto::postcard_writer::encode_body_with')"
 printf '%-58s %8s\n' "drain: replies released and encoded" "$(per_create 'mds::partition::drain::drain_partition')"
 printf '%-58s %8s\n' "  reply frames encoded" "$(per_create 'mds_proto::frame::encode_reply_frame')"
 committer=$(per_create 'mds::committer::Worker::run')
 if [ "$committer" -eq 0 ]; then
-  committer=$(per_create 'std::sys::backtrace::__rust_begin_short_backtrace' 'mds/src/committer.rs')
+  committer=$(per_create 'std::sys::backtrace::__rust_begin_short_backtrace' 'mds/src/committer/mod.rs')
 fi
 printf '%-58s %8s\n' "committer thread" "$committer"
 printf '%-58s %8s\n' "  Journal::commit (write batch built, RocksDB write)" "$(per_create 'journal::store::Journal::commit')"
