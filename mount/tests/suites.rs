@@ -589,6 +589,14 @@ impl FsMarkLoop {
 /// (asked directly, not through the mount), so a failure says which of the two lost what.
 fn check_fs_mark_runs(runs: &[PathBuf], mnt: &Path, server: SocketAddr, mount: &Mount) {
     assert!(!runs.is_empty());
+    // Every run's count, for a failure's message: whether a loss is one run's or more.
+    let counts: Vec<String> = runs
+        .iter()
+        .map(|dir| {
+            let n = fs::read_dir(dir).map_or(0, Iterator::count);
+            format!("{}: {n}", dir.file_name().unwrap().to_string_lossy())
+        })
+        .collect();
     for dir in runs {
         let mut names = Vec::new();
         for entry in fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
@@ -612,10 +620,12 @@ fn check_fs_mark_runs(runs: &[PathBuf], mnt: &Path, server: SocketAddr, mount: &
             names.sort();
             panic!(
                 "{}: {} files listed through the mount; fs_mark created and fsynced {}.\n\
+                 Every finished run lists (through the mount): {}\n\
                  The mount listed:\n{}\nThe server lists {}:\n{}{}\nmount log:\n{}",
                 dir.display(),
                 names.len(),
                 LOOP_FILES * LOOP_THREADS,
+                counts.join(", "),
                 names.join("\n"),
                 inside.display(),
                 String::from_utf8_lossy(&listed.stdout),
