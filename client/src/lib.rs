@@ -23,5 +23,5 @@ pub use client::{Client, ClientError, ConnectOptions, ROOT, Result, components};
 pub use handles::Handle;
 pub use mds_proto as proto;
 pub use router::Router;
-pub use session::{Replays, Session, Unsafe, process_cred};
+pub use session::{Replays, Rollback, Session, Unsafe, process_cred};
 pub use watch::{MapWatch, Watched};

@@ -55,6 +55,23 @@ pub struct Session {
     lost_requests: Mutex<Vec<(u64, Unsafe)>>,
     /// The files this identity holds open, and the counter their numbers come from.
     handles: Mutex<Handles>,
+    /// Restarts after which the server reported a `last_committed` below one it had reported
+    /// before: changes it had called durable are gone ([`Rollback`]).
+    rollbacks: AtomicU64,
+    /// Those restarts, until [`Session::take_rollbacks`].
+    rollbacks_untaken: Mutex<Vec<Rollback>>,
+}
+
+/// A server start that came back with less than its last start had reported durable (Lustre's
+/// client says the server "went back in time"): its store lost commits, or it is not the
+/// store it was. Every change with a transno in `now + 1..=reported` had been answered as
+/// durable, and none of them is there.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Rollback {
+    /// The highest `last_committed` the earlier start reported.
+    pub reported: u64,
+    /// The `last_committed` the new start came back with.
+    pub now: u64,
 }
 
 /// A request answered before its commit.
@@ -123,6 +140,8 @@ impl Session {
             lost: AtomicU64::new(0),
             lost_requests: Mutex::new(Vec::new()),
             handles: Mutex::new(Handles::new()),
+            rollbacks: AtomicU64::new(0),
+            rollbacks_untaken: Mutex::new(Vec::new()),
         }
     }
 
@@ -185,6 +204,18 @@ impl Session {
                 self.lose(transno, request);
             }
             self.sent.lock().clear();
+        }
+        let reported = self.last_committed.load(Ordering::Relaxed);
+        if restarted && last_committed < reported {
+            // Kept before counted, as losses are. The transnos above `last_committed` are
+            // the new start's to hand out again: what it reports from now on is compared
+            // with what it has, not with what the last start had.
+            self.rollbacks_untaken.lock().push(Rollback {
+                reported,
+                now: last_committed,
+            });
+            self.rollbacks.fetch_add(1, Ordering::Release);
+            self.last_committed.store(last_committed, Ordering::Relaxed);
         }
         self.committed(last_committed);
         let mut replay = std::mem::take(&mut *self.unreplayed.lock());
@@ -314,6 +345,17 @@ impl Session {
     /// caller must report as lost, and for which inodes.
     pub fn take_lost(&self) -> Vec<(u64, Unsafe)> {
         std::mem::take(&mut *self.lost_requests.lock())
+    }
+
+    /// Server restarts that came back without commits an earlier start reported
+    /// ([`Rollback`]).
+    pub fn rollbacks(&self) -> u64 {
+        self.rollbacks.load(Ordering::Acquire)
+    }
+
+    /// The rollbacks not taken yet, in the order they were found: what a caller must report.
+    pub fn take_rollbacks(&self) -> Vec<Rollback> {
+        std::mem::take(&mut *self.rollbacks_untaken.lock())
     }
 
     /// A handle for `ino` opened as `flags`, with a number no other handle of this identity
@@ -473,6 +515,40 @@ mod tests {
             ticket: xid ^ 0x55,
             replayed_as: 0,
         }
+    }
+
+    /// A start that comes back with a lower `last_committed` than the last start reported is
+    /// a rollback, found once; the same start reporting a lower one again (it cannot) or a
+    /// new start that kept everything is not.
+    #[test]
+    fn a_restart_without_reported_commits_is_a_rollback_found_once() {
+        let s = Session::with_cred(Cred::default());
+        s.connected(7, false, false, 3);
+        s.committed(40);
+        // The same start, an older figure (a notice overtaken by a reply): nothing.
+        s.connected(7, false, false, 35);
+        // A new start with everything: nothing.
+        s.connected(8, false, false, 40);
+        assert_eq!(s.rollbacks(), 0);
+        // A new start without 31..=40.
+        s.connected(9, true, false, 30);
+        assert_eq!(s.rollbacks(), 1);
+        assert_eq!(
+            s.take_rollbacks(),
+            vec![Rollback {
+                reported: 40,
+                now: 30
+            }]
+        );
+        assert!(s.take_rollbacks().is_empty(), "taken once");
+        // What this start reports from now on is judged against what it has: an unsafe
+        // request at 35, a transno handed out again, is kept until 35 is committed here.
+        assert_eq!(s.last_committed(), 30);
+        s.keep_unsafe(35, unsafe_create(1, "a"));
+        assert_eq!(s.unsafe_count(), 1);
+        s.committed(35);
+        assert_eq!(s.unsafe_count(), 0);
+        assert_eq!(s.rollbacks(), 1);
     }
 
     /// A replay cut off before its answer is replayed at the next connect — to the same

@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::fsck;
-use mds_client::ROOT;
+use mds_client::{Client, ROOT, Session};
 use mds_proto::{Body, Op};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -105,6 +105,62 @@ async fn sigkill_during_creates_loses_no_acknowledged_create() {
     assert!(server.stop().success());
     let (code, out) = fsck(dir.path());
     assert_eq!(code, 0, "{out}");
+}
+
+/// A server back on an older copy of its store (a backup restored, or a store that lost
+/// commits) lacks what its last start reported durable: the returning client finds it,
+/// once, with both figures, and a start that kept everything is no such finding.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_returning_client_finds_a_server_that_went_back_in_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let (data, copy) = (dir.path().join("data"), dir.path().join("copy"));
+    let session = Arc::new(Session::new());
+    let server = common::start(&data, &[]);
+    let addr = server.addr.to_string();
+    let c = Client::connect_session(&addr, session.clone())
+        .await
+        .unwrap();
+    c.mkdir(ROOT, "kept", 0o755).await.unwrap();
+    drop(c);
+    assert!(server.stop().success());
+    let copied = std::process::Command::new("cp")
+        .arg("-a")
+        .arg(&data)
+        .arg(&copy)
+        .status()
+        .unwrap();
+    assert!(copied.success());
+
+    let server = common::start(&data, &["--listen", &addr]);
+    let c = Client::connect_session(&addr, session.clone())
+        .await
+        .unwrap();
+    for i in 0..20 {
+        c.create(ROOT, &format!("f{i}"), 0o644).await.unwrap();
+    }
+    let reported = session.last_committed();
+    drop(c);
+    assert!(server.stop().success());
+    assert_eq!(session.rollbacks(), 0, "a restart that kept everything");
+
+    // Back on the copy: the 20 creates are gone.
+    std::fs::remove_dir_all(&data).unwrap();
+    std::fs::rename(&copy, &data).unwrap();
+    let server = common::start(&data, &["--listen", &addr]);
+    let c = Client::connect_session(&addr, session.clone())
+        .await
+        .unwrap();
+    assert_eq!(session.rollbacks(), 1);
+    let found = session.take_rollbacks();
+    assert_eq!(found.len(), 1);
+    assert_eq!(found[0].reported, reported);
+    assert!(
+        found[0].now < reported && found[0].now == c.statfs().await.unwrap().last_committed,
+        "{found:?}"
+    );
+    assert_eq!(c.readdir_all(ROOT).await.unwrap().len(), 1, "only `kept`");
+    drop(c);
+    assert!(server.stop().success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

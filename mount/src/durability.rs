@@ -41,6 +41,10 @@ pub struct Durability {
     lost_by_ino: Mutex<HashMap<u64, u64>>,
     /// Losses found so far; an open file remembers the count when it opened.
     losses: AtomicU64,
+    /// The last loss that touched every inode: a server start that came back without
+    /// commits an earlier start had reported ([`mds_client::Rollback`]), which says nothing
+    /// of which inodes they changed.
+    lost_everywhere: AtomicU64,
 }
 
 /// One shard's session, as fsync needs it.
@@ -50,6 +54,8 @@ struct Tracked {
     highest: AtomicU64,
     /// The session's loss count when its lost requests were last taken.
     lost_taken: AtomicU64,
+    /// The session's rollback count when its rollbacks were last taken.
+    rollbacks_taken: AtomicU64,
 }
 
 impl Default for Durability {
@@ -65,6 +71,7 @@ impl Durability {
             unsafe_by_ino: Mutex::new((HashMap::new(), PRUNE_AT)),
             lost_by_ino: Mutex::new(HashMap::new()),
             losses: AtomicU64::new(0),
+            lost_everywhere: AtomicU64::new(0),
         }
     }
 
@@ -76,6 +83,7 @@ impl Durability {
                 session,
                 highest: AtomicU64::new(0),
                 lost_taken: AtomicU64::new(0),
+                rollbacks_taken: AtomicU64::new(0),
             }),
         );
     }
@@ -150,7 +158,8 @@ impl Durability {
         let last = if ino == ROOT_INO {
             self.losses.load(Ordering::Relaxed)
         } else {
-            self.lost_by_ino.lock().get(&ino).copied().unwrap_or(0)
+            let own = self.lost_by_ino.lock().get(&ino).copied().unwrap_or(0);
+            own.max(self.lost_everywhere.load(Ordering::Relaxed))
         };
         (last > since).then_some(last)
     }
@@ -161,6 +170,9 @@ impl Durability {
         let shards = self.shards.read();
         for tracked in shards.values() {
             let session = &tracked.session;
+            if tracked.rollbacks_taken.load(Ordering::Acquire) != session.rollbacks() {
+                self.take_rollbacks(tracked);
+            }
             if tracked.lost_taken.load(Ordering::Acquire) == session.lost() {
                 continue;
             }
@@ -187,6 +199,31 @@ impl Durability {
                     by_ino.insert(ino, loss);
                 }
             }
+        }
+    }
+}
+
+impl Durability {
+    /// Counts and logs each rollback `tracked`'s session found since last asked: a loss of
+    /// every inode, which fsync and close of each file open now answer with EIO once.
+    fn take_rollbacks(&self, tracked: &Tracked) {
+        // Under the marks' lock, as losses are taken: one caller takes them.
+        let _marks = self.lost_by_ino.lock();
+        let rollbacks = tracked.session.rollbacks();
+        if tracked.rollbacks_taken.swap(rollbacks, Ordering::AcqRel) == rollbacks {
+            return;
+        }
+        for rollback in tracked.session.take_rollbacks() {
+            let loss = self.losses.fetch_add(1, Ordering::AcqRel) + 1;
+            self.lost_everywhere.fetch_max(loss, Ordering::AcqRel);
+            error!(
+                reported = rollback.reported,
+                now = rollback.now,
+                "the server restarted without changes it had reported durable (it went back \
+                 in time: transnos after `now` up to `reported` are gone; its store lost them, \
+                 or it is not the store it was); fsync and close of every file open now \
+                 answer EIO"
+            );
         }
     }
 }
@@ -327,6 +364,31 @@ mod tests {
             None,
             "a file opened later is not told"
         );
+    }
+
+    #[test]
+    fn a_server_that_went_back_in_time_is_a_loss_of_every_file_open_before() {
+        let (d, session) = one_shard();
+        session.connected(7, false, false, 10);
+        session.committed(60);
+        let opened_before = d.losses();
+        // The next start has only 1..=50 of what the last reported durable.
+        session.connected(8, false, false, 50);
+        let loss = d
+            .lost_since(12, opened_before)
+            .expect("any inode may have changed in 51..=60");
+        assert_eq!(d.lost_since(ROOT_INO, opened_before), Some(loss));
+        assert_eq!(d.lost_since(12, loss), None, "told once");
+        assert_eq!(
+            d.lost_since(13, d.losses()),
+            None,
+            "not a file opened later"
+        );
+        // A restart that kept everything is no loss.
+        session.committed(70);
+        let now = d.losses();
+        session.connected(9, false, false, 70);
+        assert_eq!(d.lost_since(12, now), None);
     }
 
     #[test]
