@@ -200,6 +200,48 @@ fn a_store_with_two_entries_under_one_name_is_refused_at_start() {
     assert!(out.contains("records 1 entries but has 2"), "{out}");
 }
 
+/// A directory whose image records more entries than the store holds under it has lost
+/// some (the creates that made them were acknowledged): the server refuses to serve it
+/// without them, naming the directory and both counts, and fsck finds the same.
+#[test]
+fn a_store_missing_entries_its_directory_records_is_refused_at_start() {
+    let dir = damaged(|j, t, next| {
+        let mut file = j.inode(ROOT_INO).unwrap().unwrap();
+        file.ino = next;
+        file.kind = FileKind::File;
+        file.nlink = 1;
+        file.parent = 0;
+        file.entries = 0;
+        file.transno = t;
+        let mut root = j.inode(ROOT_INO).unwrap().unwrap();
+        // Three created, one entry left.
+        root.entries = 3;
+        root.transno = t;
+        vec![
+            JournalOp::PutInode(file),
+            JournalOp::PutInode(root),
+            JournalOp::PutDentry {
+                parent: ROOT_INO,
+                name: "kept".into(),
+                entry: Dentry {
+                    ino: next,
+                    kind: FileKind::File,
+                },
+            },
+        ]
+    });
+    let err = common::InProcess::on(dir.path()).join().unwrap_err();
+    let msg = format!("{err:#}");
+    assert!(
+        msg.contains("directory 1 records 3 entries and the store holds 1"),
+        "{msg}"
+    );
+    assert!(msg.contains("mds fsck"), "{msg}");
+    let (code, out) = fsck(dir.path());
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("records 3 entries but has 1"), "{out}");
+}
+
 #[test]
 fn fsck_finds_directories_cut_off_from_the_root_and_cycles() {
     let dir = damaged(|j, t, next| {

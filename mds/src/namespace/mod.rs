@@ -264,6 +264,10 @@ impl Namespace {
         // Files with no link left: each must be an orphan (`load_orphans`). Noted here, in
         // the one pass over the inodes, rather than by walking the table again.
         let mut nameless = Vec::new();
+        // Each directory with the number of entries its image records: checked against the
+        // entries found, so that a store missing entries (or holding extra ones) is refused
+        // here rather than served without them.
+        let mut recorded = Vec::new();
         // One pass over each family: a new inode's image may be in its entry's value
         // (schema 6), which the journal merges with the images under their own keys.
         journal.scan_namespace(
@@ -279,6 +283,9 @@ impl Namespace {
                 ns.count(attr.kind, 1);
                 if !attr.kind.is_dir() && attr.nlink == 0 {
                     nameless.push(attr.ino);
+                }
+                if attr.kind.is_dir() {
+                    recorded.push((attr.ino, attr.entries));
                 }
                 if attr.kind == FileKind::File {
                     ns.file_bytes.fetch_add(attr.size, Ordering::Relaxed);
@@ -304,6 +311,12 @@ impl Namespace {
             }
             dirs.insert(parent, entries.into_iter().collect());
         }
+        // Counted before the entries go into their directories; reported after what is wrong
+        // with an entry itself, which says more.
+        let miscounted = recorded.into_iter().find_map(|(ino, recorded)| {
+            let found = dirs.get(&ino).map_or(0, |e| e.len() as u64);
+            (found != recorded).then_some((ino, recorded, found))
+        });
         ns.load_xattrs(journal)?;
         ns.load_orphans(journal, &nameless)?;
         // Every entry must name a live inode of the kind it says, under a directory; an
@@ -350,6 +363,13 @@ impl Namespace {
                 )));
             };
             *dir = entries;
+        }
+        if let Some((ino, recorded, found)) = miscounted {
+            return Err(crate::error::Error::Inconsistent(format!(
+                "directory {ino} records {recorded} entries and the store holds {found} under \
+                 it; run `mds fsck --data {}`",
+                journal.path().display()
+            )));
         }
         Ok(())
     }
