@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use mds_testkit::Server;
 
@@ -587,8 +587,23 @@ impl FsMarkLoop {
 /// Every file of each finished fs_mark run is there, with its size and that many bytes.
 /// `mnt` is where `server` is mounted: a short listing is compared with the server's own
 /// (asked directly, not through the mount), so a failure says which of the two lost what.
-fn check_fs_mark_runs(runs: &[PathBuf], mnt: &Path, server: SocketAddr, mount: &Mount) {
+fn check_fs_mark_runs(
+    runs: &[PathBuf],
+    mnt: &Path,
+    server: SocketAddr,
+    mount: &Mount,
+    evidence: &dyn Fn() -> String,
+) {
     assert!(!runs.is_empty());
+    // The mount compares what each server start reports durable with what the last one did:
+    // a restart that lost acknowledged commits is named as such, before any count.
+    let mount_log = fs::read_to_string(&mount.log).unwrap_or_default();
+    assert!(
+        !mount_log.contains("went back in time"),
+        "the mount found the restarted server without commits it had reported:\n{}\n{}",
+        mount.log_tail(),
+        evidence()
+    );
     // Every run's count, for a failure's message: whether a loss is one run's or more.
     let counts: Vec<String> = runs
         .iter()
@@ -621,7 +636,7 @@ fn check_fs_mark_runs(runs: &[PathBuf], mnt: &Path, server: SocketAddr, mount: &
             panic!(
                 "{}: {} files listed through the mount; fs_mark created and fsynced {}.\n\
                  Every finished run lists (through the mount): {}\n\
-                 The mount listed:\n{}\nThe server lists {}:\n{}{}\nmount log:\n{}",
+                 The mount listed:\n{}\nThe server lists {}:\n{}{}\nmount log:\n{}\n{}",
                 dir.display(),
                 names.len(),
                 LOOP_FILES * LOOP_THREADS,
@@ -630,10 +645,88 @@ fn check_fs_mark_runs(runs: &[PathBuf], mnt: &Path, server: SocketAddr, mount: &
                 inside.display(),
                 String::from_utf8_lossy(&listed.stdout),
                 String::from_utf8_lossy(&listed.stderr),
-                mount.log_tail()
+                mount.log_tail(),
+                evidence()
             );
         }
     }
+}
+
+/// What a lost file's failure needs besides the listings: each server's log, what RocksDB's
+/// own log says of its recovery (a write-ahead log cut short is logged there and nowhere
+/// else), the store's files, and a copy of the store kept outside the test's scratch directory
+/// (which goes with the test).
+fn store_evidence(mds: &Path, data: &Path, servers: &[(&str, &Arc<Mutex<Vec<String>>>)]) -> String {
+    use std::fmt::Write as _;
+    /// RocksDB's lines about its recovery and its memtables.
+    const RECOVERY: [&str; 8] = [
+        "Recovering log",
+        "Recovered to log",
+        "dropping",
+        "Corruption",
+        "Point in time",
+        "[WARN]",
+        "[ERROR]",
+        "New memtable",
+    ];
+    let mut out = String::new();
+    for (name, log) in servers {
+        let log = log.lock().unwrap();
+        let tail = &log[log.len().saturating_sub(40)..];
+        let _ = writeln!(
+            out,
+            "{name} server log (last 40 lines):\n{}",
+            tail.join("\n")
+        );
+    }
+    let mut logs: Vec<PathBuf> = fs::read_dir(data)
+        .map(|d| d.filter_map(|e| e.ok().map(|e| e.path())).collect())
+        .unwrap_or_default();
+    logs.retain(|p| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("LOG"))
+    });
+    logs.sort();
+    for log in &logs {
+        let _ = writeln!(out, "RocksDB {}:", log.display());
+        for line in fs::read_to_string(log).unwrap_or_default().lines() {
+            if RECOVERY.iter().any(|w| line.contains(w)) {
+                let _ = writeln!(out, "{line}");
+            }
+        }
+    }
+    let listed = Command::new("ls").arg("-l").arg(data).output();
+    let _ = writeln!(
+        out,
+        "the store's files:\n{}",
+        listed.map_or_else(|e| e.to_string(), |o| both(&o))
+    );
+    let kept = PathBuf::from(format!(
+        "/var/tmp/mds-failed-store-{}-{}",
+        std::process::id(),
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_millis())
+    ));
+    let copied = Command::new("cp").arg("-a").arg(data).arg(&kept).status();
+    match copied {
+        Ok(s) if s.success() => {
+            // What is in the store besides the entries: images or data blocks of inodes
+            // whose entries are gone say those creates reached the store.
+            let (code, text) = mds_testkit::fsck(mds, &kept);
+            let text: Vec<&str> = text.lines().take(60).collect();
+            let _ = writeln!(
+                out,
+                "the store is kept in {}; mds fsck of it exits {code}:\n{}",
+                kept.display(),
+                text.join("\n")
+            );
+        }
+        other => {
+            let _ = writeln!(out, "the store could not be kept: {other:?}");
+        }
+    }
+    out
 }
 
 #[test]
@@ -659,8 +752,17 @@ fn fs_mark_with_fsync_survives_sigkill_of_the_server() {
     });
     std::thread::sleep(Duration::from_millis(150));
     let before = runs.finished();
+    let first_log = server.log.clone();
     server.kill();
-    let server = Server::start(&env.mds, &data, &["--listen", &addr.to_string()]);
+    let restarted = std::panic::catch_unwind(|| {
+        Server::start(&env.mds, &data, &["--listen", &addr.to_string()])
+    });
+    let server = restarted.unwrap_or_else(|_| {
+        panic!(
+            "the server did not start again on its store after the SIGKILL\n{}",
+            store_evidence(&env.mds, &data, &[("first", &first_log)])
+        )
+    });
     wait_until(
         Duration::from_secs(180),
         "3 fs_mark runs after the restart",
@@ -677,7 +779,13 @@ fn fs_mark_with_fsync_survives_sigkill_of_the_server() {
         "fs_mark: {before} runs finished before the SIGKILL, {} after",
         done.len() - before
     );
-    check_fs_mark_runs(&done, &mnt, server.addr, &mount);
+    check_fs_mark_runs(&done, &mnt, server.addr, &mount, &|| {
+        store_evidence(
+            &env.mds,
+            &data,
+            &[("first", &first_log), ("restarted", &server.log)],
+        )
+    });
 
     mount.finish();
     assert!(server.stop().success());
@@ -701,6 +809,7 @@ fn fsync_under_early_replies_survives_the_server_and_the_mount_dying() {
         runs.finished() >= 3
     });
     std::thread::sleep(Duration::from_millis(150));
+    let first_log = server.log.clone();
     server.kill();
     mount.kill();
     let (done, _failure) = runs.stop();
@@ -711,7 +820,13 @@ fn fsync_under_early_replies_survives_the_server_and_the_mount_dying() {
 
     let server = Server::start(&env.mds, &data, &early);
     let mount = Mount::start(&env, server.addr, &mnt, &tmp.path().join("mount2.log"));
-    check_fs_mark_runs(&done, &mnt, server.addr, &mount);
+    check_fs_mark_runs(&done, &mnt, server.addr, &mount, &|| {
+        store_evidence(
+            &env.mds,
+            &data,
+            &[("first", &first_log), ("restarted", &server.log)],
+        )
+    });
     mount.finish();
     assert!(server.stop().success());
     let (code, text) = mds_testkit::fsck(&env.mds, &data);
