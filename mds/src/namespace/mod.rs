@@ -411,9 +411,16 @@ impl Namespace {
     /// A mutation's journal ops, with room for the resend record dispatch adds to them: in
     /// a list the committer gave back if there is one ([`Namespace::give_back_ops`]).
     pub(crate) fn journal_ops<const N: usize>(&self, ops: [JournalOp; N]) -> Vec<JournalOp> {
-        let mut list = self.op_lists.take(N + ops::RESEND_OPS);
+        let mut list = self.op_list(N);
         list.extend(ops);
         list
+    }
+
+    /// An empty op list with room for `n` ops and the resend record, for a mutation that
+    /// pushes its ops one by one: each is built where it goes, not in an array first and
+    /// copied over with it ([`Namespace::journal_ops`]).
+    pub(crate) fn op_list(&self, n: usize) -> Vec<JournalOp> {
+        self.op_lists.take(n + ops::RESEND_OPS)
     }
 
     /// The records of a written commit, done with: their op lists go back for the next

@@ -460,15 +460,16 @@ impl Namespace {
         let body = Body::Attr(to_attr(&attr));
         self.add_created(&mut l, attr, cx.stamp(Stamp::default(), transno));
         drop(l);
-        let ops = self.journal_ops([
-            JournalOp::PutInode(image),
-            JournalOp::PutDentry {
-                parent,
-                name: EntryName::from(name.as_str()),
-                entry: entry_record,
-            },
-            JournalOp::PutInode(parent_image),
-        ]);
+        // Pushed one by one: the create is most mutations, and an array of its three ops
+        // was built and then copied into the list (`journal_ops`).
+        let mut ops = self.op_list(3);
+        ops.push(JournalOp::PutInode(image));
+        ops.push(JournalOp::PutDentry {
+            parent,
+            name: EntryName::from(name.as_str()),
+            entry: entry_record,
+        });
+        ops.push(JournalOp::PutInode(parent_image));
         Ok(mutation(transno, ops, body))
     }
 
