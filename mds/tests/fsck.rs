@@ -6,7 +6,7 @@ mod common;
 use std::process::Command;
 
 use common::{MDS, fsck};
-use journal::{Dentry, FileKind, Journal, JournalOp, JournalOptions, ROOT_INO, TxRecord};
+use journal::{Dentry, FileKind, Inode, Journal, JournalOp, JournalOptions, ROOT_INO, TxRecord};
 use mds_client::ROOT;
 
 #[test]
@@ -110,20 +110,35 @@ fn damaged(records: impl FnOnce(&Journal, u64, u64) -> Vec<JournalOp>) -> tempfi
     dir
 }
 
+/// A file's image `ino` written at transno `t`, made from the root's.
+fn file_image(j: &Journal, ino: u64, t: u64) -> Inode {
+    let mut f = j.inode(ROOT_INO).unwrap().unwrap();
+    f.ino = ino;
+    f.kind = FileKind::File;
+    f.nlink = 1;
+    f.parent = 0;
+    f.entries = 0;
+    f.transno = t;
+    f
+}
+
+/// The root's entry `name` for file `ino`.
+fn root_entry(name: &str, ino: u64) -> JournalOp {
+    JournalOp::PutDentry {
+        parent: ROOT_INO,
+        name: name.into(),
+        entry: Dentry {
+            ino,
+            kind: FileKind::File,
+        },
+    }
+}
+
 /// Regression: an entry naming a missing inode loaded fine, and a later UNLINK of it panicked
 /// a partition while it held its transno, so every commit after it waited forever.
 #[test]
 fn a_store_whose_entry_names_a_missing_inode_is_refused_at_start() {
-    let dir = damaged(|_, _, _| {
-        vec![JournalOp::PutDentry {
-            parent: ROOT_INO,
-            name: "dangling".into(),
-            entry: Dentry {
-                ino: 999_999,
-                kind: FileKind::File,
-            },
-        }]
-    });
+    let dir = damaged(|_, _, _| vec![root_entry("dangling", 999_999)]);
     let err = common::InProcess::on(dir.path()).join().unwrap_err();
     let msg = format!("{err:#}");
     assert!(
@@ -162,33 +177,15 @@ fn a_store_whose_entry_names_a_missing_inode_is_refused_at_start() {
 #[test]
 fn a_store_with_two_entries_under_one_name_is_refused_at_start() {
     let dir = damaged(|j, t, next| {
-        let file = |ino: u64| {
-            let mut f = j.inode(ROOT_INO).unwrap().unwrap();
-            f.ino = ino;
-            f.kind = FileKind::File;
-            f.nlink = 1;
-            f.parent = 0;
-            f.entries = 0;
-            f.transno = t;
-            f
-        };
-        let entry = |ino: u64| JournalOp::PutDentry {
-            parent: ROOT_INO,
-            name: "twice".into(),
-            entry: Dentry {
-                ino,
-                kind: FileKind::File,
-            },
-        };
         let mut root = j.inode(ROOT_INO).unwrap().unwrap();
         root.entries = 1;
         root.transno = t;
         vec![
-            JournalOp::PutInode(file(next)),
-            JournalOp::PutInode(file(next + 1)),
+            JournalOp::PutInode(file_image(j, next, t)),
+            JournalOp::PutInode(file_image(j, next + 1, t)),
             JournalOp::PutInode(root),
-            entry(next),
-            entry(next + 1),
+            root_entry("twice", next),
+            root_entry("twice", next + 1),
         ]
     });
     let err = common::InProcess::on(dir.path()).join().unwrap_err();
@@ -206,28 +203,14 @@ fn a_store_with_two_entries_under_one_name_is_refused_at_start() {
 #[test]
 fn a_store_missing_entries_its_directory_records_is_refused_at_start() {
     let dir = damaged(|j, t, next| {
-        let mut file = j.inode(ROOT_INO).unwrap().unwrap();
-        file.ino = next;
-        file.kind = FileKind::File;
-        file.nlink = 1;
-        file.parent = 0;
-        file.entries = 0;
-        file.transno = t;
         let mut root = j.inode(ROOT_INO).unwrap().unwrap();
         // Three created, one entry left.
         root.entries = 3;
         root.transno = t;
         vec![
-            JournalOp::PutInode(file),
+            JournalOp::PutInode(file_image(j, next, t)),
             JournalOp::PutInode(root),
-            JournalOp::PutDentry {
-                parent: ROOT_INO,
-                name: "kept".into(),
-                entry: Dentry {
-                    ino: next,
-                    kind: FileKind::File,
-                },
-            },
+            root_entry("kept", next),
         ]
     });
     let err = common::InProcess::on(dir.path()).join().unwrap_err();
