@@ -221,6 +221,45 @@ fn a_resend_whose_reply_was_lost_is_answered_from_its_record_also_after_sigkill(
     assert_eq!(code, 0, "{out}");
 }
 
+/// A client that sends another operation under the xid of a request the server holds a record
+/// of is not resending it: it is not answered from that record (a MKDIR told a CREATE's
+/// outcome would believe a directory exists), nothing executes, its connection closes and
+/// the count says why; the real resend is still answered from the record.
+#[test]
+fn another_operation_under_a_recorded_xid_is_refused_not_answered_from_the_record() {
+    const ID: u64 = 0x5e5e_0002;
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), &[]);
+    let mut first = Raw::connect(server.addr, ID);
+    let created = first.call(2, 0, create("f"));
+    assert!(matches!(created.result, Ok(Body::Attr(_))), "{created:?}");
+    let reused = first.call(2, 0, mkdir("d"));
+    assert_eq!(reused.result, Err(Errno::EPROTO));
+    let mut byte = [0u8; 1];
+    assert_eq!(
+        first.stream.read(&mut byte).unwrap(),
+        0,
+        "the connection is closed"
+    );
+    assert_eq!(
+        mds_testkit::scrape_metric(
+            server.metrics,
+            "mds_protocol_errors_total{kind=\"xid_reused\"}"
+        ),
+        Some(1.0)
+    );
+    let mut second = Raw::connect(server.addr, ID);
+    same(&created, &second.call(2, 0, create("f")));
+    let after = statfs(&mut second, 3, 0);
+    assert_eq!(
+        (after.files, after.directories, after.last_transno),
+        (1, 1, created.transno),
+        "the MKDIR did not execute"
+    );
+    drop(second);
+    assert!(server.stop().success());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_early_replies_a_resend_gets_the_same_unsafe_answer() {
     let dir = tempfile::tempdir().unwrap();

@@ -233,6 +233,9 @@ pub enum Closing {
     Handshake(&'static str),
     /// A replay no honest client can send.
     Forged(&'static str),
+    /// A request under the xid of another still waiting or answered
+    /// ([`crate::session::Begin::Reused`]).
+    XidReused,
 }
 
 impl Answer {
@@ -479,9 +482,9 @@ fn begin_mutation(
     replay: bool,
 ) -> Option<Answer> {
     let begun = if replay {
-        session.begin_replay(xid)
+        session.begin_replay(xid, opcode)
     } else {
-        session.begin(xid)
+        session.begin(xid, opcode)
     };
     let response = match begun {
         Begin::New => return None,
@@ -490,6 +493,7 @@ fn begin_mutation(
             transno,
             body,
             ticket,
+            ..
         }) => {
             // Executed already, its reply lost on the way (a replay cut off among them): the
             // same answer again, never a second execution.
@@ -505,6 +509,8 @@ fn begin_mutation(
             metrics.resend_full.increment(1);
             Response::new(xid, opcode, 0, Err(Errno::EBUSY))
         }
+        // Whatever holds the xid already is answered as it would have been.
+        Begin::Reused => return Some(Answer::close(xid, opcode, Closing::XidReused)),
     };
     session.note_replied(xid);
     Some(Answer::now(response))
@@ -518,7 +524,7 @@ fn sync(
     xid: u64,
     opcode: u8,
 ) -> Answer {
-    match session.begin(xid) {
+    match session.begin(xid, opcode) {
         Begin::New => {}
         Begin::Full => {
             metrics.resend_full.increment(1);
@@ -527,6 +533,7 @@ fn sync(
         }
         // A resend: the original's reply answers it.
         Begin::Joined | Begin::Answered(_) => return Answer::joined(),
+        Begin::Reused => return Answer::close(xid, opcode, Closing::XidReused),
     }
     let upto = core.namespace.last_transno();
     let done = Response::new(xid, opcode, 0, Ok(Body::Done));
@@ -648,7 +655,7 @@ fn execute(
                 core.replay_key
                     .ticket(session.client(), xid, transno, ino, &op)
             });
-            session.remember(xid, transno, body.clone(), ticket);
+            session.remember(xid, opcode, transno, body.clone(), ticket);
             let response = Response {
                 ticket,
                 encoded: Some(encoded),

@@ -253,7 +253,7 @@ async fn answer_entry_change(
             built_on,
         } => {
             let (_, encoded) = journal(core, session, record, xid, &body, false);
-            session.remember(xid, transno, body.clone(), 0);
+            session.remember(xid, opcode, transno, body.clone(), 0);
             if let Some(view) = core.cluster.as_ref().filter(|v| v.peers.crashes_at(crash)) {
                 wait_until_durable(core, transno).await;
                 view.peers.crash_if(crash);

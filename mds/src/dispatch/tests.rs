@@ -514,14 +514,18 @@ fn an_answer_given_on_the_spot_reaches_a_resend_that_joined_it() {
     let h = Harness::new(Cos::On, Ack::Early);
     let op = mds_proto::opcode::SETXATTR;
     let (alone, joined) = (40, 41);
-    assert_eq!(h.b.begin(alone), Begin::New);
+    assert_eq!(h.b.begin(alone, mds_proto::opcode::CREATE), Begin::New);
     let answer = answer_begun(&h.core, &h.b, Response::new(alone, op, 0, Ok(Body::Done)));
     assert!(matches!(answer.deliver, Deliver::Now(_)), "{answer:?}");
     assert_eq!(h.b.pending(), 0);
 
-    assert_eq!(h.b.begin(joined), Begin::New, "the original, executing");
     assert_eq!(
-        h.b.begin(joined),
+        h.b.begin(joined, mds_proto::opcode::CREATE),
+        Begin::New,
+        "the original, executing"
+    );
+    assert_eq!(
+        h.b.begin(joined, mds_proto::opcode::CREATE),
         Begin::Joined,
         "its copy on a newer connection"
     );

@@ -146,6 +146,8 @@ pub struct PartitionMetrics {
     pub credentials_refused: Counter,
     /// Replays refused as forged during recovery (their connection is closed).
     pub forged_replays: Counter,
+    /// Requests under the xid of another the session still holds (`Begin::Reused`).
+    pub xid_reused: Counter,
     /// Times a reader stopped executing requests: its client's unwritten replies passed the
     /// high-water mark, or the server's uncommitted work reached its cap.
     pub paused_output: Counter,
@@ -229,6 +231,11 @@ impl PartitionMetrics {
             credentials_refused: from_start(CREDENTIALS_REFUSED),
             forged_replays: {
                 let c = protocol("forged_replay");
+                c.increment(0);
+                c
+            },
+            xid_reused: {
+                let c = protocol("xid_reused");
                 c.increment(0);
                 c
             },

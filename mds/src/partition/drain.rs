@@ -424,7 +424,10 @@ mod tests {
         };
 
         for t in 1..=N {
-            assert_eq!(session.begin(t), crate::session::Begin::New);
+            assert_eq!(
+                session.begin(t, mds_proto::opcode::CREATE),
+                crate::session::Begin::New
+            );
             push_reply(&core, &session, &conn, t);
         }
         let released = Arc::new(AtomicUsize::new(0));
@@ -498,7 +501,10 @@ mod tests {
         let mut unbuffered = 0;
         for t in 1..=N {
             let before = conn.buffered();
-            assert_eq!(session.begin(t), crate::session::Begin::New);
+            assert_eq!(
+                session.begin(t, mds_proto::opcode::CREATE),
+                crate::session::Begin::New
+            );
             push_reply(&core, &session, &conn, t);
             core.replies.per_cpu_engine().unwrap().publish(t);
             // What `wait_until_idle` waits for, watched as closely as a thread can.
@@ -531,7 +537,10 @@ mod tests {
             .attach(7, old.clone(), |_| true)
             .unwrap()
             .session;
-        assert_eq!(session.begin(1), crate::session::Begin::New);
+        assert_eq!(
+            session.begin(1, mds_proto::opcode::CREATE),
+            crate::session::Begin::New
+        );
         push_reply(&core, &session, &old, 1);
         assert!(
             core.sessions
@@ -540,7 +549,10 @@ mod tests {
                 .replaced
                 .is_some()
         );
-        assert_eq!(session.begin(1), crate::session::Begin::Joined);
+        assert_eq!(
+            session.begin(1, mds_proto::opcode::CREATE),
+            crate::session::Begin::Joined
+        );
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()

@@ -67,7 +67,7 @@ struct State {
     /// client picks: foldhash, randomly seeded per map, rather than SipHash (three lookups
     /// per request, ~130 instructions a create, counted). A client that could make its xids
     /// collide would slow only this map, which `max_records` bounds.
-    pending: HashMap<u64, bool, foldhash::fast::RandomState>,
+    pending: HashMap<u64, Pending, foldhash::fast::RandomState>,
     /// The journal knows this client (`--ack early`): it may hold replies sent before their
     /// commit, and after a crash the server waits for it to replay them.
     known: bool,
@@ -159,6 +159,15 @@ impl AnsweredLog {
     }
 }
 
+/// A request executed (or waiting to) whose reply has not been released yet.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    /// The request's operation: a resend carries the same one.
+    opcode: u8,
+    /// A resend of it (on a newer connection) joined it meanwhile.
+    joined: bool,
+}
+
 /// How a mutation was answered: what a resend of it is answered with.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Answered {
@@ -167,6 +176,9 @@ pub struct Answered {
     /// The replay ticket its early reply carried (0: none, or a record restored after a
     /// restart, whose transno is durable and needs no replay).
     pub ticket: u64,
+    /// The request's operation, which a resend must carry too; `None` for a record restored
+    /// from the store, which keeps only the reply.
+    pub opcode: Option<u8>,
 }
 
 /// What to do with a mutation, from the session's records.
@@ -181,6 +193,10 @@ pub enum Begin {
     /// The session keeps as many resend records as it may: refuse it (EBUSY) until the
     /// client's watermark lets some go.
     Full,
+    /// The xid of a request still waiting, or answered, for another operation: not a resend
+    /// but a client that used one xid twice. Neither joined nor answered from the record
+    /// (that would tell it the other request's outcome); its connection closes.
+    Reused,
 }
 
 /// What CONNECT did to a session.
@@ -317,6 +333,7 @@ impl Sessions {
                         transno: record.transno,
                         body,
                         ticket: 0,
+                        opcode: None,
                     };
                     state.answered.insert(record.xid, answered);
                     records += 1;
@@ -457,33 +474,45 @@ impl Session {
     /// been answered yet (it must not execute again; its reply comes when the original is
     /// released), or of one executed and answered already (answer it from its record).
     /// Records at or below the client's watermark go first: it has their replies.
-    pub fn begin(&self, xid: u64) -> Begin {
-        self.begin_capped(xid, true)
+    pub fn begin(&self, xid: u64, opcode: u8) -> Begin {
+        self.begin_capped(xid, opcode, true)
     }
 
     /// [`Session::begin`] for a replay: not held to the cap on records, which a client's
     /// replays all sent at once may pass (they are bounded by what the crashed start could
     /// leave uncommitted, and refusing one would lose a change its client was told of).
-    pub fn begin_replay(&self, xid: u64) -> Begin {
-        self.begin_capped(xid, false)
+    pub fn begin_replay(&self, xid: u64, opcode: u8) -> Begin {
+        self.begin_capped(xid, opcode, false)
     }
 
-    fn begin_capped(&self, xid: u64, capped: bool) -> Begin {
+    fn begin_capped(&self, xid: u64, opcode: u8, capped: bool) -> Begin {
         let acked = self.acked_xid();
         let mut state = self.state.lock();
         state.answered.trim(acked);
-        if let Some(joined) = state.pending.get_mut(&xid) {
-            *joined = true;
+        if let Some(pending) = state.pending.get_mut(&xid) {
+            if pending.opcode != opcode {
+                return Begin::Reused;
+            }
+            pending.joined = true;
             return Begin::Joined;
         }
         if let Some(answered) = state.answered.get(xid) {
+            if answered.opcode.is_some_and(|op| op != opcode) {
+                return Begin::Reused;
+            }
             return Begin::Answered(answered.clone());
         }
         // Pending requests may each leave a record when they execute: counted too.
         if capped && state.answered.len() + state.pending.len() >= self.max_records {
             return Begin::Full;
         }
-        state.pending.insert(xid, false);
+        state.pending.insert(
+            xid,
+            Pending {
+                opcode,
+                joined: false,
+            },
+        );
         Begin::New
     }
 
@@ -504,9 +533,9 @@ impl Session {
         self.bound.store(true, Ordering::Release);
     }
 
-    /// `xid` executed as `transno` and is answered with `body` (and `ticket`): kept until the
+    /// `xid` (of operation `opcode`) executed as `transno` and is answered with `body` (and `ticket`): kept until the
     /// client's watermark passes it. The caller journals the same record with the mutation.
-    pub fn remember(&self, xid: u64, transno: u64, body: Body, ticket: u64) {
+    pub fn remember(&self, xid: u64, opcode: u8, transno: u64, body: Body, ticket: u64) {
         let mut state = self.state.lock();
         state.answered.insert(
             xid,
@@ -514,6 +543,7 @@ impl Session {
                 transno,
                 body,
                 ticket,
+                opcode: Some(opcode),
             },
         );
         state.journaled = true;
@@ -530,7 +560,12 @@ impl Session {
     /// sends there) rather than the connection the request came in on, perhaps cut.
     #[must_use = "a joined resend is answered only through the reply queue"]
     pub fn abandon(&self, xid: u64) -> bool {
-        let joined = self.state.lock().pending.remove(&xid).unwrap_or(false);
+        let joined = self
+            .state
+            .lock()
+            .pending
+            .remove(&xid)
+            .is_some_and(|p| p.joined);
         self.note_replied(xid);
         joined
     }

@@ -3,6 +3,9 @@
 
 use super::*;
 
+/// The operation the tests' requests are (any one: a resend carries its request's).
+const OP: u8 = mds_proto::opcode::CREATE;
+
 /// Attaches `conn` as `client`, proving whatever secret the session has.
 fn attach(sessions: &Sessions, client: u64, conn: Arc<ConnOutput>) -> Attached {
     sessions.attach(client, conn, |_| true).unwrap()
@@ -26,9 +29,9 @@ fn a_second_connect_replaces_the_first_and_a_resend_joins_its_original() {
     let second = Arc::new(ConnOutput::new(1 << 10));
     let a = attach(&sessions, 42, first.clone());
     assert!(a.replaced.is_none());
-    assert_eq!(a.session.begin(7), Begin::New, "first time: execute");
+    assert_eq!(a.session.begin(7, OP), Begin::New, "first time: execute");
     assert_eq!(
-        a.session.begin(7),
+        a.session.begin(7, OP),
         Begin::Joined,
         "resend while pending: join, do not execute"
     );
@@ -49,8 +52,40 @@ fn a_second_connect_replaces_the_first_and_a_resend_joins_its_original() {
     );
     assert!(!idle);
     assert_eq!(b.session.replied_xid(), 7);
-    assert_eq!(b.session.begin(7), Begin::New, "nothing recorded: execute");
+    assert_eq!(
+        b.session.begin(7, OP),
+        Begin::New,
+        "nothing recorded: execute"
+    );
     assert!(!b.session.abandon(7), "nobody resent it");
+}
+
+/// One xid for two operations is not a resend: neither joined nor answered from the other's
+/// record, while a resend of the same operation still is; a record restored from the store
+/// keeps no operation and answers any.
+#[test]
+fn an_xid_reused_for_another_operation_is_not_a_resend() {
+    let sessions = Sessions::default();
+    let s = attach(&sessions, 42, Arc::new(ConnOutput::new(1 << 10))).session;
+    let unlink = mds_proto::opcode::UNLINK;
+    assert_eq!(s.begin(3, OP), Begin::New);
+    assert_eq!(s.begin(3, unlink), Begin::Reused, "pending");
+    assert_eq!(s.begin(3, OP), Begin::Joined);
+    s.remember(3, OP, 30, Body::Done, 0);
+    assert!(s.abandon(3), "the resend joined it");
+    assert_eq!(s.begin(3, unlink), Begin::Reused, "answered");
+    assert!(matches!(s.begin(3, OP), Begin::Answered(a) if a.transno == 30));
+    // Restored: the reply alone.
+    s.state.lock().answered.insert(
+        4,
+        Answered {
+            transno: 31,
+            body: Body::Done,
+            ticket: 0,
+            opcode: None,
+        },
+    );
+    assert!(matches!(s.begin(4, unlink), Begin::Answered(a) if a.transno == 31));
 }
 
 #[test]
@@ -58,18 +93,19 @@ fn a_resend_of_an_answered_mutation_is_answered_from_its_record_until_acked() {
     let sessions = Sessions::default();
     let conn = Arc::new(ConnOutput::new(1 << 10));
     let s = attach(&sessions, 42, conn.clone()).session;
-    assert_eq!(s.begin(3), Begin::New);
-    s.remember(3, 30, Body::Done, 0);
-    assert_eq!(s.begin(4), Begin::New);
-    s.remember(4, 31, Body::Pong, 0);
+    assert_eq!(s.begin(3, OP), Begin::New);
+    s.remember(3, OP, 30, Body::Done, 0);
+    assert_eq!(s.begin(4, OP), Begin::New);
+    s.remember(4, OP, 31, Body::Pong, 0);
     s.release(3, true);
     s.release(4, true);
     let again = Answered {
         transno: 30,
         body: Body::Done,
         ticket: 0,
+        opcode: Some(OP),
     };
-    assert_eq!(s.begin(3), Begin::Answered(again));
+    assert_eq!(s.begin(3, OP), Begin::Answered(again));
     // Away with records: kept for the client's return, not forgotten at once.
     assert!(sessions.detach(&s, &conn));
     assert!(!sessions.forget_if_idle(42, || {}));
@@ -78,12 +114,12 @@ fn a_resend_of_an_answered_mutation_is_answered_from_its_record_until_acked() {
     assert!(Arc::ptr_eq(&s, &back));
     // The client has the reply of 3 now: its record goes; 4's stays.
     back.note_acked(3);
-    assert_eq!(back.begin(9), Begin::New);
+    assert_eq!(back.begin(9, OP), Begin::New);
     assert!(!back.abandon(9));
     assert_eq!(back.remembered(), 1);
-    assert!(matches!(back.begin(4), Begin::Answered(a) if a.transno == 31));
+    assert!(matches!(back.begin(4, OP), Begin::Answered(a) if a.transno == 31));
     back.note_acked(9);
-    assert_eq!(back.begin(10), Begin::New);
+    assert_eq!(back.begin(10, OP), Begin::New);
     assert!(!back.abandon(10));
     assert_eq!(back.remembered(), 0);
     assert!(sessions.detach(&back, &conn));
@@ -114,6 +150,7 @@ fn the_answer_log_finds_every_answer_and_trims_below_the_watermark() {
         transno,
         body: Body::Done,
         ticket: 0,
+        opcode: Some(OP),
     };
     let mut log = AnsweredLog::default();
     for xid in [3, 5, 4, 9, 1] {
@@ -144,6 +181,7 @@ fn out_of_order_answers_do_not_shift_the_in_order_ones() {
         transno: 1,
         body: Body::Done,
         ticket: 0,
+        opcode: Some(OP),
     };
     for xid in (0..10_000u64).map(|x| x * 2 + 1000) {
         log.insert(xid, answer.clone());
@@ -169,22 +207,22 @@ fn a_session_keeps_at_most_its_cap_of_records_and_pending_requests() {
     let conn = Arc::new(ConnOutput::new(1 << 10));
     let s = attach(&sessions, 9, conn.clone()).session;
     for xid in 1..=2 {
-        assert_eq!(s.begin(xid), Begin::New);
-        s.remember(xid, xid, Body::Done, 0);
+        assert_eq!(s.begin(xid, OP), Begin::New);
+        s.remember(xid, OP, xid, Body::Done, 0);
         s.release(xid, true);
     }
     assert_eq!(
-        s.begin(3),
+        s.begin(3, OP),
         Begin::New,
         "two records, one pending: at the cap"
     );
-    assert_eq!(s.begin(4), Begin::Full);
+    assert_eq!(s.begin(4, OP), Begin::Full);
     assert!(
-        matches!(s.begin(1), Begin::Answered(_)),
+        matches!(s.begin(1, OP), Begin::Answered(_)),
         "resends still answered"
     );
     s.note_acked(2);
-    assert_eq!(s.begin(4), Begin::New, "the watermark let two go");
+    assert_eq!(s.begin(4, OP), Begin::New, "the watermark let two go");
 }
 
 /// A session started by one connection is bound to it: another attach with its identity
@@ -222,11 +260,15 @@ fn a_mutation_whose_commit_failed_keeps_no_record() {
     let sessions = Sessions::default();
     let conn = Arc::new(ConnOutput::new(1 << 10));
     let s = attach(&sessions, 43, conn.clone()).session;
-    assert_eq!(s.begin(1), Begin::New);
-    s.remember(1, 10, Body::Done, 0);
+    assert_eq!(s.begin(1, OP), Begin::New);
+    s.remember(1, OP, 10, Body::Done, 0);
     s.release(1, false);
     assert_eq!(s.remembered(), 0);
-    assert_eq!(s.begin(1), Begin::New, "a resend is not told it succeeded");
+    assert_eq!(
+        s.begin(1, OP),
+        Begin::New,
+        "a resend is not told it succeeded"
+    );
 }
 
 #[test]
@@ -234,8 +276,8 @@ fn an_away_session_with_records_expires_and_restored_ones_count_as_away() {
     let sessions = Sessions::default();
     let conn = Arc::new(ConnOutput::new(1 << 10));
     let s = attach(&sessions, 5, conn.clone()).session;
-    assert_eq!(s.begin(1), Begin::New);
-    s.remember(1, 10, Body::Done, 0);
+    assert_eq!(s.begin(1, OP), Begin::New);
+    s.remember(1, OP, 10, Body::Done, 0);
     s.release(1, true);
     assert_eq!(expire(&sessions, Duration::ZERO), (vec![], 0), "connected");
     assert!(sessions.detach(&s, &conn));
@@ -262,7 +304,7 @@ fn an_away_session_with_records_expires_and_restored_ones_count_as_away() {
     assert_eq!(restored, 1);
     let s = attach(&sessions, 6, conn.clone()).session;
     assert_eq!(s.acked_xid(), 1);
-    assert!(matches!(s.begin(2), Begin::Answered(a) if a.transno == 20));
+    assert!(matches!(s.begin(2, OP), Begin::Answered(a) if a.transno == 20));
     let bad = ClientResend {
         client: 7,
         acked_xid: 0,
@@ -286,7 +328,7 @@ fn a_session_is_forgotten_once_it_has_no_connection_and_nothing_pending() {
     let sessions = Sessions::default();
     let conn = Arc::new(ConnOutput::new(1 << 10));
     let s = attach(&sessions, 5, conn.clone()).session;
-    assert_eq!(s.begin(1), Begin::New);
+    assert_eq!(s.begin(1, OP), Begin::New);
     sessions.detach(&s, &conn);
     assert!(!sessions.forget_if_idle(5, || {}));
     assert_eq!(sessions.len(), 1, "a reply is still pending");
@@ -310,10 +352,10 @@ fn a_reply_released_to_a_newer_connection_is_counted_in_flight_there() {
         Arc::new(ConnOutput::new(1 << 10)),
     );
     let s = attach(&sessions, 11, old.clone()).session;
-    assert_eq!(s.begin(1), Begin::New);
-    assert_eq!(s.begin(2), Begin::New);
+    assert_eq!(s.begin(1, OP), Begin::New);
+    assert_eq!(s.begin(2, OP), Begin::New);
     attach(&sessions, 11, new.clone());
-    assert_eq!(s.begin(1), Begin::Joined);
+    assert_eq!(s.begin(1, OP), Begin::Joined);
     assert!(s.owes_replies_to(&new) && !s.owes_replies_to(&old));
     // Released: no longer owed, but counted on the connection it will leave through
     // until the drain has appended it and dropped the guard.

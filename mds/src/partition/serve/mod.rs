@@ -432,6 +432,18 @@ impl Partition {
                         );
                         self.metrics.forged_replays.increment(1);
                     }
+                    Closing::XidReused => {
+                        warn!(
+                            partition = self.id,
+                            conn = conn.id(),
+                            client,
+                            xid = response.xid,
+                            op = response.op,
+                            "closing connection: a request under the xid of another the \
+                             session still holds (not a resend: another operation)"
+                        );
+                        self.metrics.xid_reused.increment(1);
+                    }
                 }
                 answered.push((response.op, outcome(&response.result)));
                 self.append(conn, response);
