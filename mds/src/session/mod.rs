@@ -62,8 +62,8 @@ pub struct Session {
 struct State {
     /// Where replies go; `None` while the client is away.
     conn: Option<Arc<ConnOutput>>,
-    /// Requests executed (or waiting to) whose reply has not been released yet, each with
-    /// whether a resend of it (on a newer connection) joined it meanwhile. By xid, which the
+    /// Requests executed (or waiting to) whose reply has not been released yet ([`Pending`]:
+    /// its operation, and whether a resend of it joined it meanwhile). By xid, which the
     /// client picks: foldhash, randomly seeded per map, rather than SipHash (three lookups
     /// per request, ~130 instructions a create, counted). A client that could make its xids
     /// collide would slow only this map, which `max_records` bounds.
@@ -533,8 +533,9 @@ impl Session {
         self.bound.store(true, Ordering::Release);
     }
 
-    /// `xid` (of operation `opcode`) executed as `transno` and is answered with `body` (and `ticket`): kept until the
-    /// client's watermark passes it. The caller journals the same record with the mutation.
+    /// `xid` (of operation `opcode`) executed as `transno` and is answered with `body` (and
+    /// `ticket`): kept until the client's watermark passes it. The caller journals the same
+    /// record with the mutation.
     pub fn remember(&self, xid: u64, opcode: u8, transno: u64, body: Body, ticket: u64) {
         let mut state = self.state.lock();
         state.answered.insert(
