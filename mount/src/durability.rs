@@ -201,9 +201,7 @@ impl Durability {
             }
         }
     }
-}
 
-impl Durability {
     /// Counts and logs each rollback `tracked`'s session found since last asked: a loss of
     /// every inode, which fsync and close of each file open now answer with EIO once.
     fn take_rollbacks(&self, tracked: &Tracked) {
