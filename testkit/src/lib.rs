@@ -281,18 +281,32 @@ pub struct Etcd {
 impl Etcd {
     /// Starts etcd, waiting (60 s at most) until it serves clients. Panics, saying what to
     /// install, if there is no `etcd` binary.
+    ///
+    /// Its two ports are free a moment before etcd binds them, not reserved: something else
+    /// may take one meanwhile, and etcd then exits at once. That start is tried again on
+    /// other ports (three tries in all); any other failure panics with what etcd said.
     pub fn start() -> Etcd {
         static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
         let n = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let dir = PathBuf::from(format!("/dev/shm/mds-test-etcd-{}-{n}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        let (client, peer) = (free_port(), free_port());
-        Etcd {
-            child: Etcd::spawn(&dir, client, peer),
-            endpoint: format!("127.0.0.1:{client}"),
-            dir,
-            peer,
+        for attempt in 1..=3 {
+            let _ = std::fs::remove_dir_all(&dir);
+            let (client, peer) = two_free_ports();
+            match Etcd::try_spawn(&dir, client, peer) {
+                Ok(child) => {
+                    return Etcd {
+                        child,
+                        endpoint: format!("127.0.0.1:{client}"),
+                        dir,
+                        peer,
+                    };
+                }
+                Err(EtcdFailed::Exited(said))
+                    if attempt < 3 && said.contains("address already in use") => {}
+                Err(failed) => panic!("{failed}"),
+            }
         }
+        unreachable!("the last attempt returns or panics")
     }
 
     /// Kills etcd (SIGKILL) and starts it again on the same data and ports after `away`.
@@ -301,10 +315,12 @@ impl Etcd {
         let _ = self.child.wait();
         std::thread::sleep(away);
         let client = self.endpoint.rsplit(':').next().unwrap().parse().unwrap();
-        self.child = Etcd::spawn(&self.dir, client, self.peer);
+        self.child =
+            Etcd::try_spawn(&self.dir, client, self.peer).unwrap_or_else(|e| panic!("{e}"));
     }
 
-    fn spawn(dir: &Path, client: u16, peer: u16) -> Child {
+    /// Starts etcd and waits (60 s at most) until it serves clients.
+    fn try_spawn(dir: &Path, client: u16, peer: u16) -> Result<Child, EtcdFailed> {
         let client_url = format!("http://127.0.0.1:{client}");
         let peer_url = format!("http://127.0.0.1:{peer}");
         let mut cmd = Command::new("etcd");
@@ -332,18 +348,23 @@ impl Etcd {
             }
         });
         let deadline = Instant::now() + Duration::from_secs(60);
+        let mut said = Vec::new();
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match rx.recv_timeout(left) {
-                Ok(line) if line.contains("ready to serve client requests") => break,
-                Ok(_) => {}
-                Err(_) => {
+                Ok(line) if line.contains("ready to serve client requests") => return Ok(child),
+                Ok(line) => said.push(line),
+                Err(timeout_or_gone) => {
                     let _ = child.kill();
-                    panic!("etcd did not start within 60 s");
+                    let _ = child.wait();
+                    let said = said[said.len().saturating_sub(20)..].join("\n");
+                    return Err(match timeout_or_gone {
+                        std::sync::mpsc::RecvTimeoutError::Timeout => EtcdFailed::Slow(said),
+                        std::sync::mpsc::RecvTimeoutError::Disconnected => EtcdFailed::Exited(said),
+                    });
                 }
             }
         }
-        child
     }
 
     pub fn pid(&self) -> i32 {
@@ -363,6 +384,31 @@ impl Drop for Etcd {
         let _ = self.child.wait();
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// Why etcd did not start, with the last lines it wrote.
+#[derive(Debug)]
+enum EtcdFailed {
+    Slow(String),
+    Exited(String),
+}
+
+impl std::fmt::Display for EtcdFailed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            EtcdFailed::Slow(said) => write!(f, "etcd did not start within 60 s; it said:\n{said}"),
+            EtcdFailed::Exited(said) => write!(f, "etcd exited before it served; it said:\n{said}"),
+        }
+    }
+}
+
+/// Two different loopback ports, each free a moment ago (both held while the second is
+/// picked, so they differ).
+fn two_free_ports() -> (u16, u16) {
+    let bind = || std::net::TcpListener::bind("127.0.0.1:0").expect("binding a free port");
+    let (a, b) = (bind(), bind());
+    let port = |l: &std::net::TcpListener| l.local_addr().expect("a bound port").port();
+    (port(&a), port(&b))
 }
 
 /// A loopback port free a moment ago.
