@@ -77,9 +77,25 @@ type InoMap<V> = HashMap<u64, V, BuildHasherDefault<InoHasher>>;
 /// How many removed inodes a stripe remembers before it first drops the durable ones.
 const REMOVED_PURGE_AT: usize = 64;
 
+/// How far ahead of full the stripes grow their maps, as a fraction of a doubling: stripe `i`
+/// doubles its map once it is `i / (GROWTH_SPREAD * STRIPES)` short of full.
+///
+/// Fibonacci striping fills every stripe alike (within a few percent), so left to hashbrown
+/// all 1024 maps double within ~7% of each other's population, up to 590 of them within one
+/// run of 1024 creates: at 900k inodes each doubling moves ~150 KB of nodes into pages
+/// faulted in fresh, and every request in flight waited for the burst (20-150 ms at 64 x 16,
+/// the client's p99.9, docs/BENCHMARKS.md). Each stripe growing at its own point spreads the
+/// doublings over the last eighth of each doubling of the population as well (at most ~160
+/// in a run of 1024 creates), for about 6% more bucket memory on average (the earliest
+/// stripe grows 7/8 full).
+const GROWTH_SPREAD: usize = 8;
+
 /// The inodes of one stripe, and the recent removals among them.
 struct Stripe {
     nodes: InoMap<Node>,
+    /// This stripe's place in the growth order: how far short of full (in
+    /// `1 / (GROWTH_SPREAD * STRIPES)` of the map's capacity) it grows. See [`GROWTH_SPREAD`].
+    grows_early_by: usize,
     /// Commit-on-share: inodes removed by changes that may not be durable yet, with the stamp
     /// their removal left. Empty (no allocation) until the first removal in the stripe.
     removed: InoMap<Stamp>,
@@ -90,12 +106,33 @@ struct Stripe {
 }
 
 impl Stripe {
-    fn new() -> Stripe {
+    fn new(index: usize) -> Stripe {
         Stripe {
             nodes: InoMap::default(),
+            grows_early_by: index,
             removed: InoMap::default(),
             purge_removed_at: REMOVED_PURGE_AT,
         }
+    }
+
+    /// Doubles the map ahead of the next insert once it is as full as this stripe grows at
+    /// ([`GROWTH_SPREAD`]); hashbrown would double it at full.
+    #[inline]
+    fn make_room(&mut self) {
+        let capacity = self.nodes.capacity();
+        let early = capacity * self.grows_early_by / (GROWTH_SPREAD * STRIPES);
+        if self.nodes.len() >= capacity - early {
+            self.grow();
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self) {
+        // One more than the capacity: hashbrown doubles the buckets (or, with removals'
+        // tombstones taking room, may rehash in place; either way there is room again).
+        self.nodes
+            .reserve(self.nodes.capacity() + 1 - self.nodes.len());
     }
 }
 
@@ -123,7 +160,7 @@ impl Table {
     pub fn new() -> Self {
         Table {
             stripes: (0..STRIPES)
-                .map(|_| CachePadded::new(Mutex::new(Stripe::new())))
+                .map(|i| CachePadded::new(Mutex::new(Stripe::new(i))))
                 .collect(),
         }
     }
@@ -162,10 +199,9 @@ impl Table {
 
     /// Inserts without other locks held (start-up loading).
     pub fn insert_unlocked(&self, node: Node) {
-        self.stripes[stripe_of(node.attr.ino)]
-            .lock()
-            .nodes
-            .insert(node.attr.ino, node);
+        let mut stripe = self.stripes[stripe_of(node.attr.ino)].lock();
+        stripe.make_room();
+        stripe.nodes.insert(node.attr.ino, node);
     }
 
     /// Runs `f` on every node, one stripe at a time.
@@ -244,7 +280,9 @@ impl Locked<'_> {
     #[must_use]
     pub fn insert(&mut self, node: Node) -> bool {
         let ino = node.attr.ino;
-        match self.stripe_mut(ino).nodes.entry(ino) {
+        let stripe = self.stripe_mut(ino);
+        stripe.make_room();
+        match stripe.nodes.entry(ino) {
             std::collections::hash_map::Entry::Vacant(slot) => {
                 slot.insert(node);
                 true
@@ -456,6 +494,69 @@ mod tests {
         both.sort_unstable();
         for pair in [[a, other], [other, a]] {
             assert_eq!(stripes(&t.lock(&pair)), both, "{pair:?}");
+        }
+    }
+
+    /// The stripes fill alike, so growing at full would double most of the 1024 maps within a
+    /// few thousand creates of each other; each grows at its own point instead, spread over
+    /// the last eighth of the doubling too ([`GROWTH_SPREAD`]).
+    #[test]
+    fn the_stripes_double_their_maps_at_spread_out_points_not_together() {
+        use crate::namespace::node::{FileKind, InodeAttr};
+        // For the doublings to at least `TO`: the population at which each stripe made it.
+        const TO: usize = 112;
+        let t = Table::new();
+        let mut attr = InodeAttr::from_record(journal::Inode::root(0));
+        attr.kind = FileKind::File;
+        let mut capacity = vec![0usize; STRIPES];
+        let mut reached_at = vec![None; STRIPES];
+        let n = (STRIPES * TO) as u64;
+        for ino in 1..=n {
+            attr.ino = ino;
+            let mut l = t.lock(&[ino]);
+            assert!(l.insert(Node::new(attr.clone(), None)));
+            let i = stripe_of(ino);
+            let now = l.stripe(ino).nodes.capacity();
+            if now != capacity[i] {
+                capacity[i] = now;
+                if now >= TO && reached_at[i].is_none() {
+                    reached_at[i] = Some(ino);
+                }
+            }
+        }
+        let reached: Vec<u64> = reached_at
+            .iter()
+            .map(|r| r.expect("every stripe grew"))
+            .collect();
+        let (first, last) = (reached.iter().min().unwrap(), reached.iter().max().unwrap());
+        // Left to hashbrown, every stripe reaches 112 within ~7% of the population (55,720 to
+        // 59,892); spread, across a sixth of it.
+        assert!(
+            (last - first) * 10 > *last,
+            "stripes grew between {first} and {last} inodes"
+        );
+        // No run of 1024 creates (one per stripe) doubles more than a quarter of the maps:
+        // left to hashbrown, 590 do; spread, ~160.
+        let mut sorted = reached.clone();
+        sorted.sort_unstable();
+        let crowded = sorted
+            .iter()
+            .enumerate()
+            .map(|(k, &at)| {
+                sorted[k..]
+                    .iter()
+                    .take_while(|&&b| b < at + STRIPES as u64)
+                    .count()
+            })
+            .max()
+            .unwrap();
+        assert!(
+            crowded <= STRIPES / 4,
+            "{crowded} stripes grew within 1024 creates"
+        );
+        // Growing early loses nothing: every inode is where it was put.
+        for ino in (1..=n).step_by(97) {
+            assert_eq!(t.lock(&[ino]).get(ino).map(|node| node.attr.ino), Some(ino));
         }
     }
 
