@@ -61,7 +61,48 @@ impl<const N: usize> PostcardWriter<N> {
 
     /// An unsigned integer (u16, u32, u64, usize, an enum's variant index): LEB128.
     #[inline]
-    pub fn varint(&mut self, mut v: u64) {
+    pub fn varint(&mut self, v: u64) {
+        if v < LONG_VARINT {
+            self.varint_bytewise(v);
+        } else {
+            self.long_varint(v);
+        }
+    }
+
+    /// A varint of five bytes or more: its low 56 bits spread into eight 7-bit groups and
+    /// stored at once, then what is left above them a byte at a time. The byte-at-a-time
+    /// loop costs ~5 instructions a byte, this ~25 whatever the length: a create writes
+    /// 9-byte timestamps three at a time (its reply, its entry's inode image, its
+    /// directory's image), and inode numbers, modes and ids of one to four bytes. Always
+    /// inlined: out of line it takes the writer's address, and the callers' buffers are then
+    /// zeroed in full (a `memset` call each; 14,497 -> 14,689 server instructions a create).
+    #[allow(clippy::inline_always)]
+    #[inline(always)]
+    fn long_varint(&mut self, v: u64) {
+        let Some(out) = self
+            .buf
+            .get_mut(self.len..)
+            .and_then(<[u8]>::first_chunk_mut::<8>)
+        else {
+            return self.varint_bytewise(v);
+        };
+        let above = v >> 56;
+        if above != 0 {
+            // Nine or ten bytes (every timestamp): eight continued, then the rest.
+            *out = (spread_7_bit_groups(v) | 0x8080_8080_8080_8080).to_le_bytes();
+            self.len += 8;
+            self.varint_bytewise(above);
+        } else {
+            // Five to eight bytes, 7 bits each; every byte but the last has the continuation
+            // bit.
+            let bytes = (64 - v.leading_zeros()).div_ceil(7) as usize;
+            let continued = 0x8080_8080_8080_8080 & ((1u64 << (8 * (bytes - 1))) - 1);
+            *out = (spread_7_bit_groups(v) | continued).to_le_bytes();
+            self.len += bytes;
+        }
+    }
+
+    fn varint_bytewise(&mut self, mut v: u64) {
         while v >= 0x80 {
             self.byte(v as u8 | 0x80);
             v >>= 7;
@@ -99,6 +140,22 @@ impl<const N: usize> PostcardWriter<N> {
         self.varint(a.rdev);
         self.varint(a.generation);
     }
+}
+
+/// The least value [`PostcardWriter::varint`] writes eight bytes at once for: five bytes of
+/// varint or more.
+const LONG_VARINT: u64 = 1 << 28;
+
+/// The low 56 bits of `v` as eight 7-bit groups, one in each byte's low bits, least
+/// significant first (LEB128's order when stored little-endian); the high bits are clear.
+#[inline]
+fn spread_7_bit_groups(v: u64) -> u64 {
+    let x = v & 0x00ff_ffff_ffff_ffff;
+    // Two 28-bit halves into 32-bit lanes, four 14-bit quarters into 16-bit lanes, eight
+    // 7-bit groups into bytes.
+    let x = (x & 0x0000_0000_0fff_ffff) | ((x & 0x00ff_ffff_f000_0000) << 4);
+    let x = (x & 0x0000_3fff_0000_3fff) | ((x & 0x0fff_c000_0fff_c000) << 2);
+    (x & 0x007f_007f_007f_007f) | ((x & 0x3f80_3f80_3f80_3f80) << 1)
 }
 
 /// [`Body::Attr`]'s variant index (its place in the enum, which `docs/protocol.md` numbers).
@@ -255,6 +312,45 @@ mod tests {
             w.varint(u);
             w.signed(i);
             assert_eq!(w.as_slice(), &postcard::to_stdvec(&(u, i)).unwrap()[..]);
+        }
+    }
+
+    /// Both sides of every width's edge, written at every place in the buffer: where eight
+    /// bytes fit (stored at once) and in the last seven (a byte at a time).
+    #[test]
+    fn every_width_at_every_place_in_the_buffer() {
+        let values: Vec<u64> = (0..64)
+            .flat_map(|k| {
+                let p = 1u64 << k;
+                [
+                    p - 1,
+                    p,
+                    p + 1,
+                    p | (p >> 1),
+                    p.wrapping_mul(0x9e37_79b9) | p,
+                ]
+            })
+            .chain([
+                u64::MAX,
+                u64::MAX - 1,
+                0x0101_0101_0101_0101,
+                0x8080_8080_8080_8080,
+            ])
+            .collect();
+        for &v in &values {
+            let want = postcard::to_stdvec(&v).unwrap();
+            for at in 0..=(32 - want.len()) {
+                let mut w = PostcardWriter::<32>::new();
+                for _ in 0..at {
+                    w.byte(0x55);
+                }
+                w.varint(v);
+                assert_eq!(&w.as_slice()[at..], &want[..], "{v:#x} at {at}");
+                assert!(
+                    w.as_slice()[..at].iter().all(|&b| b == 0x55),
+                    "{v:#x} at {at}"
+                );
+            }
         }
     }
 
