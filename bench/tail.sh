@@ -6,7 +6,8 @@
 #     `mds_request_duration_seconds{op="create"}`), the drain duration, the synced commit
 #     write, and how long the committer waited with records in hand for an earlier transno
 #     (`mds_commit_gap_wait_seconds`, absent in builds before it existed) — quantiles are
-#     the histogram's bucket bounds, each mean exact (its sum over its count);
+#     the histogram's bucket bounds, each mean exact (its sum over its count), and the
+#     bucket every sample fell within ("all <="); RocksDB's write stalls in seconds;
 #   - from /proc/<pid>/task/*/schedstat, just before loadgen ends: how long the committer,
 #     each partition and loadgen's threads ran and waited on the run queue.
 #   BIN=/var/tmp/mds-target/release ./bench/tail.sh
@@ -79,6 +80,8 @@ out = []
 for q in (0.5, 0.99, 0.999):
     bound = next(b for b in sorted(buckets) if buckets[b] >= q * total)
     out.append(f"p{q * 100:g} <= {bound * 1e3:g} ms")
+top = next(b for b in sorted(buckets) if buckets[b] >= total)
+out.append(f"all <= {top * 1e3:g} ms" if top != float('inf') else "some above the last bucket")
 out.append(f"mean {sums / total * 1e3:.3f} ms")
 print(f"  {name}{' ' + filt if filt else ''}: {int(total)} samples, " + ", ".join(out))
 PY
@@ -93,4 +96,7 @@ if grep -q '^mds_commit_gap_wait_seconds_count' "$data.metrics"; then
       v["mds_commit_gap_wait_seconds_count"], v["mds_commit_gap_wait_seconds_sum"], c}' "$data.metrics"
   quantiles mds_commit_gap_wait_seconds
 fi
+# A write stall would hold every request in flight for its length: the first thing to rule out
+# when the client's max is far above the server's buckets.
+awk '/^mds_rocksdb_stall_seconds_total/ {printf "  RocksDB write stalls: %.3f s\n", $2}' "$data.metrics"
 rm -f "$data.loadgen" "$data.metrics"
