@@ -560,6 +560,42 @@ mod tests {
         }
     }
 
+    /// Creates and removals churning through one stripe leave tombstones that take room from
+    /// its map; growing early must then rehash or grow once and go on, not grow without end,
+    /// and lose nothing.
+    #[test]
+    fn a_stripe_churning_creates_and_removals_keeps_its_map_bounded_and_whole() {
+        use crate::namespace::node::{FileKind, InodeAttr};
+        let t = Table::new();
+        // The last stripe grows earliest (an eighth short of full).
+        let stripe = STRIPES - 1;
+        let inos: Vec<u64> = (1..)
+            .filter(|&i| stripe_of(i) == stripe)
+            .take(20_000)
+            .collect();
+        let mut attr = InodeAttr::from_record(journal::Inode::root(0));
+        attr.kind = FileKind::File;
+        let mut l = t.lock(&[inos[0]]);
+        let mut live = std::collections::VecDeque::new();
+        let mut most = 0;
+        for &ino in &inos {
+            attr.ino = ino;
+            assert!(l.insert(Node::new(attr.clone(), None)));
+            live.push_back(ino);
+            // At most 300 alive at once: the oldest goes as each new one comes.
+            if live.len() > 300 {
+                let gone = live.pop_front().unwrap();
+                assert!(l.remove(gone).is_some());
+            }
+            most = most.max(l.stripe(ino).nodes.capacity());
+        }
+        assert!(most < 4 * 300, "capacity reached {most} for 300 inodes");
+        for &ino in &live {
+            assert_eq!(l.get(ino).map(|node| node.attr.ino), Some(ino));
+        }
+        assert_eq!(l.stripe(inos[0]).nodes.len(), live.len());
+    }
+
     #[test]
     fn locking_the_same_stripe_twice_in_one_set_does_not_deadlock() {
         let t = Table::new();
