@@ -86,6 +86,20 @@ pub enum Error {
     /// not iterate).
     #[error("following: the batch at sequence {sequence} cannot be read whole")]
     FollowPartial { sequence: u64 },
+    /// The store's owner writes the namespace as an edit log with checkpoints
+    /// (`JournalOptions::edit_log`), which a follower does not read: a checkpoint's images
+    /// reach the store through no log record.
+    #[error(
+        "following: the owner of {path} writes an edit log, which a follower cannot read (a store a standby follows runs without it)"
+    )]
+    FollowEditLog { path: String },
+    /// The checkpointer could not write the edit log's images out: the journal stops, as
+    /// after a failed write. The edits are in the store; the next open writes them out.
+    #[error("checkpoint of the edit log failed: {0}")]
+    Checkpoint(String),
+    /// The edit log was asked for a cluster's store, which a standby may follow.
+    #[error("the edit log is not for a cluster's store (a standby follows it from the log)")]
+    EditLogInCluster,
     /// The caller broke the commit contract (records not contiguous from `last_committed`).
     #[error("commit out of order: expected transno {expected}, got {got}")]
     OutOfOrder { expected: u64, got: u64 },

@@ -27,5 +27,6 @@ pub use schema::{
 };
 pub use shard::{MAX_SHARDS, SHARD_SHIFT, ShardIdentity, first_ino, ino_limit, shard_of};
 pub use store::{
-    Ceilings, Change, CommitInfo, Journal, JournalOptions, Leases, Recovered, StoreStats,
+    Ceilings, Change, Checkpoints, CommitInfo, EditLog, Journal, JournalOptions, Leases, Recovered,
+    StoreStats,
 };

@@ -66,7 +66,11 @@ pub(crate) const CF_DATA: &str = "data";
 /// open. key = ino (u64 BE), value = the clients that held them open (postcard `Vec<u64>`),
 /// whose return after a restart they wait for.
 pub(crate) const CF_ORPHANS: &str = "orphans";
-pub(crate) const ALL_CFS: [&str; 7] = [
+/// The edit log (`store/edits.rs`): key = a commit's last transno (u64 BE), value = the
+/// commit's changes to [`CF_INODES`] and [`CF_DENTRIES`] in RocksDB's batch format, kept until
+/// a checkpoint has written the images they leave into those families.
+pub(crate) const CF_EDITS: &str = "edits";
+pub(crate) const ALL_CFS: [&str; 8] = [
     CF_INODES,
     CF_DENTRIES,
     CF_CLIENTS,
@@ -74,10 +78,11 @@ pub(crate) const ALL_CFS: [&str; 7] = [
     CF_XATTRS,
     CF_DATA,
     CF_ORPHANS,
+    CF_EDITS,
 ];
 /// Families later versions added, which a store of an older one lacks: a read-only open
 /// opens it without them, a writable one adds them once the store is current.
-pub(crate) const ADDED_CFS: [&str; 3] = [CF_XATTRS, CF_DATA, CF_ORPHANS];
+pub(crate) const ADDED_CFS: [&str; 4] = [CF_XATTRS, CF_DATA, CF_ORPHANS, CF_EDITS];
 
 pub(crate) const META_SCHEMA_VERSION: &[u8] = b"schema_version";
 pub(crate) const META_LAST_COMMITTED: &[u8] = b"last_committed";
@@ -108,6 +113,9 @@ pub(crate) const META_SESSION_PREFIX: &[u8] = b"session/";
 /// the first open of a cluster's claimant, rewritten with each new owner's epoch. Absent in a
 /// store made outside a cluster.
 pub(crate) const META_SHARD: &[u8] = b"shard";
+/// Present while the store's owner writes an edit log (`CF_EDITS`): a follower refuses the
+/// store then.
+pub(crate) const META_EDIT_LOG: &[u8] = b"edit_log";
 /// Pending directories ([`PendingDir`]): key = this prefix ++ inode (u64 BE), value = postcard
 /// `(parent, name)`, followed by postcard `true` for one being removed (the byte a build
 /// before remote RMDIR ignores, reading it as pending from a MKDIR_REMOTE: its scrub resolves

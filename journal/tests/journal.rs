@@ -360,7 +360,7 @@ fn read_only_open_refuses_a_missing_store_and_reads_a_real_one() {
     let stats = j.stats();
     assert_eq!(
         stats.families.len(),
-        7,
-        "inodes, dentries, clients, meta, xattrs, data, orphans"
+        8,
+        "inodes, dentries, clients, meta, xattrs, data, orphans, edits"
     );
 }

@@ -308,6 +308,7 @@ fn open_journal(config: &ServerConfig) -> Result<(Arc<Journal>, journal::Recover
             transnos: config.limits.max_uncommitted.saturating_mul(2),
             inos: config.limits.ino_lease,
         },
+        edit_log: None,
     };
     let (mut journal, recovered) =
         Journal::open(&config.keys.data, options).map_err(|source| Error::Journal {

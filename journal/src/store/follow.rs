@@ -22,9 +22,9 @@ use super::{Journal, JournalOptions, Recovered};
 use crate::error::{Error, Result};
 use crate::options::{Tuning, block_cache, cf_descriptors, db_options};
 use crate::schema::{
-    ALL_CFS, CF_DENTRIES, CF_INODES, CF_META, CF_ORPHANS, CF_XATTRS, Dentry, Inode,
-    META_LAST_COMMITTED, SCHEMA_VERSION, decode, decode_dentry, decode_dentry_key, decode_meta_u64,
-    decode_named_key, decode_u64_key, embedded_image,
+    ALL_CFS, CF_DENTRIES, CF_EDITS, CF_INODES, CF_META, CF_ORPHANS, CF_XATTRS, Dentry, Inode,
+    META_EDIT_LOG, META_LAST_COMMITTED, SCHEMA_VERSION, decode, decode_dentry, decode_dentry_key,
+    decode_meta_u64, decode_named_key, decode_u64_key, embedded_image,
 };
 
 /// One change a committed batch made to what a namespace holds in memory.
@@ -63,6 +63,7 @@ pub enum Change {
 /// The families a follower reads, by the numbers RocksDB gives them in its log.
 #[derive(Clone, Copy, Debug)]
 struct FamilyIds {
+    edits: u32,
     inodes: u32,
     dentries: u32,
     meta: u32,
@@ -108,6 +109,7 @@ impl Journal {
         let db = DB::open_cf_descriptors_as_secondary(&opts, primary, own, families)?;
         let (journal, recovered) =
             Self::finish_open(db, opts, primary, JournalOptions::default(), false)?;
+        journal.refuse_edit_log()?;
         if recovered.schema_version != SCHEMA_VERSION || journal.family_ids().is_none() {
             return Err(Error::SchemaVersion {
                 path: primary.display().to_string(),
@@ -135,6 +137,7 @@ impl Journal {
     /// loaded again.
     pub fn follow(&self, seq: &mut u64, mut f: impl FnMut(Vec<Change>)) -> Result<u64> {
         self.db.try_catch_up_with_primary()?;
+        self.refuse_edit_log()?;
         if self.db.latest_sequence_number() <= *seq {
             return Ok(0);
         }
@@ -156,6 +159,7 @@ impl Journal {
             }
             let mut reader = BatchReader {
                 ids,
+                path: self.path.display().to_string(),
                 changes: Vec::with_capacity(batch.len()),
                 seen: 0,
                 error: None,
@@ -183,10 +187,21 @@ impl Journal {
         Ok(batches)
     }
 
+    /// A store whose owner writes an edit log cannot be followed (`Error::FollowEditLog`).
+    fn refuse_edit_log(&self) -> Result<()> {
+        if self.db.get_cf(self.cf(CF_META), META_EDIT_LOG)?.is_some() {
+            return Err(Error::FollowEditLog {
+                path: self.path.display().to_string(),
+            });
+        }
+        Ok(())
+    }
+
     /// The numbers RocksDB gave the families a follower reads (None if one is missing).
     fn family_ids(&self) -> Option<FamilyIds> {
         let id = |name| super::raw_batch::family_id(&self.db, name);
         Some(FamilyIds {
+            edits: id(CF_EDITS)?,
             inodes: id(CF_INODES)?,
             dentries: id(CF_DENTRIES)?,
             meta: id(CF_META)?,
@@ -199,6 +214,8 @@ impl Journal {
 /// Turns one batch's puts and deletes into [`Change`]s, counting every entry it is given.
 struct BatchReader {
     ids: FamilyIds,
+    /// The owner's store, for errors.
+    path: String,
     changes: Vec<Change>,
     seen: usize,
     /// The first entry that did not decode: the batch is not applied past it.
@@ -208,6 +225,11 @@ struct BatchReader {
 impl BatchReader {
     fn put(&mut self, cf: u32, key: &[u8], value: &[u8]) -> Result<Option<Change>> {
         let ids = self.ids;
+        if cf == ids.edits {
+            return Err(Error::FollowEditLog {
+                path: self.path.clone(),
+            });
+        }
         Ok(Some(if cf == ids.inodes {
             let inode: Inode = decode("inode", value)?;
             if decode_u64_key("inode key", key)? != inode.ino {

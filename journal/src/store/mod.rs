@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rocksdb::{ColumnFamily, DB, FlushOptions, IteratorMode, WriteBatch, WriteOptions};
@@ -16,16 +16,17 @@ use crate::resend::{ClientResend, ClientSlots};
 use crate::schema::{
     ADDED_CFS, ALL_CFS, CF_CLIENTS, CF_DATA, CF_DENTRIES, CF_INODES, CF_META, CF_ORPHANS,
     CF_XATTRS, Dentry, Inode, InodeV2, JournalOp, META_CLIENT_PREFIX, META_DENTRIES_TO_REKEY,
-    META_INO_CEILING, META_LAST_COMMITTED, META_NEXT_INO, META_PENDING_PREFIX, META_REPLAY_KEY,
-    META_SCHEMA_VERSION, META_SESSION_PREFIX, META_SHARD, META_TRANSNO_CEILING, PendingDir,
-    ROOT_INO, ResendRecord, ResendSlot, ResendSlotRef, SCHEMA_VERSION, SCHEMA_VERSION_BEFORE_DATA,
-    SCHEMA_VERSION_IMAGES_APART, SCHEMA_VERSION_PARENT_KEYED_DENTRIES, SCHEMA_VERSION_V2_INODES,
-    SCHEMA_VERSION_WITHOUT_RESEND, SECRET_LEN, TxRecord, client_key, data_key, data_key_end,
-    decode, decode_dentry, decode_meta_u64, decode_named_key, decode_resend_key, decode_u64_key,
-    dentry_key, dentry_key_into, encode, ino_key, is_child_keyed, named_key_into, now_ns,
-    pending_key, resend_key, session_key, xattr_key,
+    META_EDIT_LOG, META_INO_CEILING, META_LAST_COMMITTED, META_NEXT_INO, META_PENDING_PREFIX,
+    META_REPLAY_KEY, META_SCHEMA_VERSION, META_SESSION_PREFIX, META_SHARD, META_TRANSNO_CEILING,
+    PendingDir, ROOT_INO, ResendRecord, ResendSlot, ResendSlotRef, SCHEMA_VERSION,
+    SCHEMA_VERSION_BEFORE_DATA, SCHEMA_VERSION_IMAGES_APART, SCHEMA_VERSION_PARENT_KEYED_DENTRIES,
+    SCHEMA_VERSION_V2_INODES, SCHEMA_VERSION_WITHOUT_RESEND, SECRET_LEN, TxRecord, client_key,
+    data_key, data_key_end, decode, decode_dentry, decode_meta_u64, decode_named_key,
+    decode_resend_key, decode_u64_key, dentry_key, dentry_key_into, encode, ino_key,
+    is_child_keyed, named_key_into, now_ns, pending_key, resend_key, session_key, xattr_key,
 };
 use crate::shard::ShardIdentity;
+use edits::{Checkpointer, Overlaid, Overlay, edit_key};
 use images::{Births, creates, put_dentry, put_last_inode_images};
 use raw_batch::{Families, RawBatch};
 
@@ -39,6 +40,26 @@ pub struct JournalOptions {
     /// cluster. Checked against the store's own ([`crate::shard`]) before anything is
     /// written, and written into it, synced, before the open returns.
     pub shard: Option<ShardIdentity>,
+    /// Write each commit's changes to inodes and entries as one edit, and their images at
+    /// checkpoints (`store/edits.rs`), rather than a key each in every commit. Not for a
+    /// cluster's store ([`Error::EditLogInCluster`]): a standby follows that from RocksDB's
+    /// log. Whatever the setting, a writable open first writes out every edit the store holds.
+    pub edit_log: Option<EditLog>,
+}
+
+/// How the edit log checkpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EditLog {
+    /// Edit bytes gathered before a checkpoint writes their images out.
+    pub checkpoint_bytes: usize,
+}
+
+impl Default for EditLog {
+    fn default() -> EditLog {
+        EditLog {
+            checkpoint_bytes: edits::CHECKPOINT_BYTES,
+        }
+    }
 }
 
 /// The widths of the transno and inode-number leases.
@@ -133,6 +154,19 @@ pub struct StoreStats {
     pub stall_micros: u64,
     /// WAL syncs since open.
     pub wal_syncs: u64,
+    /// The edit log's checkpoints, when the journal writes one.
+    pub checkpoints: Option<Checkpoints>,
+}
+
+/// What the edit log's checkpointer has done since open.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Checkpoints {
+    /// Checkpoints written.
+    pub written: u64,
+    /// Time they took, in seconds.
+    pub seconds: f64,
+    /// Edit bytes committed and not yet written out.
+    pub held_bytes: u64,
 }
 
 /// A `DeleteData` of at most this many blocks is point deletes: a small file's removal (a
@@ -149,6 +183,10 @@ const REKEY_BATCH: usize = if cfg!(test) { 4 } else { 65_536 };
 /// its resend slot and directory image come to ~150.
 const COMMIT_BYTES_PER_RECORD: usize = 192;
 
+/// Room for a record's changes to inodes and entries, likewise: a create's entry with its
+/// inode's image embedded is ~120 bytes.
+const NAMESPACE_BYTES_PER_RECORD: usize = 160;
+
 /// How long a cluster's store keeps a log file its memtables no longer need
 /// (`open_tuned`): a following standby reads the batches in it. Its reads come every 100 ms,
 /// and its last one a moment after the owner stopped.
@@ -158,7 +196,7 @@ const ARCHIVED_LOG_MB: u64 = 1024;
 
 /// The journal: a RocksDB database with the mds schema.
 pub struct Journal {
-    db: DB,
+    db: Arc<DB>,
     path: PathBuf,
     last_committed: AtomicU64,
     next_ino: AtomicU64,
@@ -187,6 +225,17 @@ pub struct Journal {
     parent_keyed_dentries: bool,
     /// The families' numbers, which a commit's batch names them by ([`RawBatch`]).
     families: Families,
+    /// With the edit log: the thread that writes the edits' images out (writable opens).
+    checkpointer: Option<Checkpointer>,
+}
+
+impl Drop for Journal {
+    /// A clean close writes the edits handed over so far into the images.
+    fn drop(&mut self) {
+        if let Some(mut checkpointer) = self.checkpointer.take() {
+            let _ = checkpointer.stop();
+        }
+    }
 }
 
 impl std::fmt::Debug for Journal {
@@ -212,6 +261,15 @@ impl Journal {
         self.injected = Some(failure);
     }
 
+    /// Test hook: closes the journal as a crash would leave the edit log: the edits the
+    /// checkpointer holds are not written out (the next open does that). Never used in
+    /// production.
+    pub fn close_without_checkpoint(mut self) {
+        if let Some(mut checkpointer) = self.checkpointer.take() {
+            let _ = checkpointer.abandon();
+        }
+    }
+
     /// Benchmark hook: each commit's synced write takes at least `latency`, as on a device
     /// whose sync takes that long: several servers on one machine's one disk can then be
     /// bound each by a device of its own (`bench/shards.sh`). Never set in production.
@@ -225,6 +283,9 @@ impl Journal {
         options: JournalOptions,
         tuning: &Tuning,
     ) -> Result<(Journal, Recovered)> {
+        if options.edit_log.is_some() && options.shard.is_some() {
+            return Err(Error::EditLogInCluster);
+        }
         let mut opts = db_options(tuning);
         if options.shard.is_some() {
             // A cluster's standby may follow this store (`follow.rs`): the log files a flush
@@ -259,12 +320,38 @@ impl Journal {
             .map_err(|e| explain_open_failure(&opts, path, e))?;
         let (mut journal, recovered) = Self::finish_open(db, opts, path, options, true)?;
         for name in missing {
-            journal
-                .db
+            Arc::get_mut(&mut journal.db)
+                .expect("no thread holds the store yet")
                 .create_cf(name, &cf_options(&cache, tuning, name))?;
         }
-        if journal.families.data == u32::MAX || journal.families.xattrs == u32::MAX {
+        if [
+            journal.families.data,
+            journal.families.xattrs,
+            journal.families.edits,
+        ]
+        .contains(&u32::MAX)
+        {
             journal.families = Families::of(&journal.db); // the families just added
+        }
+        // Before anything reads the namespace: the images alone hold it from here on. A
+        // checkpoint cut short may have left its files.
+        let _ = std::fs::remove_dir_all(journal.checkpoint_dir());
+        edits::apply_stored(&journal.db, journal.families, &journal.checkpoint_dir())?;
+        let meta = journal.cf(CF_META);
+        match journal.options.edit_log {
+            Some(edit_log) => {
+                journal.put_synced(META_EDIT_LOG, &[])?;
+                journal.checkpointer = Some(Checkpointer::start(
+                    Arc::clone(&journal.db),
+                    journal.families,
+                    journal.checkpoint_dir(),
+                    edit_log.checkpoint_bytes,
+                )?);
+            }
+            None if journal.db.get_cf(meta, META_EDIT_LOG)?.is_some() => {
+                journal.db.delete_cf_opt(meta, META_EDIT_LOG, &synced())?;
+            }
+            None => {}
         }
         Ok((journal, recovered))
     }
@@ -317,7 +404,7 @@ impl Journal {
     ) -> Result<(Journal, Recovered)> {
         let families = Families::of(&db);
         let mut journal = Journal {
-            db,
+            db: Arc::new(db),
             path: path.to_owned(),
             last_committed: AtomicU64::new(0),
             next_ino: AtomicU64::new(ROOT_INO + 1),
@@ -334,6 +421,7 @@ impl Journal {
             v2_inodes: false,
             parent_keyed_dentries: false,
             families,
+            checkpointer: None,
         };
         let meta = journal.cf(CF_META);
         let stored_shard = match journal.db.get_cf(meta, META_SHARD)? {
@@ -924,10 +1012,14 @@ impl Journal {
     /// write-ahead log to replay: for a clean stop, after the last commit. Without it a
     /// restart replays up to `max_total_wal_size` of WAL (RocksDB's close does not flush
     /// while the WAL holds the data) and writes those tables then, at start-up. Refused once
-    /// the journal has failed: the next open recovers from the WAL as after a crash.
+    /// the journal has failed: the next open recovers from the WAL as after a crash. With the
+    /// edit log, the edits handed to the checkpointer are written out first.
     pub fn flush(&self) -> Result<()> {
         if self.is_failed() {
             return Err(Error::Failed);
+        }
+        if let Some(checkpointer) = &self.checkpointer {
+            checkpointer.write_out()?;
         }
         let families: Vec<&ColumnFamily> = ALL_CFS.iter().map(|name| self.cf(name)).collect();
         let mut wait = FlushOptions::default();
@@ -951,6 +1043,11 @@ impl Journal {
         &self.path
     }
 
+    /// Where a checkpoint writes its table files before they are ingested.
+    fn checkpoint_dir(&self) -> PathBuf {
+        self.path.join("checkpoint")
+    }
+
     /// Makes a group of transactions durable in one synced `WriteBatch`, together with the new
     /// `last_committed` and inode high-water mark.
     ///
@@ -961,6 +1058,10 @@ impl Journal {
     pub fn commit(&self, records: &[TxRecord]) -> Result<CommitInfo> {
         if self.is_failed() {
             return Err(Error::Failed);
+        }
+        if let Some(failure) = self.checkpointer.as_ref().and_then(Checkpointer::failure) {
+            self.failed.store(true, Ordering::Release);
+            return Err(Error::Checkpoint(failure));
         }
         let Some(last) = records.last() else {
             return Ok(CommitInfo {
@@ -989,10 +1090,14 @@ impl Journal {
             xattrs,
             data,
             orphans,
+            edits: _,
         } = self.families;
         let mut next_ino = self.next_ino.load(Ordering::Relaxed);
         // Sized once: grown by doubling, a busy commit's batch was copied a dozen times.
         let mut batch = RawBatch::with_capacity(COMMIT_BYTES_PER_RECORD * records.len());
+        // The changes to `inodes` and `dentries`: the commit's edit with the edit log, else
+        // appended to the batch.
+        let mut ns = RawBatch::with_capacity(NAMESPACE_BYTES_PER_RECORD * records.len());
         let mut key = Vec::with_capacity(64);
         let mut slots = self.resend_slots.lock().expect("not poisoned");
         // Resend records with their client and its watermark, written after the loop, one
@@ -1018,8 +1123,8 @@ impl Journal {
                         if creates(record, entry.ino) {
                             births.add(entry.ino, *parent, name, *entry);
                         } else {
-                            births.write_plain(&mut batch, dentries, &mut key, entry.ino);
-                            put_dentry(&mut batch, dentries, &mut key, *parent, name, entry);
+                            births.write_plain(&mut ns, dentries, &mut key, entry.ino);
+                            put_dentry(&mut ns, dentries, &mut key, *parent, name, entry);
                         }
                     }
                     JournalOp::DeleteDentry {
@@ -1027,9 +1132,9 @@ impl Journal {
                         name,
                         child,
                     } => {
-                        births.write_plain(&mut batch, dentries, &mut key, *child);
+                        births.write_plain(&mut ns, dentries, &mut key, *child);
                         dentry_key_into(&mut key, *child, *parent, name);
-                        batch.delete(dentries, &key);
+                        ns.delete(dentries, &key);
                     }
                     JournalOp::PutResend {
                         client,
@@ -1092,11 +1197,22 @@ impl Journal {
             }
         }
         next_ino = next_ino.max(put_last_inode_images(
-            &mut batch,
+            &mut ns,
             self.families,
             records,
             births,
         ));
+        let edit = match &self.checkpointer {
+            Some(_) if !ns.is_empty() => {
+                let edit = ns.into_bytes();
+                batch.put(self.families.edits, edit_key(last.transno), &edit);
+                Some(edit)
+            }
+            _ => {
+                batch.append(&ns);
+                None
+            }
+        };
         // Stable: one client's records stay in the order they came.
         resend.sort_by_key(|(client, _, _)| *client);
         let mut group = Vec::new();
@@ -1158,6 +1274,9 @@ impl Journal {
             std::thread::sleep(left);
         }
         let write_sync = write_started.elapsed();
+        if let (Some(checkpointer), Some(edit)) = (&self.checkpointer, edit) {
+            checkpointer.committed(last.transno, edit);
+        }
         self.commits.fetch_add(1, Ordering::Relaxed);
         self.next_ino.store(next_ino, Ordering::Relaxed);
         self.publish_ceilings(ceilings);
@@ -1174,19 +1293,36 @@ impl Journal {
 
     /// Reads one committed inode: under its own key, or (never changed since its creation)
     /// in the entry it was created with, which is keyed by its number first.
+    /// Edits not yet written out are read over the images.
     pub fn inode(&self, ino: u64) -> Result<Option<Inode>> {
-        if let Some(v) = self.db.get_pinned_cf(self.cf(CF_INODES), ino_key(ino))? {
+        let snapshot = self.snapshot();
+        let read = || {
+            let mut read = rocksdb::ReadOptions::default();
+            if let Some(snapshot) = &snapshot {
+                read.set_snapshot(snapshot);
+            }
+            read
+        };
+        let overlay = Overlay::read(&self.db, self.families, read())?;
+        let own = match overlay.inodes.get(&ino_key(ino)[..]) {
+            Some(change) => change.as_deref().map(<[u8]>::to_vec),
+            None => self
+                .db
+                .get_cf_opt(self.cf(CF_INODES), ino_key(ino), &read())?,
+        };
+        if let Some(v) = own {
             return Ok(Some(self.decode_inode(&v)?));
         }
         if self.parent_keyed_dentries {
             return Ok(None);
         }
         let prefix = ino_key(ino);
-        let entries = self.db.iterator_cf(
+        let images = self.db.iterator_cf_opt(
             self.cf(CF_DENTRIES),
+            read(),
             IteratorMode::From(&prefix, rocksdb::Direction::Forward),
         );
-        for item in entries {
+        for item in Overlaid::new(images, &overlay.dentries, &prefix) {
             let (key, value) = item?;
             if !key.starts_with(&prefix) {
                 break;
@@ -1286,8 +1422,9 @@ impl Journal {
         mut entry: impl FnMut(u64, String, Dentry) -> Result<()>,
         mut inode: impl FnMut(Inode) -> Result<()>,
     ) -> Result<()> {
-        let mut own = self
-            .scan(CF_INODES)
+        let view = self.namespace_view()?;
+        let mut own = view
+            .scan(self, CF_INODES)
             .map(|item| {
                 let (key, value) = item?;
                 let image = self.decode_inode(&value)?;
@@ -1301,7 +1438,7 @@ impl Journal {
                 Ok(image)
             })
             .peekable();
-        for item in self.scan(CF_DENTRIES) {
+        for item in view.scan(self, CF_DENTRIES) {
             let (key, value) = item?;
             let (parent, name, dentry) = self.decode_stored_dentry(&key, &value)?;
             // Entries of stores keyed by parent (before version 6) carry no image.
@@ -1347,7 +1484,8 @@ impl Journal {
         &self,
         mut f: impl FnMut(u64, String, Dentry) -> Result<()>,
     ) -> Result<()> {
-        for item in self.scan(CF_DENTRIES) {
+        let view = self.namespace_view()?;
+        for item in view.scan(self, CF_DENTRIES) {
             let (key, value) = item?;
             let (parent, name, entry) = self.decode_stored_dentry(&key, &value)?;
             f(parent, name, entry)?;
@@ -1387,6 +1525,26 @@ impl Journal {
         Ok(())
     }
 
+    /// What the scans of `inodes` and `dentries` read: one snapshot of the store, and the
+    /// edits in it not yet written out.
+    fn namespace_view(&self) -> Result<NamespaceView<'_>> {
+        let snapshot = self.snapshot();
+        let mut read = full_scan();
+        if let Some(snapshot) = &snapshot {
+            read.set_snapshot(snapshot);
+        }
+        let overlay = Overlay::read(&self.db, self.families, read)?;
+        Ok(NamespaceView { snapshot, overlay })
+    }
+
+    /// A snapshot for reads of the images and the edit log together, while a checkpointer
+    /// may write the one and delete from the other; None when none runs (a read-only or
+    /// secondary open, which RocksDB gives no snapshot, sees only what it opened or caught
+    /// up to).
+    fn snapshot(&self) -> Option<rocksdb::SnapshotWithThreadMode<'_, DB>> {
+        self.checkpointer.as_ref().map(|_| self.db.snapshot())
+    }
+
     /// An iterator over a whole family, from its first key, that leaves the block cache alone
     /// (`options::full_scan`).
     fn scan(&self, family: &str) -> rocksdb::DBIteratorWithThreadMode<'_, DB> {
@@ -1424,7 +1582,45 @@ impl Journal {
             wal_syncs: self
                 .opts
                 .get_ticker_count(rocksdb::statistics::Ticker::WalFileSynced),
+            checkpoints: self.checkpointer.as_ref().map(|c| {
+                let progress = &c.progress;
+                Checkpoints {
+                    written: progress.checkpoints.load(Ordering::Relaxed),
+                    seconds: progress.nanos.load(Ordering::Relaxed) as f64 / 1e9,
+                    held_bytes: progress.held_bytes.load(Ordering::Relaxed),
+                }
+            }),
         }
+    }
+}
+
+/// One snapshot of the store with the edit log's changes in it, for scans of the namespace
+/// families ([`Journal::namespace_view`]).
+struct NamespaceView<'a> {
+    snapshot: Option<rocksdb::SnapshotWithThreadMode<'a, DB>>,
+    overlay: Overlay,
+}
+
+impl NamespaceView<'_> {
+    /// `inodes` or `dentries` from its first key, with the edit log read over it.
+    fn scan<'v>(
+        &'v self,
+        journal: &'v Journal,
+        family: &str,
+    ) -> Overlaid<'v, rocksdb::DBIteratorWithThreadMode<'v, DB>> {
+        let mut read = full_scan();
+        if let Some(snapshot) = &self.snapshot {
+            read.set_snapshot(snapshot);
+        }
+        let changes = if family == CF_INODES {
+            &self.overlay.inodes
+        } else {
+            &self.overlay.dentries
+        };
+        let images = journal
+            .db
+            .iterator_cf_opt(journal.cf(family), read, IteratorMode::Start);
+        Overlaid::new(images, changes, &[])
     }
 }
 
@@ -1454,6 +1650,9 @@ fn synced() -> WriteOptions {
     opts
 }
 
+#[cfg(test)]
+mod edit_tests;
+mod edits;
 mod follow;
 mod images;
 mod raw_batch;

@@ -15,7 +15,9 @@
 
 use rocksdb::{DB, WriteBatch, WriteBatchIteratorCf};
 
-use crate::schema::{CF_CLIENTS, CF_DATA, CF_DENTRIES, CF_INODES, CF_META, CF_ORPHANS, CF_XATTRS};
+use crate::schema::{
+    CF_CLIENTS, CF_DATA, CF_DENTRIES, CF_EDITS, CF_INODES, CF_META, CF_ORPHANS, CF_XATTRS,
+};
 
 /// RocksDB's record types (`db/dbformat.h`, `ValueType`) for a family other than the default.
 const TYPE_FAMILY_DELETION: u8 = 0x4;
@@ -75,10 +77,27 @@ impl RawBatch {
         self.rep.len()
     }
 
+    /// Whether no record was added.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.count == 0
+    }
+
     /// The batch as RocksDB takes it (one copy of the bytes).
-    pub(crate) fn into_write_batch(mut self) -> WriteBatch {
+    pub(crate) fn into_write_batch(self) -> WriteBatch {
+        WriteBatch::from_data(&self.into_bytes())
+    }
+
+    /// The batch's bytes, header and count included: what RocksDB's `WriteBatch::data` of
+    /// the same batch would be.
+    pub(crate) fn into_bytes(mut self) -> Vec<u8> {
         self.rep[8..HEADER].copy_from_slice(&self.count.to_le_bytes());
-        WriteBatch::from_data(&self.rep)
+        self.rep
+    }
+
+    /// Adds `other`'s records after this batch's.
+    pub(crate) fn append(&mut self, other: &RawBatch) {
+        self.rep.extend_from_slice(&other.rep[HEADER..]);
+        self.count += other.count;
     }
 
     fn record(&mut self, kind: u8, family: u32, key: &[u8]) {
@@ -119,6 +138,7 @@ pub(crate) struct Families {
     pub(crate) xattrs: u32,
     pub(crate) data: u32,
     pub(crate) orphans: u32,
+    pub(crate) edits: u32,
 }
 
 impl Families {
@@ -132,6 +152,7 @@ impl Families {
             xattrs: id(CF_XATTRS),
             data: id(CF_DATA),
             orphans: id(CF_ORPHANS),
+            edits: id(CF_EDITS),
         }
     }
 }

@@ -2,13 +2,18 @@
 //! versions and upgrades; and how the write-ahead log and the block cache behave under load.
 
 use super::*;
-use crate::schema::{ENCODING_CHANGED, FileKind, hex};
+use crate::schema::{CF_EDITS, ENCODING_CHANGED, FileKind, hex};
 use images::last_images;
 use std::path::Path;
 
+/// The store itself, to change its families (no checkpointer holds it in these tests).
+fn db_mut(j: &mut Journal) -> &mut DB {
+    Arc::get_mut(&mut j.db).expect("no other holder of the store")
+}
+
 /// Every key and value in the store, family by family, as hex; the replay key, drawn at
 /// random, by its length.
-fn raw_contents(j: &Journal) -> Vec<String> {
+pub(super) fn raw_contents(j: &Journal) -> Vec<String> {
     let mut out = Vec::new();
     for name in ALL_CFS {
         for item in j.db.iterator_cf(j.cf(name), IteratorMode::Start) {
@@ -385,7 +390,7 @@ fn images_apart(j: &Journal) {
 }
 
 /// Every entry's (parent, name, child), sorted, as a scan of `j` reads them.
-fn entries(j: &Journal) -> Vec<(u64, String, u64)> {
+pub(super) fn entries(j: &Journal) -> Vec<(u64, String, u64)> {
     let mut seen = Vec::new();
     j.scan_dentries(|parent, name, e| {
         seen.push((parent, name, e.ino));
@@ -402,19 +407,21 @@ fn entries(j: &Journal) -> Vec<(u64, String, u64)> {
 fn downgrade(dir: &Path, version: u32) {
     let (mut j, _) = Journal::open(dir, JournalOptions::default()).unwrap();
     parent_keyed(&j);
+    // Every version before 6 came before the edit log.
+    db_mut(&mut j).drop_cf(CF_EDITS).unwrap();
     if version == 4 {
         j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, version.to_le_bytes())
             .unwrap();
         return;
     }
-    j.db.drop_cf(CF_DATA).unwrap();
-    j.db.drop_cf(CF_ORPHANS).unwrap();
+    db_mut(&mut j).drop_cf(CF_DATA).unwrap();
+    db_mut(&mut j).drop_cf(CF_ORPHANS).unwrap();
     if version == 3 {
         j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, version.to_le_bytes())
             .unwrap();
         return;
     }
-    j.db.drop_cf(CF_XATTRS).unwrap();
+    db_mut(&mut j).drop_cf(CF_XATTRS).unwrap();
     let mut old = Vec::new();
     j.scan_inodes(|inode| {
         old.push(InodeV2 {
@@ -828,7 +835,8 @@ fn a_store_with_an_unknown_column_family_is_refused_with_a_clear_error() {
     let dir = tempfile::tempdir().unwrap();
     {
         let (mut j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
-        j.db.create_cf("from_the_future", &rocksdb::Options::default())
+        db_mut(&mut j)
+            .create_cf("from_the_future", &rocksdb::Options::default())
             .unwrap();
     }
     let err = Journal::open(dir.path(), JournalOptions::default()).unwrap_err();
@@ -844,7 +852,7 @@ fn a_store_with_an_unknown_column_family_is_refused_with_a_clear_error() {
 /// One commit of `creates` creates in the root, each with its resend record, as the server
 /// journals them: like every commit, it writes `meta` and `clients` too. Returns the
 /// bytes written.
-fn commit_creates(j: &Journal, creates: u64) -> usize {
+pub(super) fn commit_creates(j: &Journal, creates: u64) -> usize {
     let first = j.last_committed() + 1;
     let records: Vec<TxRecord> = (first..first + creates)
         .map(|transno| {

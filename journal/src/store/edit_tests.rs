@@ -1,0 +1,359 @@
+//! Tests of the edit log (`edits.rs`): what a commit writes with it, checkpoints in the
+//! background, edits a crash leaves applied by the next open (twice over included), read
+//! over the images by a read-only open and by the scans while the checkpointer holds them,
+//! and refused by a follower and in a cluster. The namespace's model test
+//! (`mds/src/namespace/model_tests.rs`) checks random operation sequences through it.
+
+use super::tests::{commit_creates, entries, raw_contents};
+use super::*;
+use crate::schema::{CF_EDITS, FileKind, hex};
+use proptest::prelude::*;
+
+fn edit_log(checkpoint_bytes: usize) -> JournalOptions {
+    JournalOptions {
+        edit_log: Some(EditLog { checkpoint_bytes }),
+        ..JournalOptions::default()
+    }
+}
+
+/// The raw keys of one family.
+fn family_keys(j: &Journal, name: &str) -> usize {
+    raw_contents(j)
+        .iter()
+        .filter(|line| line.starts_with(&format!("{name} ")))
+        .count()
+}
+
+/// Every inode a scan reads, by number, with its transno.
+fn inodes(j: &Journal) -> Vec<(u64, u64)> {
+    let mut seen = Vec::new();
+    j.scan_inodes(|inode| {
+        seen.push((inode.ino, inode.transno));
+        Ok(())
+    })
+    .unwrap();
+    seen
+}
+
+/// Inodes (number, transno) and entries (parent, name, child).
+type Namespace = (Vec<(u64, u64)>, Vec<(u64, String, u64)>);
+
+/// What a store holds, as every start-up reads it.
+fn namespace(j: &Journal) -> Namespace {
+    (inodes(j), entries(j))
+}
+
+#[test]
+fn a_commit_writes_its_namespace_changes_as_one_edit() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(dir.path(), edit_log(usize::MAX)).unwrap();
+    let (inodes_before, dentries_before) =
+        (family_keys(&j, CF_INODES), family_keys(&j, CF_DENTRIES));
+    commit_creates(&j, 100);
+    commit_creates(&j, 50);
+    assert_eq!(family_keys(&j, CF_EDITS), 2, "one edit a commit");
+    assert_eq!(
+        family_keys(&j, CF_INODES),
+        inodes_before,
+        "no image key yet"
+    );
+    assert_eq!(family_keys(&j, CF_DENTRIES), dentries_before);
+    let edit_keys: Vec<String> = raw_contents(&j)
+        .into_iter()
+        .filter(|line| line.starts_with("edits "))
+        .map(|line| line.split(' ').nth(1).unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        edit_keys,
+        [hex(&edit_key(100)), hex(&edit_key(150))],
+        "keyed by the last transno"
+    );
+    // Read over the images while the checkpointer holds them.
+    assert_eq!(entries(&j).len(), 150);
+    assert_eq!(j.inode(120).unwrap().unwrap().transno, 119);
+}
+
+#[test]
+fn checkpoints_write_the_images_and_delete_their_edits() {
+    let dir = tempfile::tempdir().unwrap();
+    // A checkpoint every few commits.
+    let (j, _) = Journal::open(dir.path(), edit_log(16 << 10)).unwrap();
+    for _ in 0..40 {
+        commit_creates(&j, 25);
+    }
+    let expected = namespace(&j);
+    assert_eq!(expected.1.len(), 1000);
+    j.flush().unwrap();
+    assert_eq!(
+        family_keys(&j, CF_EDITS),
+        0,
+        "every edit written out and deleted"
+    );
+    assert_eq!(
+        family_keys(&j, CF_DENTRIES),
+        1000,
+        "one entry a create, its image in it"
+    );
+    assert_eq!(namespace(&j), expected);
+    drop(j);
+    let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(recovered.last_committed, 1000);
+    assert_eq!(namespace(&j), expected);
+}
+
+#[test]
+fn edits_a_crash_leaves_are_read_by_a_read_only_open_and_applied_by_the_next_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(dir.path(), edit_log(usize::MAX)).unwrap();
+    commit_creates(&j, 300);
+    // A file renamed, one unlinked, and the root re-imaged: changes to keys an earlier
+    // edit wrote.
+    let mut root = j.inode(ROOT_INO).unwrap().unwrap();
+    root.transno = 301;
+    root.entries = 299;
+    let ops = vec![
+        JournalOp::DeleteDentry {
+            parent: ROOT_INO,
+            name: format!("f.{:016}", 2).into(),
+            child: 2,
+        },
+        JournalOp::DeleteInode(2),
+        JournalOp::DeleteDentry {
+            parent: ROOT_INO,
+            name: format!("f.{:016}", 3).into(),
+            child: 3,
+        },
+        JournalOp::PutDentry {
+            parent: ROOT_INO,
+            name: "renamed".into(),
+            entry: Dentry {
+                ino: 3,
+                kind: FileKind::File,
+            },
+        },
+        JournalOp::PutInode(root),
+    ];
+    j.commit(&[TxRecord { transno: 301, ops }]).unwrap();
+    let expected = namespace(&j);
+    assert!(
+        expected
+            .1
+            .iter()
+            .any(|(_, name, ino)| name == "renamed" && *ino == 3)
+    );
+    assert!(!expected.0.iter().any(|(ino, _)| *ino == 2));
+    j.close_without_checkpoint();
+
+    let (ro, _) = Journal::open_read_only(dir.path()).unwrap();
+    assert_eq!(family_keys(&ro, CF_EDITS), 2, "the edits are still there");
+    assert_eq!(namespace(&ro), expected, "read over the images");
+    assert_eq!(ro.inode(ROOT_INO).unwrap().unwrap().entries, 299);
+    assert_eq!(ro.inode(2).unwrap(), None);
+    drop(ro);
+
+    // A writable open without the edit log writes them out before anything else.
+    let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(recovered.last_committed, 301);
+    assert_eq!(family_keys(&j, CF_EDITS), 0);
+    assert_eq!(namespace(&j), expected);
+}
+
+#[test]
+fn a_checkpoint_cut_short_before_its_edits_are_deleted_is_applied_again_to_the_same_end() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(dir.path(), edit_log(usize::MAX)).unwrap();
+    commit_creates(&j, 200);
+    j.close_without_checkpoint();
+    let (j, _) = Journal::open(dir.path(), edit_log(usize::MAX)).unwrap();
+    let expected = namespace(&j);
+    commit_creates(&j, 100);
+    let more = namespace(&j);
+    // The images written, the edits kept: as when a checkpoint stops between the two.
+    let stored = edits::stored(&j.db, full_scan()).unwrap();
+    let bytes: Vec<&[u8]> = stored.iter().map(|(_, e)| &**e).collect();
+    edits::apply(&j.db, j.families, &j.checkpoint_dir(), &bytes).unwrap();
+    assert_eq!(family_keys(&j, CF_EDITS), 1);
+    assert_eq!(expected.1.len(), 200);
+    j.close_without_checkpoint();
+    let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(namespace(&j), more);
+    assert_eq!(family_keys(&j, CF_EDITS), 0);
+}
+
+#[test]
+fn a_follower_refuses_a_store_whose_owner_writes_an_edit_log() {
+    let dir = tempfile::tempdir().unwrap();
+    let (primary, own) = (dir.path().join("store"), dir.path().join("follower"));
+    let (owner, _) = Journal::open(&primary, edit_log(usize::MAX)).unwrap();
+    commit_creates(&owner, 10);
+    let refused = Journal::open_follower(&primary, &own).unwrap_err();
+    assert!(matches!(refused, Error::FollowEditLog { .. }), "{refused}");
+    drop(owner);
+    // Without it, the mark goes and the store can be followed.
+    let (owner, _) = Journal::open(&primary, JournalOptions::default()).unwrap();
+    let (follower, _) = Journal::open_follower(&primary, &own).unwrap();
+    drop((owner, follower));
+}
+
+#[test]
+fn a_follower_that_meets_an_edit_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let (primary, own) = (dir.path().join("store"), dir.path().join("follower"));
+    let (owner, _) = Journal::open(&primary, JournalOptions::default()).unwrap();
+    commit_creates(&owner, 10);
+    let (follower, _) = Journal::open_follower(&primary, &own).unwrap();
+    let mut seq = follower.sequence();
+    drop(owner);
+    let (owner, _) = Journal::open(&primary, edit_log(usize::MAX)).unwrap();
+    commit_creates(&owner, 10);
+    let refused = follower.follow(&mut seq, |_| {}).unwrap_err();
+    assert!(matches!(refused, Error::FollowEditLog { .. }), "{refused}");
+}
+
+#[test]
+fn the_edit_log_is_refused_for_a_clusters_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let options = JournalOptions {
+        shard: Some(crate::ShardIdentity {
+            cluster: "c".into(),
+            shard: 0,
+            epoch: 1,
+        }),
+        ..edit_log(usize::MAX)
+    };
+    let refused = Journal::open(dir.path(), options).unwrap_err();
+    assert!(matches!(refused, Error::EditLogInCluster), "{refused}");
+    assert!(!dir.path().join("CURRENT").exists(), "nothing created");
+}
+
+proptest! {
+    /// Bytes that are no edit give an error, never a panic or a wrong change.
+    #[test]
+    fn a_damaged_edit_is_refused_not_misread(bytes in proptest::collection::vec(any::<u8>(), 0..64)) {
+        let families = Families {
+            inodes: 1,
+            dentries: 2,
+            clients: 3,
+            meta: 4,
+            xattrs: 5,
+            data: 6,
+            orphans: 7,
+            edits: 8,
+        };
+        let _ = edits::Gathered::default().add(families, &bytes);
+    }
+}
+
+fn any_change() -> impl Strategy<Value = (bool, Vec<u8>, Option<Vec<u8>>)> {
+    (
+        any::<bool>(),
+        proptest::collection::vec(any::<u8>(), 0..300),
+        proptest::option::of(proptest::collection::vec(any::<u8>(), 0..300)),
+    )
+}
+
+proptest! {
+    /// An edit built as a commit builds it reads back as the changes it holds, family by
+    /// family and in order, and cut anywhere it is refused.
+    #[test]
+    fn an_edit_reads_back_as_the_changes_it_was_built_from(
+        changes in proptest::collection::vec(any_change(), 0..20),
+        cut in any::<prop::sample::Index>(),
+    ) {
+        let families = Families {
+            inodes: 1,
+            dentries: 300,
+            clients: 3,
+            meta: 4,
+            xattrs: 5,
+            data: 6,
+            orphans: 7,
+            edits: 8,
+        };
+        let mut batch = RawBatch::with_capacity(0);
+        let (mut inodes, mut dentries) = (Vec::new(), Vec::new());
+        for (is_inode, key, value) in &changes {
+            let family = if *is_inode { families.inodes } else { families.dentries };
+            match value {
+                Some(value) => batch.put(family, key, value),
+                None => batch.delete(family, key),
+            }
+            let list = if *is_inode { &mut inodes } else { &mut dentries };
+            list.push((key.as_slice(), value.as_deref()));
+        }
+        let bytes = batch.into_bytes();
+        let mut gathered = edits::Gathered::default();
+        gathered.add(families, &bytes).unwrap();
+        prop_assert_eq!(&gathered.inodes, &inodes);
+        prop_assert_eq!(&gathered.dentries, &dentries);
+        if !changes.is_empty() {
+            let short = &bytes[..12 + cut.index(bytes.len() - 12)];
+            prop_assert!(edits::Gathered::default().add(families, short).is_err());
+        }
+    }
+}
+
+#[test]
+fn a_checkpoint_that_fails_stops_the_journal_and_the_next_open_writes_its_edits_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(dir.path(), edit_log(16 << 10)).unwrap();
+    commit_creates(&j, 25);
+    // Where the checkpoint writes its files, a file: the next checkpoint cannot.
+    std::fs::write(j.checkpoint_dir(), b"in the way").unwrap();
+    let mut outcome = Ok(());
+    for _ in 0..200 {
+        let transno = j.last_committed() + 1;
+        outcome = j
+            .commit(&[TxRecord {
+                transno,
+                ops: vec![JournalOp::KnowClient { client: transno }],
+            }])
+            .map(drop);
+        if outcome.is_err() {
+            break;
+        }
+        commit_creates(&j, 25);
+        std::thread::sleep(std::time::Duration::from_millis(5));
+    }
+    let stopped = outcome.unwrap_err();
+    assert!(matches!(stopped, Error::Checkpoint(_)), "{stopped}");
+    assert!(j.is_failed());
+    let transno = j.last_committed() + 1;
+    let refused = j
+        .commit(&[TxRecord {
+            transno,
+            ops: vec![JournalOp::KnowClient { client: 1 }],
+        }])
+        .unwrap_err();
+    assert!(matches!(refused, Error::Failed), "fail-stop: {refused}");
+    let expected = namespace(&j);
+    let last = j.last_committed();
+    drop(j);
+    std::fs::remove_file(dir.path().join("checkpoint")).unwrap();
+    let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(recovered.last_committed, last);
+    assert_eq!(
+        namespace(&j),
+        expected,
+        "every committed change, written out"
+    );
+}
+
+#[test]
+fn the_checkpointers_progress_is_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(dir.path(), edit_log(usize::MAX)).unwrap();
+    commit_creates(&j, 100);
+    let held = j.stats().checkpoints.unwrap();
+    assert_eq!(held.written, 0);
+    assert!(held.held_bytes > 100 * 50, "{held:?}");
+    j.flush().unwrap();
+    let written = j.stats().checkpoints.unwrap();
+    assert_eq!((written.written, written.held_bytes), (1, 0));
+    let (k, _) = Journal::open(
+        tempfile::tempdir().unwrap().path(),
+        JournalOptions::default(),
+    )
+    .unwrap();
+    assert_eq!(k.stats().checkpoints, None, "no edit log, no checkpoints");
+}

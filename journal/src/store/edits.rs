@@ -1,0 +1,496 @@
+//! The edit log (`JournalOptions::edit_log`): a commit writes its changes to the namespace
+//! families (`inodes`, `dentries`) as one value in the `edits` family — the records it would
+//! have put in its own batch, in RocksDB's batch format — instead of a key each; and a
+//! background thread, the checkpointer, writes the images those edits leave into sorted table
+//! files and ingests them (RocksDB's `SstFileWriter` and `IngestExternalFile`), then deletes
+//! the edits it wrote. HDFS's edits and fsimage, with RocksDB holding both.
+//!
+//! Why: a key through a write batch costs RocksDB a memtable insert, then the flush's walk and
+//! rewrite of the memtable (~3,700 instructions a key, counted); a key in a sorted file built
+//! by hand costs the table builder alone (~1,200), and a directory re-imaged by every create
+//! in it is written once a checkpoint, not once a commit.
+//!
+//! Recovery: the edits of a commit are in the same synced batch as the rest of the commit, so
+//! whatever is committed has its edits in the store. An edit is the full new value of each key
+//! it names (or its deletion), so applying edits again over images that already hold them, in
+//! commit order, ends where applying them once does: a checkpoint cut short anywhere (a
+//! family ingested and the other not, or both and the edits not yet deleted) is finished by
+//! the next open, which applies every edit left before it reads anything. A read-only open
+//! cannot write; it reads the edits left over the images (`Overlay`).
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use rocksdb::{
+    DB, DBCompressionType, IngestExternalFileOptions, IteratorMode, ReadOptions, SstFileWriter,
+};
+
+use super::raw_batch::Families;
+use crate::error::{Error, Result};
+use crate::options::{Tuning, block_cache, cf_options, full_scan};
+use crate::schema::{CF_DENTRIES, CF_EDITS, CF_INODES};
+
+/// Edit bytes the checkpointer gathers before it writes them out: about half a namespace
+/// write buffer's worth of keys, so a checkpoint's table files are of the size a flush's were.
+pub(crate) const CHECKPOINT_BYTES: usize = 32 << 20;
+
+/// Commits' edits handed over and not yet taken by the checkpointer before a commit waits for
+/// it: a bound on the memory a checkpointer that cannot keep up holds, as RocksDB's write
+/// stall bounds its memtables. (A checkpoint of `CHECKPOINT_BYTES` takes ~0.1 s of a core;
+/// commits come every millisecond or so.)
+const CHECKPOINT_QUEUE: usize = 1024;
+
+/// The key of a commit's edits: its last transno, big-endian, so that the family is in
+/// commit order.
+pub(crate) fn edit_key(transno: u64) -> [u8; 8] {
+    transno.to_be_bytes()
+}
+
+/// RocksDB's record types (`db/dbformat.h`) a namespace edit holds.
+const TYPE_FAMILY_DELETION: u8 = 0x4;
+const TYPE_FAMILY_VALUE: u8 = 0x5;
+/// A batch's header: its sequence number and record count.
+const HEADER: usize = 12;
+
+/// One key's change: its new value, or `None` for a deletion.
+type Change<'a> = (&'a [u8], Option<&'a [u8]>);
+
+/// The changes of a run of edits, by family, in commit order.
+#[derive(Debug, Default)]
+pub(crate) struct Gathered<'a> {
+    pub(crate) inodes: Vec<Change<'a>>,
+    pub(crate) dentries: Vec<Change<'a>>,
+}
+
+impl<'a> Gathered<'a> {
+    /// Reads one edit's records (a batch's bytes, header included) into the families'
+    /// lists.
+    pub(crate) fn add(&mut self, families: Families, edit: &'a [u8]) -> Result<()> {
+        let corrupt = |detail: String| Error::Corrupt {
+            what: "namespace edit",
+            detail,
+        };
+        let (header, mut rest) = edit
+            .split_at_checked(HEADER)
+            .ok_or_else(|| corrupt(format!("{} bytes, shorter than a header", edit.len())))?;
+        let count = u32::from_le_bytes(header[8..].try_into().expect("four bytes"));
+        let mut read = 0u32;
+        while let Some((&kind, after)) = rest.split_first() {
+            read += 1;
+            rest = after;
+            let family = varint32(&mut rest).ok_or_else(|| corrupt("a family cut short".into()))?;
+            let key = slice(&mut rest).ok_or_else(|| corrupt("a key cut short".into()))?;
+            let value = match kind {
+                TYPE_FAMILY_VALUE => {
+                    Some(slice(&mut rest).ok_or_else(|| corrupt("a value cut short".into()))?)
+                }
+                TYPE_FAMILY_DELETION => None,
+                other => return Err(corrupt(format!("a record of type {other:#x}"))),
+            };
+            let list = if family == families.inodes {
+                &mut self.inodes
+            } else if family == families.dentries {
+                &mut self.dentries
+            } else {
+                return Err(corrupt(format!("a record for family {family}")));
+            };
+            list.push((key, value));
+        }
+        if read != count {
+            return Err(corrupt(format!(
+                "{read} records where the header says {count}"
+            )));
+        }
+        Ok(())
+    }
+}
+
+fn varint32(bytes: &mut &[u8]) -> Option<u32> {
+    let mut n = 0u32;
+    for shift in (0..35).step_by(7) {
+        let (&b, rest) = bytes.split_first()?;
+        *bytes = rest;
+        n |= u32::from(b & 0x7f).checked_shl(shift)?;
+        if b < 0x80 {
+            return Some(n);
+        }
+    }
+    None
+}
+
+fn slice<'a>(bytes: &mut &'a [u8]) -> Option<&'a [u8]> {
+    let len = usize::try_from(varint32(bytes)?).ok()?;
+    let (s, rest) = bytes.split_at_checked(len)?;
+    *bytes = rest;
+    Some(s)
+}
+
+/// Each key's last change, in key order: sorted stably (a run of edits is mostly in key
+/// order already: inode numbers and the entries keyed by them grow with each create), and of
+/// equal keys the last kept.
+fn last_changes(mut changes: Vec<Change<'_>>) -> Vec<Change<'_>> {
+    changes.sort_by(|a, b| a.0.cmp(b.0));
+    let mut last: Vec<Change<'_>> = Vec::with_capacity(changes.len());
+    for change in changes {
+        match last.last_mut() {
+            Some(prev) if prev.0 == change.0 => *prev = change,
+            _ => last.push(change),
+        }
+    }
+    last
+}
+
+/// Writes the images `edits` (each a commit's edit, in commit order) leave, family by
+/// family, into a sorted table file and ingests it; `dir` holds the files meanwhile.
+pub(crate) fn apply(db: &DB, families: Families, dir: &Path, edits: &[&[u8]]) -> Result<()> {
+    let mut gathered = Gathered::default();
+    for edit in edits {
+        gathered.add(families, edit)?;
+    }
+    std::fs::create_dir_all(dir).map_err(|e| io_error(dir, &e))?;
+    let tuning = Tuning::default();
+    let cache = block_cache();
+    for (name, changes) in [
+        (CF_INODES, gathered.inodes),
+        (CF_DENTRIES, gathered.dentries),
+    ] {
+        if changes.is_empty() {
+            continue;
+        }
+        let file = dir.join(format!("{name}.sst"));
+        let mut opts = cf_options(&cache, &tuning, name);
+        // Plain, as a flush writes level 0 (`options::cf_options`): compaction compresses
+        // what it moves further down. (LZ4 here was ~1,400 instructions a create, counted.)
+        // The writer takes the last level's compression when there is a list by level.
+        opts.set_compression_type(DBCompressionType::None);
+        opts.set_compression_per_level(&[DBCompressionType::None]);
+        let mut writer = SstFileWriter::create(&opts);
+        writer.open(&file)?;
+        for (key, value) in last_changes(changes) {
+            match value {
+                Some(value) => writer.put(key, value)?,
+                None => writer.delete(key)?,
+            }
+        }
+        writer.finish()?;
+        let mut ingest = IngestExternalFileOptions::default();
+        // The file is the store's now: linked in, not copied.
+        ingest.set_move_files(true);
+        let cf = db.cf_handle(name).ok_or(Error::Corrupt {
+            what: "store",
+            detail: format!("no {name} family"),
+        })?;
+        db.ingest_external_file_cf_opts(cf, &ingest, vec![&file])?;
+        let _ = std::fs::remove_file(&file);
+    }
+    Ok(())
+}
+
+/// Deletes the edits of transnos up to `last` (all applied).
+pub(crate) fn forget(db: &DB, last: u64) -> Result<()> {
+    let cf = edits_family(db)?;
+    db.delete_range_cf(cf, edit_key(0), edit_key(last.saturating_add(1)))?;
+    Ok(())
+}
+
+fn edits_family(db: &DB) -> Result<&rocksdb::ColumnFamily> {
+    db.cf_handle(CF_EDITS).ok_or(Error::Corrupt {
+        what: "store",
+        detail: format!("no {CF_EDITS} family"),
+    })
+}
+
+/// Every edit the store holds (as `read` sees it), in commit order, with the transno it is
+/// keyed by.
+pub(crate) fn stored(db: &DB, read: ReadOptions) -> Result<Vec<(u64, Box<[u8]>)>> {
+    let Some(cf) = db.cf_handle(CF_EDITS) else {
+        return Ok(Vec::new()); // a read-only open of a store from before the edit log
+    };
+    let mut edits = Vec::new();
+    for item in db.iterator_cf_opt(cf, read, IteratorMode::Start) {
+        let (key, value) = item?;
+        let transno = crate::schema::decode_u64_key("edit key", &key)?;
+        edits.push((transno, value));
+    }
+    Ok(edits)
+}
+
+/// At a writable open: applies every edit the store holds and deletes them, so that the
+/// images alone are the committed namespace again. Returns how many there were.
+pub(crate) fn apply_stored(db: &DB, families: Families, dir: &Path) -> Result<usize> {
+    let edits = stored(db, full_scan())?;
+    let Some(&(last, _)) = edits.last() else {
+        return Ok(0);
+    };
+    let bytes: Vec<&[u8]> = edits.iter().map(|(_, edit)| &**edit).collect();
+    apply(db, families, dir, &bytes)?;
+    forget(db, last)?;
+    Ok(edits.len())
+}
+
+/// A family's changes in the edit log: each key's last change (`None`: deleted).
+pub(crate) type Changes = BTreeMap<Box<[u8]>, Option<Box<[u8]>>>;
+
+/// [`Changes`] from one key on.
+type ChangesFrom<'a> = std::collections::btree_map::Range<'a, Box<[u8]>, Option<Box<[u8]>>>;
+
+/// The changes of the edits a store holds, by family and key, for reads of the images that
+/// must see them too: a read-only open's (which cannot apply them), or any read while the
+/// checkpointer has edits to write out. Read through the same snapshot as the images.
+#[derive(Debug, Default)]
+pub(crate) struct Overlay {
+    pub(crate) inodes: Changes,
+    pub(crate) dentries: Changes,
+}
+
+impl Overlay {
+    pub(crate) fn read(db: &DB, families: Families, read: ReadOptions) -> Result<Overlay> {
+        let edits = stored(db, read)?;
+        let mut gathered = Gathered::default();
+        for (_, edit) in &edits {
+            gathered.add(families, edit)?;
+        }
+        let own = |changes: Vec<Change<'_>>| {
+            changes
+                .into_iter()
+                .map(|(k, v)| (Box::from(k), v.map(Box::from)))
+                .collect()
+        };
+        Ok(Overlay {
+            inodes: own(gathered.inodes),
+            dentries: own(gathered.dentries),
+        })
+    }
+}
+
+/// A family's keys and values in key order: the images' (`images`, from RocksDB), with the
+/// edit log's changes read over them (`changes`, from the same key on).
+pub(crate) struct Overlaid<'a, I: Iterator> {
+    images: std::iter::Peekable<I>,
+    changes: std::iter::Peekable<ChangesFrom<'a>>,
+}
+
+impl<'a, I> Overlaid<'a, I>
+where
+    I: Iterator<Item = std::result::Result<(Box<[u8]>, Box<[u8]>), rocksdb::Error>>,
+{
+    pub(crate) fn new(images: I, changes: &'a Changes, from: &[u8]) -> Overlaid<'a, I> {
+        Overlaid {
+            images: images.peekable(),
+            changes: changes
+                .range::<[u8], _>((std::ops::Bound::Included(from), std::ops::Bound::Unbounded))
+                .peekable(),
+        }
+    }
+}
+
+impl<I> Iterator for Overlaid<'_, I>
+where
+    I: Iterator<Item = std::result::Result<(Box<[u8]>, Box<[u8]>), rocksdb::Error>>,
+{
+    type Item = Result<(Box<[u8]>, Box<[u8]>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            let Some((key, _)) = self.changes.peek() else {
+                return self.images.next().map(|item| item.map_err(Error::from));
+            };
+            match self.images.peek() {
+                Some(Ok((image_key, _))) if image_key < *key => {
+                    return self.images.next().map(|item| item.map_err(Error::from));
+                }
+                Some(Ok((image_key, _))) if image_key == *key => {
+                    self.images.next(); // the change replaces it
+                }
+                Some(Err(_)) => return self.images.next().map(|item| item.map_err(Error::from)),
+                _ => {}
+            }
+            let (key, change) = self.changes.next().expect("peeked");
+            if let Some(value) = change {
+                return Some(Ok((key.clone(), value.clone())));
+            }
+        }
+    }
+}
+
+fn io_error(path: &Path, e: &std::io::Error) -> Error {
+    Error::Corrupt {
+        what: "checkpoint directory",
+        detail: format!("{}: {e}", path.display()),
+    }
+}
+
+/// What the committer hands the checkpointer after each commit.
+enum Message {
+    /// A commit's edit, durable: its last transno and its bytes.
+    Edit(u64, Vec<u8>),
+    /// Write out what was handed over now, and say how it went.
+    WriteOut(SyncSender<Result<()>>),
+    /// Write out what was handed over, then stop (a clean close).
+    Stop,
+    /// Stop without writing anything out, as a crash would (a test hook).
+    Abandon,
+}
+
+/// What the checkpointer has done, for metrics, and why it stopped if it failed.
+#[derive(Debug, Default)]
+pub(crate) struct Progress {
+    pub(crate) checkpoints: AtomicU64,
+    pub(crate) nanos: AtomicU64,
+    /// Edit bytes handed over and not yet written out.
+    pub(crate) held_bytes: AtomicU64,
+    /// The error a checkpoint stopped on: the journal stops too (fail-stop, as after a
+    /// failed write), and the next open writes the edits out.
+    pub(crate) failure: Mutex<Option<String>>,
+}
+
+/// The checkpointer thread and the channel to it.
+pub(crate) struct Checkpointer {
+    tx: SyncSender<Message>,
+    thread: Option<JoinHandle<Result<()>>>,
+    pub(crate) progress: Arc<Progress>,
+}
+
+impl Checkpointer {
+    pub(crate) fn start(
+        db: Arc<DB>,
+        families: Families,
+        dir: PathBuf,
+        checkpoint_bytes: usize,
+    ) -> Result<Checkpointer> {
+        let (tx, rx) = std::sync::mpsc::sync_channel(CHECKPOINT_QUEUE);
+        let progress = Arc::new(Progress::default());
+        let shared = Arc::clone(&progress);
+        let thread = std::thread::Builder::new()
+            .name("checkpointer".into())
+            .spawn(move || {
+                let outcome = run(&db, families, &dir, checkpoint_bytes, &rx, &shared);
+                if let Err(e) = &outcome {
+                    *shared.failure.lock().expect("not poisoned") = Some(e.to_string());
+                }
+                outcome
+            })
+            .map_err(|e| io_error(Path::new("checkpointer thread"), &e))?;
+        Ok(Checkpointer {
+            tx,
+            thread: Some(thread),
+            progress,
+        })
+    }
+
+    /// Hands over a durable commit's edit.
+    pub(crate) fn committed(&self, last_transno: u64, edit: Vec<u8>) {
+        self.progress
+            .held_bytes
+            .fetch_add(edit.len() as u64, Ordering::Relaxed);
+        // A checkpointer that stopped on an error leaves the edits in the store: the next
+        // open applies them (and the journal stops at its next commit: `failure`).
+        let _ = self.tx.send(Message::Edit(last_transno, edit));
+    }
+
+    /// Why the checkpointer stopped, if it failed.
+    pub(crate) fn failure(&self) -> Option<String> {
+        self.progress.failure.lock().expect("not poisoned").clone()
+    }
+
+    /// Writes out what was handed over so far, and waits for it.
+    pub(crate) fn write_out(&self) -> Result<()> {
+        let (done, outcome) = std::sync::mpsc::sync_channel(1);
+        self.tx
+            .send(Message::WriteOut(done))
+            .map_err(|_| stopped())?;
+        outcome.recv().map_err(|_| stopped())?
+    }
+
+    /// Writes out what was handed over and waits for the thread.
+    pub(crate) fn stop(&mut self) -> Result<()> {
+        self.end(Message::Stop)
+    }
+
+    /// Stops the thread without writing out what it holds (the edits stay in the store).
+    pub(crate) fn abandon(&mut self) -> Result<()> {
+        self.end(Message::Abandon)
+    }
+
+    fn end(&mut self, how: Message) -> Result<()> {
+        let _ = self.tx.send(how);
+        match self.thread.take().map(JoinHandle::join) {
+            Some(Ok(outcome)) => outcome,
+            Some(Err(_)) => Err(Error::Corrupt {
+                what: "checkpointer",
+                detail: "panicked".into(),
+            }),
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        let _ = self.stop();
+    }
+}
+
+fn stopped() -> Error {
+    Error::Corrupt {
+        what: "checkpointer",
+        detail: "stopped after an error (the next open writes the edits out)".into(),
+    }
+}
+
+fn run(
+    db: &DB,
+    families: Families,
+    dir: &Path,
+    checkpoint_bytes: usize,
+    rx: &Receiver<Message>,
+    progress: &Progress,
+) -> Result<()> {
+    let mut held: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut bytes = 0;
+    let write_out = |held: &mut Vec<(u64, Vec<u8>)>| -> Result<()> {
+        if let Some(&(last, _)) = held.last() {
+            let started = Instant::now();
+            let edits: Vec<&[u8]> = held.iter().map(|(_, e)| e.as_slice()).collect();
+            apply(db, families, dir, &edits)?;
+            forget(db, last)?;
+            let written: usize = held.iter().map(|(_, e)| e.len()).sum();
+            held.clear();
+            progress
+                .held_bytes
+                .fetch_sub(written as u64, Ordering::Relaxed);
+            progress.checkpoints.fetch_add(1, Ordering::Relaxed);
+            let nanos = u64::try_from(started.elapsed().as_nanos()).unwrap_or(u64::MAX);
+            progress.nanos.fetch_add(nanos, Ordering::Relaxed);
+        }
+        Ok(())
+    };
+    loop {
+        match rx.recv() {
+            Ok(Message::Edit(transno, edit)) => {
+                bytes += edit.len();
+                held.push((transno, edit));
+                if bytes >= checkpoint_bytes {
+                    write_out(&mut held)?;
+                    bytes = 0;
+                }
+            }
+            Ok(Message::WriteOut(done)) => {
+                let outcome = write_out(&mut held);
+                bytes = 0;
+                let failed = outcome.is_err();
+                let _ = done.send(outcome);
+                if failed {
+                    return Err(stopped());
+                }
+            }
+            Ok(Message::Stop) | Err(_) => return write_out(&mut held),
+            Ok(Message::Abandon) => return Ok(()),
+        }
+    }
+}
