@@ -349,6 +349,14 @@ ROWS = [
         ts("RocksDB keys", "short",
            [(f"sum by (instance, cf) (mds_rocksdb_estimated_keys{{{SEL}}})", "{{instance}} {{cf}}")],
            "RocksDB's estimate of keys per column family.", 8),
+        ts("Edit log checkpoints", "percentunit",
+           [(f"sum by (instance) ({rate('mds_journal_checkpoint_seconds_total')})", "{{instance}} checkpointing")],
+           "Fraction of time the checkpointer spent writing the edit log's images into the store "
+           "(--edit-log on). Its edit bytes not yet written out are mds_journal_edit_bytes.", 12),
+        ts("Edit log bytes not yet checkpointed", "bytes",
+           [(f"sum by (instance) (mds_journal_edit_bytes{{{SEL}}})", "{{instance}}")],
+           "Committed edits the next checkpoint writes out (~32 MiB at most while it keeps up); "
+           "a start writes out what a crash left.", 12),
     ]),
     ("Process", [
         ts("Process CPU", "percentunit",

@@ -17,7 +17,7 @@ use tracing::{debug, info, warn};
 
 use crate::auth::{AuthFailure, Authenticator};
 use crate::committer::{CommitMsg, CommitPolicy, Committer};
-use crate::config::ServerConfig;
+use crate::config::{ServerConfig, Switch};
 use crate::dispatch::Core;
 use crate::error::{Error, IoContext, Result};
 use crate::namespace::{Namespace, WarmNamespace};
@@ -308,7 +308,21 @@ fn open_journal(config: &ServerConfig) -> Result<(Arc<Journal>, journal::Recover
             transnos: config.limits.max_uncommitted.saturating_mul(2),
             inos: config.limits.ino_lease,
         },
-        edit_log: None,
+        edit_log: config
+            .keys
+            .edit_log
+            // On outside a cluster; a shard's store is followed from RocksDB's log.
+            .map_or(
+                config.shard.is_none() && config.keys.etcd.is_none(),
+                Switch::is_on,
+            )
+            .then(|| journal::EditLog {
+                checkpoint_bytes: config
+                    .keys
+                    .testing
+                    .checkpoint_bytes
+                    .unwrap_or(journal::EditLog::default().checkpoint_bytes),
+            }),
     };
     let (mut journal, recovered) =
         Journal::open(&config.keys.data, options).map_err(|source| Error::Journal {

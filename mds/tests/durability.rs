@@ -13,10 +13,21 @@ use common::fsck;
 use mds_client::{Client, ROOT, Session};
 use mds_proto::{Body, Op};
 
+/// With the edit log (the default), checkpointing every ~64 KB: the kill leaves images
+/// checkpoints wrote, edits the checkpointer held, and perhaps a checkpoint cut short.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkill_during_creates_loses_no_acknowledged_create() {
+    sigkill_during_creates(&["--inject-checkpoint-bytes", "64k"]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_during_creates_without_the_edit_log_loses_no_acknowledged_create() {
+    sigkill_during_creates(&["--edit-log", "off"]).await;
+}
+
+async fn sigkill_during_creates(args: &[&str]) {
     let dir = tempfile::tempdir().unwrap();
-    let server = common::start(dir.path(), &[]);
+    let server = common::start(dir.path(), args);
     let setup = server.client().await;
     let clients = 8;
     let mut dirs = Vec::new();
@@ -63,7 +74,7 @@ async fn sigkill_during_creates_loses_no_acknowledged_create() {
     let (code, out) = fsck(dir.path());
     assert_eq!(code, 0, "fsck after SIGKILL:\n{out}");
 
-    let server = common::start(dir.path(), &[]);
+    let server = common::start(dir.path(), args);
     let c = server.client().await;
     for (i, names) in &acked {
         let d = c.lookup(ROOT, &format!("c{i}")).await.unwrap().ino;

@@ -127,6 +127,10 @@ async fn metrics_under_load_pass_promtool_and_are_histograms() {
         "mds_sessions ",
         "mds_rocksdb_live_sst_bytes{cf=\"inodes\"}",
         "mds_rocksdb_stall_seconds_total",
+        "mds_rocksdb_live_sst_bytes{cf=\"edits\"}",
+        "mds_journal_checkpoints_total ",
+        "mds_journal_checkpoint_seconds_total ",
+        "mds_journal_edit_bytes ",
         "process_cpu_seconds_total",
         "process_resident_memory_bytes",
         "process_max_fds",
@@ -254,8 +258,11 @@ async fn every_dashboard_query_returns_series_from_a_real_prometheus() {
         "{}",
         standby.log_text()
     );
+    // A server outside the cluster: the edit log's panels' series (a shard runs without).
+    let standalone_dir = tempfile::tempdir().unwrap();
+    let standalone = common::start(standalone_dir.path(), &[]);
     let target = server.metrics;
-    let targets = [target, standby.metrics];
+    let targets = [target, standby.metrics, standalone.metrics];
     let prom = tokio::task::spawn_blocking(move || start_prometheus(&targets))
         .await
         .unwrap();

@@ -75,6 +75,29 @@ pub fn write_store(out: &mut String, stats: &journal::StoreStats) {
         "WAL syncs RocksDB performed.",
         &[("", stats.wal_syncs as f64)],
     );
+    if let Some(checkpoints) = stats.checkpoints {
+        write_family(
+            out,
+            "mds_journal_checkpoints_total",
+            "counter",
+            "Checkpoints of the edit log: its images written into the store.",
+            &[("", checkpoints.written as f64)],
+        );
+        write_family(
+            out,
+            "mds_journal_checkpoint_seconds_total",
+            "counter",
+            "Time the edit log's checkpoints took.",
+            &[("", checkpoints.seconds)],
+        );
+        write_family(
+            out,
+            "mds_journal_edit_bytes",
+            "gauge",
+            "Edit log bytes committed and not yet written out by a checkpoint.",
+            &[("", checkpoints.held_bytes as f64)],
+        );
+    }
 }
 
 /// The server's state as alert rules need it: read-only or not, the build, inodes by kind,

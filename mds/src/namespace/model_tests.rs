@@ -1124,11 +1124,48 @@ impl Harness {
     /// start-up reads it (`Journal::scan_namespace`), rebuild the live namespace (but the
     /// atimes). The store keeps a new inode's image in its entry until the inode changes
     /// (schema 6): however creates, renames, links and removals fall into commits, what it
-    /// reads back must be what was live.
+    /// reads back must be what was live. Then again with the edit log (`journal/src/store/
+    /// edits.rs`), checkpointing every few commits: read back while the checkpointer holds
+    /// the last edits, by a read-only open after a crash that left them, and after the open
+    /// that writes them out.
     fn check_store(&self, per_commit: usize) -> Result<(), String> {
         let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
-        let (journal, _) = journal::Journal::open(dir.path(), journal::JournalOptions::default())
-            .map_err(|e| format!("opening a store: {e}"))?;
+        let journal = self.commit_to_store(dir.path(), per_commit, None)?;
+        self.compare_store(&journal, per_commit, "keyed")?;
+
+        let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+        let edit_log = journal::EditLog {
+            checkpoint_bytes: 256,
+        };
+        let journal = self.commit_to_store(dir.path(), per_commit, Some(edit_log))?;
+        self.compare_store(&journal, per_commit, "edit log, live")?;
+        journal.close_without_checkpoint();
+        let (read_only, _) = journal::Journal::open_read_only(dir.path())
+            .map_err(|e| format!("opening the store read-only: {e}"))?;
+        self.compare_store(&read_only, per_commit, "edit log, read-only after a crash")?;
+        drop(read_only);
+        let (reopened, _) = journal::Journal::open(dir.path(), journal::JournalOptions::default())
+            .map_err(|e| format!("reopening the store: {e}"))?;
+        self.compare_store(
+            &reopened,
+            per_commit,
+            "edit log, written out at the next open",
+        )
+    }
+
+    /// A new store in `dir` with the records committed, `per_commit` to a commit.
+    fn commit_to_store(
+        &self,
+        dir: &std::path::Path,
+        per_commit: usize,
+        edit_log: Option<journal::EditLog>,
+    ) -> Result<journal::Journal, String> {
+        let options = journal::JournalOptions {
+            edit_log,
+            ..journal::JournalOptions::default()
+        };
+        let (journal, _) =
+            journal::Journal::open(dir, options).map_err(|e| format!("opening a store: {e}"))?;
         let mut records = self.records.clone();
         records.sort_by_key(|r| r.transno);
         for group in records.chunks(per_commit) {
@@ -1136,6 +1173,17 @@ impl Harness {
                 .commit(group)
                 .map_err(|e| format!("committing: {e}"))?;
         }
+        Ok(journal)
+    }
+
+    /// What `journal` reads back is the live namespace (but the atimes).
+    fn compare_store(
+        &self,
+        journal: &journal::Journal,
+        per_commit: usize,
+        how: &str,
+    ) -> Result<(), String> {
+        let records = &self.records;
         let (mut inodes, mut entries, mut xattrs) =
             (BTreeMap::new(), BTreeMap::new(), BTreeMap::new());
         journal
@@ -1171,7 +1219,7 @@ impl Harness {
         let live = without_atimes(live);
         if stored != live {
             return Err(format!(
-                "the store, {per_commit} records a commit, reads back\n{stored:?}\nnot the live\n{live:?}"
+                "the store ({how}), {per_commit} records a commit, reads back\n{stored:?}\nnot the live\n{live:?}"
             ));
         }
         Ok(())
