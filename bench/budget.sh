@@ -81,6 +81,7 @@ printf '%-58s %8s\n' "committer thread" "$committer"
 printf '%-58s %8s\n' "  Journal::commit (write batch built, RocksDB write)" "$(per_create 'journal::store::Journal::commit')"
 printf '%-58s %8s\n' "    RocksDB WriteImpl (WAL, memtable inserts, sync)" "$(per_create 'rocksdb::DBImpl::WriteImpl(rocksdb::WriteOptions const&, rocksdb::WriteBatch**')"
 printf '%-58s %8s\n' "RocksDB background flush (memtable sort, table build)" "$(per_create 'rocksdb::DBImpl::BGWorkFlush(void*)')"
+printf '%-58s %8s\n' "checkpointer: edit log images sorted, tables built, ingested" "$(per_create 'journal::store::edits::run')"
 echo "over $COUNT creates at ${THREADS} x ${DEPTH}, --partitions 1; callgrind files in $OUT"
 
 if command -v redis-server >/dev/null && command -v redis-benchmark >/dev/null; then
