@@ -4,7 +4,7 @@
 //! and refused by a follower and in a cluster. The namespace's model test
 //! (`mds/src/namespace/model_tests.rs`) checks random operation sequences through it.
 
-use super::tests::{commit_creates, entries, raw_contents};
+use super::tests::{claim, commit_creates, entries, raw_contents};
 use super::*;
 use crate::schema::{CF_EDITS, FileKind, hex};
 use proptest::prelude::*;
@@ -214,12 +214,8 @@ fn a_follower_that_meets_an_edit_says_so() {
 fn the_edit_log_is_refused_for_a_clusters_store() {
     let dir = tempfile::tempdir().unwrap();
     let options = JournalOptions {
-        shard: Some(crate::ShardIdentity {
-            cluster: "c".into(),
-            shard: 0,
-            epoch: 1,
-        }),
-        ..edit_log(usize::MAX)
+        edit_log: Some(EditLog::default()),
+        ..claim("c", 0, 1)
     };
     let refused = Journal::open(dir.path(), options).unwrap_err();
     assert!(matches!(refused, Error::EditLogInCluster), "{refused}");

@@ -1245,7 +1245,7 @@ fn session_bindings_live_as_long_as_their_clients_records() {
     assert_eq!(sessions, 2, "10's binding was deleted");
 }
 
-fn claim(cluster: &str, shard: u16, epoch: u64) -> JournalOptions {
+pub(super) fn claim(cluster: &str, shard: u16, epoch: u64) -> JournalOptions {
     JournalOptions {
         shard: Some(ShardIdentity {
             cluster: cluster.into(),
