@@ -313,6 +313,10 @@ fn a_checkpoint_that_fails_stops_the_journal_and_the_next_open_writes_its_edits_
     }
     let stopped = outcome.unwrap_err();
     assert!(matches!(stopped, Error::Checkpoint(_)), "{stopped}");
+    assert!(
+        stopped.to_string().contains("checkpoint"),
+        "names the path: {stopped}"
+    );
     assert!(j.is_failed());
     let transno = j.last_committed() + 1;
     let refused = j

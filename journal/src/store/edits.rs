@@ -152,7 +152,7 @@ pub(crate) fn apply(db: &DB, families: Families, dir: &Path, edits: &[&[u8]]) ->
     for edit in edits {
         gathered.add(families, edit)?;
     }
-    std::fs::create_dir_all(dir).map_err(|e| io_error(dir, &e))?;
+    std::fs::create_dir_all(dir).map_err(|e| io_error(&dir.display().to_string(), &e))?;
     let tuning = Tuning::default();
     let cache = block_cache();
     for (name, changes) in [
@@ -318,11 +318,9 @@ where
     }
 }
 
-fn io_error(path: &Path, e: &std::io::Error) -> Error {
-    Error::Corrupt {
-        what: "checkpoint directory",
-        detail: format!("{}: {e}", path.display()),
-    }
+/// A checkpoint's own I/O failed (not a damaged store: no `Error::Corrupt`).
+fn io_error(what: &str, e: &std::io::Error) -> Error {
+    Error::Checkpoint(format!("{what}: {e}"))
 }
 
 /// What the committer hands the checkpointer after each commit.
@@ -375,7 +373,7 @@ impl Checkpointer {
                 }
                 outcome
             })
-            .map_err(|e| io_error(Path::new("checkpointer thread"), &e))?;
+            .map_err(|e| io_error("starting the checkpointer thread", &e))?;
         Ok(Checkpointer {
             tx,
             thread: Some(thread),
@@ -421,10 +419,7 @@ impl Checkpointer {
         let _ = self.tx.send(how);
         match self.thread.take().map(JoinHandle::join) {
             Some(Ok(outcome)) => outcome,
-            Some(Err(_)) => Err(Error::Corrupt {
-                what: "checkpointer",
-                detail: "panicked".into(),
-            }),
+            Some(Err(_)) => Err(Error::Checkpoint("the checkpointer panicked".into())),
             None => Ok(()),
         }
     }
@@ -437,10 +432,9 @@ impl Drop for Checkpointer {
 }
 
 fn stopped() -> Error {
-    Error::Corrupt {
-        what: "checkpointer",
-        detail: "stopped after an error (the next open writes the edits out)".into(),
-    }
+    Error::Checkpoint(
+        "the checkpointer stopped after an error (the next open writes the edits out)".into(),
+    )
 }
 
 fn run(
