@@ -15,6 +15,7 @@
 //! and anything that built on the missing record has a larger transno and waits with it.
 
 mod held;
+mod outbox;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,6 +31,7 @@ use crate::commit_wait::{SiblingWait, Waited};
 use crate::metrics::CommitMetrics;
 use crate::namespace::Namespace;
 use held::Held;
+pub use outbox::{Gathering, send};
 
 /// Who learns what the committer made durable. The committer names no reader of its own (the
 /// TiKV write worker's `PersistedNotifier`): the reply engine is one.
@@ -88,6 +90,20 @@ pub enum CommitMsg {
     Checkpoint(std::path::PathBuf),
     /// Commit everything still held, then stop.
     Shutdown,
+    /// What one poll of a partition's connection sent, in the order it was sent
+    /// (`outbox.rs`): one hand-off for a read's records rather than one each.
+    Batch(Vec<CommitMsg>),
+}
+
+impl CommitMsg {
+    /// Whether it is, or carries, [`CommitMsg::Shutdown`].
+    fn stops(&self) -> bool {
+        match self {
+            CommitMsg::Shutdown => true,
+            CommitMsg::Batch(msgs) => msgs.iter().any(CommitMsg::stops),
+            _ => false,
+        }
+    }
 }
 
 /// How commits are formed.
@@ -394,6 +410,11 @@ impl Worker {
             }
             CommitMsg::Checkpoint(dir) => self.checkpoints.push(dir),
             CommitMsg::Shutdown => self.shutdown = true,
+            CommitMsg::Batch(msgs) => {
+                for msg in msgs {
+                    self.take(msg);
+                }
+            }
         }
     }
 
@@ -532,7 +553,7 @@ impl Worker {
     fn discard_until_shutdown(&mut self) {
         self.held.clear();
         while let Ok(msg) = self.rx.recv() {
-            if let CommitMsg::Shutdown = msg {
+            if msg.stops() {
                 break;
             }
         }

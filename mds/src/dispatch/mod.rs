@@ -108,11 +108,12 @@ impl Core {
         }
     }
 
-    /// Hands a message to the committer. The committer never goes away while partitions run;
-    /// if it has, the journal can no longer make anything durable, and waiting would hang
-    /// every client: stop the process (fail-stop).
+    /// Hands a message to the committer: at once, or with the rest of this poll of the
+    /// connection's task when a partition gathers them (`committer/outbox.rs`). The committer
+    /// never goes away while partitions run; if it has, the journal can no longer make
+    /// anything durable, and waiting would hang every client: stop the process (fail-stop).
     pub fn to_committer(&self, msg: CommitMsg) {
-        if self.commit_tx.send(msg).is_err() {
+        if crate::committer::send(&self.commit_tx, msg).is_err() {
             error!("the committer is gone; stopping rather than hang every client");
             std::process::abort();
         }

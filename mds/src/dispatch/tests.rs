@@ -122,6 +122,8 @@ fn kind(msg: &CommitMsg) -> &'static str {
         CommitMsg::Skip { .. } => "skip",
         CommitMsg::RaiseCeilings => "ceilings",
         CommitMsg::Drain | CommitMsg::Checkpoint(_) | CommitMsg::Shutdown => "other",
+        // Dispatch sends one message at a time; a partition's poll gathers them.
+        CommitMsg::Batch(_) => "batch",
     }
 }
 

@@ -160,8 +160,13 @@ impl Partition {
                     // clients.
                     match self.handshake_slot(peer) {
                         Ok(slot) => {
-                            self.connections
-                                .spawn_local(self.clone().accept(stream, peer, slot));
+                            // What a poll of the connection sends the committer leaves as
+                            // one message: one hand-off a read, not one a request.
+                            let served = crate::committer::Gathering::new(
+                                self.shared.core.commit_tx.clone(),
+                                self.clone().accept(stream, peer, slot),
+                            );
+                            self.connections.spawn_local(served);
                         }
                         Err(why) => {
                             // Full: say so and close, rather than leave the client hanging in

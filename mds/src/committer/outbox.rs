@@ -1,0 +1,242 @@
+//! A partition thread's messages to the committer, gathered while one connection's task is
+//! polled and handed over as one [`CommitMsg::Batch`] when that poll returns.
+//!
+//! A read of 16 pipelined creates sent 16 records, each a channel send on the partition's
+//! thread and a receive on the committer's (~250 instructions a create together, counted in
+//! docs/BENCHMARKS.md). Gathered, the read costs one send and one receive. Nothing waits
+//! longer for it than the rest of that poll: the poll ends when the read's requests are all
+//! dispatched, or earlier when one of them must wait (a recovery turn, another shard's
+//! answer, a commit it asked for) — and a poll that returns `Pending` hands over what it
+//! gathered before it yields, so no request waits on a record still in the outbox.
+//!
+//! The outbox is the thread's own (partitions run one current-thread runtime each, so one
+//! task is polled at a time): [`Gathering`] opens it around each poll of the future it wraps,
+//! and [`send`] puts a message there while it is open and on the channel otherwise.
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use crossbeam_channel::{SendError, Sender};
+use tracing::error;
+
+use super::CommitMsg;
+
+/// Room for one read's records and the messages that go with them; a read of more grows it.
+const GATHERED_CAPACITY: usize = 32;
+
+thread_local! {
+    /// Open (`Some`) while a [`Gathering`] future is being polled on this thread.
+    static OUTBOX: RefCell<Option<Vec<CommitMsg>>> = const { RefCell::new(None) };
+}
+
+/// Sends `msg` to the committer: into this thread's outbox while a [`Gathering`] poll is under
+/// way (it leaves, in order with the rest, when the poll returns), on `tx` at once otherwise.
+pub fn send(tx: &Sender<CommitMsg>, msg: CommitMsg) -> Result<(), SendError<CommitMsg>> {
+    let direct = OUTBOX.with(|outbox| match outbox.borrow_mut().as_mut() {
+        Some(gathered) => {
+            if gathered.capacity() == 0 {
+                gathered.reserve(GATHERED_CAPACITY);
+            }
+            gathered.push(msg);
+            None
+        }
+        None => Some(msg),
+    });
+    match direct {
+        Some(msg) => tx.send(msg),
+        None => Ok(()),
+    }
+}
+
+/// A future whose every poll gathers what it sends the committer into one message.
+pub struct Gathering<F> {
+    inner: Pin<Box<F>>,
+    tx: Sender<CommitMsg>,
+}
+
+impl<F: Future> Gathering<F> {
+    /// Wraps `inner`, whose messages go to `tx`.
+    pub fn new(tx: Sender<CommitMsg>, inner: F) -> Gathering<F> {
+        Gathering {
+            inner: Box::pin(inner),
+            tx,
+        }
+    }
+}
+
+impl<F: Future> Future for Gathering<F> {
+    type Output = F::Output;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = &mut *self;
+        // Opened here unless a poll further out opened it already (that one hands over).
+        let opened = OUTBOX.with(|outbox| {
+            let mut outbox = outbox.borrow_mut();
+            outbox
+                .is_none()
+                .then(|| *outbox = Some(Vec::new()))
+                .is_some()
+        });
+        // Built only when opened here: a `HandOver` dropped at once would hand over early.
+        let _hand_over = opened.then(|| HandOver { tx: &this.tx });
+        this.inner.as_mut().poll(cx)
+    }
+}
+
+/// Closes the outbox and sends what it gathered, when the poll returns or unwinds.
+struct HandOver<'a> {
+    tx: &'a Sender<CommitMsg>,
+}
+
+impl Drop for HandOver<'_> {
+    fn drop(&mut self) {
+        let mut gathered = OUTBOX
+            .with(|outbox| outbox.borrow_mut().take())
+            .unwrap_or_default();
+        let sent = match gathered.len() {
+            0 => return,
+            1 => self.tx.send(gathered.pop().expect("one message")),
+            _ => self.tx.send(CommitMsg::Batch(gathered)),
+        };
+        if sent.is_err() {
+            // As `Core::to_committer`: nothing could become durable any more.
+            error!("the committer is gone; stopping rather than hang every client");
+            std::process::abort();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn flush(upto: u64) -> CommitMsg {
+        CommitMsg::Flush(upto)
+    }
+
+    /// The flushes a message carries, in order, batches opened.
+    fn flushes(msg: CommitMsg) -> Vec<u64> {
+        match msg {
+            CommitMsg::Flush(upto) => vec![upto],
+            CommitMsg::Batch(msgs) => msgs.into_iter().flat_map(flushes).collect(),
+            other => panic!("unexpected {other:?}"),
+        }
+    }
+
+    fn block_on<F: Future>(future: F) -> F::Output {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+            .block_on(future)
+    }
+
+    #[test]
+    fn outside_a_poll_a_message_goes_at_once() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        send(&tx, flush(1)).unwrap();
+        assert_eq!(flushes(rx.try_recv().unwrap()), [1]);
+    }
+
+    #[test]
+    fn one_poll_hands_over_one_batch_in_order() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let inner = {
+            let tx = tx.clone();
+            let rx = rx.clone();
+            async move {
+                for upto in 1..=40 {
+                    send(&tx, flush(upto)).unwrap();
+                }
+                // Nothing left while the poll runs.
+                assert!(rx.is_empty());
+            }
+        };
+        block_on(Gathering::new(tx.clone(), inner));
+        let msg = rx.try_recv().unwrap();
+        assert!(matches!(&msg, CommitMsg::Batch(m) if m.len() == 40));
+        assert_eq!(flushes(msg), (1..=40).collect::<Vec<_>>());
+        assert!(rx.is_empty());
+        // Closed again: the next message goes at once.
+        send(&tx, flush(41)).unwrap();
+        assert_eq!(flushes(rx.try_recv().unwrap()), [41]);
+    }
+
+    #[test]
+    fn a_single_message_goes_unwrapped() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let inner = {
+            let tx = tx.clone();
+            async move { send(&tx, flush(7)).unwrap() }
+        };
+        block_on(Gathering::new(tx, inner));
+        assert!(matches!(rx.try_recv().unwrap(), CommitMsg::Flush(7)));
+    }
+
+    #[test]
+    fn a_poll_that_waits_hands_over_before_it_yields() {
+        // The inner future waits for the committer to see its first message, as a request
+        // that waits for its own commit does: it would hang if the message stayed gathered.
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let (seen_tx, seen_rx) = tokio::sync::oneshot::channel::<u64>();
+        let committer = std::thread::spawn(move || {
+            let first = flushes(rx.recv().unwrap());
+            seen_tx.send(first[0]).unwrap();
+            flushes(rx.recv().unwrap())
+        });
+        let inner = {
+            let tx = tx.clone();
+            async move {
+                send(&tx, flush(1)).unwrap();
+                let seen = seen_rx.await.unwrap();
+                send(&tx, flush(seen + 1)).unwrap();
+                send(&tx, flush(seen + 2)).unwrap();
+            }
+        };
+        block_on(Gathering::new(tx, inner));
+        assert_eq!(committer.join().unwrap(), [2, 3]);
+    }
+
+    #[test]
+    fn a_nested_poll_leaves_the_hand_over_to_the_outer_one() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let inner = {
+            let tx = tx.clone();
+            let rx = rx.clone();
+            async move {
+                send(&tx, flush(1)).unwrap();
+                let nested = {
+                    let tx = tx.clone();
+                    async move { send(&tx, flush(2)).unwrap() }
+                };
+                Gathering::new(tx.clone(), nested).await;
+                assert!(rx.is_empty(), "the nested poll handed over early");
+                send(&tx, flush(3)).unwrap();
+            }
+        };
+        block_on(Gathering::new(tx, inner));
+        assert_eq!(flushes(rx.try_recv().unwrap()), [1, 2, 3]);
+        assert!(rx.is_empty());
+    }
+
+    #[test]
+    fn a_panicking_poll_still_hands_over_and_closes() {
+        let (tx, rx) = crossbeam_channel::unbounded();
+        let inner = {
+            let tx = tx.clone();
+            async move {
+                send(&tx, flush(1)).unwrap();
+                send(&tx, flush(2)).unwrap();
+                panic!("a bug in a request");
+            }
+        };
+        let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            block_on(Gathering::new(tx.clone(), inner));
+        }));
+        assert!(unwound.is_err());
+        assert_eq!(flushes(rx.try_recv().unwrap()), [1, 2]);
+        send(&tx, flush(3)).unwrap();
+        assert_eq!(flushes(rx.try_recv().unwrap()), [3]);
+    }
+}
