@@ -323,10 +323,36 @@ fn io_error(what: &str, e: &std::io::Error) -> Error {
     Error::Checkpoint(format!("{what}: {e}"))
 }
 
+/// A durable commit's edit as the checkpointer holds it: the commit's batch, cut after the
+/// edit, which is the batch's first value, and where the edit begins in it. Not copied out.
+pub(crate) struct Edit {
+    bytes: Vec<u8>,
+    start: usize,
+}
+
+impl Edit {
+    /// The edit at `range` of a commit's batch `bytes`.
+    pub(crate) fn within(mut bytes: Vec<u8>, range: std::ops::Range<usize>) -> Edit {
+        bytes.truncate(range.end);
+        Edit {
+            bytes,
+            start: range.start,
+        }
+    }
+
+    fn as_slice(&self) -> &[u8] {
+        &self.bytes[self.start..]
+    }
+
+    fn len(&self) -> usize {
+        self.bytes.len() - self.start
+    }
+}
+
 /// What the committer hands the checkpointer after each commit.
 enum Message {
-    /// A commit's edit, durable: its last transno and its bytes.
-    Edit(u64, Vec<u8>),
+    /// A commit's edit, durable, and its last transno.
+    Edit(u64, Edit),
     /// Write out what was handed over now, and say how it went.
     WriteOut(SyncSender<Result<()>>),
     /// Write out what was handed over, then stop (a clean close).
@@ -382,7 +408,7 @@ impl Checkpointer {
     }
 
     /// Hands over a durable commit's edit.
-    pub(crate) fn committed(&self, last_transno: u64, edit: Vec<u8>) {
+    pub(crate) fn committed(&self, last_transno: u64, edit: Edit) {
         self.progress
             .held_bytes
             .fetch_add(edit.len() as u64, Ordering::Relaxed);
@@ -445,9 +471,9 @@ fn run(
     rx: &Receiver<Message>,
     progress: &Progress,
 ) -> Result<()> {
-    let mut held: Vec<(u64, Vec<u8>)> = Vec::new();
+    let mut held: Vec<(u64, Edit)> = Vec::new();
     let mut bytes = 0;
-    let write_out = |held: &mut Vec<(u64, Vec<u8>)>| -> Result<()> {
+    let write_out = |held: &mut Vec<(u64, Edit)>| -> Result<()> {
         if let Some(&(last, _)) = held.last() {
             let started = Instant::now();
             let edits: Vec<&[u8]> = held.iter().map(|(_, e)| e.as_slice()).collect();

@@ -26,7 +26,7 @@ use crate::schema::{
     is_child_keyed, named_key_into, now_ns, pending_key, resend_key, session_key, xattr_key,
 };
 use crate::shard::ShardIdentity;
-use edits::{Checkpointer, Overlaid, Overlay, edit_key};
+use edits::{Checkpointer, Edit, Overlaid, Overlay, edit_key};
 use images::{Births, creates, put_dentry, put_last_inode_images};
 use raw_batch::{Families, RawBatch};
 
@@ -180,12 +180,9 @@ const POINT_DELETES_MAX: u32 = 16;
 const REKEY_BATCH: usize = if cfg!(test) { 4 } else { 65_536 };
 
 /// Bytes of write batch a commit reserves per record: a create's inode, entry and share of
-/// its resend slot and directory image come to ~150.
+/// its resend slot and directory image come to ~150 (the entry with its inode's image
+/// embedded ~120 of them).
 const COMMIT_BYTES_PER_RECORD: usize = 192;
-
-/// Room for a record's changes to inodes and entries, likewise: a create's entry with its
-/// inode's image embedded is ~120 bytes.
-const NAMESPACE_BYTES_PER_RECORD: usize = 160;
 
 /// How long a cluster's store keeps a log file its memtables no longer need
 /// (`open_tuned`): a following standby reads the batches in it. Its reads come every 100 ms,
@@ -1093,11 +1090,18 @@ impl Journal {
             edits: _,
         } = self.families;
         let mut next_ino = self.next_ino.load(Ordering::Relaxed);
-        // Sized once: grown by doubling, a busy commit's batch was copied a dozen times.
-        let mut batch = RawBatch::with_capacity(COMMIT_BYTES_PER_RECORD * records.len());
-        // The changes to `inodes` and `dentries`: the commit's edit with the edit log, else
-        // appended to the batch.
-        let mut ns = RawBatch::with_capacity(NAMESPACE_BYTES_PER_RECORD * records.len());
+        // The changes to `inodes` and `dentries` first: with the edit log they become the
+        // commit's edit, one value at the head of its batch, else its first records; the rest
+        // of the batch follows them in the same bytes, so they are never copied. Sized once:
+        // grown by doubling, a busy commit's batch was copied a dozen times.
+        let capacity = COMMIT_BYTES_PER_RECORD * records.len();
+        let mut ns = match self.checkpointer {
+            Some(_) => RawBatch::wrappable(capacity),
+            None => RawBatch::with_capacity(capacity),
+        };
+        // What the loop writes to other families, appended after the namespace's changes (a
+        // create writes none there: its resend record is written after the loop).
+        let mut others = RawBatch::with_capacity(0);
         let mut key = Vec::with_capacity(64);
         let mut slots = self.resend_slots.lock().expect("not poisoned");
         // Resend records with their client and its watermark, written after the loop, one
@@ -1148,33 +1152,33 @@ impl Journal {
                         // their replies, or its session would not have ended); later ones are
                         // a new session's and are kept.
                         resend.retain(|(c, _, _)| c != client);
-                        self.drop_resend(&mut batch, &mut slots, *client);
+                        self.drop_resend(&mut others, &mut slots, *client);
                     }
-                    JournalOp::KnowClient { client } => batch.put(meta, client_key(*client), []),
+                    JournalOp::KnowClient { client } => others.put(meta, client_key(*client), []),
                     JournalOp::ForgetClient { client } => {
-                        batch.delete(meta, client_key(*client));
+                        others.delete(meta, client_key(*client));
                     }
                     JournalOp::BindSession { client, secret } => {
-                        batch.put(meta, session_key(*client), secret);
+                        others.put(meta, session_key(*client), secret);
                     }
                     JournalOp::PutXattr { ino, name, value } => {
                         named_key_into(&mut key, *ino, name);
-                        batch.put(xattrs, &key, value);
+                        others.put(xattrs, &key, value);
                     }
                     JournalOp::DeleteXattr { ino, name } => {
                         named_key_into(&mut key, *ino, name);
-                        batch.delete(xattrs, &key);
+                        others.delete(xattrs, &key);
                     }
                     JournalOp::PutData { ino, block, bytes } => {
-                        batch.put(data, data_key(*ino, *block), bytes);
+                        others.put(data, data_key(*ino, *block), bytes);
                     }
                     JournalOp::DeleteData { ino, from, to } => {
                         if to.saturating_sub(*from) <= POINT_DELETES_MAX {
                             for block in *from..*to {
-                                batch.delete(data, data_key(*ino, block));
+                                others.delete(data, data_key(*ino, block));
                             }
                         } else {
-                            batch.delete_range(
+                            others.delete_range(
                                 data,
                                 data_key(*ino, *from),
                                 data_key_end(*ino, *to),
@@ -1182,17 +1186,17 @@ impl Journal {
                         }
                     }
                     JournalOp::PutOrphan { ino, owners } => {
-                        batch.put(orphans, ino_key(*ino), encode(owners));
+                        others.put(orphans, ino_key(*ino), encode(owners));
                     }
-                    JournalOp::DeleteOrphan(ino) => batch.delete(orphans, ino_key(*ino)),
+                    JournalOp::DeleteOrphan(ino) => others.delete(orphans, ino_key(*ino)),
                     JournalOp::PutPendingDir(p) => {
                         let mut value = encode(&(p.parent, &p.name));
                         if p.removing {
                             value.extend(encode(&true));
                         }
-                        batch.put(meta, pending_key(p.ino), value);
+                        others.put(meta, pending_key(p.ino), value);
                     }
-                    JournalOp::DeletePendingDir(ino) => batch.delete(meta, pending_key(*ino)),
+                    JournalOp::DeletePendingDir(ino) => others.delete(meta, pending_key(*ino)),
                 }
             }
         }
@@ -1202,17 +1206,14 @@ impl Journal {
             records,
             births,
         ));
-        let edit = match &self.checkpointer {
+        let (mut batch, edit) = match &self.checkpointer {
             Some(_) if !ns.is_empty() => {
-                let edit = ns.into_bytes();
-                batch.put(self.families.edits, edit_key(last.transno), &edit);
-                Some(edit)
+                let (batch, edit) = ns.into_value_of(self.families.edits, &edit_key(last.transno));
+                (batch, Some(edit))
             }
-            _ => {
-                batch.append(&ns);
-                None
-            }
+            _ => (ns, None),
         };
+        batch.append(&others);
         // Stable: one client's records stay in the order they came.
         resend.sort_by_key(|(client, _, _)| *client);
         let mut group = Vec::new();
@@ -1263,7 +1264,7 @@ impl Journal {
             return Err(Error::Injected(injected.fault));
         }
         let write_started = Instant::now();
-        if let Err(e) = self.db.write_opt(batch.into_write_batch(), &synced()) {
+        if let Err(e) = self.db.write_opt(batch.write_batch(), &synced()) {
             self.failed.store(true, Ordering::Release);
             return Err(e.into());
         }
@@ -1275,7 +1276,7 @@ impl Journal {
         }
         let write_sync = write_started.elapsed();
         if let (Some(checkpointer), Some(edit)) = (&self.checkpointer, edit) {
-            checkpointer.committed(last.transno, edit);
+            checkpointer.committed(last.transno, Edit::within(batch.into_rep(), edit));
         }
         self.commits.fetch_add(1, Ordering::Relaxed);
         self.next_ino.store(next_ino, Ordering::Relaxed);

@@ -26,9 +26,17 @@ const TYPE_FAMILY_RANGE_DELETION: u8 = 0xE;
 /// The sequence number and the record count.
 const HEADER: usize = 12;
 
+/// Room a batch that may become another's value ([`RawBatch::into_value_of`]) keeps in front
+/// of its header: the other batch's header and its put's type, family, key and value length.
+const WRAP_ROOM: usize = HEADER + 1 + 5 + 1 + MAX_WRAP_KEY + 5;
+/// The longest key a wrapped batch is put under (the edits family's keys are 8 bytes).
+const MAX_WRAP_KEY: usize = 16;
+
 /// A write batch being built.
 pub(crate) struct RawBatch {
+    /// The batch's bytes from `start`; before it, room left to wrap it.
     rep: Vec<u8>,
+    start: usize,
     count: u32,
 }
 
@@ -36,9 +44,59 @@ impl RawBatch {
     /// An empty batch with room for `bytes` of records, so that a commit's batch is not grown
     /// by doubling (each doubling copies everything written so far).
     pub(crate) fn with_capacity(bytes: usize) -> RawBatch {
-        let mut rep = Vec::with_capacity(HEADER + bytes);
-        rep.resize(HEADER, 0);
-        RawBatch { rep, count: 0 }
+        RawBatch::with_room(0, bytes)
+    }
+
+    /// The same, with room in front to become the value of a put in a batch of its own
+    /// ([`RawBatch::into_value_of`]) without being copied.
+    pub(crate) fn wrappable(bytes: usize) -> RawBatch {
+        RawBatch::with_room(WRAP_ROOM, bytes)
+    }
+
+    fn with_room(start: usize, bytes: usize) -> RawBatch {
+        let mut rep = Vec::with_capacity(start + HEADER + bytes);
+        rep.resize(start + HEADER, 0);
+        RawBatch {
+            rep,
+            start,
+            count: 0,
+        }
+    }
+
+    /// This batch, whole (header and count included), as the value of one put into `family`
+    /// under `key` in a new batch that begins with that put, and may grow on: the put's
+    /// header is written into the room kept in front, so the records are not copied. Returns
+    /// the new batch and where the value lies in its bytes ([`RawBatch::into_rep`]).
+    /// The batch must be [`RawBatch::wrappable`] and `key` at most 16 bytes.
+    pub(crate) fn into_value_of(
+        mut self,
+        family: u32,
+        key: &[u8],
+    ) -> (RawBatch, std::ops::Range<usize>) {
+        assert!(key.len() <= MAX_WRAP_KEY, "a wrapped batch's key is short");
+        self.seal();
+        let value = self.start..self.rep.len();
+        let mut head = Vec::with_capacity(WRAP_ROOM);
+        head.resize(HEADER, 0);
+        head.push(TYPE_FAMILY_VALUE);
+        varint32(&mut head, family);
+        varint32(&mut head, key.len() as u32);
+        head.extend_from_slice(key);
+        varint32(
+            &mut head,
+            u32::try_from(value.len()).expect("a value under 4 GiB"),
+        );
+        let start = self
+            .start
+            .checked_sub(head.len())
+            .expect("a batch made wrappable");
+        self.rep[start..value.start].copy_from_slice(&head);
+        let outer = RawBatch {
+            rep: self.rep,
+            start,
+            count: 1,
+        };
+        (outer, value)
     }
 
     pub(crate) fn put(&mut self, family: u32, key: impl AsRef<[u8]>, value: impl AsRef<[u8]>) {
@@ -74,7 +132,7 @@ impl RawBatch {
 
     /// The batch's bytes so far, header included (what RocksDB's `size_in_bytes` says).
     pub(crate) fn size_in_bytes(&self) -> usize {
-        self.rep.len()
+        self.rep.len() - self.start
     }
 
     /// Whether no record was added.
@@ -82,22 +140,44 @@ impl RawBatch {
         self.count == 0
     }
 
-    /// The batch as RocksDB takes it (one copy of the bytes).
-    pub(crate) fn into_write_batch(self) -> WriteBatch {
-        WriteBatch::from_data(&self.into_bytes())
+    /// The batch as RocksDB takes it (one copy of the bytes); the batch stays as it was.
+    pub(crate) fn write_batch(&mut self) -> WriteBatch {
+        self.seal();
+        WriteBatch::from_data(&self.rep[self.start..])
+    }
+
+    /// The same, for a batch that is not needed afterwards.
+    pub(crate) fn into_write_batch(mut self) -> WriteBatch {
+        self.write_batch()
     }
 
     /// The batch's bytes, header and count included: what RocksDB's `WriteBatch::data` of
     /// the same batch would be.
+    #[cfg(test)]
     pub(crate) fn into_bytes(mut self) -> Vec<u8> {
-        self.rep[8..HEADER].copy_from_slice(&self.count.to_le_bytes());
+        self.seal();
+        self.rep.drain(..self.start);
+        self.rep
+    }
+
+    /// All the bytes kept, the room in front included: the ranges [`RawBatch::into_value_of`]
+    /// returns are into these.
+    pub(crate) fn into_rep(mut self) -> Vec<u8> {
+        self.seal();
         self.rep
     }
 
     /// Adds `other`'s records after this batch's.
     pub(crate) fn append(&mut self, other: &RawBatch) {
-        self.rep.extend_from_slice(&other.rep[HEADER..]);
+        self.rep
+            .extend_from_slice(&other.rep[other.start + HEADER..]);
         self.count += other.count;
+    }
+
+    /// Writes the record count into the header.
+    fn seal(&mut self) {
+        let at = self.start + 8;
+        self.rep[at..at + 4].copy_from_slice(&self.count.to_le_bytes());
     }
 
     fn record(&mut self, kind: u8, family: u32, key: &[u8]) {
@@ -239,25 +319,70 @@ mod tests {
             let mut theirs = WriteBatch::default();
             let mut ours = RawBatch::with_capacity(16);
             for op in &ops {
-                match op {
-                    Op::Put(f, k, v) => {
-                        theirs.put_cf(db.cf_handle(names[*f]).unwrap(), k, v);
-                        ours.put(ids[*f], k, v);
-                    }
-                    Op::Delete(f, k) => {
-                        theirs.delete_cf(db.cf_handle(names[*f]).unwrap(), k);
-                        ours.delete(ids[*f], k);
-                    }
-                    Op::DeleteRange(f, b, e) => {
-                        theirs.delete_range_cf(db.cf_handle(names[*f]).unwrap(), b, e);
-                        ours.delete_range(ids[*f], b, e);
-                    }
-                }
+                apply(db, names, ids, op, &mut theirs, &mut ours);
             }
             prop_assert_eq!(ours.size_in_bytes(), theirs.size_in_bytes());
             let ours = ours.into_write_batch();
             prop_assert_eq!(ours.data(), theirs.data());
             prop_assert_eq!(ours.len(), ops.len());
+        }
+    }
+
+    /// Puts `op` into both batches.
+    fn apply(
+        db: &DB,
+        names: [&str; 2],
+        ids: [u32; 2],
+        op: &Op,
+        theirs: &mut WriteBatch,
+        ours: &mut RawBatch,
+    ) {
+        match op {
+            Op::Put(f, k, v) => {
+                theirs.put_cf(db.cf_handle(names[*f]).unwrap(), k, v);
+                ours.put(ids[*f], k, v);
+            }
+            Op::Delete(f, k) => {
+                theirs.delete_cf(db.cf_handle(names[*f]).unwrap(), k);
+                ours.delete(ids[*f], k);
+            }
+            Op::DeleteRange(f, b, e) => {
+                theirs.delete_range_cf(db.cf_handle(names[*f]).unwrap(), b, e);
+                ours.delete_range(ids[*f], b, e);
+            }
+        }
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+
+        /// A batch wrapped as another's value is RocksDB's batch of that put, and then of
+        /// what was added after it; the range returned is the inner batch's bytes.
+        #[test]
+        fn a_wrapped_batch_is_rocksdbs_put_of_it(
+            inner in proptest::collection::vec(op(), 0..6),
+            after in proptest::collection::vec(op(), 0..4),
+            key in proptest::collection::vec(any::<u8>(), 0..=16),
+            family in 0..2usize,
+        ) {
+            let db = store();
+            let names = [CF_INODES, "f129"];
+            let ids = names.map(|n| family_id(db, n).unwrap());
+            let mut plain = WriteBatch::default();
+            let mut wrapped = RawBatch::wrappable(0);
+            for op in &inner {
+                apply(db, names, ids, op, &mut plain, &mut wrapped);
+            }
+            let (mut ours, value) = wrapped.into_value_of(ids[family], &key);
+            let mut theirs = WriteBatch::default();
+            theirs.put_cf(db.cf_handle(names[family]).unwrap(), &key, plain.data());
+            for op in &after {
+                apply(db, names, ids, op, &mut theirs, &mut ours);
+            }
+            prop_assert_eq!(ours.size_in_bytes(), theirs.size_in_bytes());
+            let written = ours.write_batch();
+            prop_assert_eq!(written.data(), theirs.data());
+            prop_assert_eq!(&ours.into_rep()[value], plain.data());
         }
     }
 
