@@ -684,8 +684,11 @@ fn a_change_the_restarted_server_refused_is_reported_as_eio() {
         listen.as_str(),
         "--ack",
         "early",
+        // Nothing commits f's changes but the kill's absence of one: a stall of seconds
+        // between the create and the kill must not commit them (the warm mkdir's commit and
+        // fsync's are asked for, and start at once).
         "--commit-interval",
-        "5s",
+        "600s",
         "--recovery-window",
         "1s",
     ];
@@ -700,8 +703,29 @@ fn a_change_the_restarted_server_refused_is_reported_as_eio() {
     // back only after the recovery window closed without it.
     first.kill();
     let second = server(dir.path(), &flags);
-    std::thread::sleep(Duration::from_secs(3));
-    let lost = a.sync_all().unwrap_err();
+    // Until the window has closed on the absent client, not a fixed sleep: a server thread
+    // held off the CPU would close it late, and the mount would come back in time.
+    assert!(
+        second.wait_for_log("recovery window closed", Duration::from_secs(60)),
+        "{}",
+        second.log_text()
+    );
+    assert!(
+        second
+            .log_text()
+            .lines()
+            .any(|l| l.contains("recovery window closed") && l.contains("evicted=1")),
+        "the mount was absent when the window closed: {}",
+        second.log_text()
+    );
+    let lost = match a.sync_all() {
+        Err(lost) => lost,
+        Ok(()) => panic!(
+            "fsync after the loss succeeded\nmount: {}\nserver: {}",
+            m.log_text(),
+            second.log_text()
+        ),
+    };
     assert_eq!(lost.raw_os_error(), Some(libc::EIO), "fsync after the loss");
     a.sync_all()
         .unwrap_or_else(|e| panic!("told once per descriptor, then {e}"));
