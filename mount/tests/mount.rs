@@ -718,13 +718,12 @@ fn a_change_the_restarted_server_refused_is_reported_as_eio() {
         "the mount was absent when the window closed: {}",
         second.log_text()
     );
-    let lost = match a.sync_all() {
-        Err(lost) => lost,
-        Ok(()) => panic!(
+    let Err(lost) = a.sync_all() else {
+        panic!(
             "fsync after the loss succeeded\nmount: {}\nserver: {}",
             m.log_text(),
             second.log_text()
-        ),
+        )
     };
     assert_eq!(lost.raw_os_error(), Some(libc::EIO), "fsync after the loss");
     a.sync_all()
