@@ -334,6 +334,11 @@ impl Edit {
     /// The edit at `range` of a commit's batch `bytes`.
     pub(crate) fn within(mut bytes: Vec<u8>, range: std::ops::Range<usize>) -> Edit {
         bytes.truncate(range.end);
+        // The batch was sized for the whole commit (its resend records and meta come after
+        // the edit): held until a checkpoint, that room would be memory beyond the edit bytes
+        // checkpoints are sized by. Shrinking gives the tail back in place (a realloc to a
+        // smaller size does not copy), once a commit.
+        bytes.shrink_to_fit();
         Edit {
             bytes,
             start: range.start,
@@ -512,5 +517,27 @@ fn run(
             Ok(Message::Stop) | Err(_) => return write_out(&mut held),
             Ok(Message::Abandon) => return Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Edit;
+
+    #[test]
+    fn an_edit_holds_its_own_bytes_not_the_rest_of_its_commits_batch() {
+        let edit_bytes: Vec<u8> = (0..100).collect();
+        let mut batch = Vec::with_capacity(64 << 10);
+        batch.extend_from_slice(&[0; 40]); // the room in front and the put's header
+        batch.extend_from_slice(&edit_bytes);
+        batch.extend_from_slice(&[9; 500]); // the rest of the commit
+        let edit = Edit::within(batch, 40..140);
+        assert_eq!(edit.as_slice(), edit_bytes);
+        assert_eq!(edit.len(), 100);
+        assert!(
+            edit.bytes.capacity() < 1024,
+            "holds {} bytes for a 100-byte edit",
+            edit.bytes.capacity()
+        );
     }
 }
