@@ -41,10 +41,10 @@ pub(crate) const MAX_TOTAL_WAL_SIZE: u64 = 128 << 20;
 pub(crate) const NAMESPACE_WRITE_BUFFER: usize = 64 << 20;
 
 /// Write buffer of `meta` and `clients`, the families every commit writes: small, so that
-/// they flush often and pin little WAL. `clients` (each record holds a reply) fills 4 MiB
-/// every few seconds under load and flushes by itself; `meta` grows ~100 bytes per commit, and
-/// under load the WAL limit flushes it first. Either way a flush writes a tiny table (three
-/// keys in `meta`, a few slots per client in `clients`): the memtable held overwritten copies.
+/// they pin little WAL. `meta` grows ~100 bytes per commit, and under load the WAL limit
+/// flushes it first: a tiny table (a few keys), the memtable held overwritten copies.
+/// `clients` overwrites its slots in place ([`cf_options`]) and grows only by a slot's record
+/// that outgrew the one before it, so the WAL limit flushes it too.
 pub(crate) const PER_COMMIT_WRITE_BUFFER: usize = 4 << 20;
 
 /// Memtables `meta` and `clients` may hold while earlier ones wait for the one flush thread
@@ -87,7 +87,12 @@ impl Default for Tuning {
 
 /// Options for the database as a whole.
 pub(crate) fn db_options(tuning: &Tuning) -> Options {
-    let mut opts = Options::default();
+    // Every iterator total-order unless it opts in: `clients` has a prefix extractor
+    // ([`cf_options`]), and a scan must see all of its memtable, not one bucket. Not in the
+    // C API that the crate wraps.
+    let mut opts = Options::default()
+        .get_options_from_string("prefix_seek_opt_in_only=true")
+        .expect("RocksDB parses its own option string");
     opts.create_if_missing(true);
     opts.create_missing_column_families(true);
     // One writer (the committer) issues one synced batch at a time; pipelined or unordered
@@ -130,7 +135,18 @@ const HINT_PREFIX: usize = 6;
 ///   list in order instead of sorting a million entries. (Entries keyed by parent and name,
 ///   as before schema version 5, arrived in no order a hint could follow: a hint on the
 ///   parent's number cost 1,254 instructions per create more than a vector's sort.)
-/// - `meta`, `clients` and the rest are vector memtables, which append and sort
+/// - `clients` holds a few resend slots per client, each rewritten by every commit that
+///   carries one of the client's records: at one request in flight, one put a create. Its
+///   memtable is a hash of skiplists, one bucket per client (the key's first 8 bytes,
+///   [`crate::schema::resend_key`]; capped, so a shorter key of an old store is its own
+///   prefix), and a put overwrites the slot's entry in place when the new record is no
+///   larger (`inplace_update_support`). A vector memtable held one entry a put and sorted them
+///   all at flush: 2,400 instructions a create at 64 x 1 (docs/BENCHMARKS.md, "The resend
+///   slots written in place"). With a prefix extractor, RocksDB's iterators would see one
+///   bucket only unless asked for total order: `prefix_seek_opt_in_only` (a database option,
+///   [`db_options`]) makes every iterator total-order unless it opts in, and none of
+///   `clients` does (`meta`'s prefix iterators opt in; `meta` has no extractor).
+/// - `meta` and the rest are vector memtables, which append and sort
 ///   once at flush (on a background thread) or for the open's scan. The price of a vector is paid by
 ///   point reads of a mutable memtable (each sorts a copy), which only offline tools and
 ///   tests make: the server never reads these families while serving (the namespace is in
@@ -156,6 +172,10 @@ pub(crate) fn cf_options(cache: &Cache, tuning: &Tuning, name: &str) -> Options 
                 "memtable_insert_with_hint_prefix_extractor=rocksdb.FixedPrefix.{HINT_PREFIX}"
             ))
             .expect("RocksDB parses its own option string")
+    } else if name == CF_CLIENTS {
+        Options::default()
+            .get_options_from_string("prefix_extractor=rocksdb.CappedPrefix.8")
+            .expect("RocksDB parses its own option string")
     } else {
         Options::default()
     };
@@ -169,7 +189,15 @@ pub(crate) fn cf_options(cache: &Cache, tuning: &Tuning, name: &str) -> Options 
         cf.set_write_buffer_size(tuning.namespace_write_buffer);
         cf.set_max_write_buffer_number(NAMESPACE_WRITE_BUFFERS);
     }
-    if name != CF_DATA && name != CF_INODES && name != CF_DENTRIES {
+    if name == CF_CLIENTS {
+        cf.set_memtable_factory(MemtableFactory::HashSkipList {
+            // 128 KiB of bucket heads a memtable; more clients than buckets share them.
+            bucket_count: 16 << 10,
+            height: 4,
+            branching_factor: 4,
+        });
+        cf.set_inplace_update_support(true);
+    } else if name != CF_DATA && name != CF_INODES && name != CF_DENTRIES {
         cf.set_memtable_factory(MemtableFactory::Vector);
     }
     cf
@@ -250,6 +278,11 @@ mod tests {
             get("DBOptions", "max_total_wal_size"),
             MAX_TOTAL_WAL_SIZE.to_string()
         );
+        assert_eq!(
+            get("DBOptions", "prefix_seek_opt_in_only"),
+            "true",
+            "a scan of `clients` must see its whole memtable, not one client's bucket"
+        );
         for (family, buffer, buffers, memtable) in [
             (
                 "inodes",
@@ -273,7 +306,7 @@ mod tests {
                 "clients",
                 PER_COMMIT_WRITE_BUFFER,
                 PER_COMMIT_WRITE_BUFFERS,
-                "VectorRepFactory",
+                "HashSkipListRepFactory",
             ),
         ] {
             let section = format!("CFOptions \"{family}\"");
@@ -298,6 +331,17 @@ mod tests {
                 "kNoCompression:kLZ4Compression",
                 "{family}: level 0 plain, the rest LZ4"
             );
+            let (in_place, prefix) = if family == "clients" {
+                ("true", "rocksdb.CappedPrefix.8")
+            } else {
+                ("false", "nullptr")
+            };
+            assert_eq!(
+                get(&section, "inplace_update_support"),
+                in_place,
+                "{family}"
+            );
+            assert_eq!(get(&section, "prefix_extractor"), prefix, "{family}");
             let hint = get(&section, "memtable_insert_with_hint_prefix_extractor");
             if family == "inodes" || family == "dentries" {
                 assert_eq!(hint, format!("rocksdb.FixedPrefix.{HINT_PREFIX}"));
