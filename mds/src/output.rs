@@ -256,13 +256,16 @@ impl Drop for InFlight {
 
 /// Writes whatever the connection's buffer holds, one `write_all` per wake, swapping two
 /// buffers so neither is reallocated. `cut` ends it at once, written or not (a client that
-/// does not read, past the shutdown grace period).
+/// does not read, past the shutdown grace period): one future waits for it for the loop's
+/// life, registered with the token once rather than at every write and wait.
 pub async fn write_loop<W: AsyncWrite + Unpin>(
     mut wr: W,
     conn: Arc<ConnOutput>,
     cut: CancellationToken,
 ) {
     let mut spare = BytesMut::new();
+    let cut = cut.cancelled();
+    tokio::pin!(cut);
     loop {
         {
             let mut buf = conn.buf.lock();
@@ -280,7 +283,7 @@ pub async fn write_loop<W: AsyncWrite + Unpin>(
             };
             let written = tokio::select! {
                 r = write => r.is_ok(),
-                () = cut.cancelled() => false,
+                () = &mut cut => false,
             };
             if !written {
                 conn.close();
@@ -295,7 +298,7 @@ pub async fn write_loop<W: AsyncWrite + Unpin>(
         }
         tokio::select! {
             () = conn.ready.notified() => {}
-            () = cut.cancelled() => {
+            () = &mut cut => {
                 conn.close();
                 return;
             }

@@ -5,6 +5,7 @@
 //! and when, is dispatch's; what this file decides is how much it reads and when it closes.
 
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,6 +14,7 @@ use bytes::{Buf, BytesMut};
 use mds_proto::{self as protocol, Body, Errno, MAX_GROUPS, Reply, Request};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::net::TcpStream;
+use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tracing::{debug, warn};
 
 mod handshake;
@@ -79,6 +81,26 @@ enum Ended {
 
 /// A request was refused and the connection must close (an EPROTO reply is queued).
 struct Refused;
+
+/// The two ends a connection's reads wait for besides its socket, the server's shutdown and
+/// the connection's replacement by a newer one of its session: one future each for the
+/// connection's life, registered with its token once. A future made for each read
+/// registered and unregistered itself with each token every time, under the token's lock:
+/// ~1,900 instructions a create at one request in flight (docs/BENCHMARKS.md, "The ends a
+/// read waits for, made once").
+struct Ending {
+    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
+    replaced: Pin<Box<WaitForCancellationFutureOwned>>,
+}
+
+impl Ending {
+    fn new(shutdown: &CancellationToken, replaced: &CancellationToken) -> Ending {
+        Ending {
+            shutdown: Box::pin(shutdown.clone().cancelled_owned()),
+            replaced: Box::pin(replaced.clone().cancelled_owned()),
+        }
+    }
+}
 
 /// One connection's read side: what it has read and not executed, and who it is so far.
 struct Reader {
@@ -182,6 +204,7 @@ impl Partition {
         reader: &mut Reader,
     ) -> Ended {
         let limits = self.shared.net.limits;
+        let mut ending = Ending::new(&self.shared.shutdown, conn.replaced());
         loop {
             conn.wait_for_space().await;
             if conn.is_closed() {
@@ -204,13 +227,13 @@ impl Partition {
                 continue;
             }
             if conn.owed() >= limits.output_high_water {
-                if let Some(ended) = self.pause_for_output(conn).await {
+                if let Some(ended) = self.pause_for_output(conn, &mut ending).await {
                     return ended;
                 }
                 continue;
             }
             if !reader.unexecuted
-                && let Some(ended) = self.read_some(rd, conn, reader).await
+                && let Some(ended) = self.read_some(rd, conn, reader, &mut ending).await
             {
                 return ended;
             }
@@ -238,6 +261,7 @@ impl Partition {
         rd: &mut R,
         conn: &Arc<ConnOutput>,
         reader: &mut Reader,
+        ending: &mut Ending,
     ) -> Option<Ended> {
         // Silence is bounded: CONNECT must come soon, and a connection with nothing in
         // flight may not hold its slot forever.
@@ -251,11 +275,22 @@ impl Partition {
             Some(_) => (self.shared.net.limits.idle_timeout, "idle"),
         };
         let silent_may_close = reader.session.is_none() || conn.inflight() == 0;
+        // The socket first: a read that is ready returns without polling the ends (each
+        // poll takes its token's lock), which are polled only while the read waits. A
+        // shutdown or replacement that came meanwhile still wins over what was read.
         let read = tokio::select! {
             biased;
-            () = self.shared.shutdown.cancelled() => return Some(Ended::Normally),
-            () = conn.replaced().cancelled() => return Some(Ended::Replaced),
-            r = read_into(rd, &mut reader.input, reader.session.is_some()) => r,
+            r = read_into(rd, &mut reader.input, reader.session.is_some()) => {
+                if self.shared.shutdown.is_cancelled() {
+                    return Some(Ended::Normally);
+                }
+                if conn.replaced().is_cancelled() {
+                    return Some(Ended::Replaced);
+                }
+                r
+            }
+            () = &mut ending.shutdown => return Some(Ended::Normally),
+            () = &mut ending.replaced => return Some(Ended::Replaced),
             () = tokio::time::sleep(silence), if silent_may_close => {
                 warn!(partition = self.id, conn = conn.id(), after = ?silence, "closing connection: {}", if why == "connect" { "no CONNECT in time" } else { "idle" });
                 metrics::counter!(crate::metrics::CONNECTIONS_TIMED_OUT, "reason" => why).increment(1);
@@ -516,7 +551,7 @@ impl Partition {
     /// writer leaves unwritten bytes above that for long. Bytes held for a commit are the
     /// server's wait, not the client's: they pause it, but never cut it. `Some` ends the
     /// connection.
-    async fn pause_for_output(&self, conn: &ConnOutput) -> Option<Ended> {
+    async fn pause_for_output(&self, conn: &ConnOutput, ending: &mut Ending) -> Option<Ended> {
         let limits = self.shared.net.limits;
         self.metrics.paused_output.increment(1);
         conn.wake_writer();
@@ -524,8 +559,8 @@ impl Partition {
         loop {
             tokio::select! {
                 biased;
-                () = self.shared.shutdown.cancelled() => return Some(Ended::Normally),
-                () = conn.replaced().cancelled() => return Some(Ended::Replaced),
+                () = &mut ending.shutdown => return Some(Ended::Normally),
+                () = &mut ending.replaced => return Some(Ended::Replaced),
                 r = tokio::time::timeout(limits.output_stall, conn.wait_for_output_below(room)) => {
                     if r.is_ok() {
                         return None;
