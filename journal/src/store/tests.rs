@@ -261,6 +261,21 @@ fn commit_each(j: &Journal, ops: Vec<Vec<JournalOp>>) {
     }
 }
 
+/// Each recovered client's number, acknowledged xid and its records' xids.
+fn resend_xids(recovered: &Recovered) -> Vec<(u64, u64, Vec<u64>)> {
+    recovered
+        .resend
+        .iter()
+        .map(|c| {
+            (
+                c.client,
+                c.acked_xid,
+                c.records.iter().map(|r| r.xid).collect(),
+            )
+        })
+        .collect()
+}
+
 fn clients_keys(j: &Journal) -> Vec<String> {
     raw_contents(j)
         .into_iter()
@@ -304,17 +319,7 @@ fn a_slot_rewritten_by_every_commit_keeps_one_memtable_entry() {
         );
     }
     let (_, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
-    let last: Vec<(u64, u64, Vec<u64>)> = recovered
-        .resend
-        .iter()
-        .map(|c| {
-            (
-                c.client,
-                c.acked_xid,
-                c.records.iter().map(|r| r.xid).collect(),
-            )
-        })
-        .collect();
+    let last = resend_xids(&recovered);
     assert_eq!(
         last,
         [
@@ -351,17 +356,7 @@ fn resend_slots_are_overwritten_in_place_and_survive_a_restart() {
         );
     }
     let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
-    let xids: Vec<(u64, u64, Vec<u64>)> = recovered
-        .resend
-        .iter()
-        .map(|c| {
-            (
-                c.client,
-                c.acked_xid,
-                c.records.iter().map(|r| r.xid).collect(),
-            )
-        })
-        .collect();
+    let xids = resend_xids(&recovered);
     assert_eq!(xids, [(7, 2, vec![3, 4]), (9, 0, vec![1])]);
     // The slot state survived too: after the client acks 3, the slot of 3 is reused.
     commit_each(&j, vec![vec![put_resend(7, 3, 5)]]);
