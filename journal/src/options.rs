@@ -118,8 +118,10 @@ pub(crate) fn cf_descriptors(cache: &Cache, tuning: &Tuning) -> Vec<ColumnFamily
 
 /// The prefix of an `inodes` or `dentries` key (a big-endian inode number: the inode's, the
 /// entry's child's) whose memtable insert hint RocksDB keeps: one hint per 65,536 consecutive
-/// numbers. New inodes' numbers only grow, so each create's image and entry land right after
-/// the ones before them in their group's hint; a directory's new image (an older number), or
+/// numbers. New inodes' numbers nearly only grow (the server hands them out in runs of 64 a
+/// thread, a directory a block of its own), so each create's image and entry land right after
+/// or a few entries before the ones before them in their group's hint, found by a short
+/// search from it; a directory's new image (an older number), or
 /// an older file's entry (a link, a rename), uses its own group's hint and moves nobody
 /// else's. A whole-key prefix would keep a hint (~250 bytes) per key; none at all would make
 /// every directory image drag the one hint away from the new inodes.

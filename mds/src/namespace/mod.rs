@@ -12,6 +12,7 @@
 //! record, so in-memory-only state can never change the disk encoding (`docs/schema.md`).
 
 mod handles;
+mod ino_run;
 mod node;
 mod op_lists;
 mod ops;
@@ -98,8 +99,14 @@ pub enum Exec {
 /// The in-memory namespace.
 pub struct Namespace {
     table: Table,
-    /// Next inode number; never reused, even when a create fails.
+    /// Next inode number; never reused, even when a create fails. Threads take it a run at a
+    /// time (`ino_run`).
     next_ino: AtomicU64,
+    /// The name of this namespace's runs of inode numbers ([`ino_run::new_owner`]).
+    run_owner: usize,
+    /// Bumped by every replayed create, which takes its number back: a run taken before may
+    /// hold that number, so every thread drops the run it has.
+    run_epoch: AtomicU64,
     /// The first inode number past this shard's range ([`journal::ino_limit`]): creates
     /// there are refused with ENOSPC, so no two shards ever hand out the same number.
     ino_limit: u64,
@@ -226,6 +233,8 @@ impl Namespace {
         Ok(Namespace {
             table: Table::new(),
             next_ino: AtomicU64::new(next_ino),
+            run_owner: ino_run::new_owner(),
+            run_epoch: AtomicU64::new(0),
             ino_limit: recovered.ino_limit,
             ino_floor: journal::first_ino(recovered.shard.as_ref().map_or(0, |s| s.shard)),
             last_transno: CachePadded::new(AtomicU64::new(recovered.last_committed)),
@@ -458,27 +467,44 @@ impl Namespace {
 
     /// Takes an inode number for a create; EBUSY at the ceiling, ENOSPC past the shard's
     /// range (which no commit raises). A create that then fails burns it (numbers are never
-    /// taken back).
-    fn allocate_ino(&self) -> Result<u64, Errno> {
+    /// taken back). Anything but a directory takes the next number of this thread's run
+    /// (`ino_run`), and a new run when it is used up. A directory (`dir`) takes the first
+    /// number of a block of its own and burns the rest: creates in a directory lock its
+    /// stripe, and the table stripes by block (`table::stripe_of`), so directories made one
+    /// after another would share a stripe, and partitions creating in them would wait on each
+    /// other's locks (docs/BENCHMARKS.md, "Inode numbers in runs").
+    fn allocate_ino(&self, dir: bool) -> Result<u64, Errno> {
         let ceiling = self
             .ceilings
             .ino
             .load(Ordering::Acquire)
             .min(self.ino_limit);
-        let ino = self
+        let epoch = self.run_epoch.load(Ordering::Acquire);
+        if !dir && let Some(ino) = ino_run::next(self.run_owner, epoch, ceiling) {
+            return Ok(ino);
+        }
+        // A run begins where the counter is, a directory at the next block's first number;
+        // either takes the rest of its block, up to the ceiling.
+        let first = |i: u64| if dir { ino_run::block_start_from(i) } else { i };
+        let ino = match self
             .next_ino
             .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |i| {
-                (i < ceiling).then(|| i + 1)
-            })
-            .map_err(|i| {
-                if i >= self.ino_limit {
-                    return Errno::ENOSPC;
-                }
+                let start = first(i);
+                (start < ceiling).then(|| ino_run::block_end(start).min(ceiling))
+            }) {
+            Ok(i) => first(i),
+            Err(i) if first(i) >= self.ino_limit => return Err(Errno::ENOSPC),
+            Err(_) => {
                 self.ceilings.wanted.store(true, Ordering::Release);
-                Errno::EBUSY
-            })?;
-        if ino >= self.ceilings.ino_low_water.load(Ordering::Relaxed) {
+                return Err(Errno::EBUSY);
+            }
+        };
+        let end = ino_run::block_end(ino).min(ceiling);
+        if end > self.ceilings.ino_low_water.load(Ordering::Relaxed) {
             self.ceilings.wanted.store(true, Ordering::Release);
+        }
+        if !dir {
+            ino_run::keep(self.run_owner, epoch, ino, end);
         }
         Ok(ino)
     }

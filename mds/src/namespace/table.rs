@@ -17,6 +17,7 @@ use crossbeam_utils::CachePadded;
 use parking_lot::{Mutex, MutexGuard};
 use smallvec::SmallVec;
 
+use super::ino_run::RUN_BITS;
 use super::node::{Node, Stamp};
 
 /// Number of stripes; a power of two.
@@ -26,18 +27,20 @@ const STRIPE_BITS: u32 = STRIPES.trailing_zeros();
 /// The hash of an inode number in its stripe's map, built so that the inodes a stripe gets one
 /// after another sit in neighbouring buckets.
 ///
-/// Inode numbers are handed out in sequence and a stripe's members are ~1024 apart (see
-/// `stripe_of`), so `ino >> STRIPE_BITS` numbers a stripe's inodes nearly densely in creation
-/// order (steps of 0, 1 or 2), and hashbrown (std's HashMap) takes the home bucket from the
-/// hash's low bits. A stripe's table then fills in order, and growing it (each doubling moves
-/// every ~170-byte node) copies runs of neighbours instead of scattering each node to a random
-/// bucket — a stripe's table is about a megabyte under load, hundreds of megabytes over all
-/// stripes. Against foldhash, server CPU per create at 64 x 16 read 0.89, 0.90 and 0.98 in
-/// three runs (with `ino mod 1024` stripes, which these Fibonacci ones matched), where the
-/// same build against itself reads 0.96 to 1.03: a few percent (docs/BENCHMARKS.md).
-/// hashbrown compares a tag taken from the hash's top seven bits (on a 64-bit target) before
-/// it compares keys, so those are mixed: neighbours, and numbers that share a home bucket, get
-/// different tags.
+/// Inode numbers are handed out in sequence, a block of 64 at a time to each creating thread
+/// (`ino_run`), and a stripe holds whole blocks ~1024 blocks apart (see `stripe_of`). So
+/// [`dense`] — the block's number in its stripe, `block >> STRIPE_BITS` (steps of 0, 1 or 2
+/// between a stripe's blocks), then the number's place in its block — numbers a stripe's
+/// inodes nearly densely in creation order, and hashbrown (std's HashMap) takes the home
+/// bucket from the hash's low bits. A stripe's table then fills in order, and growing it (each
+/// doubling moves every ~170-byte node) copies runs of neighbours instead of scattering each
+/// node to a random bucket — a stripe's table is about a megabyte under load, hundreds of
+/// megabytes over all stripes. Against foldhash, server CPU per create at 64 x 16 read 0.89,
+/// 0.90 and 0.98 in three runs (with `ino mod 1024` stripes of single numbers), where the same
+/// build against itself reads 0.96 to 1.03: a few percent (docs/BENCHMARKS.md). hashbrown
+/// compares a tag taken from the hash's top seven bits (on a 64-bit target) before it compares
+/// keys, so those are mixed: neighbours, and numbers that share a home bucket, get different
+/// tags.
 ///
 /// The keys are inode numbers the server hands out (a replayed create takes back the number it
 /// was given before): numbers that did collide would slow only their own stripe, never make a
@@ -49,12 +52,8 @@ const TAG_BITS: u64 = 0x7f << 57;
 
 impl Hasher for InoHasher {
     fn write_u64(&mut self, ino: u64) {
-        // Below 2^54, so clear of the tag's bits.
-        let dense = ino >> STRIPE_BITS;
-        // Fibonacci hashing of the dense number: neighbours' tags are as far apart as they
-        // can be.
-        let tag = dense.wrapping_mul(0x9E37_79B9_7F4A_7C15) & TAG_BITS;
-        self.0 = dense | tag;
+        let dense = dense(ino);
+        self.0 = dense | tag(dense);
     }
 
     /// `Hasher` requires it; no key of `InoMap` calls it. It hashes the bytes (FNV-1a) rather
@@ -70,6 +69,16 @@ impl Hasher for InoHasher {
     fn finish(&self) -> u64 {
         self.0
     }
+}
+
+/// `ino`'s place among its stripe's inodes: below 2^54, so clear of the tag's bits.
+fn dense(ino: u64) -> u64 {
+    ((ino >> RUN_BITS >> STRIPE_BITS) << RUN_BITS) | (ino & ((1 << RUN_BITS) - 1))
+}
+
+/// Fibonacci hashing of the dense number: neighbours' tags are as far apart as they can be.
+fn tag(dense: u64) -> u64 {
+    dense.wrapping_mul(0x9E37_79B9_7F4A_7C15) & TAG_BITS
 }
 
 type InoMap<V> = HashMap<u64, V, BuildHasherDefault<InoHasher>>;
@@ -149,11 +158,13 @@ pub(crate) struct Table {
 }
 
 fn stripe_of(ino: u64) -> usize {
-    // Fibonacci hashing spreads consecutive inode numbers over all stripes, and numbers at any
-    // regular stride too (with `ino mod STRIPES`, inodes made 1024 apart, such as one
-    // directory per 1024 creates, would all meet in one stripe). A stripe's members are
-    // 1024 apart on average, in gaps of at most three sizes (the three-distance theorem).
-    (ino.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - STRIPE_BITS)) as usize
+    // A block of 64 consecutive numbers, one creating thread's run (`ino_run`), shares a
+    // stripe: that thread's creates find its lock, control bytes and neighbouring slots in
+    // cache (LL misses a create at 64 x 16: 85.9 -> 79.2). Fibonacci hashing of the block
+    // spreads consecutive blocks over all stripes, and blocks at any regular stride too (with
+    // `block mod STRIPES`, blocks 1024 apart would all meet in one stripe). A stripe's blocks
+    // are 1024 apart on average, in gaps of at most three sizes (the three-distance theorem).
+    ((ino >> RUN_BITS).wrapping_mul(0x9E37_79B9_7F4A_7C15) >> (64 - STRIPE_BITS)) as usize
 }
 
 impl Table {
@@ -320,13 +331,19 @@ mod tests {
 
     #[test]
     fn a_stripes_inodes_in_creation_order_hash_to_neighbouring_buckets_with_mixed_tags() {
-        let stripe: Vec<u64> = (1..2_000_000u64).filter(|&i| stripe_of(i) == 5).collect();
+        let stripe: Vec<u64> = (1..1u64 << 26).filter(|&i| stripe_of(i) == 5).collect();
         let dense = |ino: u64| ino_hash(ino) & !TAG_BITS;
-        let tag = |ino: u64| ino_hash(ino) & TAG_BITS;
-        // Members ~1024 apart: their dense numbers step by 0, 1 or 2, one on average.
+        let tag_of = |ino: u64| ino_hash(ino) & TAG_BITS;
+        let block = |ino: u64| ino >> RUN_BITS;
+        // Whole blocks: within one, dense numbers step by one; from one block to the next,
+        // the block's place steps by 0, 1 or 2.
         for pair in stripe.windows(2) {
-            let step = dense(pair[1]) - dense(pair[0]);
-            assert!(step <= 2, "{pair:?} step {step}");
+            if block(pair[0]) == block(pair[1]) {
+                assert_eq!(dense(pair[1]), dense(pair[0]) + 1, "{pair:?}");
+            } else {
+                let step = (dense(pair[1]) >> RUN_BITS) - (dense(pair[0]) >> RUN_BITS);
+                assert!(step <= 2, "{pair:?} step {step}");
+            }
         }
         let span = dense(stripe[stripe.len() - 1]) - dense(stripe[0]);
         let members = stripe.len() as u64;
@@ -334,7 +351,7 @@ mod tests {
             span.abs_diff(members) < members / 50,
             "{span} over {members}"
         );
-        let tags: std::collections::HashSet<u64> = stripe.iter().map(|&i| tag(i)).collect();
+        let tags: std::collections::HashSet<u64> = stripe.iter().map(|&i| tag_of(i)).collect();
         assert_eq!(tags.len(), 128, "every tag is used");
         // A hashbrown group is 16 buckets from wherever a probe starts: within any 16
         // neighbours, different dense numbers have different tags.
@@ -342,7 +359,7 @@ mod tests {
             let mut by_dense: std::collections::HashMap<u64, u64> =
                 std::collections::HashMap::default();
             for &ino in window {
-                by_dense.insert(dense(ino), tag(ino));
+                by_dense.insert(dense(ino), tag_of(ino));
             }
             let distinct: std::collections::HashSet<u64> = by_dense.values().copied().collect();
             assert_eq!(distinct.len(), by_dense.len(), "{window:?}");
@@ -350,11 +367,7 @@ mod tests {
         // Numbers that share a home bucket in a table of 2^k buckets differ in tag.
         for d in [1u64, 77, 123_456, 1 << 40] {
             for k in 4..=24 {
-                assert_ne!(
-                    tag(d << STRIPE_BITS),
-                    tag((d + (1 << k)) << STRIPE_BITS),
-                    "{d} {k}"
-                );
+                assert_ne!(tag(d), tag(d + (1 << k)), "{d} {k}");
             }
         }
     }
@@ -391,13 +404,18 @@ mod tests {
     }
 
     #[test]
-    fn consecutive_inodes_and_inodes_at_any_stride_spread_over_stripes() {
+    fn a_block_shares_a_stripe_and_blocks_at_any_stride_spread_over_stripes() {
+        let run = 1u64 << RUN_BITS;
+        for block in [0u64, 1, 77, 1 << 40] {
+            let first = stripe_of(block * run);
+            assert!((block * run..(block + 1) * run).all(|i| stripe_of(i) == first));
+        }
         for stride in [1u64, 2, 64, 1000, 1024, 4096, 1 << 20] {
             let used: std::collections::HashSet<_> =
-                (1..=4096u64).map(|i| stripe_of(i * stride)).collect();
+                (1..=4096u64).map(|i| stripe_of(i * stride * run)).collect();
             assert!(
                 used.len() > STRIPES / 2,
-                "stride {stride}: only {} stripes used",
+                "stride {stride} blocks: only {} stripes used",
                 used.len()
             );
         }

@@ -368,7 +368,7 @@ impl Namespace {
         let cred = cx.caller.cred;
         check_name(&name)?;
         self.writable()?;
-        let ino = self.ino_for_create(cx)?;
+        let ino = self.ino_for_create(cx, new.kind.is_dir())?;
         let now = now_ns();
         let kind = new.kind;
         let is_dir = kind.is_dir();
@@ -476,16 +476,17 @@ impl Namespace {
     /// The inode number a create takes: a new one, or a replay's again — one handed out
     /// before the crash, below the ceiling this start's own numbers begin at (recovery
     /// checked it, and it is below the ceiling now, so the counter cannot wrap past it).
-    fn ino_for_create(&self, cx: &Cx<'_>) -> Result<u64, Errno> {
+    fn ino_for_create(&self, cx: &Cx<'_>, dir: bool) -> Result<u64, Errno> {
         match cx.caller.reuse_ino {
             Some(ino) => {
                 if !self.may_have_handed_out(ino) {
                     return Err(Errno::EINVAL);
                 }
                 self.next_ino.fetch_max(ino + 1, Ordering::Relaxed);
+                self.run_epoch.fetch_add(1, Ordering::AcqRel);
                 Ok(ino)
             }
-            None => self.allocate_ino(),
+            None => self.allocate_ino(dir),
         }
     }
 

@@ -175,7 +175,7 @@ impl Namespace {
             return Err(Errno::EINVAL);
         }
         let (uid, gid, mode) = owner;
-        let ino = self.allocate_ino()?;
+        let ino = self.allocate_ino(true)?;
         let now_at = now_ns();
         let mut l = self.table.lock(&[ino]);
         if l.get(ino).is_some() {
