@@ -289,6 +289,48 @@ proptest! {
     }
 }
 
+proptest! {
+    /// The checkpointer's sort keeps each key's last change, in the order of the keys' bytes
+    /// (it compares their first 8 bytes as a number first), whatever their lengths.
+    #[test]
+    fn the_last_change_of_each_key_comes_out_in_byte_order(
+        changes in proptest::collection::vec(
+            (
+                proptest::collection::vec(0u8..3, 0..11),
+                proptest::option::of(proptest::collection::vec(any::<u8>(), 0..4)),
+            ),
+            0..60,
+        ),
+        interleaved in any::<bool>(),
+    ) {
+        let mut changes = changes;
+        if interleaved {
+            // Two increasing runs interleaved, as two partitions' creates write them (with
+            // repeats): the one-pass merge takes these.
+            let (mut a, mut b): (Vec<_>, Vec<_>) =
+                changes.drain(..).enumerate().partition(|(i, _)| i % 2 == 0);
+            a.sort_by(|x, y| x.1.0.cmp(&y.1.0));
+            b.sort_by(|x, y| x.1.0.cmp(&y.1.0));
+            let mut b = b.into_iter();
+            for x in a {
+                changes.push(x.1);
+                changes.extend(b.next().map(|y| y.1));
+            }
+            changes.extend(b.map(|y| y.1));
+        }
+        let listed: Vec<(&[u8], Option<&[u8]>)> = changes
+            .iter()
+            .map(|(k, v)| (k.as_slice(), v.as_deref()))
+            .collect();
+        let mut want = std::collections::BTreeMap::<&[u8], Option<&[u8]>>::default();
+        for (k, v) in &listed {
+            want.insert(k, *v);
+        }
+        let want: Vec<(&[u8], Option<&[u8]>)> = want.into_iter().collect();
+        prop_assert_eq!(edits::last_changes(listed), want);
+    }
+}
+
 #[test]
 fn a_checkpoint_that_fails_stops_the_journal_and_the_next_open_writes_its_edits_out() {
     let dir = tempfile::tempdir().unwrap();

@@ -130,19 +130,79 @@ fn slice<'a>(bytes: &mut &'a [u8]) -> Option<&'a [u8]> {
     Some(s)
 }
 
-/// Each key's last change, in key order: sorted stably (a run of edits is mostly in key
-/// order already: inode numbers and the entries keyed by them grow with each create), and of
-/// equal keys the last kept.
-fn last_changes(mut changes: Vec<Change<'_>>) -> Vec<Change<'_>> {
-    changes.sort_by(|a, b| a.0.cmp(b.0));
-    let mut last: Vec<Change<'_>> = Vec::with_capacity(changes.len());
-    for change in changes {
+/// Each key's last change, in key order, of equal keys the last kept. A run of edits is
+/// mostly in key order already: inode numbers and the entries keyed by them grow with each
+/// create, and with two partitions they are two such sequences interleaved (each takes its
+/// numbers in runs, `mds/src/namespace/ino_run.rs`). Those are merged in one pass
+/// ([`merged_if_two_runs`]); anything else is sorted stably. Keys compare by [`head`] first.
+pub(crate) fn last_changes(changes: Vec<Change<'_>>) -> Vec<Change<'_>> {
+    let sorted = merged_if_two_runs(&changes).unwrap_or_else(|| {
+        let mut changes = changes;
+        changes.sort_by(|a, b| head(a.0).cmp(&head(b.0)).then_with(|| a.0.cmp(b.0)));
+        changes
+    });
+    let mut last: Vec<Change<'_>> = Vec::with_capacity(sorted.len());
+    for change in sorted {
         match last.last_mut() {
             Some(prev) if prev.0 == change.0 => *prev = change,
             _ => last.push(change),
         }
     }
     last
+}
+
+/// `changes` in key order (equal keys in their order in the list) if they are at most two
+/// increasing runs interleaved — each change goes after the last of one of them — else
+/// `None`. A stable sort of two interleaved runs merged short runs at every level, ~400
+/// instructions a create at 64 x 16 with two partitions (docs/BENCHMARKS.md, "Inode numbers
+/// in runs"); this is one pass to split them and one to merge.
+fn merged_if_two_runs<'a>(changes: &[Change<'a>]) -> Option<Vec<Change<'a>>> {
+    let mut runs: [Vec<(usize, Change<'a>)>; 2] = [Vec::new(), Vec::new()];
+    for (at, change) in changes.iter().enumerate() {
+        let fits = |run: &Vec<(usize, Change<'a>)>| {
+            run.last()
+                .is_none_or(|(_, last)| in_order(last.0, change.0))
+        };
+        let run = runs.iter_mut().find(|run| fits(run))?;
+        run.push((at, *change));
+    }
+    let [first, second] = runs;
+    let mut merged = Vec::with_capacity(changes.len());
+    let (mut a, mut b) = (first.iter().peekable(), second.iter().peekable());
+    loop {
+        let next = match (a.peek(), b.peek()) {
+            (None, None) => break,
+            // Equal keys in their order in the list: the last of them is the one kept.
+            (Some(x), Some(y)) => {
+                if in_order(x.1.0, y.1.0) && (x.1.0 != y.1.0 || x.0 < y.0) {
+                    a.next()
+                } else {
+                    b.next()
+                }
+            }
+            (Some(_), None) => a.next(),
+            (None, Some(_)) => b.next(),
+        };
+        merged.extend(next.map(|(_, c)| *c));
+    }
+    Some(merged)
+}
+
+/// Whether key `a` goes before `b`, or is equal to it.
+fn in_order(a: &[u8], b: &[u8]) -> bool {
+    (head(a), a) <= (head(b), b)
+}
+
+/// A key's first 8 bytes as a big-endian number, zero-padded: keys in its order are in the
+/// order of their bytes, and since inode and entry keys begin with an inode number it settles
+/// nearly every comparison above without a `memcmp`.
+fn head(key: &[u8]) -> u64 {
+    if let Some(first) = key.first_chunk::<8>() {
+        return u64::from_be_bytes(*first);
+    }
+    let mut padded = [0u8; 8];
+    padded[..key.len()].copy_from_slice(key);
+    u64::from_be_bytes(padded)
 }
 
 /// Writes the images `edits` (each a commit's edit, in commit order) leave, family by
