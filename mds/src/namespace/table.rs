@@ -160,7 +160,7 @@ pub(crate) struct Table {
 fn stripe_of(ino: u64) -> usize {
     // A block of 64 consecutive numbers, one creating thread's run (`ino_run`), shares a
     // stripe: that thread's creates find its lock, control bytes and neighbouring slots in
-    // cache (LL misses a create at 64 x 16: 85.9 -> 79.2). Fibonacci hashing of the block
+    // cache (LL misses a create at 64 x 16: 88.0 -> 80.8, docs/BENCHMARKS.md). Fibonacci hashing of the block
     // spreads consecutive blocks over all stripes, and blocks at any regular stride too (with
     // `block mod STRIPES`, blocks 1024 apart would all meet in one stripe). A stripe's blocks
     // are 1024 apart on average, in gaps of at most three sizes (the three-distance theorem).
