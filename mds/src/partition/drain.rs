@@ -24,7 +24,8 @@ use crate::output::ConnOutput;
 use crate::queue::{HeldReply, Queued, Response};
 
 /// Releases everything of `partition` that can leave now, encoding each reply into its
-/// client's connection and waking each touched writer once. `touched` is scratch space the
+/// client's connection, then sending each touched connection's bytes (or waking its writer)
+/// once. `touched` is scratch space the
 /// caller keeps between drains. Returns how many replies were released. Per-CPU path only.
 pub fn drain_partition(
     core: &Core,
@@ -40,7 +41,9 @@ pub fn drain_partition(
         release(core, metrics, started, queued, outcome, touched);
     });
     for conn in touched.drain(..) {
-        conn.wake_writer();
+        if !conn.send_now() {
+            conn.wake_writer();
+        }
     }
     released
 }
@@ -60,7 +63,9 @@ pub fn serve_global(core: &Core) -> u64 {
         let metrics = &metrics[partition];
         release(core, metrics, started, queued, outcome, &mut touched);
         for conn in touched.drain(..) {
-            conn.wake_writer();
+            if !conn.send_now() {
+                conn.wake_writer();
+            }
         }
         // This path's drain duration: from the commit being durable to this reply being
         // queued for its socket (per reply; the per-CPU path records it per drain, that is,

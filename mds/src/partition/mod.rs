@@ -1,7 +1,8 @@
 //! A partition: one OS thread bound to one core, running a single-threaded tokio runtime. It
 //! owns its connections (accepted on its own SO_REUSEPORT listener), reads their requests and
 //! has them dispatched (`dispatch/mod.rs`) on that one thread with no hand-off, delivers the
-//! answers, owns its queue of pending replies, and is the only writer of its sockets.
+//! answers, owns its queue of pending replies, and runs the writer task of each of its sockets
+//! (a drain on any thread may send to a socket directly while its writer is idle: `output.rs`).
 //!
 //! Hot path (marked as TiKV marks its own): the read loop and `deliver` in `serve.rs`,
 //! `dispatch`, and the drain in `drain.rs`. No logging above debug, no lock but the touched inodes' stripes, the

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use bytes::{Buf, BytesMut};
 use mds_proto::{self as protocol, Body, Errno, MAX_GROUPS, Reply, Request};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::net::TcpStream;
 use tokio_util::sync::{CancellationToken, WaitForCancellationFutureOwned};
 use tracing::{debug, warn};
@@ -23,7 +23,7 @@ use super::Partition;
 use super::admission::{Credentials, HandshakeSlot};
 use crate::committer::CommitMsg;
 use crate::dispatch::{Answer, Closing, Deliver, dispatch};
-use crate::output::{ConnOutput, write_loop};
+use crate::output::{ConnOutput, WriteHalf, write_loop};
 use crate::queue::{HeldReply, Queued, Response};
 use crate::session::Session;
 use handshake::Handshaking;
@@ -167,7 +167,7 @@ impl Partition {
         connect_deadline: tokio::time::Instant,
     ) where
         R: AsyncRead + Unpin,
-        W: AsyncWrite + Unpin + 'static,
+        W: WriteHalf + 'static,
     {
         let conn = Arc::new(ConnOutput::new(
             self.shared.net.limits.max_inflight_per_conn,
@@ -248,7 +248,7 @@ impl Partition {
                     .request(op as usize, result, replied - received);
             }
             self.drain_if_woken();
-            if conn.buffered() > 0 {
+            if conn.buffered() > 0 && !conn.send_now() {
                 conn.wake_writer();
             }
         }
