@@ -381,6 +381,23 @@ fn a_checkpoint_that_fails_stops_the_journal_and_the_next_open_writes_its_edits_
     );
 }
 
+/// The committer gathers edits below a checkpoint's worth without handing them over (the
+/// checkpointer sleeps meanwhile); a clean close hands them over and writes them out.
+#[test]
+fn a_clean_close_writes_out_the_edits_gathered_below_a_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(dir.path(), edit_log(usize::MAX)).unwrap();
+    for _ in 0..3 {
+        commit_creates(&j, 10);
+    }
+    let expected = namespace(&j);
+    assert_eq!(j.stats().checkpoints.unwrap().written, 0);
+    drop(j);
+    let (ro, _) = Journal::open_read_only(dir.path()).unwrap();
+    assert_eq!(family_keys(&ro, CF_EDITS), 0, "written out at the close");
+    assert_eq!(namespace(&ro), expected);
+}
+
 #[test]
 fn the_checkpointers_progress_is_counted() {
     let dir = tempfile::tempdir().unwrap();

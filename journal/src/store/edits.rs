@@ -39,11 +39,11 @@ use crate::schema::{CF_DENTRIES, CF_EDITS, CF_INODES};
 /// write buffer's worth of keys, so a checkpoint's table files are of the size a flush's were.
 pub(crate) const CHECKPOINT_BYTES: usize = 32 << 20;
 
-/// Commits' edits handed over and not yet taken by the checkpointer before a commit waits for
-/// it: a bound on the memory a checkpointer that cannot keep up holds, as RocksDB's write
-/// stall bounds its memtables. (A checkpoint of `CHECKPOINT_BYTES` takes ~0.1 s of a core;
-/// commits come every millisecond or so.)
-const CHECKPOINT_QUEUE: usize = 1024;
+/// Checkpoints' worth of edits handed over and not yet taken by the checkpointer before a
+/// commit waits for it: a bound on the memory a checkpointer that cannot keep up holds, as
+/// RocksDB's write stall bounds its memtables. (A checkpoint of `CHECKPOINT_BYTES` takes ~0.1 s
+/// of a core; it gathers in a second or more of commits.)
+const CHECKPOINT_QUEUE: usize = 2;
 
 /// The key of a commit's edits: its last transno, big-endian, so that the family is in
 /// commit order.
@@ -414,10 +414,10 @@ impl Edit {
     }
 }
 
-/// What the committer hands the checkpointer after each commit.
+/// What the committer hands the checkpointer.
 enum Message {
-    /// A commit's edit, durable, and its last transno.
-    Edit(u64, Edit),
+    /// Durable commits' edits, each with its commit's last transno, in commit order.
+    Edits(Vec<(u64, Edit)>),
     /// Write out what was handed over now, and say how it went.
     WriteOut(SyncSender<Result<()>>),
     /// Write out what was handed over, then stop (a clean close).
@@ -438,9 +438,14 @@ pub(crate) struct Progress {
     pub(crate) failure: Mutex<Option<String>>,
 }
 
-/// The checkpointer thread and the channel to it.
+/// The checkpointer thread, the channel to it, and the edits gathered for it.
 pub(crate) struct Checkpointer {
     tx: SyncSender<Message>,
+    /// Edits of durable commits not handed over yet, and their bytes: the thread is woken
+    /// once a checkpoint's worth, not once a commit (a wake and two context switches a
+    /// commit, on a core the committer and the partitions share).
+    gathered: Mutex<(Vec<(u64, Edit)>, usize)>,
+    checkpoint_bytes: usize,
     thread: Option<JoinHandle<Result<()>>>,
     pub(crate) progress: Arc<Progress>,
 }
@@ -467,19 +472,43 @@ impl Checkpointer {
             .map_err(|e| io_error("starting the checkpointer thread", &e))?;
         Ok(Checkpointer {
             tx,
+            gathered: Mutex::new((Vec::new(), 0)),
+            checkpoint_bytes,
             thread: Some(thread),
             progress,
         })
     }
 
-    /// Hands over a durable commit's edit.
+    /// Takes a durable commit's edit, and hands the gathered edits over once they are a
+    /// checkpoint's worth.
     pub(crate) fn committed(&self, last_transno: u64, edit: Edit) {
         self.progress
             .held_bytes
             .fetch_add(edit.len() as u64, Ordering::Relaxed);
-        // A checkpointer that stopped on an error leaves the edits in the store: the next
-        // open applies them (and the journal stops at its next commit: `failure`).
-        let _ = self.tx.send(Message::Edit(last_transno, edit));
+        let mut gathered = self.gathered.lock().expect("not poisoned");
+        gathered.1 += edit.len();
+        gathered.0.push((last_transno, edit));
+        if gathered.1 >= self.checkpoint_bytes {
+            let edits = std::mem::take(&mut gathered.0);
+            gathered.1 = 0;
+            drop(gathered);
+            // A checkpointer that stopped on an error leaves the edits in the store: the next
+            // open applies them (and the journal stops at its next commit: `failure`).
+            let _ = self.tx.send(Message::Edits(edits));
+        }
+    }
+
+    /// Hands over whatever edits are gathered, ahead of `then`.
+    fn send_gathered_then(&self, then: Message) -> std::result::Result<(), ()> {
+        let edits = {
+            let mut gathered = self.gathered.lock().expect("not poisoned");
+            gathered.1 = 0;
+            std::mem::take(&mut gathered.0)
+        };
+        if !edits.is_empty() {
+            self.tx.send(Message::Edits(edits)).map_err(|_| ())?;
+        }
+        self.tx.send(then).map_err(|_| ())
     }
 
     /// Why the checkpointer stopped, if it failed.
@@ -490,9 +519,8 @@ impl Checkpointer {
     /// Writes out what was handed over so far, and waits for it.
     pub(crate) fn write_out(&self) -> Result<()> {
         let (done, outcome) = std::sync::mpsc::sync_channel(1);
-        self.tx
-            .send(Message::WriteOut(done))
-            .map_err(|_| stopped())?;
+        self.send_gathered_then(Message::WriteOut(done))
+            .map_err(|()| stopped())?;
         outcome.recv().map_err(|_| stopped())?
     }
 
@@ -507,7 +535,11 @@ impl Checkpointer {
     }
 
     fn end(&mut self, how: Message) -> Result<()> {
-        let _ = self.tx.send(how);
+        let _ = match how {
+            // The edits gathered are in the store: abandoned with the rest.
+            Message::Abandon => self.tx.send(how).map_err(|_| ()),
+            _ => self.send_gathered_then(how),
+        };
         match self.thread.take().map(JoinHandle::join) {
             Some(Ok(outcome)) => outcome,
             Some(Err(_)) => Err(Error::Checkpoint("the checkpointer panicked".into())),
@@ -557,9 +589,9 @@ fn run(
     };
     loop {
         match rx.recv() {
-            Ok(Message::Edit(transno, edit)) => {
-                bytes += edit.len();
-                held.push((transno, edit));
+            Ok(Message::Edits(edits)) => {
+                bytes += edits.iter().map(|(_, edit)| edit.len()).sum::<usize>();
+                held.extend(edits);
                 if bytes >= checkpoint_bytes {
                     write_out(&mut held)?;
                     bytes = 0;
