@@ -379,14 +379,11 @@ impl<T: AsyncRead + AsyncWrite> WriteHalf for tokio::io::WriteHalf<T> {
 /// token once rather than at every write and wait.
 pub async fn write_loop<W: WriteHalf>(wr: W, conn: Arc<ConnOutput>, cut: CancellationToken) {
     let socket = wr.socket();
-    write_lent(Lent::new(wr, conn.clone(), socket), conn, cut).await;
+    write_lent(Lent::new(wr, conn, socket), cut).await;
 }
 
-async fn write_lent<W: AsyncWrite + Unpin>(
-    mut wr: Lent<W>,
-    conn: Arc<ConnOutput>,
-    cut: CancellationToken,
-) {
+async fn write_lent<W: AsyncWrite + Unpin>(mut wr: Lent<W>, cut: CancellationToken) {
+    let conn = wr.conn.clone();
     let mut spare = BytesMut::new();
     let cut = cut.cancelled();
     tokio::pin!(cut);
