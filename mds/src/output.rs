@@ -206,6 +206,14 @@ impl ConnOutput {
         }
     }
 
+    /// What a drain or the reader owes a connection it appended to: the bytes sent now when
+    /// [`ConnOutput::send_now`] can, else the writer woken for them.
+    pub fn send_or_wake(&self) {
+        if !self.send_now() {
+            self.wake_writer();
+        }
+    }
+
     pub fn inflight(&self) -> usize {
         self.inflight.load(Ordering::Acquire)
     }

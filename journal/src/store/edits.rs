@@ -438,13 +438,20 @@ pub(crate) struct Progress {
     pub(crate) failure: Mutex<Option<String>>,
 }
 
+/// Edits of durable commits the committer holds for the checkpointer, and their bytes.
+#[derive(Default)]
+struct HeldEdits {
+    edits: Vec<(u64, Edit)>,
+    bytes: usize,
+}
+
 /// The checkpointer thread, the channel to it, and the edits gathered for it.
 pub(crate) struct Checkpointer {
     tx: SyncSender<Message>,
     /// Edits of durable commits not handed over yet, and their bytes: the thread is woken
     /// once a checkpoint's worth, not once a commit (a wake and two context switches a
     /// commit, on a core the committer and the partitions share).
-    gathered: Mutex<(Vec<(u64, Edit)>, usize)>,
+    gathered: Mutex<HeldEdits>,
     checkpoint_bytes: usize,
     thread: Option<JoinHandle<Result<()>>>,
     pub(crate) progress: Arc<Progress>,
@@ -472,7 +479,7 @@ impl Checkpointer {
             .map_err(|e| io_error("starting the checkpointer thread", &e))?;
         Ok(Checkpointer {
             tx,
-            gathered: Mutex::new((Vec::new(), 0)),
+            gathered: Mutex::default(),
             checkpoint_bytes,
             thread: Some(thread),
             progress,
@@ -486,11 +493,10 @@ impl Checkpointer {
             .held_bytes
             .fetch_add(edit.len() as u64, Ordering::Relaxed);
         let mut gathered = self.gathered.lock().expect("not poisoned");
-        gathered.1 += edit.len();
-        gathered.0.push((last_transno, edit));
-        if gathered.1 >= self.checkpoint_bytes {
-            let edits = std::mem::take(&mut gathered.0);
-            gathered.1 = 0;
+        gathered.bytes += edit.len();
+        gathered.edits.push((last_transno, edit));
+        if gathered.bytes >= self.checkpoint_bytes {
+            let edits = std::mem::take(&mut *gathered).edits;
             drop(gathered);
             // A checkpointer that stopped on an error leaves the edits in the store: the next
             // open applies them (and the journal stops at its next commit: `failure`).
@@ -500,11 +506,7 @@ impl Checkpointer {
 
     /// Hands over whatever edits are gathered, ahead of `then`.
     fn send_gathered_then(&self, then: Message) -> std::result::Result<(), ()> {
-        let edits = {
-            let mut gathered = self.gathered.lock().expect("not poisoned");
-            gathered.1 = 0;
-            std::mem::take(&mut gathered.0)
-        };
+        let edits = std::mem::take(&mut *self.gathered.lock().expect("not poisoned")).edits;
         if !edits.is_empty() {
             self.tx.send(Message::Edits(edits)).map_err(|_| ())?;
         }

@@ -41,9 +41,7 @@ pub fn drain_partition(
         release(core, metrics, started, queued, outcome, touched);
     });
     for conn in touched.drain(..) {
-        if !conn.send_now() {
-            conn.wake_writer();
-        }
+        conn.send_or_wake();
     }
     released
 }
@@ -63,9 +61,7 @@ pub fn serve_global(core: &Core) -> u64 {
         let metrics = &metrics[partition];
         release(core, metrics, started, queued, outcome, &mut touched);
         for conn in touched.drain(..) {
-            if !conn.send_now() {
-                conn.wake_writer();
-            }
+            conn.send_or_wake();
         }
         // This path's drain duration: from the commit being durable to this reply being
         // queued for its socket (per reply; the per-CPU path records it per drain, that is,

@@ -248,8 +248,8 @@ impl Partition {
                     .request(op as usize, result, replied - received);
             }
             self.drain_if_woken();
-            if conn.buffered() > 0 && !conn.send_now() {
-                conn.wake_writer();
+            if conn.buffered() > 0 {
+                conn.send_or_wake();
             }
         }
     }
