@@ -134,13 +134,12 @@ fn slice<'a>(bytes: &mut &'a [u8]) -> Option<&'a [u8]> {
 /// mostly in key order already: inode numbers and the entries keyed by them grow with each
 /// create, and with two partitions they are two such sequences interleaved (each takes its
 /// numbers in runs, `mds/src/namespace/ino_run.rs`). Those are merged in one pass
-/// ([`merged_if_two_runs`]); anything else is sorted stably. Keys compare by [`head`] first.
+/// ([`merged_if_two_runs`]); anything else keeps each key's last change first and sorts
+/// those ([`last_of_each_sorted`]). Keys compare by [`head`] first.
 pub(crate) fn last_changes(changes: Vec<Change<'_>>) -> Vec<Change<'_>> {
-    let sorted = merged_if_two_runs(&changes).unwrap_or_else(|| {
-        let mut changes = changes;
-        changes.sort_by(|a, b| head(a.0).cmp(&head(b.0)).then_with(|| a.0.cmp(b.0)));
-        changes
-    });
+    let Some(sorted) = merged_if_two_runs(&changes) else {
+        return last_of_each_sorted(changes);
+    };
     let mut last: Vec<Change<'_>> = Vec::with_capacity(sorted.len());
     for change in sorted {
         match last.last_mut() {
@@ -148,6 +147,30 @@ pub(crate) fn last_changes(changes: Vec<Change<'_>>) -> Vec<Change<'_>> {
             _ => last.push(change),
         }
     }
+    last
+}
+
+/// Each key's last change, found with a hash of the keys, then those alone sorted. What is
+/// not in runs is mostly the same few keys again and again: a directory re-imaged by every
+/// create in it, a checkpoint holding each of 64 clients' directories once a commit. A
+/// stable sort of every change took ~860 instructions a create at 64 x 1 (counted,
+/// docs/BENCHMARKS.md, "A checkpoint's repeated images kept once before the sort"); here
+/// each change costs a hash and a probe, and the sort sees each key once.
+fn last_of_each_sorted(changes: Vec<Change<'_>>) -> Vec<Change<'_>> {
+    let mut at: foldhash::HashMap<&[u8], usize> =
+        foldhash::HashMapExt::with_capacity(changes.len());
+    let mut last: Vec<Change<'_>> = Vec::with_capacity(changes.len());
+    for change in changes {
+        match at.entry(change.0) {
+            std::collections::hash_map::Entry::Occupied(seen) => last[*seen.get()] = change,
+            std::collections::hash_map::Entry::Vacant(new) => {
+                new.insert(last.len());
+                last.push(change);
+            }
+        }
+    }
+    // Each key once: an unstable sort cannot reorder equal ones.
+    last.sort_unstable_by(|a, b| head(a.0).cmp(&head(b.0)).then_with(|| a.0.cmp(b.0)));
     last
 }
 
