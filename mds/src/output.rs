@@ -59,12 +59,22 @@ pub struct ConnOutput {
     closed: AtomicBool,
     /// Cancelled when a newer connection of the same client replaced this one.
     replaced: CancellationToken,
+    /// Cancelled when `replaced` is, and with the server's shutdown (a child of its token):
+    /// the one token a reader waits on for both.
+    ends: CancellationToken,
     /// The `last_committed` of the last commit notice appended: one notice per value.
     noticed: AtomicU64,
 }
 
 impl ConnOutput {
     pub fn new(max_inflight: usize) -> ConnOutput {
+        ConnOutput::within(max_inflight, &CancellationToken::new())
+    }
+
+    /// A connection of a server whose shutdown is `shutdown`: [`ConnOutput::ends`] is a child
+    /// of it, so a reader waits on one token for both ends, not two (each poll of a token's
+    /// future takes its lock: ~170 instructions a wait, counted).
+    pub fn within(max_inflight: usize, shutdown: &CancellationToken) -> ConnOutput {
         ConnOutput {
             id: NEXT_CONN_ID.fetch_add(1, Ordering::Relaxed),
             // Empty until the first reply: a connection that never completes its handshake
@@ -79,6 +89,7 @@ impl ConnOutput {
             drained: Notify::new(),
             closed: AtomicBool::new(false),
             replaced: CancellationToken::new(),
+            ends: shutdown.child_token(),
             noticed: AtomicU64::new(0),
         }
     }
@@ -274,10 +285,17 @@ impl ConnOutput {
     /// A newer connection of the same client took this one's place: its reader stops.
     pub fn replace(&self) {
         self.replaced.cancel();
+        self.ends.cancel();
     }
 
     pub fn replaced(&self) -> &CancellationToken {
         &self.replaced
+    }
+
+    /// Cancelled when this connection was replaced or the server shuts down (for a
+    /// connection made [`ConnOutput::within`] its shutdown token).
+    pub fn ends(&self) -> &CancellationToken {
+        &self.ends
     }
 }
 
@@ -446,6 +464,24 @@ mod tests {
 
     fn reply(xid: u64) -> Reply {
         Reply::new(xid, xid, xid, Ok(Body::Done))
+    }
+
+    #[test]
+    fn a_reader_s_one_token_ends_with_the_shutdown_or_the_replacement_and_only_one_of_them_replaces()
+     {
+        let shutdown = CancellationToken::new();
+        let (a, b) = (
+            ConnOutput::within(4, &shutdown),
+            ConnOutput::within(4, &shutdown),
+        );
+        a.replace();
+        assert!(a.ends().is_cancelled() && a.replaced().is_cancelled());
+        assert!(!b.ends().is_cancelled() && !shutdown.is_cancelled());
+        shutdown.cancel();
+        assert!(b.ends().is_cancelled());
+        // Shutting down is not being replaced: a closing connection still waits for the
+        // replies owed to it (`wait_until_idle`).
+        assert!(!b.replaced().is_cancelled());
     }
 
     #[test]

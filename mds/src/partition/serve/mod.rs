@@ -82,22 +82,31 @@ enum Ended {
 /// A request was refused and the connection must close (an EPROTO reply is queued).
 struct Refused;
 
-/// The two ends a connection's reads wait for besides its socket, the server's shutdown and
-/// the connection's replacement by a newer one of its session: one future each for the
-/// connection's life, registered with its token once. A future made for each read
-/// registered and unregistered itself with each token every time, under the token's lock:
-/// with the socket polled first, 22,896 -> 21,795 server instructions a create at one
-/// request in flight (docs/BENCHMARKS.md, "The ends a read waits for, made once").
+/// The ends a connection's reads wait for besides its socket, the server's shutdown and the
+/// connection's replacement by a newer one of its session: one future for the connection's
+/// life, on the token both cancel ([`ConnOutput::ends`]), registered with it once. A future
+/// made for each read registered and unregistered itself with each token every time, under
+/// the token's lock: with the socket polled first, 22,896 -> 21,795 server instructions a
+/// create at one request in flight (docs/BENCHMARKS.md, "The ends a read waits for, made
+/// once"); and each poll of a registered one still takes that lock, so there is one, not
+/// one a token.
 struct Ending {
-    shutdown: Pin<Box<WaitForCancellationFutureOwned>>,
-    replaced: Pin<Box<WaitForCancellationFutureOwned>>,
+    either: Pin<Box<WaitForCancellationFutureOwned>>,
 }
 
 impl Ending {
-    fn new(shutdown: &CancellationToken, replaced: &CancellationToken) -> Ending {
+    fn new(conn: &ConnOutput) -> Ending {
         Ending {
-            shutdown: Box::pin(shutdown.clone().cancelled_owned()),
-            replaced: Box::pin(replaced.clone().cancelled_owned()),
+            either: Box::pin(conn.ends().clone().cancelled_owned()),
+        }
+    }
+
+    /// Which end came: the shutdown, else the replacement.
+    fn ended(shutdown: &CancellationToken) -> Ended {
+        if shutdown.is_cancelled() {
+            Ended::Normally
+        } else {
+            Ended::Replaced
         }
     }
 }
@@ -169,8 +178,9 @@ impl Partition {
         R: AsyncRead + Unpin,
         W: WriteHalf + 'static,
     {
-        let conn = Arc::new(ConnOutput::new(
+        let conn = Arc::new(ConnOutput::within(
             self.shared.net.limits.max_inflight_per_conn,
+            &self.shared.shutdown,
         ));
         self.metrics.connections.increment(1.0);
         self.metrics.accepted.increment(1);
@@ -204,7 +214,7 @@ impl Partition {
         reader: &mut Reader,
     ) -> Ended {
         let limits = self.shared.net.limits;
-        let mut ending = Ending::new(&self.shared.shutdown, conn.replaced());
+        let mut ending = Ending::new(conn);
         loop {
             conn.wait_for_space().await;
             if conn.is_closed() {
@@ -289,8 +299,7 @@ impl Partition {
                 }
                 r
             }
-            () = &mut ending.shutdown => return Some(Ended::Normally),
-            () = &mut ending.replaced => return Some(Ended::Replaced),
+            () = &mut ending.either => return Some(Ending::ended(&self.shared.shutdown)),
             () = tokio::time::sleep(silence), if silent_may_close => {
                 warn!(partition = self.id, conn = conn.id(), after = ?silence, "closing connection: {}", if why == "connect" { "no CONNECT in time" } else { "idle" });
                 metrics::counter!(crate::metrics::CONNECTIONS_TIMED_OUT, "reason" => why).increment(1);
@@ -559,8 +568,7 @@ impl Partition {
         loop {
             tokio::select! {
                 biased;
-                () = &mut ending.shutdown => return Some(Ended::Normally),
-                () = &mut ending.replaced => return Some(Ended::Replaced),
+                () = &mut ending.either => return Some(Ending::ended(&self.shared.shutdown)),
                 r = tokio::time::timeout(limits.output_stall, conn.wait_for_output_below(room)) => {
                     if r.is_ok() {
                         return None;
