@@ -291,11 +291,9 @@ impl Partition {
         let read = tokio::select! {
             biased;
             r = read_into(rd, &mut reader.input, reader.session.is_some()) => {
-                if self.shared.shutdown.is_cancelled() {
-                    return Some(Ended::Normally);
-                }
-                if conn.replaced().is_cancelled() {
-                    return Some(Ended::Replaced);
+                // One token for both ends (each look takes its lock).
+                if conn.ends().is_cancelled() {
+                    return Some(Ending::ended(&self.shared.shutdown));
                 }
                 r
             }
