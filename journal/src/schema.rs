@@ -9,7 +9,14 @@ use crate::error::{Error, Result};
 
 /// Bumped whenever a key layout or a record encoding changes incompatibly: what counts, and
 /// how, is in `docs/schema.md`; the golden-bytes tests below and in `store.rs` fail first.
-pub const SCHEMA_VERSION: u32 = 6;
+pub const SCHEMA_VERSION: u32 = 7;
+
+/// The version before the edit log carried resend slots (`clients`) in a commit's edit, and
+/// client changes in edits of their own keyed after a commit's (`store::edits`): nothing
+/// stored changes, so a writable open records the new version, and a read-only open reads
+/// such a store as it is. A build of version 6 refuses a store of version 7, whose edits it
+/// would call corrupt.
+pub(crate) const SCHEMA_VERSION_SLOTS_APART: u32 = 6;
 
 /// The version before a new inode's first image could be kept in its entry's value
 /// ([`embedded_image`]): nothing stored changes, so a writable open records the new version

@@ -1,10 +1,14 @@
 //! Tests of the edit log (`edits.rs`): what a commit writes with it, checkpoints in the
 //! background, edits a crash leaves applied by the next open (twice over included), read
 //! over the images by a read-only open and by the scans while the checkpointer holds them,
-//! and refused by a follower and in a cluster. The namespace's model test
+//! resend slots carried in the edits (and a session's end between commits after them), and
+//! refused by a follower and in a cluster. The namespace's model test
 //! (`mds/src/namespace/model_tests.rs`) checks random operation sequences through it.
 
-use super::tests::{claim, commit_creates, entries, raw_contents};
+use super::tests::{
+    claim, clients_keys, commit_creates, commit_each, entries, put_resend, raw_contents,
+    resend_xids,
+};
 use super::*;
 use crate::schema::{CF_EDITS, FileKind, hex};
 use proptest::prelude::*;
@@ -415,4 +419,143 @@ fn the_checkpointers_progress_is_counted() {
     )
     .unwrap();
     assert_eq!(k.stats().checkpoints, None, "no edit log, no checkpoints");
+}
+
+/// The resend slots a sequence of commits and client changes leaves, as a restart recovers
+/// them: after a clean close, or (`crash`) with every edit left in the store, read by a
+/// read-only open first.
+fn resend_after(options: JournalOptions, crash: bool) -> Vec<Vec<(u64, u64, Vec<u64>)>> {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(dir.path(), options.clone()).unwrap();
+    let mut seen = Vec::new();
+    commit_each(
+        &j,
+        vec![
+            vec![put_resend(7, 0, 1)],
+            vec![put_resend(7, 0, 2), put_resend(9, 0, 1)],
+            // Client 7 has the replies of 1 and 2 now: slot 0 is free again.
+            vec![put_resend(7, 2, 3)],
+            vec![put_resend(7, 2, 4), put_resend(11, 0, 1)],
+        ],
+    );
+    // Client 9's session ends between commits: its slot, put by an edit not written out
+    // yet, is deleted after it, and stays deleted once that edit is written out.
+    j.write_client_changes(&[JournalOp::DropResend { client: 9 }])
+        .unwrap();
+    let reopen = |j: Journal| {
+        if crash {
+            j.close_without_checkpoint();
+            let (_, recovered) = Journal::open_read_only(dir.path()).unwrap();
+            let read_only = resend_xids(&recovered);
+            let (j, recovered) = Journal::open(dir.path(), options.clone()).unwrap();
+            assert_eq!(
+                resend_xids(&recovered),
+                read_only,
+                "both opens read the same"
+            );
+            (j, read_only)
+        } else {
+            drop(j);
+            let (j, recovered) = Journal::open(dir.path(), options.clone()).unwrap();
+            (j, resend_xids(&recovered))
+        }
+    };
+    let (j, first) = reopen(j);
+    seen.push(first);
+    // The slots survived with their state: after client 7 acks 3, the slot of 3 is reused;
+    // a session's end in a commit deletes its slots, and a record put after it in the same
+    // batch (a new session of the same identity) is kept.
+    commit_each(
+        &j,
+        vec![
+            vec![put_resend(7, 3, 5)],
+            vec![
+                put_resend(11, 0, 2),
+                JournalOp::DropResend { client: 11 },
+                JournalOp::DropResend { client: 7 },
+                put_resend(7, 5, 6),
+            ],
+        ],
+    );
+    j.write_client_changes(&[
+        JournalOp::KnowClient { client: 12 },
+        JournalOp::DropResend { client: 7 },
+    ])
+    .unwrap();
+    commit_each(&j, vec![vec![put_resend(12, 0, 1)]]);
+    let (_, second) = reopen(j);
+    seen.push(second);
+    seen
+}
+
+#[test]
+fn resend_slots_in_the_edits_are_recovered_as_the_images_alone_would_be() {
+    let want = resend_after(JournalOptions::default(), false);
+    assert_eq!(
+        want,
+        [
+            vec![(7, 2, vec![3, 4]), (11, 0, vec![1])],
+            vec![(12, 0, vec![1])]
+        ]
+    );
+    assert_eq!(
+        resend_after(edit_log(usize::MAX), false),
+        want,
+        "closed cleanly"
+    );
+    assert_eq!(
+        resend_after(edit_log(usize::MAX), true),
+        want,
+        "after a crash"
+    );
+    assert_eq!(
+        resend_after(edit_log(256), true),
+        want,
+        "checkpoints in between"
+    );
+}
+
+#[test]
+fn a_commit_carries_its_resend_slots_in_its_edit_and_a_checkpoint_writes_them() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(dir.path(), edit_log(usize::MAX)).unwrap();
+    commit_each(
+        &j,
+        vec![
+            vec![put_resend(7, 0, 1)],
+            vec![put_resend(7, 0, 2), put_resend(9, 0, 1)],
+        ],
+    );
+    assert_eq!(family_keys(&j, CF_EDITS), 2, "one edit a commit");
+    assert!(
+        clients_keys(&j).is_empty(),
+        "no slot key until a checkpoint"
+    );
+    j.write_client_changes(&[JournalOp::DropResend { client: 9 }])
+        .unwrap();
+    let edit_keys: Vec<String> = raw_contents(&j)
+        .into_iter()
+        .filter(|line| line.starts_with("edits "))
+        .map(|line| line.split(' ').nth(1).unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        edit_keys,
+        [
+            hex(&edit_key(1)),
+            hex(&edit_key(2)),
+            hex(&edits::client_edit_key(2, 0))
+        ],
+        "the session's end after the commit it followed"
+    );
+    // Changes with no slot in them write no edit.
+    j.write_client_changes(&[JournalOp::KnowClient { client: 9 }])
+        .unwrap();
+    assert_eq!(family_keys(&j, CF_EDITS), 3);
+    j.flush().unwrap();
+    assert_eq!(family_keys(&j, CF_EDITS), 0);
+    assert_eq!(
+        clients_keys(&j),
+        ["000000000000000700000000", "000000000000000700000001"],
+        "client 9's slot written out deleted"
+    );
 }

@@ -1,9 +1,13 @@
 //! The edit log (`JournalOptions::edit_log`): a commit writes its changes to the namespace
-//! families (`inodes`, `dentries`) as one value in the `edits` family — the records it would
-//! have put in its own batch, in RocksDB's batch format — instead of a key each; and a
-//! background thread, the checkpointer, writes the images those edits leave into sorted table
-//! files and ingests them (RocksDB's `SstFileWriter` and `IngestExternalFile`), then deletes
-//! the edits it wrote. HDFS's edits and fsimage, with RocksDB holding both.
+//! families (`inodes`, `dentries`) and to its clients' resend slots (`clients`) as one value
+//! in the `edits` family — the records it would have put in its own batch, in RocksDB's batch
+//! format — instead of a key each; and a background thread, the checkpointer, writes the
+//! images those edits leave into sorted table files and ingests them (RocksDB's
+//! `SstFileWriter` and `IngestExternalFile`), then deletes the edits it wrote. HDFS's edits
+//! and fsimage, with RocksDB holding both. Client changes written between commits
+//! (`Journal::write_client_changes`) that touch `clients` are an edit of their own, keyed
+//! after the last commit's ([`client_edit_key`]): every change to `clients` goes through the
+//! edits in order, so none written later is undone by an older one a checkpoint applies.
 //!
 //! Why: a key through a write batch costs RocksDB a memtable insert, then the flush's walk and
 //! rewrite of the memtable (~3,700 instructions a key, counted); a key in a sorted file built
@@ -33,7 +37,7 @@ use rocksdb::{
 use super::raw_batch::Families;
 use crate::error::{Error, Result};
 use crate::options::{Tuning, block_cache, cf_options, full_scan};
-use crate::schema::{CF_DENTRIES, CF_EDITS, CF_INODES};
+use crate::schema::{CF_CLIENTS, CF_DENTRIES, CF_EDITS, CF_INODES};
 
 /// Edit bytes the checkpointer gathers before it writes them out: about half a namespace
 /// write buffer's worth of keys, so a checkpoint's table files are of the size a flush's were.
@@ -51,6 +55,29 @@ pub(crate) fn edit_key(transno: u64) -> [u8; 8] {
     transno.to_be_bytes()
 }
 
+/// The key of client changes written between commits (`Journal::write_client_changes`), after
+/// the commit of `last_committed`: its edit's key, then `seq`, which orders such writes
+/// between the same two commits. A key of 8 bytes sorts before every longer one it begins,
+/// and every one of those before the next commit's.
+pub(crate) fn client_edit_key(last_committed: u64, seq: u64) -> [u8; 16] {
+    let mut key = [0; 16];
+    key[..8].copy_from_slice(&edit_key(last_committed));
+    key[8..].copy_from_slice(&seq.to_be_bytes());
+    key
+}
+
+/// The transno an edit's key names: an edit's own (8 bytes), or the commit a client change
+/// followed (16, [`client_edit_key`]).
+fn edit_transno(key: &[u8]) -> Result<u64> {
+    match key.len() {
+        8 | 16 => Ok(u64::from_be_bytes(key[..8].try_into().expect("8 bytes"))),
+        n => Err(Error::Corrupt {
+            what: "edit key",
+            detail: format!("{n} bytes"),
+        }),
+    }
+}
+
 /// RocksDB's record types (`db/dbformat.h`) a namespace edit holds.
 const TYPE_FAMILY_DELETION: u8 = 0x4;
 const TYPE_FAMILY_VALUE: u8 = 0x5;
@@ -65,6 +92,7 @@ type Change<'a> = (&'a [u8], Option<&'a [u8]>);
 pub(crate) struct Gathered<'a> {
     pub(crate) inodes: Vec<Change<'a>>,
     pub(crate) dentries: Vec<Change<'a>>,
+    pub(crate) clients: Vec<Change<'a>>,
 }
 
 impl<'a> Gathered<'a> {
@@ -96,6 +124,8 @@ impl<'a> Gathered<'a> {
                 &mut self.inodes
             } else if family == families.dentries {
                 &mut self.dentries
+            } else if family == families.clients {
+                &mut self.clients
             } else {
                 return Err(corrupt(format!("a record for family {family}")));
             };
@@ -241,6 +271,7 @@ pub(crate) fn apply(db: &DB, families: Families, dir: &Path, edits: &[&[u8]]) ->
     for (name, changes) in [
         (CF_INODES, gathered.inodes),
         (CF_DENTRIES, gathered.dentries),
+        (CF_CLIENTS, gathered.clients),
     ] {
         if changes.is_empty() {
             continue;
@@ -297,8 +328,7 @@ pub(crate) fn stored(db: &DB, read: ReadOptions) -> Result<Vec<(u64, Box<[u8]>)>
     let mut edits = Vec::new();
     for item in db.iterator_cf_opt(cf, read, IteratorMode::Start) {
         let (key, value) = item?;
-        let transno = crate::schema::decode_u64_key("edit key", &key)?;
-        edits.push((transno, value));
+        edits.push((edit_transno(&key)?, value));
     }
     Ok(edits)
 }
@@ -329,6 +359,7 @@ type ChangesFrom<'a> = std::collections::btree_map::Range<'a, Box<[u8]>, Option<
 pub(crate) struct Overlay {
     pub(crate) inodes: Changes,
     pub(crate) dentries: Changes,
+    pub(crate) clients: Changes,
 }
 
 impl Overlay {
@@ -347,6 +378,7 @@ impl Overlay {
         Ok(Overlay {
             inodes: own(gathered.inodes),
             dentries: own(gathered.dentries),
+            clients: own(gathered.clients),
         })
     }
 }

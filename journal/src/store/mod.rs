@@ -20,13 +20,14 @@ use crate::schema::{
     META_REPLAY_KEY, META_SCHEMA_VERSION, META_SESSION_PREFIX, META_SHARD, META_TRANSNO_CEILING,
     PendingDir, ROOT_INO, ResendRecord, ResendSlot, ResendSlotRef, SCHEMA_VERSION,
     SCHEMA_VERSION_BEFORE_DATA, SCHEMA_VERSION_IMAGES_APART, SCHEMA_VERSION_PARENT_KEYED_DENTRIES,
-    SCHEMA_VERSION_V2_INODES, SCHEMA_VERSION_WITHOUT_RESEND, SECRET_LEN, TxRecord, client_key,
-    data_key, data_key_end, decode, decode_dentry, decode_meta_u64, decode_named_key,
-    decode_resend_key, decode_u64_key, dentry_key, dentry_key_into, encode, ino_key,
-    is_child_keyed, named_key_into, now_ns, pending_key, resend_key, session_key, xattr_key,
+    SCHEMA_VERSION_SLOTS_APART, SCHEMA_VERSION_V2_INODES, SCHEMA_VERSION_WITHOUT_RESEND,
+    SECRET_LEN, TxRecord, client_key, data_key, data_key_end, decode, decode_dentry,
+    decode_meta_u64, decode_named_key, decode_resend_key, decode_u64_key, dentry_key,
+    dentry_key_into, encode, ino_key, is_child_keyed, named_key_into, now_ns, pending_key,
+    resend_key, session_key, xattr_key,
 };
 use crate::shard::ShardIdentity;
-use edits::{Checkpointer, Edit, Overlaid, Overlay, edit_key};
+use edits::{Checkpointer, Edit, Overlaid, Overlay, client_edit_key, edit_key};
 use images::{Births, creates, put_dentry, put_last_inode_images};
 use raw_batch::{Families, RawBatch};
 
@@ -224,6 +225,10 @@ pub struct Journal {
     families: Families,
     /// With the edit log: the thread that writes the edits' images out (writable opens).
     checkpointer: Option<Checkpointer>,
+    /// Client changes written between commits as edits of their own, this open: the last
+    /// part of their keys ([`edits::client_edit_key`]). The open writes out every edit it
+    /// finds before it writes one, so none of an earlier open's is there to meet.
+    client_edits: AtomicU64,
 }
 
 impl Drop for Journal {
@@ -419,6 +424,7 @@ impl Journal {
             parent_keyed_dentries: false,
             families,
             checkpointer: None,
+            client_edits: AtomicU64::new(0),
         };
         let meta = journal.cf(CF_META);
         let stored_shard = match journal.db.get_cf(meta, META_SHARD)? {
@@ -480,6 +486,14 @@ impl Journal {
                     } else {
                         schema_version = found;
                         journal.parent_keyed_dentries = moving;
+                    }
+                } else if found == SCHEMA_VERSION_SLOTS_APART {
+                    // Nothing stored changes but the version (its edits hold no slots).
+                    if writable {
+                        journal.put_synced(META_SCHEMA_VERSION, &SCHEMA_VERSION.to_le_bytes())?;
+                        upgraded_from = Some(found);
+                    } else {
+                        schema_version = found;
                     }
                 } else if found == SCHEMA_VERSION
                     && journal.db.get_cf(meta, META_DENTRIES_TO_REKEY)?.is_some()
@@ -916,17 +930,24 @@ impl Journal {
             return Err(Error::Failed);
         }
         let meta = self.families.meta;
-        let mut batch = RawBatch::with_capacity(64 * ops.len());
+        // Slot deletes apart from the rest: with the edit log they are an edit, as a
+        // commit's slot changes are, so that they are applied after those (a delete written
+        // straight to `clients` would be undone when a checkpoint applies an earlier put).
+        let mut resend = match self.checkpointer {
+            Some(_) => RawBatch::wrappable(64 * ops.len()),
+            None => RawBatch::with_capacity(64 * ops.len()),
+        };
+        let mut rest = RawBatch::with_capacity(64 * ops.len());
         let mut slots = self.resend_slots.lock().expect("not poisoned");
         for op in ops {
             match op {
-                JournalOp::KnowClient { client } => batch.put(meta, client_key(*client), []),
-                JournalOp::ForgetClient { client } => batch.delete(meta, client_key(*client)),
+                JournalOp::KnowClient { client } => rest.put(meta, client_key(*client), []),
+                JournalOp::ForgetClient { client } => rest.delete(meta, client_key(*client)),
                 JournalOp::DropResend { client } => {
-                    self.drop_resend(&mut batch, &mut slots, *client);
+                    self.drop_resend(&mut resend, &mut rest, &mut slots, *client);
                 }
                 JournalOp::BindSession { client, secret } => {
-                    batch.put(meta, session_key(*client), secret);
+                    rest.put(meta, session_key(*client), secret);
                 }
                 other => {
                     return Err(Error::Corrupt {
@@ -936,9 +957,27 @@ impl Journal {
                 }
             }
         }
-        if let Err(e) = self.db.write_opt(batch.into_write_batch(), &synced()) {
+        drop(slots);
+        let last_committed = self.last_committed();
+        let (mut batch, edit) = match &self.checkpointer {
+            Some(_) if !resend.is_empty() => {
+                let seq = self.client_edits.fetch_add(1, Ordering::Relaxed);
+                let key = client_edit_key(last_committed, seq);
+                let (batch, edit) = resend.into_value_of(self.families.edits, &key);
+                (batch, Some(edit))
+            }
+            _ => (resend, None),
+        };
+        batch.append(&rest);
+        if batch.is_empty() {
+            return Ok(());
+        }
+        if let Err(e) = self.db.write_opt(batch.write_batch(), &synced()) {
             self.failed.store(true, Ordering::Release);
             return Err(e.into());
+        }
+        if let (Some(checkpointer), Some(edit)) = (&self.checkpointer, edit) {
+            checkpointer.committed(last_committed, Edit::within(batch.into_rep(), edit));
         }
         Ok(())
     }
@@ -1099,8 +1138,8 @@ impl Journal {
             Some(_) => RawBatch::wrappable(capacity),
             None => RawBatch::with_capacity(capacity),
         };
-        // What the loop writes to other families, appended after the namespace's changes (a
-        // create writes none there: its resend record is written after the loop).
+        // What the loop writes to other families, appended after the namespace's and the
+        // resend slots' changes (a create writes none there).
         let mut others = RawBatch::with_capacity(0);
         let mut key = Vec::with_capacity(64);
         let mut slots = self.resend_slots.lock().expect("not poisoned");
@@ -1152,7 +1191,7 @@ impl Journal {
                         // their replies, or its session would not have ended); later ones are
                         // a new session's and are kept.
                         resend.retain(|(c, _, _)| c != client);
-                        self.drop_resend(&mut others, &mut slots, *client);
+                        self.drop_resend(&mut ns, &mut others, &mut slots, *client);
                     }
                     JournalOp::KnowClient { client } => others.put(meta, client_key(*client), []),
                     JournalOp::ForgetClient { client } => {
@@ -1206,14 +1245,12 @@ impl Journal {
             records,
             births,
         ));
-        let (mut batch, edit) = match &self.checkpointer {
-            Some(_) if !ns.is_empty() => {
-                let (batch, edit) = ns.into_value_of(self.families.edits, &edit_key(last.transno));
-                (batch, Some(edit))
-            }
-            _ => (ns, None),
-        };
-        batch.append(&others);
+        // The resend slots go with the namespace's changes: with the edit log, in the
+        // commit's edit, which the checkpointer writes to `clients` with the images. At one
+        // request in flight a client's slot is rewritten by every commit, and as a key of the
+        // commit's own it cost RocksDB an in-place memtable update and a record of the batch
+        // (~1,900 instructions a create at 64 x 1, counted: docs/BENCHMARKS.md, "Resend
+        // slots in the commit's edit").
         // Stable: one client's records stay in the order they came.
         resend.sort_by_key(|(client, _, _)| *client);
         let mut group = Vec::new();
@@ -1239,11 +1276,19 @@ impl Journal {
                 records: std::mem::take(&mut group),
             };
             crate::schema::with_slot_bytes(&value, |bytes| {
-                batch.put(clients, resend_key(client, slot), bytes);
+                ns.put(clients, resend_key(client, slot), bytes);
             });
             group = value.records;
         }
         drop(slots);
+        let (mut batch, edit) = match &self.checkpointer {
+            Some(_) if !ns.is_empty() => {
+                let (batch, edit) = ns.into_value_of(self.families.edits, &edit_key(last.transno));
+                (batch, Some(edit))
+            }
+            _ => (ns, None),
+        };
+        batch.append(&others);
         batch.put(meta, META_LAST_COMMITTED, last.transno.to_le_bytes());
         batch.put(meta, META_NEXT_INO, next_ino.to_le_bytes());
         let ceilings = self.wanted_ceilings(last.transno, next_ino);
@@ -1387,20 +1432,22 @@ impl Journal {
         Ok(())
     }
 
-    /// Deletes every slot `client` has, one point delete each, and forgets them, with the
-    /// binding of its session: the session ended.
+    /// Deletes every slot `client` has, one point delete each (into `slots_batch`, with the
+    /// commit's other resend slot changes), and forgets them, with the binding of its
+    /// session (into `meta_batch`): the session ended.
     fn drop_resend(
         &self,
-        batch: &mut RawBatch,
+        slots_batch: &mut RawBatch,
+        meta_batch: &mut RawBatch,
         slots: &mut HashMap<u64, ClientSlots>,
         client: u64,
     ) {
         if let Some(known) = slots.remove(&client) {
             for slot in 0..known.written {
-                batch.delete(self.families.clients, resend_key(client, slot));
+                slots_batch.delete(self.families.clients, resend_key(client, slot));
             }
         }
-        batch.delete(self.families.meta, session_key(client));
+        meta_batch.delete(self.families.meta, session_key(client));
     }
 
     /// Calls `f` on every committed inode in inode-number order: those under their own key
@@ -1516,9 +1563,11 @@ impl Journal {
         Ok(())
     }
 
-    /// Calls `f(client, slot, value)` on every resend slot, in client then slot order.
+    /// Calls `f(client, slot, value)` on every resend slot, in client then slot order: those
+    /// in `clients`, with the edits not yet written out read over them.
     pub fn scan_resend(&self, mut f: impl FnMut(u64, u32, ResendSlot) -> Result<()>) -> Result<()> {
-        for item in self.scan(CF_CLIENTS) {
+        let view = self.namespace_view()?;
+        for item in view.scan(self, CF_CLIENTS) {
             let (key, value) = item?;
             let (client, slot) = decode_resend_key(&key)?;
             f(client, slot, decode("resend slot", &value)?)?;
@@ -1603,7 +1652,7 @@ struct NamespaceView<'a> {
 }
 
 impl NamespaceView<'_> {
-    /// `inodes` or `dentries` from its first key, with the edit log read over it.
+    /// `inodes`, `dentries` or `clients` from its first key, with the edit log read over it.
     fn scan<'v>(
         &'v self,
         journal: &'v Journal,
@@ -1613,10 +1662,11 @@ impl NamespaceView<'_> {
         if let Some(snapshot) = &self.snapshot {
             read.set_snapshot(snapshot);
         }
-        let changes = if family == CF_INODES {
-            &self.overlay.inodes
-        } else {
-            &self.overlay.dentries
+        let changes = match family {
+            CF_INODES => &self.overlay.inodes,
+            CF_DENTRIES => &self.overlay.dentries,
+            CF_CLIENTS => &self.overlay.clients,
+            other => unreachable!("no edit changes {other}"),
         };
         let images = journal
             .db

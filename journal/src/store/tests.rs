@@ -156,7 +156,7 @@ fn what_a_commit_writes_is_pinned() {
         "meta 6c6173745f636f6d6d6974746564 = 0200000000000000",
         "meta 6e6578745f696e6f = 0500000000000000",
         "meta 7265706c61795f6b6579 = (32 random bytes)",
-        "meta 736368656d615f76657273696f6e = 06000000",
+        "meta 736368656d615f76657273696f6e = 07000000",
         "meta 7472616e736e6f5f6365696c696e67 = 0200020000000000",
         // key: ino u64 BE ++ name's bytes ("user.k"). value: the bytes as given.
         "xattrs 0000000000000003757365722e6b = ab",
@@ -241,7 +241,7 @@ fn a_batch_writes_each_inode_once_with_its_last_state() {
     assert_eq!(recovered.next_ino, 20);
 }
 
-fn put_resend(client: u64, acked_xid: u64, xid: u64) -> JournalOp {
+pub(super) fn put_resend(client: u64, acked_xid: u64, xid: u64) -> JournalOp {
     JournalOp::PutResend {
         client,
         acked_xid,
@@ -254,7 +254,7 @@ fn put_resend(client: u64, acked_xid: u64, xid: u64) -> JournalOp {
 }
 
 /// Commits one transaction per op list, each with the next transno.
-fn commit_each(j: &Journal, ops: Vec<Vec<JournalOp>>) {
+pub(super) fn commit_each(j: &Journal, ops: Vec<Vec<JournalOp>>) {
     for ops in ops {
         let transno = j.last_committed() + 1;
         j.commit(&[TxRecord { transno, ops }]).unwrap();
@@ -262,7 +262,7 @@ fn commit_each(j: &Journal, ops: Vec<Vec<JournalOp>>) {
 }
 
 /// Each recovered client's number, acknowledged xid and its records' xids.
-fn resend_xids(recovered: &Recovered) -> Vec<(u64, u64, Vec<u64>)> {
+pub(super) fn resend_xids(recovered: &Recovered) -> Vec<(u64, u64, Vec<u64>)> {
     recovered
         .resend
         .iter()
@@ -276,7 +276,7 @@ fn resend_xids(recovered: &Recovered) -> Vec<(u64, u64, Vec<u64>)> {
         .collect()
 }
 
-fn clients_keys(j: &Journal) -> Vec<String> {
+pub(super) fn clients_keys(j: &Journal) -> Vec<String> {
     raw_contents(j)
         .into_iter()
         .filter_map(|l| l.strip_prefix("clients ").map(|k| k[..24].to_owned()))
@@ -1572,7 +1572,7 @@ fn a_new_entry_changed_in_its_own_commit_carries_no_image() {
 }
 
 /// A store of version 5 (every inode under its own key): read as it is by a read-only open,
-/// and marked version 6 by the first writable one, which changes nothing else.
+/// and marked the current version by the first writable one, which changes nothing else.
 #[test]
 fn a_store_of_version_5_is_read_as_it_is_and_marked_6_by_a_writable_open() {
     let dir = tempfile::tempdir().unwrap();
@@ -1594,9 +1594,33 @@ fn a_store_of_version_5_is_read_as_it_is_and_marked_6_by_a_writable_open() {
     upgraded_for_good(j, dir.path());
 }
 
+/// A store of version 6 (its edits, if any, hold no resend slots): read as it is by a
+/// read-only open, and marked version 7 by the first writable one, which changes nothing else.
+#[test]
+fn a_store_of_version_6_is_read_as_it_is_and_marked_7_by_a_writable_open() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        create_f(&j);
+        commit_each(&j, vec![vec![put_resend(7, 0, 1)]]);
+        j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, 6u32.to_le_bytes())
+            .unwrap();
+    }
+    let (ro, recovered) = Journal::open_read_only(dir.path()).unwrap();
+    assert_eq!(recovered.schema_version, 6);
+    assert_eq!(resend_xids(&recovered), [(7, 0, vec![1])]);
+    assert_eq!(entries(&ro), [(ROOT_INO, "f".to_string(), 5)]);
+    drop(ro);
+    let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(recovered.upgraded_from, Some(6));
+    assert_eq!(resend_xids(&recovered), [(7, 0, vec![1])]);
+    assert_eq!(entries(&j), [(ROOT_INO, "f".to_string(), 5)]);
+    upgraded_for_good(j, dir.path());
+}
+
 /// A store a version-5 build left while it moved the entries under their children's keys
 /// (an upgrade from 4 cut short): a read-only open reads it as version 5 with both layouts;
-/// the first writable open finishes the move, then records version 6.
+/// the first writable open finishes the move, then records the current version.
 #[test]
 fn a_version_5_store_cut_short_in_its_move_is_finished_then_marked_6() {
     let dir = tempfile::tempdir().unwrap();
