@@ -7,7 +7,7 @@
 
 use super::tests::{
     claim, clients_keys, commit_creates, commit_each, entries, put_resend, raw_contents,
-    resend_xids,
+    resend_xids, wait_for_flushes,
 };
 use super::*;
 use crate::schema::{CF_EDITS, FileKind, hex};
@@ -400,6 +400,32 @@ fn a_clean_close_writes_out_the_edits_gathered_below_a_checkpoint() {
     let (ro, _) = Journal::open_read_only(dir.path()).unwrap();
     assert_eq!(family_keys(&ro, CF_EDITS), 0, "written out at the close");
     assert_eq!(namespace(&ro), expected);
+}
+
+/// A checkpoint flushes the `edits` memtable once it has deleted the edits in it: the
+/// memtable does not hold them until its write buffer fills (64 MiB), when a flush would
+/// write the edits still live then into a table file.
+#[test]
+fn a_checkpoint_flushes_the_edits_it_deleted() {
+    let dir = tempfile::tempdir().unwrap();
+    // Checkpoints of 16 KiB: a flush once the memtable holds 8 KiB, every few commits.
+    let (j, _) = Journal::open(dir.path(), edit_log(16 << 10)).unwrap();
+    for _ in 0..40 {
+        commit_creates(&j, 25);
+    }
+    j.checkpointer.as_ref().unwrap().write_out().unwrap();
+    wait_for_flushes(&j);
+    let in_memtable =
+        j.db.property_int_value_cf(j.cf(CF_EDITS), "rocksdb.num-entries-active-mem-table")
+            .unwrap()
+            .unwrap();
+    // Without the flushes it holds all 40 edits and each checkpoint's deletion.
+    assert!(
+        in_memtable < 10,
+        "{in_memtable} edits and deletions in the memtable"
+    );
+    assert_eq!(family_keys(&j, CF_EDITS), 0);
+    assert_eq!(entries(&j).len(), 1000);
 }
 
 #[test]

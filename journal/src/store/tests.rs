@@ -955,7 +955,7 @@ pub(super) fn commit_creates(j: &Journal, creates: u64) -> usize {
 
 /// Waits until RocksDB has no flush queued or running: they run on its background thread,
 /// so wait for them to be done rather than for some time.
-fn wait_for_flushes(j: &Journal) {
+pub(super) fn wait_for_flushes(j: &Journal) {
     let int = |value: std::result::Result<Option<u64>, rocksdb::Error>| value.unwrap();
     for _ in 0..6000 {
         let pending = ALL_CFS.iter().any(|name| {
