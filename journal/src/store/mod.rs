@@ -192,6 +192,12 @@ const ARCHIVED_LOG_TTL: Duration = Duration::from_secs(60);
 /// And at most this many MiB of them, whatever their age.
 const ARCHIVED_LOG_MB: u64 = 1024;
 
+/// Log files kept to be written over with the edit log on ([`Journal::open_tuned`]): at 64
+/// outstanding creates, 70–72k -> 78–83k creates a second once they are reused (the server on
+/// a core of its own; docs/BENCHMARKS.md, "Resend slots in the commit's edit"). A few are
+/// enough, one reused at each new log file; each is disk kept, up to its old length.
+const RECYCLED_LOGS: usize = 4;
+
 /// The journal: a RocksDB database with the mds schema.
 pub struct Journal {
     db: Arc<DB>,
@@ -289,6 +295,15 @@ impl Journal {
             return Err(Error::EditLogInCluster);
         }
         let mut opts = db_options(tuning);
+        if options.edit_log.is_some() {
+            // Log files are written over from their start once no family needs them, within
+            // their old length: a sync then writes the data alone, where an append also wrote
+            // the inode's new size (a second device round trip a commit, on this ext4). Not in
+            // a cluster, where the edit log is refused (above): a standby's reader of the log
+            // spins on a file written over under it (docs/BENCHMARKS.md, "Reused log
+            // files").
+            opts.set_recycle_log_file_num(RECYCLED_LOGS);
+        }
         if options.shard.is_some() {
             // A cluster's standby may follow this store (`follow.rs`): the log files a flush
             // makes obsolete are archived a while instead of deleted, so that a follower reads
