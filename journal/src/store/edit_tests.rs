@@ -69,7 +69,7 @@ fn a_commit_writes_its_namespace_changes_as_one_edit() {
         .collect();
     assert_eq!(
         edit_keys,
-        [hex(&edit_key(100)), hex(&edit_key(150))],
+        [hex(&edits::edit_key(100)), hex(&edits::edit_key(150))],
         "keyed by the last transno"
     );
     // Read over the images while the checkpointer holds them.
@@ -458,6 +458,36 @@ fn a_crash_after_log_files_were_reused_loses_no_commit() {
     assert_eq!(namespace(&j), expected);
 }
 
+/// A checkpoint deletes the edits it wrote out and no other: a session's end written after
+/// the commit the checkpoint took last has that commit's transno in its key, and stays (else
+/// a crash before the next checkpoint would bring the session's slots back).
+#[test]
+fn a_checkpoint_forgets_only_the_edits_it_wrote_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let (j, _) = Journal::open(dir.path(), edit_log(usize::MAX)).unwrap();
+    commit_each(&j, vec![vec![put_resend(9, 0, 1)]]);
+    j.write_client_changes(&[JournalOp::DropResend { client: 9 }])
+        .unwrap();
+    let stored = edits::stored(&j.db, full_scan()).unwrap();
+    assert_eq!(stored.len(), 2);
+    // A checkpoint that took the commit's edit before the session's end came.
+    edits::apply(&j.db, j.families, &j.checkpoint_dir(), &[&*stored[0].1]).unwrap();
+    edits::forget(&j.db, &stored[0].0).unwrap();
+    let left: Vec<_> = edits::stored(&j.db, full_scan())
+        .unwrap()
+        .into_iter()
+        .map(|(key, _)| key)
+        .collect();
+    assert_eq!(left, [stored[1].0], "the session's end is still there");
+    j.close_without_checkpoint();
+    let (_, recovered) = Journal::open(dir.path(), edit_log(usize::MAX)).unwrap();
+    assert!(
+        resend_xids(&recovered).is_empty(),
+        "the ended session's slot came back: {:?}",
+        resend_xids(&recovered)
+    );
+}
+
 #[test]
 fn the_checkpointers_progress_is_counted() {
     let dir = tempfile::tempdir().unwrap();
@@ -597,8 +627,8 @@ fn a_commit_carries_its_resend_slots_in_its_edit_and_a_checkpoint_writes_them() 
     assert_eq!(
         edit_keys,
         [
-            hex(&edit_key(1)),
-            hex(&edit_key(2)),
+            hex(&edits::edit_key(1)),
+            hex(&edits::edit_key(2)),
             hex(&edits::client_edit_key(2, 0))
         ],
         "the session's end after the commit it followed"

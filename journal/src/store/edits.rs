@@ -66,15 +66,56 @@ pub(crate) fn client_edit_key(last_committed: u64, seq: u64) -> [u8; 16] {
     key
 }
 
-/// The transno an edit's key names: an edit's own (8 bytes), or the commit a client change
-/// followed (16, [`client_edit_key`]).
-fn edit_transno(key: &[u8]) -> Result<u64> {
-    match key.len() {
-        8 | 16 => Ok(u64::from_be_bytes(key[..8].try_into().expect("8 bytes"))),
-        n => Err(Error::Corrupt {
-            what: "edit key",
-            detail: format!("{n} bytes"),
-        }),
+/// An edit's key as stored: a commit's ([`edit_key`]) or a client change's
+/// ([`client_edit_key`]). What a checkpoint deletes is up to the last key it wrote out, not up
+/// to a transno: a client change written after a commit the checkpointer already took has the
+/// commit's transno in its key, and must stay until it is written out itself.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct EditKey {
+    bytes: [u8; 16],
+    len: usize,
+}
+
+impl EditKey {
+    /// The key of the edit of the commit whose last transno is `transno`.
+    pub(crate) fn commit(transno: u64) -> EditKey {
+        let mut bytes = [0; 16];
+        bytes[..8].copy_from_slice(&edit_key(transno));
+        EditKey { bytes, len: 8 }
+    }
+
+    /// The key of the `seq`th client change written after the commit of `last_committed`.
+    pub(crate) fn client(last_committed: u64, seq: u64) -> EditKey {
+        EditKey {
+            bytes: client_edit_key(last_committed, seq),
+            len: 16,
+        }
+    }
+
+    /// A stored key: 8 bytes (a commit's) or 16 (a client change's).
+    fn stored(key: &[u8]) -> Result<EditKey> {
+        let len = key.len();
+        if len != 8 && len != 16 {
+            return Err(Error::Corrupt {
+                what: "edit key",
+                detail: format!("{len} bytes"),
+            });
+        }
+        let mut bytes = [0; 16];
+        bytes[..len].copy_from_slice(key);
+        Ok(EditKey { bytes, len })
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+
+    /// The least key after this one (its bytes and a zero byte): the end of a range that
+    /// ends with it.
+    fn successor(&self) -> Vec<u8> {
+        let mut after = self.as_bytes().to_vec();
+        after.push(0);
+        after
     }
 }
 
@@ -305,10 +346,10 @@ pub(crate) fn apply(db: &DB, families: Families, dir: &Path, edits: &[&[u8]]) ->
     Ok(())
 }
 
-/// Deletes the edits of transnos up to `last` (all applied).
-pub(crate) fn forget(db: &DB, last: u64) -> Result<()> {
+/// Deletes the edits up to the one keyed `through`, which is included (all applied).
+pub(crate) fn forget(db: &DB, through: &EditKey) -> Result<()> {
     let cf = edits_family(db)?;
-    db.delete_range_cf(cf, edit_key(0), edit_key(last.saturating_add(1)))?;
+    db.delete_range_cf(cf, edit_key(0).as_slice(), through.successor().as_slice())?;
     Ok(())
 }
 
@@ -339,16 +380,15 @@ fn edits_family(db: &DB) -> Result<&rocksdb::ColumnFamily> {
     })
 }
 
-/// Every edit the store holds (as `read` sees it), in commit order, with the transno it is
-/// keyed by.
-pub(crate) fn stored(db: &DB, read: ReadOptions) -> Result<Vec<(u64, Box<[u8]>)>> {
+/// Every edit the store holds (as `read` sees it), in commit order, with its key.
+pub(crate) fn stored(db: &DB, read: ReadOptions) -> Result<Vec<(EditKey, Box<[u8]>)>> {
     let Some(cf) = db.cf_handle(CF_EDITS) else {
         return Ok(Vec::new()); // a read-only open of a store from before the edit log
     };
     let mut edits = Vec::new();
     for item in db.iterator_cf_opt(cf, read, IteratorMode::Start) {
         let (key, value) = item?;
-        edits.push((edit_transno(&key)?, value));
+        edits.push((EditKey::stored(&key)?, value));
     }
     Ok(edits)
 }
@@ -362,7 +402,7 @@ pub(crate) fn apply_stored(db: &DB, families: Families, dir: &Path) -> Result<us
     };
     let bytes: Vec<&[u8]> = edits.iter().map(|(_, edit)| &**edit).collect();
     apply(db, families, dir, &bytes)?;
-    forget(db, last)?;
+    forget(db, &last)?;
     Ok(edits.len())
 }
 
@@ -491,8 +531,8 @@ impl Edit {
 
 /// What the committer hands the checkpointer.
 enum Message {
-    /// Durable commits' edits, each with its commit's last transno, in commit order.
-    Edits(Vec<(u64, Edit)>),
+    /// Durable commits' edits (and client changes'), each with its key, in commit order.
+    Edits(Vec<(EditKey, Edit)>),
     /// Write out what was handed over now, and say how it went.
     WriteOut(SyncSender<Result<()>>),
     /// Write out what was handed over, then stop (a clean close).
@@ -516,7 +556,7 @@ pub(crate) struct Progress {
 /// Edits of durable commits the committer holds for the checkpointer, and their bytes.
 #[derive(Default)]
 struct HeldEdits {
-    edits: Vec<(u64, Edit)>,
+    edits: Vec<(EditKey, Edit)>,
     bytes: usize,
 }
 
@@ -561,15 +601,15 @@ impl Checkpointer {
         })
     }
 
-    /// Takes a durable commit's edit, and hands the gathered edits over once they are a
-    /// checkpoint's worth.
-    pub(crate) fn committed(&self, last_transno: u64, edit: Edit) {
+    /// Takes a durable commit's (or client change's) edit, stored under `key`, and hands the
+    /// gathered edits over once they are a checkpoint's worth.
+    pub(crate) fn committed(&self, key: EditKey, edit: Edit) {
         self.progress
             .held_bytes
             .fetch_add(edit.len() as u64, Ordering::Relaxed);
         let mut gathered = self.gathered.lock().expect("not poisoned");
         gathered.bytes += edit.len();
-        gathered.edits.push((last_transno, edit));
+        gathered.edits.push((key, edit));
         if gathered.bytes >= self.checkpoint_bytes {
             let edits = std::mem::take(&mut *gathered).edits;
             drop(gathered);
@@ -645,14 +685,14 @@ fn run(
     rx: &Receiver<Message>,
     progress: &Progress,
 ) -> Result<()> {
-    let mut held: Vec<(u64, Edit)> = Vec::new();
+    let mut held: Vec<(EditKey, Edit)> = Vec::new();
     let mut bytes = 0;
-    let write_out = |held: &mut Vec<(u64, Edit)>| -> Result<()> {
+    let write_out = |held: &mut Vec<(EditKey, Edit)>| -> Result<()> {
         if let Some(&(last, _)) = held.last() {
             let started = Instant::now();
             let edits: Vec<&[u8]> = held.iter().map(|(_, e)| e.as_slice()).collect();
             apply(db, families, dir, &edits)?;
-            forget(db, last)?;
+            forget(db, &last)?;
             flush_forgotten(db, checkpoint_bytes / 2)?;
             let written: usize = held.iter().map(|(_, e)| e.len()).sum();
             held.clear();

@@ -27,7 +27,7 @@ use crate::schema::{
     resend_key, session_key, xattr_key,
 };
 use crate::shard::ShardIdentity;
-use edits::{Checkpointer, Edit, Overlaid, Overlay, client_edit_key, edit_key};
+use edits::{Checkpointer, Edit, EditKey, Overlaid, Overlay};
 use images::{Births, creates, put_dentry, put_last_inode_images};
 use raw_batch::{Families, RawBatch};
 
@@ -487,10 +487,13 @@ impl Journal {
                         v2_inodes = old_inodes;
                         journal.parent_keyed_dentries = true;
                     }
-                } else if found == SCHEMA_VERSION_IMAGES_APART {
+                } else if found == SCHEMA_VERSION_IMAGES_APART
+                    || found == SCHEMA_VERSION_SLOTS_APART
+                {
                     // Nothing stored changes but the version: from now on new inodes' images
-                    // may be in their entries, which a build of version 5 would not read. An
-                    // upgrade to 5 cut short while it moved the entries is finished first.
+                    // may be in their entries (7: resend slots in the edits), which a build of
+                    // version 5 (6) would not read. An upgrade to 5 or 6 cut short while it
+                    // moved the entries is finished first.
                     let moving = journal.db.get_cf(meta, META_DENTRIES_TO_REKEY)?.is_some();
                     if writable {
                         if moving {
@@ -501,14 +504,6 @@ impl Journal {
                     } else {
                         schema_version = found;
                         journal.parent_keyed_dentries = moving;
-                    }
-                } else if found == SCHEMA_VERSION_SLOTS_APART {
-                    // Nothing stored changes but the version (its edits hold no slots).
-                    if writable {
-                        journal.put_synced(META_SCHEMA_VERSION, &SCHEMA_VERSION.to_le_bytes())?;
-                        upgraded_from = Some(found);
-                    } else {
-                        schema_version = found;
                     }
                 } else if found == SCHEMA_VERSION
                     && journal.db.get_cf(meta, META_DENTRIES_TO_REKEY)?.is_some()
@@ -977,9 +972,9 @@ impl Journal {
         let (mut batch, edit) = match &self.checkpointer {
             Some(_) if !resend.is_empty() => {
                 let seq = self.client_edits.fetch_add(1, Ordering::Relaxed);
-                let key = client_edit_key(last_committed, seq);
-                let (batch, edit) = resend.into_value_of(self.families.edits, &key);
-                (batch, Some(edit))
+                let key = EditKey::client(last_committed, seq);
+                let (batch, edit) = resend.into_value_of(self.families.edits, key.as_bytes());
+                (batch, Some((key, edit)))
             }
             _ => (resend, None),
         };
@@ -991,8 +986,8 @@ impl Journal {
             self.failed.store(true, Ordering::Release);
             return Err(e.into());
         }
-        if let (Some(checkpointer), Some(edit)) = (&self.checkpointer, edit) {
-            checkpointer.committed(last_committed, Edit::within(batch.into_rep(), edit));
+        if let (Some(checkpointer), Some((key, edit))) = (&self.checkpointer, edit) {
+            checkpointer.committed(key, Edit::within(batch.into_rep(), edit));
         }
         Ok(())
     }
@@ -1298,8 +1293,9 @@ impl Journal {
         drop(slots);
         let (mut batch, edit) = match &self.checkpointer {
             Some(_) if !ns.is_empty() => {
-                let (batch, edit) = ns.into_value_of(self.families.edits, &edit_key(last.transno));
-                (batch, Some(edit))
+                let key = EditKey::commit(last.transno);
+                let (batch, edit) = ns.into_value_of(self.families.edits, key.as_bytes());
+                (batch, Some((key, edit)))
             }
             _ => (ns, None),
         };
@@ -1335,8 +1331,8 @@ impl Journal {
             std::thread::sleep(left);
         }
         let write_sync = write_started.elapsed();
-        if let (Some(checkpointer), Some(edit)) = (&self.checkpointer, edit) {
-            checkpointer.committed(last.transno, Edit::within(batch.into_rep(), edit));
+        if let (Some(checkpointer), Some((key, edit))) = (&self.checkpointer, edit) {
+            checkpointer.committed(key, Edit::within(batch.into_rep(), edit));
         }
         self.commits.fetch_add(1, Ordering::Relaxed);
         self.next_ino.store(next_ino, Ordering::Relaxed);

@@ -1654,6 +1654,42 @@ fn a_version_5_store_cut_short_in_its_move_is_finished_then_marked_6() {
     upgraded_for_good(j, dir.path());
 }
 
+/// The same cut short by a version-6 build (an upgrade from 4 or older records version 6
+/// before it moves the entries): a read-only open reads both layouts, the first writable
+/// open finishes the move, then records version 7.
+#[test]
+fn a_version_6_store_cut_short_in_its_move_is_finished_then_marked_7() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        create_f(&j);
+        parent_keyed(&j);
+        j.db.put_cf(j.cf(CF_META), META_DENTRIES_TO_REKEY, [])
+            .unwrap();
+        j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, 6u32.to_le_bytes())
+            .unwrap();
+    }
+    let (ro, recovered) = Journal::open_read_only(dir.path()).unwrap();
+    assert_eq!(recovered.schema_version, 6);
+    assert_eq!(entries(&ro), [(ROOT_INO, "f".to_string(), 5)]);
+    assert_eq!(scanned(&ro, 5), [file_5(0o600, 1)]);
+    drop(ro);
+    let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(recovered.upgraded_from, Some(6));
+    assert!(
+        j.db.get_cf(j.cf(CF_META), META_DENTRIES_TO_REKEY)
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        j.db.get_cf(j.cf(CF_DENTRIES), dentry_key(5, ROOT_INO, "f"))
+            .unwrap()
+            .is_some()
+    );
+    assert_eq!(entries(&j), [(ROOT_INO, "f".to_string(), 5)]);
+    upgraded_for_good(j, dir.path());
+}
+
 /// fs_mark's pattern through the journal: small commits of one to three records, each a
 /// create (the file's image and entry, its directory's new image) or a write of a file made
 /// earlier (its image and a data block), with resend records. Every entry is there before a
