@@ -1618,11 +1618,11 @@ fn a_store_of_version_6_is_read_as_it_is_and_marked_7_by_a_writable_open() {
     upgraded_for_good(j, dir.path());
 }
 
-/// A store a version-5 build left while it moved the entries under their children's keys
-/// (an upgrade from 4 cut short): a read-only open reads it as version 5 with both layouts;
-/// the first writable open finishes the move, then records the current version.
-#[test]
-fn a_version_5_store_cut_short_in_its_move_is_finished_then_marked_6() {
+/// A store a build of `version` left while it moved the entries under their children's keys
+/// (an upgrade from 4 cut short; a build of 5 or 6 records its version first): a read-only
+/// open reads it as that version with both layouts; the first writable open finishes the
+/// move, then records the current version.
+fn cut_short_in_its_move_is_finished_then_marked_current(version: u32) {
     let dir = tempfile::tempdir().unwrap();
     {
         let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
@@ -1630,16 +1630,16 @@ fn a_version_5_store_cut_short_in_its_move_is_finished_then_marked_6() {
         parent_keyed(&j);
         j.db.put_cf(j.cf(CF_META), META_DENTRIES_TO_REKEY, [])
             .unwrap();
-        j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, 5u32.to_le_bytes())
+        j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, version.to_le_bytes())
             .unwrap();
     }
     let (ro, recovered) = Journal::open_read_only(dir.path()).unwrap();
-    assert_eq!(recovered.schema_version, 5);
+    assert_eq!(recovered.schema_version, version);
     assert_eq!(entries(&ro), [(ROOT_INO, "f".to_string(), 5)]);
     assert_eq!(scanned(&ro, 5), [file_5(0o600, 1)]);
     drop(ro);
     let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
-    assert_eq!(recovered.upgraded_from, Some(5));
+    assert_eq!(recovered.upgraded_from, Some(version));
     assert!(
         j.db.get_cf(j.cf(CF_META), META_DENTRIES_TO_REKEY)
             .unwrap()
@@ -1654,40 +1654,14 @@ fn a_version_5_store_cut_short_in_its_move_is_finished_then_marked_6() {
     upgraded_for_good(j, dir.path());
 }
 
-/// The same cut short by a version-6 build (an upgrade from 4 or older records version 6
-/// before it moves the entries): a read-only open reads both layouts, the first writable
-/// open finishes the move, then records version 7.
+#[test]
+fn a_version_5_store_cut_short_in_its_move_is_finished_then_marked_6() {
+    cut_short_in_its_move_is_finished_then_marked_current(5);
+}
+
 #[test]
 fn a_version_6_store_cut_short_in_its_move_is_finished_then_marked_7() {
-    let dir = tempfile::tempdir().unwrap();
-    {
-        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
-        create_f(&j);
-        parent_keyed(&j);
-        j.db.put_cf(j.cf(CF_META), META_DENTRIES_TO_REKEY, [])
-            .unwrap();
-        j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, 6u32.to_le_bytes())
-            .unwrap();
-    }
-    let (ro, recovered) = Journal::open_read_only(dir.path()).unwrap();
-    assert_eq!(recovered.schema_version, 6);
-    assert_eq!(entries(&ro), [(ROOT_INO, "f".to_string(), 5)]);
-    assert_eq!(scanned(&ro, 5), [file_5(0o600, 1)]);
-    drop(ro);
-    let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
-    assert_eq!(recovered.upgraded_from, Some(6));
-    assert!(
-        j.db.get_cf(j.cf(CF_META), META_DENTRIES_TO_REKEY)
-            .unwrap()
-            .is_none()
-    );
-    assert!(
-        j.db.get_cf(j.cf(CF_DENTRIES), dentry_key(5, ROOT_INO, "f"))
-            .unwrap()
-            .is_some()
-    );
-    assert_eq!(entries(&j), [(ROOT_INO, "f".to_string(), 5)]);
-    upgraded_for_good(j, dir.path());
+    cut_short_in_its_move_is_finished_then_marked_current(6);
 }
 
 /// fs_mark's pattern through the journal: small commits of one to three records, each a
