@@ -629,7 +629,7 @@ fn a_commit_carries_its_resend_slots_in_its_edit_and_a_checkpoint_writes_them() 
         [
             hex(&edits::edit_key(1)),
             hex(&edits::edit_key(2)),
-            hex(&edits::client_edit_key(2, 0))
+            hex(EditKey::client(2, 0).as_bytes())
         ],
         "the session's end after the commit it followed"
     );

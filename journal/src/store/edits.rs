@@ -6,7 +6,7 @@
 //! `SstFileWriter` and `IngestExternalFile`), then deletes the edits it wrote. HDFS's edits
 //! and fsimage, with RocksDB holding both. Client changes written between commits
 //! (`Journal::write_client_changes`) that touch `clients` are an edit of their own, keyed
-//! after the last commit's ([`client_edit_key`]): every change to `clients` goes through the
+//! after the last commit's ([`EditKey::client`]): every change to `clients` goes through the
 //! edits in order, so none written later is undone by an older one a checkpoint applies.
 //!
 //! Why: a key through a write batch costs RocksDB a memtable insert, then the flush's walk and
@@ -55,19 +55,8 @@ pub(crate) fn edit_key(transno: u64) -> [u8; 8] {
     transno.to_be_bytes()
 }
 
-/// The key of client changes written between commits (`Journal::write_client_changes`), after
-/// the commit of `last_committed`: its edit's key, then `seq`, which orders such writes
-/// between the same two commits. A key of 8 bytes sorts before every longer one it begins,
-/// and every one of those before the next commit's.
-pub(crate) fn client_edit_key(last_committed: u64, seq: u64) -> [u8; 16] {
-    let mut key = [0; 16];
-    key[..8].copy_from_slice(&edit_key(last_committed));
-    key[8..].copy_from_slice(&seq.to_be_bytes());
-    key
-}
-
 /// An edit's key as stored: a commit's ([`edit_key`]) or a client change's
-/// ([`client_edit_key`]). What a checkpoint deletes is up to the last key it wrote out, not up
+/// ([`EditKey::client`]). What a checkpoint deletes is up to the last key it wrote out, not up
 /// to a transno: a client change written after a commit the checkpointer already took has the
 /// commit's transno in its key, and must stay until it is written out itself.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,12 +73,15 @@ impl EditKey {
         EditKey { bytes, len: 8 }
     }
 
-    /// The key of the `seq`th client change written after the commit of `last_committed`.
+    /// The key of client changes written between commits (`Journal::write_client_changes`),
+    /// the `seq`th after the commit of `last_committed`: that commit's key, then `seq`. A key
+    /// of 8 bytes sorts before every longer one it begins, and every one of those before the
+    /// next commit's.
     pub(crate) fn client(last_committed: u64, seq: u64) -> EditKey {
-        EditKey {
-            bytes: client_edit_key(last_committed, seq),
-            len: 16,
-        }
+        let mut bytes = [0; 16];
+        bytes[..8].copy_from_slice(&edit_key(last_committed));
+        bytes[8..].copy_from_slice(&seq.to_be_bytes());
+        EditKey { bytes, len: 16 }
     }
 
     /// A stored key: 8 bytes (a commit's) or 16 (a client change's).

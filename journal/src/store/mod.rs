@@ -232,7 +232,7 @@ pub struct Journal {
     /// With the edit log: the thread that writes the edits' images out (writable opens).
     checkpointer: Option<Checkpointer>,
     /// Client changes written between commits as edits of their own, this open: the last
-    /// part of their keys ([`edits::client_edit_key`]). The open writes out every edit it
+    /// part of their keys ([`EditKey::client`]). The open writes out every edit it
     /// finds before it writes one, so none of an earlier open's is there to meet.
     client_edits: AtomicU64,
 }
@@ -943,10 +943,7 @@ impl Journal {
         // Slot deletes apart from the rest: with the edit log they are an edit, as a
         // commit's slot changes are, so that they are applied after those (a delete written
         // straight to `clients` would be undone when a checkpoint applies an earlier put).
-        let mut resend = match self.checkpointer {
-            Some(_) => RawBatch::wrappable(64 * ops.len()),
-            None => RawBatch::with_capacity(64 * ops.len()),
-        };
+        let mut resend = self.changes_batch(64 * ops.len());
         let mut rest = RawBatch::with_capacity(64 * ops.len());
         let mut slots = self.resend_slots.lock().expect("not poisoned");
         for op in ops {
@@ -968,16 +965,10 @@ impl Journal {
             }
         }
         drop(slots);
-        let last_committed = self.last_committed();
-        let (mut batch, edit) = match &self.checkpointer {
-            Some(_) if !resend.is_empty() => {
-                let seq = self.client_edits.fetch_add(1, Ordering::Relaxed);
-                let key = EditKey::client(last_committed, seq);
-                let (batch, edit) = resend.into_value_of(self.families.edits, key.as_bytes());
-                (batch, Some((key, edit)))
-            }
-            _ => (resend, None),
-        };
+        let (mut batch, edit) = self.as_edit(resend, || {
+            let seq = self.client_edits.fetch_add(1, Ordering::Relaxed);
+            EditKey::client(self.last_committed(), seq)
+        });
         batch.append(&rest);
         if batch.is_empty() {
             return Ok(());
@@ -986,10 +977,41 @@ impl Journal {
             self.failed.store(true, Ordering::Release);
             return Err(e.into());
         }
+        self.hand_over(batch, edit);
+        Ok(())
+    }
+
+    /// A batch for changes that may become an edit ([`Journal::as_edit`]): with the edit log,
+    /// with room kept in front for the put that wraps them.
+    fn changes_batch(&self, capacity: usize) -> RawBatch {
+        match self.checkpointer {
+            Some(_) => RawBatch::wrappable(capacity),
+            None => RawBatch::with_capacity(capacity),
+        }
+    }
+
+    /// With the edit log, `changes` (if any) as one edit keyed `key()`, at the head of a new
+    /// batch that may grow on, and the edit's key and place in it; else the batch they are.
+    fn as_edit(
+        &self,
+        changes: RawBatch,
+        key: impl FnOnce() -> EditKey,
+    ) -> (RawBatch, Option<(EditKey, std::ops::Range<usize>)>) {
+        match &self.checkpointer {
+            Some(_) if !changes.is_empty() => {
+                let key = key();
+                let (batch, edit) = changes.into_value_of(self.families.edits, key.as_bytes());
+                (batch, Some((key, edit)))
+            }
+            _ => (changes, None),
+        }
+    }
+
+    /// After `batch` is durable: its edit ([`Journal::as_edit`]) to the checkpointer.
+    fn hand_over(&self, batch: RawBatch, edit: Option<(EditKey, std::ops::Range<usize>)>) {
         if let (Some(checkpointer), Some((key, edit))) = (&self.checkpointer, edit) {
             checkpointer.committed(key, Edit::within(batch.into_rep(), edit));
         }
-        Ok(())
     }
 
     /// The directories made for another shard's entries and not confirmed yet, in inode order.
@@ -1144,10 +1166,7 @@ impl Journal {
         // of the batch follows them in the same bytes, so they are never copied. Sized once:
         // grown by doubling, a busy commit's batch was copied a dozen times.
         let capacity = COMMIT_BYTES_PER_RECORD * records.len();
-        let mut ns = match self.checkpointer {
-            Some(_) => RawBatch::wrappable(capacity),
-            None => RawBatch::with_capacity(capacity),
-        };
+        let mut ns = self.changes_batch(capacity);
         // What the loop writes to other families, appended after the namespace's and the
         // resend slots' changes (a create writes none there).
         let mut others = RawBatch::with_capacity(0);
@@ -1291,14 +1310,7 @@ impl Journal {
             group = value.records;
         }
         drop(slots);
-        let (mut batch, edit) = match &self.checkpointer {
-            Some(_) if !ns.is_empty() => {
-                let key = EditKey::commit(last.transno);
-                let (batch, edit) = ns.into_value_of(self.families.edits, key.as_bytes());
-                (batch, Some((key, edit)))
-            }
-            _ => (ns, None),
-        };
+        let (mut batch, edit) = self.as_edit(ns, || EditKey::commit(last.transno));
         batch.append(&others);
         batch.put(meta, META_LAST_COMMITTED, last.transno.to_le_bytes());
         batch.put(meta, META_NEXT_INO, next_ino.to_le_bytes());
@@ -1331,9 +1343,7 @@ impl Journal {
             std::thread::sleep(left);
         }
         let write_sync = write_started.elapsed();
-        if let (Some(checkpointer), Some((key, edit))) = (&self.checkpointer, edit) {
-            checkpointer.committed(key, Edit::within(batch.into_rep(), edit));
-        }
+        self.hand_over(batch, edit);
         self.commits.fetch_add(1, Ordering::Relaxed);
         self.next_ino.store(next_ino, Ordering::Relaxed);
         self.publish_ceilings(ceilings);
