@@ -26,7 +26,7 @@ pub use frame::{
     encode, encode_frame, encode_reply_frame, encode_version_refusal, make_read_room,
     peek_handshake, split_frame,
 };
-pub use names::check_name;
+pub use names::{check_name, name_order, name_order_key};
 pub use op::{
     Cred, Data, MAX_GROUPS, Op, OpenFlags, RenameHow, Replay, Request, RequestRef, SHARD_SHIFT,
     SetAttr, SetTime, Target, XattrSet, XattrValue, opcode, shard_of,

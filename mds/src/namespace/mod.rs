@@ -11,6 +11,7 @@
 //! meet only when [`Namespace::load`] reads the store and when an operation builds its
 //! record, so in-memory-only state can never change the disk encoding (`docs/schema.md`).
 
+mod dir;
 mod handles;
 mod ino_run;
 mod node;
@@ -266,8 +267,8 @@ impl Namespace {
     fn fill(&self, journal: &Journal) -> crate::error::Result<()> {
         let ns = self;
         // The store keys entries by child (`docs/schema.md`): a directory's entries come
-        // scattered and in no name order. Each directory's are gathered, sorted once and
-        // built into its B-tree in one pass; inserted one by one as they came, a start-up
+        // scattered and in no name order. Each directory's are gathered, sorted once (in
+        // directory order, which puts equal names side by side) and built in one pass; inserted one by one as they came, a start-up
         // took 14-25% longer (docs/BENCHMARKS.md, "Entries keyed by their child").
         let mut groups: BTreeMap<u64, Vec<(DirName, Entry)>> = BTreeMap::new();
         // Files with no link left: each must be an orphan (`load_orphans`). Noted here, in
@@ -299,14 +300,14 @@ impl Namespace {
                 if attr.kind == FileKind::File {
                     ns.file_bytes.fetch_add(attr.size, Ordering::Relaxed);
                 }
-                let entries = attr.kind.is_dir().then(BTreeMap::new);
+                let entries = attr.kind.is_dir().then(Entries::new);
                 ns.table.insert_unlocked(Node::new(attr, entries));
                 Ok(())
             },
         )?;
         let mut dirs: BTreeMap<u64, Entries> = BTreeMap::new();
         for (parent, mut entries) in groups {
-            entries.sort_unstable_by(|a, b| a.0.cmp(&b.0));
+            entries.sort_unstable_by(|a, b| mds_proto::name_order(a.0.as_bytes(), b.0.as_bytes()));
             // Two children under one name are two keys, which a store written by a broken
             // build could hold: refused, not one of them kept at random.
             if let Some(w) = entries.windows(2).find(|w| w[0].0 == w[1].0) {
@@ -332,7 +333,7 @@ impl Namespace {
         // entry naming another shard's inode, a directory (MKDIR_REMOTE's), whose inode that
         // shard checks.
         for (parent, entries) in dirs {
-            for (name, entry) in &entries {
+            for (name, entry) in entries.iter() {
                 if ns.is_remote(entry.ino) {
                     if entry.kind != FileKind::Directory {
                         return Err(crate::error::Error::Inconsistent(format!(

@@ -19,6 +19,7 @@
 //!
 //! `PROPTEST_CASES=10000` runs longer.
 
+use std::cmp::Ordering as CmpOrdering;
 use std::collections::{BTreeMap, BTreeSet};
 
 use journal::{ROOT_INO, TxRecord};
@@ -27,6 +28,7 @@ use proptest::{option, sample};
 
 use super::tests::{Image, empty, replay, snapshot, without_atimes};
 use super::{Caller, Exec, Namespace};
+use mds_proto::name_order;
 use mds_proto::{
     Attr, Body, Cred, DirEntry, Errno, Kind, MAX_READDIR, Op, RenameHow, SetAttr, SetTime,
 };
@@ -93,7 +95,7 @@ enum Step {
 /// Mostly three names, so operations collide; sometimes one the name rules refuse.
 fn name() -> impl Strategy<Value = String> {
     prop_oneof![
-        40 => sample::select(vec!["a", "b", "c"]).prop_map(String::from),
+        40 => sample::select(vec!["a", "b", "c", "one-shared-end", "two-shared-end"]).prop_map(String::from),
         1 => sample::select(vec!["", ".", "..", "a/b", "a\0"]).prop_map(String::from),
         1 => Just("n".repeat(256)),
     ]
@@ -684,16 +686,22 @@ impl Model {
                 fp.reads.extend(self.inode_objs(*ino));
                 // A limit of 0 still returns one entry; past MAX_READDIR, MAX_READDIR.
                 let limit = (*limit).clamp(1, MAX_READDIR) as usize;
+                // In directory order (`dir.rs`), after the cursor in that order.
                 let mut after: Vec<DirEntry> = self
                     .entries(*ino)
                     .iter()
-                    .filter(|(name, _)| cursor.as_ref().is_none_or(|c| name.as_str() > c.as_str()))
+                    .filter(|(name, _)| {
+                        cursor.as_ref().is_none_or(|c| {
+                            name_order(name.as_bytes(), c.as_bytes()) == CmpOrdering::Greater
+                        })
+                    })
                     .map(|(name, child)| DirEntry {
                         name: name.clone(),
                         ino: *child,
                         kind: self.live[child].kind,
                     })
                     .collect();
+                after.sort_by(|a, b| name_order(a.name.as_bytes(), b.name.as_bytes()));
                 let more = after.len() > limit;
                 after.truncate(limit);
                 let want = Body::Entries {
@@ -1000,7 +1008,10 @@ impl Harness {
                 None => break,
             }
         }
-        if !all.windows(2).all(|w| w[0].name < w[1].name) {
+        if !all
+            .windows(2)
+            .all(|w| name_order(w[0].name.as_bytes(), w[1].name.as_bytes()) == CmpOrdering::Less)
+        {
             return Err(format!("READDIR {dir}: names not in order: {all:?}"));
         }
         Ok(all)
@@ -1020,7 +1031,7 @@ impl Harness {
             if node.kind != Kind::Directory {
                 continue;
             }
-            let want: Vec<DirEntry> = node
+            let mut want: Vec<DirEntry> = node
                 .entries
                 .iter()
                 .map(|(name, ino)| DirEntry {
@@ -1029,6 +1040,7 @@ impl Harness {
                     kind: self.model.live[ino].kind,
                 })
                 .collect();
+            want.sort_by(|a, b| name_order(a.name.as_bytes(), b.name.as_bytes()));
             let got = self.list(dir)?;
             if got != want {
                 return Err(format!("listing of {dir}: got {got:?}, want {want:?}"));

@@ -24,8 +24,9 @@ pub(crate) const INLINE_NAME: usize = 32;
 /// itself, longer ones on the heap. With `String` keys every name was behind a pointer, and a
 /// create's search of a large directory missed the cache on most of the names it compared with
 /// (memcmp in the partitions was 9.7% of the server's samples at 64 x 16, 73% of it on the
-/// first load of the stored name: docs/BENCHMARKS.md). Ordered by bytes, as `str` is, so
-/// READDIR's order is unchanged. Looked up by `name.as_bytes()`.
+/// first load of the stored name: docs/BENCHMARKS.md). Ordered by bytes, as `str` is; a
+/// directory orders its names by a word of each first (`dir.rs`). Looked up by
+/// `name.as_bytes()`.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub(crate) struct DirName(SmallVec<[u8; INLINE_NAME]>);
 
@@ -36,6 +37,10 @@ impl DirName {
 
     pub(crate) fn as_str(&self) -> &str {
         std::str::from_utf8(&self.0).expect("made from a str")
+    }
+
+    pub(crate) fn as_bytes(&self) -> &[u8] {
+        &self.0
     }
 }
 
@@ -51,8 +56,7 @@ impl fmt::Debug for DirName {
     }
 }
 
-/// A directory's entries, by name.
-pub(crate) type Entries = BTreeMap<DirName, Entry>;
+pub(crate) use super::dir::Entries;
 
 /// What an inode is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -332,7 +336,7 @@ impl Entry {
     }
 }
 
-/// An inode and, for a directory, its entries (sorted, so READDIR pages by name).
+/// An inode and, for a directory, its entries (in directory order, so READDIR pages by name).
 #[derive(Clone, Debug)]
 pub(crate) struct Node {
     pub attr: InodeAttr,
@@ -515,47 +519,6 @@ impl Node {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use proptest::prelude::*;
-    use std::ops::Bound;
-
-    /// A directory of `names`, each entry's inode its name's length.
-    fn dir_of(names: &std::collections::BTreeSet<String>) -> Entries {
-        let entry = |n: &String| Entry {
-            ino: n.len() as u64,
-            kind: FileKind::File,
-            stamp: Stamp::default(),
-        };
-        names.iter().map(|n| (DirName::new(n), entry(n))).collect()
-    }
-
-    const NAMES: &str = "[a-zé.\\-]{1,12}|[ab]{30,36}|.{1,80}";
-
-    proptest! {
-        /// Inline (up to 32 bytes) or not, a directory orders names as `str` does, finds each
-        /// by its bytes, does not find others, and pages READDIR from any cursor — one of its
-        /// names or not (an entry unlinked between two pages) — as a set of strings would.
-        #[test]
-        fn dir_names_order_and_find_as_strings_do(
-            names in proptest::collection::btree_set(NAMES, 1..40),
-            others in proptest::collection::vec(NAMES, 0..20),
-        ) {
-            let dir = dir_of(&names);
-            let listed: Vec<&str> = dir.keys().map(DirName::as_str).collect();
-            let sorted: Vec<&str> = names.iter().map(String::as_str).collect();
-            prop_assert_eq!(listed, sorted);
-            for n in names.iter().chain(&others) {
-                let expected = names.contains(n).then_some(n.len() as u64);
-                prop_assert_eq!(dir.get(n.as_bytes()).map(|e| e.ino), expected);
-                let after = (Bound::Excluded(n.as_bytes()), Bound::Unbounded);
-                let page: Vec<&str> =
-                    dir.range::<[u8], _>(after).map(|(k, _)| k.as_str()).collect();
-                let after = (Bound::Excluded(n.as_str()), Bound::Unbounded);
-                let expected: Vec<&str> =
-                    names.range::<str, _>(after).map(String::as_str).collect();
-                prop_assert_eq!(page, expected);
-            }
-        }
-    }
 
     #[test]
     fn records_survive_the_trip_through_memory_unchanged() {

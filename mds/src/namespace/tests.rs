@@ -51,7 +51,7 @@ pub(super) fn empty() -> Namespace {
     };
     ns.table.insert_unlocked(Node::new(
         InodeAttr::from_record(Inode::root(0)),
-        Some(BTreeMap::new()),
+        Some(super::Entries::new()),
     ));
     ns
 }
@@ -71,7 +71,7 @@ pub(super) fn snapshot(ns: &Namespace) -> Image {
     ns.table.for_each(|node| {
         let ino = node.attr.ino;
         inodes.insert(ino, node.attr.image());
-        for (name, d) in node.entries.iter().flatten() {
+        for (name, d) in node.entries.iter().flat_map(super::dir::Entries::iter) {
             entries.insert((ino, name.as_str().to_owned()), d.record());
         }
         for (name, value) in node.xattrs.iter().flat_map(|x| x.by_name.iter()) {
@@ -87,7 +87,7 @@ fn memory(ns: &Namespace) -> (BTreeMap<u64, InodeAttr>, Entries) {
     let (mut inodes, mut entries) = (BTreeMap::new(), BTreeMap::new());
     ns.table.for_each(|node| {
         inodes.insert(node.attr.ino, node.attr.clone());
-        for (name, d) in node.entries.iter().flatten() {
+        for (name, d) in node.entries.iter().flat_map(super::dir::Entries::iter) {
             entries.insert((node.attr.ino, name.as_str().to_owned()), d.record());
         }
     });

@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 
 use journal::{Change, Journal, Recovered};
 
-use super::node::{DirName, Entry, FileKind, InodeAttr, Node};
+use super::node::{DirName, Entries, Entry, FileKind, InodeAttr, Node};
 use super::{Namespace, ops};
 
 /// A namespace following its owner's commits, with what a takeover checks it against.
@@ -98,7 +98,7 @@ impl WarmNamespace {
         if attr.kind == FileKind::File {
             ns.file_bytes.fetch_add(attr.size, Ordering::Relaxed);
         }
-        let entries = attr.kind.is_dir().then(BTreeMap::new);
+        let entries = attr.kind.is_dir().then(Entries::new);
         let inserted = locked.insert(Node::new(attr, entries));
         debug_assert!(inserted, "looked up under the same lock");
     }
@@ -137,7 +137,7 @@ impl WarmNamespace {
             Change::DentryGone { parent, name } => {
                 let mut locked = ns.table.lock(&[parent]);
                 if let Some(entries) = locked.get_mut(parent).and_then(|n| n.entries.as_mut()) {
-                    entries.remove(&DirName::new(&name));
+                    entries.remove(name.as_bytes());
                 }
             }
             Change::Xattr { ino, name, value } => {

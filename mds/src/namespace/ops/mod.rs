@@ -45,12 +45,12 @@
 //!
 //! RENAME, with its walk up the tree, is in `ops/rename.rs`.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::Ordering;
 
 use journal::{EntryName, JournalOp, TxRecord};
 
-use super::node::{DirName, Entries, Entry, FileKind, InodeAttr, Node, Stamp};
+use super::dir::Slot;
+use super::node::{Entries, Entry, FileKind, InodeAttr, Node, Stamp};
 use super::perm::{self, READ, SEARCH, WRITE};
 use super::table::Locked;
 use super::{Caller, Exec, Namespace, now_ns, to_attr};
@@ -402,14 +402,16 @@ impl Namespace {
             removed,
             ..
         } = p;
-        let std::collections::btree_map::Entry::Vacant(vacant) = entries
+        let vacant = match entries
             .as_mut()
             .expect("checked to be a directory")
-            .entry(DirName::new(&name))
-        else {
-            let existing = &entries.as_ref().expect("a directory")[name.as_bytes()];
-            cx.see(&existing.stamp);
-            return Err(Errno::EEXIST);
+            .slot(&name)
+        {
+            Slot::Free(free) => free,
+            Slot::Taken(existing) => {
+                cx.see(&existing.stamp);
+                return Err(Errno::EEXIST);
+            }
         };
         let removed_stamp = removed
             .as_ref()
@@ -494,7 +496,7 @@ impl Namespace {
     /// checked vacant under that lock), and counts it.
     fn add_created(&self, l: &mut Locked<'_>, attr: InodeAttr, stamp: Stamp) {
         let (ino, kind) = (attr.ino, attr.kind);
-        let mut node = Node::new(attr, kind.is_dir().then(BTreeMap::new));
+        let mut node = Node::new(attr, kind.is_dir().then(Entries::new));
         node.stamp = stamp;
         if !l.insert(node) {
             unreachable!("inode {ino} was checked vacant under the same lock");
@@ -617,13 +619,7 @@ impl Namespace {
             touch_atime(&mut d.attr, now_ns());
         }
         let entries = d.entries.as_ref().expect("a directory");
-        let range = match cursor {
-            Some(c) => entries.range::<[u8], _>((
-                std::ops::Bound::Excluded(c.as_bytes()),
-                std::ops::Bound::Unbounded,
-            )),
-            None => entries.range::<[u8], _>(..),
-        };
+        let range = entries.after(cursor.map(str::as_bytes));
         let mut page = Vec::new();
         let mut bytes = 0;
         let mut more = false;

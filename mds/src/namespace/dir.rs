@@ -1,0 +1,421 @@
+//! A directory's entries, and the order READDIR lists them in.
+//!
+//! The entries are a B-tree keyed by one 64-bit word of each name ([`name_order_key`], from the
+//! protocol's definition of READDIR's order, [`mds_proto::name_order`]): the name itself when it
+//! has at most eight bytes, else its last eight bytes. Names that share that word (rare: a
+//! common eight-byte ending) share one slot, ordered by their bytes there. A search compares
+//! integers in nodes of ~190 bytes, where the B-tree of whole names it replaced compared
+//! 40-byte keys through `memcmp` in nodes of ~900 bytes: fewer cache lines a level, and fewer
+//! instructions (docs/BENCHMARKS.md, "A directory's entries keyed by a word of their name").
+//! Names made from a counter — `file.1`, `file.2`, mdtest's and loadgen's — end in the digits
+//! that change, so they stay next to each other in this order and their creates keep landing
+//! in the same few leaves, as in byte order; a hash of the name spread them over cold leaves
+//! (measured, and not taken, before).
+//!
+//! The order is `(name_order_key(name), name)`: byte order among names of up to eight bytes, and
+//! otherwise the order of their ends. READDIR pages through it by cursor (a name), so a page
+//! starts right after its cursor whether or not that name is still there.
+
+use std::collections::BTreeMap;
+use std::collections::btree_map;
+
+use mds_proto::name_order_key;
+
+use super::node::{DirName, Entry};
+
+/// A directory's entries by name, in directory order.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Entries {
+    /// Boxed, so that a node holds eight bytes a value and stays a few cache lines.
+    by_key: BTreeMap<u64, Box<Names>>,
+    len: usize,
+}
+
+/// The names that share one order key.
+#[derive(Clone, Debug)]
+enum Names {
+    One(DirName, Entry),
+    /// Two or more, by bytes.
+    Many(BTreeMap<DirName, Entry>),
+}
+
+impl Names {
+    fn get(&self, name: &[u8]) -> Option<&Entry> {
+        match self {
+            Names::One(n, e) => (n.as_bytes() == name).then_some(e),
+            Names::Many(m) => m.get(name),
+        }
+    }
+
+    fn get_mut(&mut self, name: &[u8]) -> Option<&mut Entry> {
+        match self {
+            Names::One(n, e) => (n.as_bytes() == name).then_some(e),
+            Names::Many(m) => m.get_mut(name),
+        }
+    }
+
+    /// Adds a name that is not among these.
+    fn add(&mut self, name: DirName, entry: Entry) -> &mut Entry {
+        if let Names::One(..) = self {
+            let Names::One(first, its) = std::mem::replace(self, Names::Many(BTreeMap::new()))
+            else {
+                unreachable!("matched just above")
+            };
+            let Names::Many(many) = self else {
+                unreachable!("replaced just above")
+            };
+            many.insert(first, its);
+        }
+        let Names::Many(many) = self else {
+            unreachable!("made many just above")
+        };
+        many.entry(name).or_insert(entry)
+    }
+
+    fn iter(&self) -> NamesIter<'_> {
+        match self {
+            Names::One(n, e) => NamesIter::One(Some((n, e))),
+            Names::Many(m) => NamesIter::Many(m.iter()),
+        }
+    }
+}
+
+/// The names of one slot, in order.
+enum NamesIter<'a> {
+    One(Option<(&'a DirName, &'a Entry)>),
+    Many(btree_map::Iter<'a, DirName, Entry>),
+}
+
+impl<'a> Iterator for NamesIter<'a> {
+    type Item = (&'a DirName, &'a Entry);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            NamesIter::One(one) => one.take(),
+            NamesIter::Many(many) => many.next(),
+        }
+    }
+}
+
+/// What [`Entries::slot`] found for a name.
+pub(crate) enum Slot<'a> {
+    /// The name has this entry.
+    Taken(&'a mut Entry),
+    /// The name is free; [`Free::insert`] gives it an entry without searching again.
+    Free(Free<'a>),
+}
+
+/// A free name's place, found by [`Entries::slot`].
+pub(crate) struct Free<'a> {
+    name: DirName,
+    len: &'a mut usize,
+    at: FreeAt<'a>,
+}
+
+enum FreeAt<'a> {
+    /// No name has its order key.
+    NewKey(btree_map::VacantEntry<'a, u64, Box<Names>>),
+    /// Other names share its order key.
+    Shared(&'a mut Names),
+}
+
+impl<'a> Free<'a> {
+    /// Gives the name `entry`.
+    pub(crate) fn insert(self, entry: Entry) -> &'a mut Entry {
+        *self.len += 1;
+        match self.at {
+            FreeAt::NewKey(vacant) => {
+                match &mut **vacant.insert(Box::new(Names::One(self.name, entry))) {
+                    Names::One(_, entry) => entry,
+                    Names::Many(_) => unreachable!("inserted as one"),
+                }
+            }
+            FreeAt::Shared(names) => names.add(self.name, entry),
+        }
+    }
+}
+
+impl Entries {
+    pub(crate) fn new() -> Entries {
+        Entries::default()
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    pub(crate) fn get(&self, name: &[u8]) -> Option<&Entry> {
+        self.by_key.get(&name_order_key(name))?.get(name)
+    }
+
+    /// The name's entry, or its free place: one search for a create's check and insert.
+    pub(crate) fn slot(&mut self, name: &str) -> Slot<'_> {
+        let bytes = name.as_bytes();
+        match self.by_key.entry(name_order_key(bytes)) {
+            btree_map::Entry::Vacant(vacant) => Slot::Free(Free {
+                name: DirName::new(name),
+                len: &mut self.len,
+                at: FreeAt::NewKey(vacant),
+            }),
+            btree_map::Entry::Occupied(occupied) => {
+                let names = occupied.into_mut();
+                if names.get(bytes).is_some() {
+                    return Slot::Taken(names.get_mut(bytes).expect("found just above"));
+                }
+                Slot::Free(Free {
+                    name: DirName::new(name),
+                    len: &mut self.len,
+                    at: FreeAt::Shared(names),
+                })
+            }
+        }
+    }
+
+    /// Gives `name` `entry`, returning the entry it replaces.
+    pub(crate) fn insert(&mut self, name: DirName, entry: Entry) -> Option<Entry> {
+        match self.slot(name.as_str()) {
+            Slot::Taken(old) => Some(std::mem::replace(old, entry)),
+            Slot::Free(free) => {
+                free.insert(entry);
+                None
+            }
+        }
+    }
+
+    /// Removes `name`'s entry, returning it.
+    pub(crate) fn remove(&mut self, name: &[u8]) -> Option<Entry> {
+        let btree_map::Entry::Occupied(mut slot) = self.by_key.entry(name_order_key(name)) else {
+            return None;
+        };
+        let removed = match slot.get_mut().as_mut() {
+            Names::One(n, e) => {
+                if n.as_bytes() != name {
+                    return None;
+                }
+                let removed = *e;
+                slot.remove();
+                removed
+            }
+            Names::Many(many) => {
+                let removed = many.remove(name)?;
+                if many.len() == 1 {
+                    let (n, e) = many.pop_first().expect("one left");
+                    **slot.get_mut() = Names::One(n, e);
+                }
+                removed
+            }
+        };
+        self.len -= 1;
+        Some(removed)
+    }
+
+    /// Every entry, in directory order.
+    pub(crate) fn iter(&self) -> impl Iterator<Item = (&DirName, &Entry)> + '_ {
+        self.after(None)
+    }
+
+    /// The entries after `cursor` in directory order (all of them with no cursor), whether
+    /// or not `cursor` names one.
+    pub(crate) fn after<'a>(
+        &'a self,
+        cursor: Option<&'a [u8]>,
+    ) -> impl Iterator<Item = (&'a DirName, &'a Entry)> + 'a {
+        let from = cursor.map_or(0, name_order_key);
+        self.by_key.range(from..).flat_map(move |(&key, names)| {
+            names.iter().filter(move |(name, _)| match cursor {
+                Some(cursor) if key == from => name.as_bytes() > cursor,
+                _ => true,
+            })
+        })
+    }
+}
+
+/// Built in one pass from entries in any order (start-up's): sorted into directory order
+/// first. Of two entries under one name, the later is kept.
+impl FromIterator<(DirName, Entry)> for Entries {
+    fn from_iter<I: IntoIterator<Item = (DirName, Entry)>>(iter: I) -> Entries {
+        let mut all: Vec<(u64, DirName, Entry)> = iter
+            .into_iter()
+            .map(|(name, entry)| (name_order_key(name.as_bytes()), name, entry))
+            .collect();
+        // Stable: of equal names, the later stays after the earlier and replaces it below.
+        all.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
+        let mut slots: Vec<(u64, Box<Names>)> = Vec::with_capacity(all.len());
+        let mut len = 0;
+        for (key, name, entry) in all {
+            match slots.last_mut() {
+                Some((last, names)) if *last == key => {
+                    if let Some(old) = names.get_mut(name.as_bytes()) {
+                        *old = entry;
+                    } else {
+                        names.add(name, entry);
+                        len += 1;
+                    }
+                }
+                _ => {
+                    slots.push((key, Box::new(Names::One(name, entry))));
+                    len += 1;
+                }
+            }
+        }
+        Entries {
+            by_key: slots.into_iter().collect(),
+            len,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::namespace::node::{FileKind, Stamp};
+    use mds_proto::name_order;
+    use proptest::prelude::*;
+    use std::cmp::Ordering;
+
+    fn entry(ino: u64) -> Entry {
+        Entry {
+            ino,
+            kind: FileKind::File,
+            stamp: Stamp::default(),
+        }
+    }
+
+    /// Short names, names inline or not, and names that share their last eight bytes (and so
+    /// a slot) with others.
+    const NAMES: &str = "[a-zé.\\-]{1,12}|[ab]{30,36}|[a-c]{1,3}zzzzzzzz|.{1,80}";
+
+    fn sorted(names: impl Iterator<Item = String>) -> Vec<String> {
+        let mut v: Vec<String> = names.collect();
+        v.sort_by(|a, b| name_order(a.as_bytes(), b.as_bytes()));
+        v
+    }
+
+    #[test]
+    fn short_names_sort_as_bytes_and_long_ones_by_their_ends() {
+        let names = [
+            "b",
+            "ab",
+            "a",
+            "file.10",
+            "file.9",
+            "a-long-name.2",
+            "z-long-name.1",
+        ];
+        let dir: Entries = names
+            .iter()
+            .enumerate()
+            .map(|(i, n)| (DirName::new(n), entry(i as u64)))
+            .collect();
+        let listed: Vec<&str> = dir.iter().map(|(n, _)| n.as_str()).collect();
+        // "file.10" and "file.9" have at most eight bytes: byte order. The long ones sort by
+        // "g-name.1" and "g-name.2": a counter at the end keeps its run together.
+        assert_eq!(
+            listed,
+            [
+                "a",
+                "ab",
+                "b",
+                "file.10",
+                "file.9",
+                "z-long-name.1",
+                "a-long-name.2"
+            ]
+        );
+        assert_eq!(dir.len(), 7);
+    }
+
+    #[test]
+    fn names_sharing_their_end_share_a_slot_until_one_is_left() {
+        let mut dir = Entries::new();
+        for (i, n) in ["xx-shared-end", "yy-shared-end", "zz-shared-end"]
+            .iter()
+            .enumerate()
+        {
+            assert!(dir.insert(DirName::new(n), entry(i as u64)).is_none());
+        }
+        assert_eq!(dir.by_key.len(), 1, "one slot for three names");
+        assert_eq!(dir.get(b"yy-shared-end").map(|e| e.ino), Some(1));
+        assert_eq!(dir.remove(b"xx-shared-end").map(|e| e.ino), Some(0));
+        assert_eq!(dir.remove(b"xx-shared-end").map(|e| e.ino), None);
+        assert_eq!(dir.remove(b"zz-shared-end").map(|e| e.ino), Some(2));
+        assert!(matches!(
+            **dir.by_key.values().next().unwrap(),
+            Names::One(..)
+        ));
+        assert_eq!(dir.get(b"yy-shared-end").map(|e| e.ino), Some(1));
+        assert_eq!(dir.remove(b"yy-shared-end").map(|e| e.ino), Some(1));
+        assert!(dir.is_empty() && dir.by_key.is_empty());
+    }
+
+    #[test]
+    fn a_slot_finds_a_taken_name_and_fills_a_free_one() {
+        let mut dir = Entries::new();
+        dir.insert(DirName::new("one-shared-end"), entry(1));
+        match dir.slot("one-shared-end") {
+            Slot::Taken(e) => e.ino = 10,
+            Slot::Free(_) => panic!("the name is taken"),
+        }
+        assert_eq!(dir.get(b"one-shared-end").map(|e| e.ino), Some(10));
+        for (name, ino) in [("two-shared-end", 2), ("short", 3)] {
+            match dir.slot(name) {
+                Slot::Taken(_) => panic!("{name} is free"),
+                Slot::Free(free) => assert_eq!(free.insert(entry(ino)).ino, ino),
+            }
+        }
+        assert_eq!(dir.len(), 3);
+        assert_eq!(dir.get(b"two-shared-end").map(|e| e.ino), Some(2));
+        assert_eq!(dir.get(b"short").map(|e| e.ino), Some(3));
+    }
+
+    proptest! {
+        /// Built at once or by inserts and removes, a directory holds what a set of the same
+        /// names would, lists them in directory order, finds each by its bytes and no other,
+        /// and pages from any cursor — one of its names or not — as the set would.
+        #[test]
+        fn a_directory_holds_lists_and_pages_as_a_set_of_its_names_would(
+            names in proptest::collection::btree_set(NAMES, 1..40),
+            others in proptest::collection::vec(NAMES, 0..20),
+            removed in proptest::collection::vec(any::<prop::sample::Index>(), 0..20),
+        ) {
+            let ino = |n: &String| n.len() as u64;
+            let built: Entries = names.iter().map(|n| (DirName::new(n), entry(ino(n)))).collect();
+            let mut grown = Entries::new();
+            for n in names.iter().chain(&others) {
+                grown.insert(DirName::new(n), entry(ino(n)));
+            }
+            let mut set: std::collections::BTreeSet<String> = names.clone();
+            set.extend(others.iter().cloned());
+            let gone: Vec<String> = removed
+                .iter()
+                .map(|i| i.get(&set.iter().cloned().collect::<Vec<_>>()).clone())
+                .collect();
+            for n in &gone {
+                let was = set.remove(n);
+                prop_assert_eq!(grown.remove(n.as_bytes()).is_some(), was);
+            }
+            for (dir, set) in [(&built, &names), (&grown, &set)] {
+                prop_assert_eq!(dir.len(), set.len());
+                let listed: Vec<&str> = dir.iter().map(|(n, _)| n.as_str()).collect();
+                let want = sorted(set.iter().cloned());
+                prop_assert_eq!(&listed, &want);
+                for n in names.iter().chain(&others).chain(&gone) {
+                    let expected = set.contains(n).then_some(ino(n));
+                    prop_assert_eq!(dir.get(n.as_bytes()).map(|e| e.ino), expected);
+                    let page: Vec<&str> =
+                        dir.after(Some(n.as_bytes())).map(|(k, _)| k.as_str()).collect();
+                    let expected: Vec<&str> = want
+                        .iter()
+                        .filter(|w| name_order(w.as_bytes(), n.as_bytes()) == Ordering::Greater)
+                        .map(String::as_str)
+                        .collect();
+                    prop_assert_eq!(page, expected);
+                }
+            }
+        }
+    }
+}
