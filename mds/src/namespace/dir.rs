@@ -4,9 +4,11 @@
 //! protocol's definition of READDIR's order, [`mds_proto::name_order`]): the name itself when it
 //! has at most eight bytes, else its last eight bytes. Names that share that word (rare: a
 //! common eight-byte ending) share one slot, ordered by their bytes there. A search compares
-//! integers in nodes of ~190 bytes, where the B-tree of whole names it replaced compared
-//! 40-byte keys through `memcmp` in nodes of ~900 bytes: fewer cache lines a level, and fewer
-//! instructions (docs/BENCHMARKS.md, "A directory's entries keyed by a word of their name").
+//! the 8-byte words of a node's keys as integers, where the B-tree of whole names it replaced
+//! compared 40-byte keys through `memcmp`: fewer cache lines a level and fewer instructions
+//! (docs/BENCHMARKS.md, "A directory's entries keyed by a word of their name"). The names and
+//! entries stay in the nodes: boxed, a node was ~190 bytes and creates at 1,024 outstanding
+//! ~4% faster, but a LOOKUP followed one more pointer and lost ~15%.
 //! Names made from a counter — `file.1`, `file.2`, mdtest's and loadgen's — end in the digits
 //! that change, so they stay next to each other in this order and their creates keep landing
 //! in the same few leaves, as in byte order; a hash of the name spread them over cold leaves
@@ -18,6 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::collections::btree_map;
+use std::ops::Bound;
 
 use mds_proto::name_order_key;
 
@@ -26,8 +29,7 @@ use super::node::{DirName, Entry};
 /// A directory's entries by name, in directory order.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Entries {
-    /// Boxed, so that a node holds eight bytes a value and stays a few cache lines.
-    by_key: BTreeMap<u64, Box<Names>>,
+    by_key: BTreeMap<u64, Names>,
     len: usize,
 }
 
@@ -72,10 +74,16 @@ impl Names {
         many.entry(name).or_insert(entry)
     }
 
-    fn iter(&self) -> NamesIter<'_> {
+    /// These names after `cursor` in byte order (all of them with no cursor).
+    fn after(&self, cursor: Option<&[u8]>) -> NamesIter<'_> {
         match self {
-            Names::One(n, e) => NamesIter::One(Some((n, e))),
-            Names::Many(m) => NamesIter::Many(m.iter()),
+            Names::One(n, e) => {
+                NamesIter::One(cursor.is_none_or(|c| n.as_bytes() > c).then_some((n, e)))
+            }
+            Names::Many(m) => NamesIter::Many(match cursor {
+                Some(c) => m.range::<[u8], _>((Bound::Excluded(c), Bound::Unbounded)),
+                None => m.range::<[u8], _>(..),
+            }),
         }
     }
 }
@@ -83,7 +91,7 @@ impl Names {
 /// The names of one slot, in order.
 enum NamesIter<'a> {
     One(Option<(&'a DirName, &'a Entry)>),
-    Many(btree_map::Iter<'a, DirName, Entry>),
+    Many(btree_map::Range<'a, DirName, Entry>),
 }
 
 impl<'a> Iterator for NamesIter<'a> {
@@ -93,6 +101,30 @@ impl<'a> Iterator for NamesIter<'a> {
         match self {
             NamesIter::One(one) => one.take(),
             NamesIter::Many(many) => many.next(),
+        }
+    }
+}
+
+/// The entries from a point of directory order on ([`Entries::after`]): the rest of one
+/// slot's names, then every name of the slots after it.
+pub(crate) struct After<'a> {
+    slots: btree_map::Range<'a, u64, Names>,
+    names: NamesIter<'a>,
+}
+
+impl<'a> Iterator for After<'a> {
+    type Item = (&'a DirName, &'a Entry);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        loop {
+            if let Some(item) = self.names.next() {
+                return Some(item);
+            }
+            // A slot of one name (nearly all of them) is given out at once.
+            match self.slots.next()? {
+                (_, Names::One(name, entry)) => return Some((name, entry)),
+                (_, names) => self.names = names.after(None),
+            }
         }
     }
 }
@@ -114,7 +146,7 @@ pub(crate) struct Free<'a> {
 
 enum FreeAt<'a> {
     /// No name has its order key.
-    NewKey(btree_map::VacantEntry<'a, u64, Box<Names>>),
+    NewKey(btree_map::VacantEntry<'a, u64, Names>),
     /// Other names share its order key.
     Shared(&'a mut Names),
 }
@@ -124,12 +156,10 @@ impl<'a> Free<'a> {
     pub(crate) fn insert(self, entry: Entry) -> &'a mut Entry {
         *self.len += 1;
         match self.at {
-            FreeAt::NewKey(vacant) => {
-                match &mut **vacant.insert(Box::new(Names::One(self.name, entry))) {
-                    Names::One(_, entry) => entry,
-                    Names::Many(_) => unreachable!("inserted as one"),
-                }
-            }
+            FreeAt::NewKey(vacant) => match vacant.insert(Names::One(self.name, entry)) {
+                Names::One(_, entry) => entry,
+                Names::Many(_) => unreachable!("inserted as one"),
+            },
             FreeAt::Shared(names) => names.add(self.name, entry),
         }
     }
@@ -191,7 +221,7 @@ impl Entries {
         let btree_map::Entry::Occupied(mut slot) = self.by_key.entry(name_order_key(name)) else {
             return None;
         };
-        let removed = match slot.get_mut().as_mut() {
+        let removed = match slot.get_mut() {
             Names::One(n, e) => {
                 if n.as_bytes() != name {
                     return None;
@@ -204,7 +234,7 @@ impl Entries {
                 let removed = many.remove(name)?;
                 if many.len() == 1 {
                     let (n, e) = many.pop_first().expect("one left");
-                    **slot.get_mut() = Names::One(n, e);
+                    *slot.get_mut() = Names::One(n, e);
                 }
                 removed
             }
@@ -214,23 +244,30 @@ impl Entries {
     }
 
     /// Every entry, in directory order.
-    pub(crate) fn iter(&self) -> impl Iterator<Item = (&DirName, &Entry)> + '_ {
+    pub(crate) fn iter(&self) -> After<'_> {
         self.after(None)
     }
 
     /// The entries after `cursor` in directory order (all of them with no cursor), whether
     /// or not `cursor` names one.
-    pub(crate) fn after<'a>(
-        &'a self,
-        cursor: Option<&'a [u8]>,
-    ) -> impl Iterator<Item = (&'a DirName, &'a Entry)> + 'a {
-        let from = cursor.map_or(0, name_order_key);
-        self.by_key.range(from..).flat_map(move |(&key, names)| {
-            names.iter().filter(move |(name, _)| match cursor {
-                Some(cursor) if key == from => name.as_bytes() > cursor,
-                _ => true,
-            })
-        })
+    pub(crate) fn after(&self, cursor: Option<&[u8]>) -> After<'_> {
+        let Some(cursor) = cursor else {
+            return After {
+                slots: self.by_key.range(..),
+                names: NamesIter::One(None),
+            };
+        };
+        let from = name_order_key(cursor);
+        let mut slots = self.by_key.range(from..);
+        // The cursor's own slot, if it has one: only its names after the cursor.
+        let names = match self.by_key.get(&from) {
+            Some(names) => {
+                slots.next();
+                names.after(Some(cursor))
+            }
+            None => NamesIter::One(None),
+        };
+        After { slots, names }
     }
 }
 
@@ -244,7 +281,7 @@ impl FromIterator<(DirName, Entry)> for Entries {
             .collect();
         // Stable: of equal names, the later stays after the earlier and replaces it below.
         all.sort_by(|a, b| a.0.cmp(&b.0).then_with(|| a.1.cmp(&b.1)));
-        let mut slots: Vec<(u64, Box<Names>)> = Vec::with_capacity(all.len());
+        let mut slots: Vec<(u64, Names)> = Vec::with_capacity(all.len());
         let mut len = 0;
         for (key, name, entry) in all {
             match slots.last_mut() {
@@ -257,7 +294,7 @@ impl FromIterator<(DirName, Entry)> for Entries {
                     }
                 }
                 _ => {
-                    slots.push((key, Box::new(Names::One(name, entry))));
+                    slots.push((key, Names::One(name, entry)));
                     len += 1;
                 }
             }
@@ -344,7 +381,7 @@ mod tests {
         assert_eq!(dir.remove(b"xx-shared-end").map(|e| e.ino), None);
         assert_eq!(dir.remove(b"zz-shared-end").map(|e| e.ino), Some(2));
         assert!(matches!(
-            **dir.by_key.values().next().unwrap(),
+            dir.by_key.values().next().unwrap(),
             Names::One(..)
         ));
         assert_eq!(dir.get(b"yy-shared-end").map(|e| e.ino), Some(1));
