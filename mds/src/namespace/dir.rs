@@ -58,18 +58,12 @@ impl Names {
 
     /// Adds a name that is not among these.
     fn add(&mut self, name: DirName, entry: Entry) -> &mut Entry {
-        if let Names::One(..) = self {
-            let Names::One(first, its) = std::mem::replace(self, Names::Many(BTreeMap::new()))
-            else {
-                unreachable!("matched just above")
-            };
-            let Names::Many(many) = self else {
-                unreachable!("replaced just above")
-            };
-            many.insert(first, its);
+        if let Names::One(first, its) = self {
+            // A second name for the slot: rare, so the first name's copy costs nothing.
+            *self = Names::Many(BTreeMap::from([(first.clone(), *its)]));
         }
         let Names::Many(many) = self else {
-            unreachable!("made many just above")
+            unreachable!("one name became many just above")
         };
         many.entry(name).or_insert(entry)
     }
