@@ -268,8 +268,9 @@ impl Namespace {
         let ns = self;
         // The store keys entries by child (`docs/schema.md`): a directory's entries come
         // scattered and in no name order. Each directory's are gathered, sorted once (in
-        // directory order, which puts equal names side by side) and built in one pass; inserted one by one as they came, a start-up
-        // took 14-25% longer (docs/BENCHMARKS.md, "Entries keyed by their child").
+        // directory order, which puts equal names side by side) and built in one pass;
+        // inserted one by one as they came, a start-up took 14-25% longer
+        // (docs/BENCHMARKS.md, "Entries keyed by their child").
         let mut groups: BTreeMap<u64, Vec<(DirName, Entry)>> = BTreeMap::new();
         // Files with no link left: each must be an orphan (`load_orphans`). Noted here, in
         // the one pass over the inodes, rather than by walking the table again.
