@@ -138,6 +138,12 @@ pub(crate) struct Free<'a> {
     at: FreeAt<'a>,
 }
 
+/// What [`Entries::find`] found: the name's entry, or the count and place a new one takes.
+enum Found<'a> {
+    Taken(&'a mut Entry),
+    Free(&'a mut usize, FreeAt<'a>),
+}
+
 enum FreeAt<'a> {
     /// No name has its order key.
     NewKey(btree_map::VacantEntry<'a, u64, Names>),
@@ -178,34 +184,38 @@ impl Entries {
 
     /// The name's entry, or its free place: one search for a create's check and insert.
     pub(crate) fn slot(&mut self, name: &str) -> Slot<'_> {
-        let bytes = name.as_bytes();
-        match self.by_key.entry(name_order_key(bytes)) {
-            btree_map::Entry::Vacant(vacant) => Slot::Free(Free {
+        match self.find(name.as_bytes()) {
+            Found::Taken(entry) => Slot::Taken(entry),
+            Found::Free(len, at) => Slot::Free(Free {
                 name: DirName::new(name),
-                len: &mut self.len,
-                at: FreeAt::NewKey(vacant),
+                len,
+                at,
             }),
-            btree_map::Entry::Occupied(occupied) => {
-                let names = occupied.into_mut();
-                if names.get(bytes).is_some() {
-                    return Slot::Taken(names.get_mut(bytes).expect("found just above"));
-                }
-                Slot::Free(Free {
-                    name: DirName::new(name),
-                    len: &mut self.len,
-                    at: FreeAt::Shared(names),
-                })
-            }
         }
     }
 
     /// Gives `name` `entry`, returning the entry it replaces.
     pub(crate) fn insert(&mut self, name: DirName, entry: Entry) -> Option<Entry> {
-        match self.slot(name.as_str()) {
-            Slot::Taken(old) => Some(std::mem::replace(old, entry)),
-            Slot::Free(free) => {
-                free.insert(entry);
+        match self.find(name.as_bytes()) {
+            Found::Taken(old) => Some(std::mem::replace(old, entry)),
+            Found::Free(len, at) => {
+                Free { name, len, at }.insert(entry);
                 None
+            }
+        }
+    }
+
+    /// The search under [`Entries::slot`] and [`Entries::insert`], before a name is made (an
+    /// insert brings its own).
+    fn find(&mut self, name: &[u8]) -> Found<'_> {
+        match self.by_key.entry(name_order_key(name)) {
+            btree_map::Entry::Vacant(vacant) => Found::Free(&mut self.len, FreeAt::NewKey(vacant)),
+            btree_map::Entry::Occupied(occupied) => {
+                let names = occupied.into_mut();
+                if names.get(name).is_some() {
+                    return Found::Taken(names.get_mut(name).expect("found just above"));
+                }
+                Found::Free(&mut self.len, FreeAt::Shared(names))
             }
         }
     }
