@@ -86,9 +86,12 @@ struct Inner {
     outbox: parking_lot::Mutex<BytesMut>,
     /// Wakes the writer.
     wake: Notify,
-    /// Replies handed to their callers since the writer last looked: more than one means a
-    /// burst woke several callers, whose next requests are about to be appended.
+    /// Replies handed to their callers since the writer last looked: callers woken, whose
+    /// next requests may be about to be appended.
     delivered: AtomicUsize,
+    /// Requests appended to `outbox` since the writer last looked: as many as `delivered`
+    /// means every caller the burst woke has answered it already (see [`defer_write`]).
+    appended: AtomicUsize,
     /// Where each request in flight waits for its reply.
     waiting: ReplySlots,
     session: Arc<Session>,
@@ -108,6 +111,33 @@ impl Inner {
             Some(errno) => ClientError::Errno(errno),
             None => ClientError::Disconnected,
         }
+    }
+}
+
+/// Whether the writer, woken by an append, should let the runtime run what else is ready
+/// before it writes, so that requests about to be appended leave in the same write.
+///
+/// Callers woken together (a burst of replies wakes one per reply) each append and notify;
+/// woken from a task, the writer would run next on tokio's LIFO slot and send each request
+/// alone: one `sendto` — the whole loopback TCP path — per request. A yield lets the callers
+/// already runnable append first, so one write carries them all. But tokio runs a yielded
+/// task only after everything else ready and a poll of its driver: on a runtime serving many
+/// connections, after every other connection's burst too. loadgen's lanes answer a burst in
+/// one task's poll, so their requests were all appended before the writer ran, and each
+/// connection's requests still waited for every connection's replies to be read and answered
+/// — on loadgen's core ~0.6 ms at 64 x 16, while the server's core idled for want of them
+/// (docs/BENCHMARKS.md). So after a burst (`delivered` replies since the last write) the
+/// writer waits only while fewer requests than replies have been appended: callers the burst
+/// woke are still to come. With no reply since the last write (requests made on their own),
+/// it waits while other requests are outstanding, as their replies wake callers at any
+/// moment; with one request in flight nobody is coming, and the yield would only delay it (a
+/// poll of the runtime's driver: loadgen at 1 x 1 took 27 -> 40 µs of CPU per request with an
+/// unconditional yield).
+fn defer_write(delivered: usize, appended: usize, outstanding: usize) -> bool {
+    if delivered > 0 {
+        appended < delivered
+    } else {
+        outstanding > 1
     }
 }
 
@@ -258,6 +288,7 @@ impl Client {
             outbox: parking_lot::Mutex::new(BytesMut::with_capacity(16 << 10)),
             wake: Notify::new(),
             delivered: AtomicUsize::new(0),
+            appended: AtomicUsize::new(0),
             waiting: ReplySlots::default(),
             session: session.clone(),
             last_committed: AtomicU64::new(0),
@@ -271,18 +302,9 @@ impl Client {
                 let mut spare = BytesMut::with_capacity(16 << 10);
                 loop {
                     inner.wake.notified().await;
-                    // Callers woken together (a burst of replies wakes one per reply) each
-                    // append and notify; woken from a task, this writer would run next on
-                    // tokio's LIFO slot and send each request alone: one `sendto` — the
-                    // whole loopback TCP path — per request. Yielding once lets the callers
-                    // already runnable append first, so one write carries them all. Others
-                    // may be coming after a burst of replies, or while other requests are
-                    // outstanding (their replies wake their callers at any moment); with one
-                    // request in flight nobody is, and the yield would only delay it (a
-                    // poll of the runtime's driver: loadgen at 1 x 1 took 27 -> 40 µs of
-                    // CPU per request with an unconditional yield).
-                    let burst = inner.delivered.swap(0, Ordering::Relaxed) > 1;
-                    if burst || inner.waiting.len() > 1 {
+                    let delivered = inner.delivered.swap(0, Ordering::Relaxed);
+                    let appended = inner.appended.swap(0, Ordering::Relaxed);
+                    if defer_write(delivered, appended, inner.waiting.len()) {
                         tokio::task::yield_now().await;
                     }
                     std::mem::swap(&mut *inner.outbox.lock(), &mut spare);
@@ -602,6 +624,7 @@ impl Client {
             replay,
         };
         encode_request_frame(&request, &mut self.inner.outbox.lock());
+        self.inner.appended.fetch_add(1, Ordering::Relaxed);
         self.inner.wake.notify_one();
         Ok(self.inner.waiting.wait(xid))
     }
@@ -1209,6 +1232,61 @@ mod tests {
             writes * 4 <= requests,
             "{writes} writes for {requests} requests: callers woken together should share writes"
         );
+    }
+
+    /// loadgen's lanes: 16 callers polled by one task, each sending its next request as soon
+    /// as its reply comes. Their requests are all appended by the time the writer runs, so it
+    /// writes at once, and a burst's requests still leave together: one write a burst.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn requests_answered_in_one_task_leave_in_one_write_a_burst() {
+        const CALLERS: usize = 16;
+        const ROUNDS: usize = 50;
+        let (ours, theirs) = tokio::io::duplex(1 << 20);
+        tokio::spawn(answer_in_bursts(theirs, CALLERS));
+        let (rd, wr) = tokio::io::split(ours);
+        let writes = Arc::new(AtomicUsize::new(0));
+        let wr = CountingWriter {
+            inner: wr,
+            writes: writes.clone(),
+        };
+        let client = Client::start(rd, wr, Arc::new(Session::new()), None)
+            .await
+            .unwrap();
+        let before = writes.load(Ordering::Relaxed);
+        let lanes = (0..CALLERS).map(|_| {
+            let client = client.clone();
+            async move {
+                for _ in 0..ROUNDS {
+                    client.ping().await.unwrap();
+                }
+            }
+        });
+        tokio::spawn(futures::future::join_all(lanes))
+            .await
+            .unwrap();
+        let writes = writes.load(Ordering::Relaxed) - before;
+        // One write a round, give or take the first (the lanes start one by one).
+        assert!(
+            writes <= ROUNDS + 2,
+            "{writes} writes for {ROUNDS} bursts of {CALLERS}: a burst's requests should share a write"
+        );
+    }
+
+    /// The writer waits for the rest of a burst's callers only while some have not appended:
+    /// after a burst every caller has answered, it writes at once; with nothing delivered,
+    /// it waits while other requests are outstanding, and never with one request in flight.
+    #[test]
+    fn the_writer_waits_only_for_callers_still_to_come() {
+        // A burst of 16, answered by one caller so far (separate tasks): wait for the rest.
+        assert!(defer_write(16, 1, 16));
+        // Every caller of the burst answered in one poll (loadgen's lanes): write now.
+        assert!(!defer_write(16, 16, 16));
+        assert!(!defer_write(1, 1, 16));
+        // A reply whose caller sent nothing yet, others outstanding: wait.
+        assert!(defer_write(1, 0, 16));
+        // Requests made on their own: wait only while others are outstanding.
+        assert!(defer_write(0, 1, 2));
+        assert!(!defer_write(0, 1, 1));
     }
 
     /// A connection that breaks before the CONNECT is answered (the server was killed as the
