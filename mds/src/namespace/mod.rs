@@ -365,7 +365,7 @@ impl Namespace {
                 }
             }
             let mut locked = ns.table.lock(&[parent]);
-            let Some(dir) = locked.get_mut(parent).and_then(|n| n.entries.as_mut()) else {
+            let Some(dir) = locked.get_mut(parent).and_then(Node::entries_mut) else {
                 return Err(crate::error::Error::Inconsistent(format!(
                     "{} entries under inode {parent}, which is not a directory; run `mds fsck \
                      --data {}`",

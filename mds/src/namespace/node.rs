@@ -337,24 +337,19 @@ impl Entry {
 }
 
 /// An inode and, for a directory, its entries (in directory order, so READDIR pages by name).
+///
+/// Every inode is a bucket of the inode table, moved whenever its stripe's map doubles and
+/// faulted in fresh as the table grows (most of the server's page faults under creates), so
+/// what only directories need is boxed apart ([`DirState`]): 176 bytes a node instead of 224.
 #[derive(Clone, Debug)]
 pub(crate) struct Node {
     pub attr: InodeAttr,
-    pub entries: Option<Entries>,
     /// Commit-on-share: changes to the inode itself (created, SETATTR, renamed, a link
     /// removed).
     pub stamp: Stamp,
-    /// Commit-on-share, directories: changes to the set of entries (and so to the directory's
-    /// size, nlink and mtime). Kept apart from `stamp` so that creates of different names by
-    /// different clients do not conflict with each other, while GETATTR and READDIR of the
-    /// directory do conflict with them.
-    pub content: Stamp,
-    /// Commit-on-share, directories: names removed by changes that may not be durable yet,
-    /// with the stamp their entry had; a LOOKUP answering ENOENT, or a CREATE of the name,
-    /// builds on the removal. Purged of durable removals as it grows. Boxed: one word in
-    /// every node instead of three, for a map most nodes never have.
-    #[allow(clippy::box_collection)]
-    pub removed: Option<Box<BTreeMap<String, Stamp>>>,
+    /// Directories: their entries and what commit-on-share keeps of them; `None` for every
+    /// other kind.
+    pub dir: Option<Box<DirState>>,
     /// Extended attributes, by name; `None` for the many inodes that have none. Their
     /// changes are the inode's: they write `stamp`.
     #[allow(clippy::box_collection)]
@@ -365,6 +360,31 @@ pub(crate) struct Node {
     pub opens: Option<Box<Opens>>,
     /// Regular files: data written by changes that may not be durable yet (`ops/data.rs`).
     pub data: Option<Box<PendingData>>,
+}
+
+/// What a directory holds beyond its attributes.
+#[derive(Clone, Debug)]
+pub(crate) struct DirState {
+    pub entries: Entries,
+    /// Commit-on-share: changes to the set of entries (and so to the directory's size, nlink
+    /// and mtime). Kept apart from the node's `stamp` so that creates of different names by
+    /// different clients do not conflict with each other, while GETATTR and READDIR of the
+    /// directory do conflict with them.
+    pub content: Stamp,
+    /// Commit-on-share: names removed by changes that may not be durable yet, with the stamp
+    /// their entry had; a LOOKUP answering ENOENT, or a CREATE of the name, builds on the
+    /// removal. Purged of durable removals as it grows.
+    pub removed: BTreeMap<String, Stamp>,
+}
+
+impl DirState {
+    fn new(entries: Entries) -> DirState {
+        DirState {
+            entries,
+            content: Stamp::default(),
+            removed: BTreeMap::new(),
+        }
+    }
 }
 
 /// The clients holding handles on one inode: (client, handles), a few at most in practice.
@@ -421,18 +441,32 @@ pub(crate) struct Xattrs {
 }
 
 impl Node {
-    /// A node as loaded or created: no commit-on-share history.
+    /// A node as loaded or created: no commit-on-share history. `entries` is `Some` for a
+    /// directory.
     pub(crate) fn new(attr: InodeAttr, entries: Option<Entries>) -> Node {
         Node {
             attr,
-            entries,
             stamp: Stamp::default(),
-            content: Stamp::default(),
-            removed: None,
+            dir: entries.map(|entries| Box::new(DirState::new(entries))),
             xattrs: None,
             opens: None,
             data: None,
         }
+    }
+
+    /// A directory's entries; `None` for every other kind.
+    pub(crate) fn entries(&self) -> Option<&Entries> {
+        self.dir.as_ref().map(|d| &d.entries)
+    }
+
+    /// As [`Node::entries`], to change them.
+    pub(crate) fn entries_mut(&mut self) -> Option<&mut Entries> {
+        self.dir.as_mut().map(|d| &mut d.entries)
+    }
+
+    /// A directory's state; the caller has checked that this is one.
+    pub(crate) fn dir_mut(&mut self) -> &mut DirState {
+        self.dir.as_mut().expect("checked to be a directory")
     }
 
     /// Handles open on this inode, all clients'.
@@ -485,30 +519,30 @@ impl Node {
 
     /// The entry named `name`, if this is a directory that has one.
     pub(crate) fn entry(&self, name: &str) -> Option<Entry> {
-        self.entries.as_ref()?.get(name.as_bytes()).copied()
+        self.entries()?.get(name.as_bytes()).copied()
     }
 
     /// The stamp of a name of this directory that has no entry: its removal's, if recent.
     pub(crate) fn removed_stamp(&self, name: &str) -> Stamp {
-        self.removed
+        self.dir
             .as_ref()
-            .and_then(|r| r.get(name))
+            .and_then(|d| d.removed.get(name))
             .copied()
             .unwrap_or_default()
     }
 
     /// Takes a removed name's stamp (the name is being created again).
     pub(crate) fn take_removed(&mut self, name: &str) -> Stamp {
-        self.removed
+        self.dir
             .as_mut()
-            .and_then(|r| r.remove(name))
+            .and_then(|d| d.removed.remove(name))
             .unwrap_or_default()
     }
 
-    /// Remembers that `name` was removed with `stamp`, dropping removals that are durable by
-    /// now once the list has grown (they can hold nobody back any more).
+    /// Remembers that `name` was removed from this directory with `stamp`, dropping removals
+    /// that are durable by now once the list has grown (they can hold nobody back any more).
     pub(crate) fn note_removed(&mut self, name: String, stamp: Stamp, last_committed: u64) {
-        let removed = self.removed.get_or_insert_with(Default::default);
+        let removed = &mut self.dir_mut().removed;
         if removed.len() >= 64 {
             removed.retain(|_, s| s.uncommitted(last_committed));
         }
@@ -568,6 +602,17 @@ mod tests {
             let dentry = journal::Dentry { ino: 9, kind };
             assert_eq!(Entry::from_record(dentry).record(), dentry);
         }
+    }
+
+    /// Every inode is a bucket of the inode table, moved when its stripe doubles: what only
+    /// some inodes need stays boxed, and a field that makes every node bigger is a choice.
+    #[test]
+    fn a_node_stays_within_176_bytes() {
+        assert!(
+            std::mem::size_of::<Node>() <= 176,
+            "Node is {} bytes",
+            std::mem::size_of::<Node>()
+        );
     }
 
     #[test]

@@ -71,7 +71,11 @@ pub(super) fn snapshot(ns: &Namespace) -> Image {
     ns.table.for_each(|node| {
         let ino = node.attr.ino;
         inodes.insert(ino, node.attr.image());
-        for (name, d) in node.entries.iter().flat_map(super::dir::Entries::iter) {
+        for (name, d) in node
+            .entries()
+            .into_iter()
+            .flat_map(super::dir::Entries::iter)
+        {
             entries.insert((ino, name.as_str().to_owned()), d.record());
         }
         for (name, value) in node.xattrs.iter().flat_map(|x| x.by_name.iter()) {
@@ -87,7 +91,11 @@ fn memory(ns: &Namespace) -> (BTreeMap<u64, InodeAttr>, Entries) {
     let (mut inodes, mut entries) = (BTreeMap::new(), BTreeMap::new());
     ns.table.for_each(|node| {
         inodes.insert(node.attr.ino, node.attr.clone());
-        for (name, d) in node.entries.iter().flat_map(super::dir::Entries::iter) {
+        for (name, d) in node
+            .entries()
+            .into_iter()
+            .flat_map(super::dir::Entries::iter)
+        {
             entries.insert((node.attr.ino, name.as_str().to_owned()), d.record());
         }
     });

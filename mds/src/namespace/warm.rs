@@ -127,7 +127,7 @@ impl WarmNamespace {
                 entry,
             } => {
                 let mut locked = ns.table.lock(&[parent]);
-                let Some(entries) = locked.get_mut(parent).and_then(|n| n.entries.as_mut()) else {
+                let Some(entries) = locked.get_mut(parent).and_then(Node::entries_mut) else {
                     return Err(format!(
                         "entry {parent}/{name:?} in a directory the follower does not hold"
                     ));
@@ -136,7 +136,7 @@ impl WarmNamespace {
             }
             Change::DentryGone { parent, name } => {
                 let mut locked = ns.table.lock(&[parent]);
-                if let Some(entries) = locked.get_mut(parent).and_then(|n| n.entries.as_mut()) {
+                if let Some(entries) = locked.get_mut(parent).and_then(Node::entries_mut) {
                     entries.remove(name.as_bytes());
                 }
             }

@@ -5,7 +5,8 @@ use journal::{EntryName, JournalOp};
 use mds_proto::{Body, Errno, MAX_LINKS, Target, check_name};
 
 use super::{
-    Cx, OpResult, RESEND_OPS, dir_mut, inode, inode_mut, may, mutation, now, touch, touch_atime,
+    Cx, OpResult, RESEND_OPS, change_content, dir_mut, entries_mut, inode, inode_mut, may,
+    mutation, now, touch, touch_atime,
 };
 use crate::namespace::node::{DirName, Entry, FileKind};
 use crate::namespace::perm::{self, SEARCH, WRITE};
@@ -54,11 +55,8 @@ impl Namespace {
             kind: source_attr.kind,
             stamp: cx.stamp(before, transno),
         };
-        p.entries
-            .as_mut()
-            .expect("checked to be a directory")
-            .insert(DirName::new(&name), entry);
-        p.content = cx.stamp(p.content, transno);
+        entries_mut(p).insert(DirName::new(&name), entry);
+        change_content(cx, p, transno);
         p.attr.entries += 1;
         touch(&mut p.attr, now_at, transno);
         let parent_image = p.attr.image();

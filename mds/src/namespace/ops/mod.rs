@@ -50,7 +50,7 @@ use std::sync::atomic::Ordering;
 use journal::{EntryName, JournalOp, TxRecord};
 
 use super::dir::Slot;
-use super::node::{Entries, Entry, FileKind, InodeAttr, Node, Stamp};
+use super::node::{DirState, Entries, Entry, FileKind, InodeAttr, Node, Stamp};
 use super::perm::{self, READ, SEARCH, WRITE};
 use super::table::Locked;
 use super::{Caller, Exec, Namespace, now_ns, to_attr};
@@ -139,7 +139,7 @@ fn inode_mut<'a>(cx: &mut Cx<'_>, l: &'a mut Locked<'_>, ino: u64) -> Result<&'a
 #[inline]
 fn dir<'a>(cx: &mut Cx<'_>, l: &'a Locked<'_>, ino: u64) -> Result<&'a Node, Errno> {
     let node = inode(cx, l, ino)?;
-    if node.entries.is_none() {
+    if node.dir.is_none() {
         cx.see(&node.stamp);
         return Err(Errno::ENOTDIR);
     }
@@ -149,7 +149,7 @@ fn dir<'a>(cx: &mut Cx<'_>, l: &'a Locked<'_>, ino: u64) -> Result<&'a Node, Err
 #[inline]
 fn dir_mut<'a>(cx: &mut Cx<'_>, l: &'a mut Locked<'_>, ino: u64) -> Result<&'a mut Node, Errno> {
     let node = inode_mut(cx, l, ino)?;
-    if node.entries.is_none() {
+    if node.dir.is_none() {
         cx.see(&node.stamp);
         return Err(Errno::ENOTDIR);
     }
@@ -192,7 +192,7 @@ fn lose_entry(
     now: i64,
     transno: u64,
 ) -> journal::Inode {
-    p.content = cx.stamp(p.content, transno);
+    change_content(cx, p, transno);
     entries_mut(p).remove(name.as_bytes());
     if cx.keeps_removals() {
         let stamp = cx.stamp(entry.stamp, transno);
@@ -206,8 +206,14 @@ fn lose_entry(
     p.attr.image()
 }
 
+/// Commit-on-share: the set of entries of the directory `node` changes in `transno`.
+fn change_content(cx: &mut Cx<'_>, node: &mut Node, transno: u64) {
+    let dir = node.dir_mut();
+    dir.content = cx.stamp(dir.content, transno);
+}
+
 fn entries_mut(node: &mut Node) -> &mut Entries {
-    node.entries.as_mut().expect("checked to be a directory")
+    &mut node.dir_mut().entries
 }
 
 fn touch(attr: &mut InodeAttr, now: i64, transno: u64) {
@@ -397,36 +403,29 @@ impl Namespace {
         let (gid, mode) = perm::new_inode_owner(cred, &p.attr, kind, new.mode);
         let Node {
             attr: dir_attr,
+            dir,
+            ..
+        } = p;
+        let DirState {
             entries,
             content,
             removed,
-            ..
-        } = p;
-        let vacant = match entries
-            .as_mut()
-            .expect("checked to be a directory")
-            .slot(&name)
-        {
+        } = &mut **dir.as_mut().expect("checked to be a directory");
+        let vacant = match entries.slot(&name) {
             Slot::Free(free) => free,
             Slot::Taken(existing) => {
                 cx.see(&existing.stamp);
                 return Err(Errno::EEXIST);
             }
         };
-        let removed_stamp = removed
-            .as_ref()
-            .and_then(|r| r.get(&name))
-            .copied()
-            .unwrap_or_default();
+        let removed_stamp = removed.get(&name).copied().unwrap_or_default();
         cx.see(&removed_stamp);
         may_write?;
         if kind.is_device() && !perm::is_root(cred) {
             return Err(Errno::EPERM);
         }
         let transno = self.next_transno()?;
-        if let Some(r) = removed.as_mut() {
-            r.remove(&name);
-        }
+        removed.remove(&name);
         let entry = vacant.insert(Entry {
             ino,
             kind,
@@ -618,7 +617,7 @@ impl Namespace {
         if cursor.is_none() {
             touch_atime(&mut d.attr, now_ns());
         }
-        let entries = d.entries.as_ref().expect("a directory");
+        let entries = d.entries().expect("a directory");
         let range = entries.after(cursor.map(str::as_bytes));
         let mut page = Vec::new();
         let mut bytes = 0;
@@ -692,7 +691,7 @@ impl Namespace {
                 _ => {}
             }
             see_inode(cx, c);
-            if rmdir && c.entries.as_ref().is_some_and(|e| !e.is_empty()) {
+            if rmdir && c.entries().is_some_and(|e| !e.is_empty()) {
                 return Err(Errno::ENOTEMPTY);
             }
             let transno = self.next_transno()?;
@@ -838,7 +837,7 @@ fn now(body: Body) -> Exec {
 /// nlink and mtime move with them).
 fn see_inode(cx: &mut Cx<'_>, node: &Node) {
     cx.see(&node.stamp);
-    if node.entries.is_some() {
-        cx.see(&node.content);
+    if let Some(dir) = &node.dir {
+        cx.see(&dir.content);
     }
 }

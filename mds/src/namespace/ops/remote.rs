@@ -21,7 +21,10 @@ use mds_proto::{Attr, Body, Errno, check_name};
 use super::super::node::{DirName, Entry, FileKind, InodeAttr, Node, Stamp};
 use super::super::perm::{self, SEARCH, WRITE};
 use super::super::{Caller, Exec, Namespace, now_ns, to_attr};
-use super::{Cx, OpResult, dir, dir_mut, lose_entry, may, mutation, now, see_inode, touch};
+use super::{
+    Cx, OpResult, change_content, dir, dir_mut, entries_mut, lose_entry, may, mutation, now,
+    see_inode, touch,
+};
 
 impl Namespace {
     /// Whether `ino` is another shard's.
@@ -135,11 +138,8 @@ impl Namespace {
             stamp: cx.stamp(before, transno),
         };
         let record = entry.record();
-        p.entries
-            .as_mut()
-            .expect("checked to be a directory")
-            .insert(DirName::new(&name), entry);
-        p.content = cx.stamp(p.content, transno);
+        entries_mut(p).insert(DirName::new(&name), entry);
+        change_content(cx, p, transno);
         p.attr.entries += 1;
         p.attr.nlink += 1;
         touch(&mut p.attr, now_at, transno);
@@ -280,7 +280,7 @@ impl Namespace {
         if owner.is_some_and(|uid| uid != node.attr.uid) {
             return Err(Errno::EPERM);
         }
-        if node.entries.as_ref().is_some_and(|e| !e.is_empty()) {
+        if node.entries().is_some_and(|e| !e.is_empty()) {
             return Err(Errno::ENOTEMPTY);
         }
         let transno = self.next_transno()?;

@@ -7,8 +7,8 @@ use journal::{EntryName, JournalOp};
 use mds_proto::{Body, Errno, RenameHow, check_name};
 
 use super::{
-    Cx, OpResult, RESEND_OPS, dir, dir_mut, entries_mut, may, may_remove, mutation, now, see_inode,
-    touch,
+    Cx, OpResult, RESEND_OPS, change_content, dir, dir_mut, entries_mut, may, may_remove, mutation,
+    now, see_inode, touch,
 };
 use crate::namespace::node::{DirName, Entry, FileKind};
 use crate::namespace::perm::{SEARCH, WRITE};
@@ -117,7 +117,7 @@ impl Namespace {
         let mut ops = Vec::with_capacity(6 + RESEND_OPS);
         // Source directory loses the name (and the moved directory's "..").
         let s = dir_mut(cx, l, sp)?;
-        s.content = cx.stamp(s.content, transno);
+        change_content(cx, s, transno);
         entries_mut(s).remove(sn.as_bytes());
         if cx.keeps_removals() {
             let stamp = cx.stamp(src.stamp, transno);
@@ -153,7 +153,7 @@ impl Namespace {
 
         // Destination directory gains the name; the name's history goes on in its stamp.
         let d = dir_mut(cx, l, dp)?;
-        d.content = cx.stamp(d.content, transno);
+        change_content(cx, d, transno);
         let before = match still_dst {
             Some(dst) => dst.stamp,
             None => d.take_removed(&dn),
@@ -287,7 +287,7 @@ fn rename_allowed(
         cx.see(&dst.stamp);
         let replaced = l.get(dst.ino).expect("an entry names a live inode");
         see_inode(cx, replaced);
-        if replaced.entries.as_ref().is_some_and(|e| !e.is_empty()) {
+        if replaced.entries().is_some_and(|e| !e.is_empty()) {
             return Err(Errno::ENOTEMPTY);
         }
     }
@@ -345,14 +345,14 @@ fn exchange(
     };
     let links = |e: &Entry| u32::from(e.kind.is_dir());
     let s = dir_mut(cx, l, sp)?;
-    s.content = cx.stamp(s.content, transno);
+    change_content(cx, s, transno);
     entries_mut(s).insert(DirName::new(&sn), to_src);
     if sp != dp {
         s.attr.nlink = s.attr.nlink - links(&src) + links(&dst);
     }
     touch(&mut s.attr, now, transno);
     let d = dir_mut(cx, l, dp)?;
-    d.content = cx.stamp(d.content, transno);
+    change_content(cx, d, transno);
     entries_mut(d).insert(DirName::new(&dn), to_dst);
     if sp != dp {
         d.attr.nlink = d.attr.nlink - links(&dst) + links(&src);
