@@ -1194,15 +1194,11 @@ mod tests {
         }
     }
 
-    /// 16 callers on one connection, each sending its next request as soon as its reply
-    /// comes (loadgen's lanes): the requests woken by one burst of replies leave together.
-    /// Sent one write per request, each would cost a trip through the kernel's TCP path.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-    async fn requests_woken_together_leave_in_one_write() {
-        const CALLERS: usize = 16;
-        const ROUNDS: usize = 50;
+    /// A client whose server answers `burst` pings at a time in one write, and the count of
+    /// the writes it has made so far.
+    async fn client_answered_in_bursts(burst: usize) -> (Client, Arc<AtomicUsize>) {
         let (ours, theirs) = tokio::io::duplex(1 << 20);
-        tokio::spawn(answer_in_bursts(theirs, CALLERS));
+        tokio::spawn(answer_in_bursts(theirs, burst));
         let (rd, wr) = tokio::io::split(ours);
         let writes = Arc::new(AtomicUsize::new(0));
         let wr = CountingWriter {
@@ -1212,6 +1208,17 @@ mod tests {
         let client = Client::start(rd, wr, Arc::new(Session::new()), None)
             .await
             .unwrap();
+        (client, writes)
+    }
+
+    /// 16 callers on one connection, each its own task sending its next request as soon as
+    /// its reply comes: the requests woken by one burst of replies leave together. Sent one
+    /// write per request, each would cost a trip through the kernel's TCP path.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn requests_woken_together_leave_in_one_write() {
+        const CALLERS: usize = 16;
+        const ROUNDS: usize = 50;
+        let (client, writes) = client_answered_in_bursts(CALLERS).await;
         let before = writes.load(Ordering::Relaxed);
         let callers: Vec<_> = (0..CALLERS)
             .map(|_| {
@@ -1241,17 +1248,7 @@ mod tests {
     async fn requests_answered_in_one_task_leave_in_one_write_a_burst() {
         const CALLERS: usize = 16;
         const ROUNDS: usize = 50;
-        let (ours, theirs) = tokio::io::duplex(1 << 20);
-        tokio::spawn(answer_in_bursts(theirs, CALLERS));
-        let (rd, wr) = tokio::io::split(ours);
-        let writes = Arc::new(AtomicUsize::new(0));
-        let wr = CountingWriter {
-            inner: wr,
-            writes: writes.clone(),
-        };
-        let client = Client::start(rd, wr, Arc::new(Session::new()), None)
-            .await
-            .unwrap();
+        let (client, writes) = client_answered_in_bursts(CALLERS).await;
         let before = writes.load(Ordering::Relaxed);
         let lanes = (0..CALLERS).map(|_| {
             let client = client.clone();
