@@ -27,7 +27,9 @@ struct Raw {
     partition: u32,
 }
 
-/// The session secret the server issued each identity, proved when it reconnects as it.
+/// The session secret the server issued each identity, proved when it reconnects as it. One
+/// map for every test of this binary, which run at once against servers of their own: each
+/// test has an identity of its own (two sharing one proved each other's secrets, EAUTH).
 fn secrets() -> &'static std::sync::Mutex<std::collections::HashMap<u64, [u8; 32]>> {
     static SECRETS: std::sync::OnceLock<
         std::sync::Mutex<std::collections::HashMap<u64, [u8; 32]>>,
@@ -227,7 +229,7 @@ fn a_resend_whose_reply_was_lost_is_answered_from_its_record_also_after_sigkill(
 /// the count says why; the real resend is still answered from the record.
 #[test]
 fn another_operation_under_a_recorded_xid_is_refused_not_answered_from_the_record() {
-    const ID: u64 = 0x5e5e_0002;
+    const ID: u64 = 0x5e5e_0006;
     let dir = tempfile::tempdir().unwrap();
     let server = common::start(dir.path(), &[]);
     let mut first = Raw::connect(server.addr, ID);
