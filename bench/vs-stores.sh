@@ -162,7 +162,7 @@ redis_run() {
   RESULT=$(awk -v r="$rate" -v a="$started" -v b="$ended" 'BEGIN {printf "%s %.1f", r, b - a}')
 }
 
-# --- PostgreSQL: one cluster for the run, a fresh table per run -----------------------------
+# --- PostgreSQL: one cluster for the script, a fresh table per run ---------------------------
 # The server runs only around its own runs: pg_run starts it, settle stops it.
 PG_UP=""
 pg_up() {
@@ -214,7 +214,7 @@ SQL
 }
 
 # Before each system's run: what the one before left to do must not land in its seconds on the
-# shared core and disk. PostgreSQL stays up for the whole script, and after a run it still has
+# shared core and disk. PostgreSQL stayed up for the whole script, and after a run it still had
 # the table it filled to checkpoint and autovacuum; mds's run at 1024 came right after it, and
 # made 148-149k creates/s in two runs, 170k with the other systems left out, 161k and 206k
 # with this (docs/BENCHMARKS.md). The table is dropped (pg_run makes a new one), checkpointed,
