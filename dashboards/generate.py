@@ -284,10 +284,14 @@ ROWS = [
            "How long the last recovery window stayed open, from start-up to its close (every known client "
            "replayed, or --recovery-window passed); 0 while none has closed. Near the window: a known client "
            "did not come back.", 8),
-        ts("Replayed requests and skipped transnos", "short",
+        ts("Replayed requests, skipped transnos, evicted clients", "short",
            [(f"sum by (instance) (increase(mds_replayed_requests_total{{{SEL}}}[1h]))", "replayed {{instance}}"),
-            (f"sum by (instance) (increase(mds_skipped_transnos_total{{{SEL}}}[1h]))", "skipped {{instance}}")],
-           "During recovery: requests replayed by returning clients, and transnos skipped because their clients did not come back (last hour).", 8),
+            (f"sum by (instance) (increase(mds_skipped_transnos_total{{{SEL}}}[1h]))", "skipped {{instance}}"),
+            (f"sum by (instance, reason) (increase(mds_recovery_evicted_clients_total{{{SEL}}}[1h]))",
+             "evicted {{reason}} {{instance}}")],
+           "During recovery: requests replayed by returning clients, transnos skipped because their clients did not "
+           "come back, and known clients evicted by reason — gone, quiet (connected, no progress for 5 s after the "
+           "close), hard_end (not done three windows after the opening) (last hour).", 8),
         ts("Replies drained per commit", "short",
            [(f"sum by (instance) ({rate('mds_drain_replies_sum')})"
              f" / sum by (instance) ({rate('mds_drain_replies_count')})", "mean per drain {{instance}}")]

@@ -415,6 +415,9 @@ fn register_zero_series() {
         metrics::counter!(crate::metrics::AUTH_FAILURES, "reason" => failure.reason()).increment(0);
     }
     metrics::gauge!(crate::metrics::RECOVERY_DURATION).set(0.0);
+    for why in crate::recovery::Eviction::ALL {
+        metrics::counter!(crate::metrics::RECOVERY_EVICTED, "reason" => why.reason()).increment(0);
+    }
 }
 
 /// The recovery window over what the store says the crashed start handed out. Transnos
@@ -744,7 +747,10 @@ async fn close_recovery_window(
     let evicted = if every_client_replayed {
         Vec::new()
     } else {
-        recovery.expire(crate::recovery::QUIET_AFTER_EXPIRY).await
+        let hard_end = opened + window * crate::recovery::HARD_END_FACTOR;
+        recovery
+            .expire(crate::recovery::QUIET_AFTER_EXPIRY, hard_end)
+            .await
     };
     let open_for = opened.elapsed();
     metrics::gauge!(crate::metrics::RECOVERY_DURATION).set(open_for.as_secs_f64());
@@ -756,7 +762,13 @@ async fn close_recovery_window(
     // Not before what they may have replayed before they went is durable; a session of
     // theirs is told under its lock, so its next early mutation makes it known again.
     let after = shared.core.namespace.last_transno();
-    for &client in &evicted {
+    for &(client, why) in &evicted {
+        warn!(
+            client,
+            reason = why.reason(),
+            "recovery: evicted a known client; its unsafe changes are lost"
+        );
+        metrics::counter!(crate::metrics::RECOVERY_EVICTED, "reason" => why.reason()).increment(1);
         let forget = || {
             shared
                 .core

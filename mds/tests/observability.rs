@@ -139,6 +139,7 @@ async fn metrics_under_load_pass_promtool_and_are_histograms() {
         "mds_inodes{kind=\"file\"}",
         "mds_last_commit_timestamp_seconds ",
         "mds_recovery_duration_seconds 0",
+        "mds_recovery_evicted_clients_total{reason=\"hard_end\"} 0",
         "process_start_time_seconds",
     ] {
         assert!(text.contains(needed), "no {needed} in /metrics");

@@ -8,7 +8,9 @@
 //! replay of transno u64::MAX had the skipper queue ~2^64 empty records; any connected
 //! client could replay any transno (another client's, whose own replay then failed); a
 //! replay refused after its turn came, or one that met a copy of itself, never moved the
-//! turn on, and every other client waited for good.
+//! turn on, and every other client waited for good. And (a review of 8d645ab): a known
+//! client that reconnected as itself every 2 s and sent nothing held every other client's
+//! requests for as long as it went on, each handshake counting as activity.
 
 mod common;
 
@@ -278,6 +280,69 @@ async fn a_refused_replay_does_not_hold_the_window_open() {
         .unwrap();
     assert_eq!(crashed.sa.lost(), 1);
     drop((a, b, c));
+    let dir = server.data.clone();
+    assert!(server.stop().success());
+    let (code, out) = common::fsck(&dir);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// A known client that reconnects as itself again and again and never replays cannot hold
+/// the window open: it is evicted (quiet, or at the hard end, three windows after the
+/// opening), and a new client's request is answered while the reconnects go on. The honest
+/// client loses nothing; the store is fsck-clean after. (Before: the MKDIR waited for as long
+/// as the reconnects went on.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reconnecting_and_saying_nothing_does_not_hold_the_window_open() {
+    let dir = tempfile::tempdir().unwrap();
+    let flags = early("1s");
+    let crashed = crash_with_two_unsafe_creates(common::start(dir.path(), &flags)).await;
+    let server = common::start(dir.path(), &flags);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reconnects = std::thread::spawn({
+        let (addr, sa, stop) = (server.addr, crashed.sa.clone(), stop.clone());
+        move || {
+            let mut held = None;
+            let mut n = 0u32;
+            // Bounded: 60 s at most, whatever happens to the test.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 300 {
+                let (raw, _) = Raw::connect(addr, &sa, None);
+                held = Some(raw);
+                n += 1;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            drop(held);
+            n
+        }
+    });
+    let b = Client::connect_session(server.addr, crashed.sb.clone())
+        .await
+        .unwrap();
+    assert_eq!(crashed.sb.lost(), 0);
+    let c = server.client().await;
+    let made = tokio::time::timeout(Duration::from_secs(30), c.mkdir(ROOT, "d", 0o755)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let n = reconnects.join().unwrap();
+    made.expect("answered while the reconnects went on")
+        .unwrap();
+    assert!(n >= 5, "the reconnects went on meanwhile ({n})");
+    let metrics = common::scrape(server.metrics);
+    let evicted = ["quiet", "hard_end"].map(|reason| {
+        common::sample(
+            &metrics,
+            &format!("mds_recovery_evicted_clients_total{{reason=\"{reason}\"}}"),
+        )
+        .unwrap_or(0.0)
+    });
+    assert_eq!(evicted.iter().sum::<f64>(), 1.0, "{evicted:?}");
+    assert!(server.log_text().contains("evicted a known client"));
+    assert_eq!(common::names(&c, ROOT).await, ["a0", "b0", "b1", "d"]);
+    drop((b, c));
+    // A comes back for real: its a1 went with its eviction, and it is told so.
+    let a = Client::connect_session(server.addr, crashed.sa.clone())
+        .await
+        .unwrap();
+    assert_eq!(crashed.sa.lost(), 1);
+    drop(a);
     let dir = server.data.clone();
     assert!(server.stop().success());
     let (code, out) = common::fsck(&dir);

@@ -76,6 +76,7 @@ pub const READS_PAUSED: &str = "mds_reads_paused_total";
 pub const CONNECTIONS_REFUSED: &str = "mds_connections_refused_total";
 pub const CONNECTIONS_TIMED_OUT: &str = "mds_connections_timed_out_total";
 pub const RECOVERY_DURATION: &str = "mds_recovery_duration_seconds";
+pub const RECOVERY_EVICTED: &str = "mds_recovery_evicted_clients_total";
 pub const PARTNER_DRAINS: &str = "mds_partner_drains_total";
 pub const SERVICE_LOCK_WAIT: &str = "mds_service_lock_wait_seconds";
 pub const AUTH_FAILURES: &str = "mds_auth_failures_total";
@@ -332,6 +333,10 @@ fn describe_sessions_and_security() {
         RECOVERY_DURATION,
         Unit::Seconds,
         "How long the last recovery window stayed open, from its opening at start-up to its close (every known client replayed, or --recovery-window passed); 0 while none has closed."
+    );
+    describe_counter!(
+        RECOVERY_EVICTED,
+        "Known clients evicted by a recovery window that closed before they finished replaying, by reason: gone (not connected at the close), quiet (connected, but no replay or handle taken back for 5 s after the close), hard_end (still not done three windows after the opening). Each loses its unsafe changes."
     );
     describe_counter!(
         PARTNER_DRAINS,

@@ -12,6 +12,13 @@
 //! stays contiguous — up to each replay still waiting, and those clients are evicted. Thanks
 //! to commit-on-share, nobody built on what they lose.
 //!
+//! After the window closes, a known client still connected is waited for only while it makes
+//! progress — a replay, or a handle it takes back — and from the window's hard end,
+//! [`HARD_END_FACTOR`] windows after it opened, only while it replays: a client has finitely
+//! many replays (each a transno of its own below the ceiling), but could take handles back
+//! for ever. Being connected is not progress: a client that reconnects as itself and sends
+//! nothing (or never comes back) must not keep everyone else waiting.
+//!
 //! No client can poison this. A replay waits for a turn only if it comes from a client the
 //! journal knew at start, carries the ticket the server issued with its early reply
 //! (`ticket.rs`: it was given this transno and inode number for this xid), claims a transno
@@ -39,6 +46,37 @@ use crate::ticket::ReplayKey;
 /// it is done, is never quiet that long; one that sits on its connection must not keep
 /// everyone waiting.
 pub const QUIET_AFTER_EXPIRY: Duration = Duration::from_secs(5);
+
+/// The window's hard end, in windows from its opening: every known client that has not
+/// finished by then is evicted, whatever it is doing. Lustre's recovery has a hard limit too
+/// (three times its soft one by default); a client replaying honestly at tens of thousands of
+/// requests a second needs a fraction of one window.
+pub const HARD_END_FACTOR: u32 = 3;
+
+/// Why a known client was evicted from recovery: the `reason` of
+/// `mds_recovery_evicted_clients_total` and of the log line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Eviction {
+    /// It did not come back by the window's close, or came back and went.
+    Gone,
+    /// It stayed connected after the close without making progress for the quiet time.
+    Quiet,
+    /// It had not finished by the window's hard end.
+    HardEnd,
+}
+
+impl Eviction {
+    pub const ALL: [Eviction; 3] = [Eviction::Gone, Eviction::Quiet, Eviction::HardEnd];
+
+    /// The metric label and log word.
+    pub fn reason(self) -> &'static str {
+        match self {
+            Eviction::Gone => "gone",
+            Eviction::Quiet => "quiet",
+            Eviction::HardEnd => "hard_end",
+        }
+    }
+}
 
 /// The recovery window's state, shared by every partition.
 pub struct Recovery {
@@ -90,8 +128,13 @@ struct State {
     known: HashSet<u64>,
     /// Connections of known clients open now.
     present: HashMap<u64, usize>,
-    /// When each known client last claimed or finished a replay.
+    /// When each known client last made progress: claimed or finished a replay, or took a
+    /// handle back. A connection is not progress (a reconnect loop must not look busy).
     active_at: HashMap<u64, Instant>,
+    /// When each known client last claimed or finished a replay: past the hard end, the only
+    /// progress that counts (a client has finitely many replays, but may take handles back
+    /// for ever).
+    replayed_at: HashMap<u64, Instant>,
     /// Known clients the window closed on: told so when they come back.
     evicted: HashSet<u64>,
     /// Replays waiting for their turn or executing, by transno. The window's close must not
@@ -133,15 +176,14 @@ impl State {
         }
     }
 
-    /// Evicts the waiting clients `evict` says to: they replay nothing more.
-    fn evict(&mut self, evict: impl Fn(&State, u64) -> bool) -> Vec<u64> {
-        let gone: Vec<u64> = self
+    /// Evicts the waiting clients `evict` gives a reason for: they replay nothing more.
+    fn evict(&mut self, evict: impl Fn(&State, u64) -> Option<Eviction>) -> Vec<(u64, Eviction)> {
+        let gone: Vec<(u64, Eviction)> = self
             .waiting_for
             .iter()
-            .copied()
-            .filter(|&c| evict(self, c))
+            .filter_map(|&c| evict(self, c).map(|why| (c, why)))
             .collect();
-        for c in &gone {
+        for (c, _) in &gone {
             self.waiting_for.remove(c);
             self.evicted.insert(*c);
         }
@@ -208,6 +250,7 @@ impl Recovery {
                 known: known.into_iter().collect(),
                 present: HashMap::new(),
                 active_at: HashMap::new(),
+                replayed_at: HashMap::new(),
                 evicted: HashSet::new(),
                 parked: BTreeMap::new(),
                 parked_by: HashMap::new(),
@@ -266,15 +309,22 @@ impl Recovery {
 
     /// A connection of `client` completed its handshake. Returns whether the journal knew it
     /// at start (its session is a known client's again: it must be forgotten when it leaves
-    /// with nothing unsafe).
+    /// with nothing unsafe). Not progress: see [`Recovery::progressed`].
     pub fn connected(&self, client: u64) -> bool {
         let mut state = self.state.lock();
         let known = state.known.contains(&client);
         if known {
             *state.present.entry(client).or_default() += 1;
-            state.active_at.insert(client, Instant::now());
         }
         known
+    }
+
+    /// `client` made progress outside a replay: it took back a handle the restart lost.
+    pub fn progressed(&self, client: u64) {
+        let mut state = self.state.lock();
+        if state.waiting_for.contains(&client) {
+            state.active_at.insert(client, Instant::now());
+        }
     }
 
     /// A connection of `client` that [`Recovery::connected`] counted has closed.
@@ -370,7 +420,9 @@ impl Recovery {
             },
         );
         *state.parked_by.entry(client).or_default() += 1;
-        state.active_at.insert(client, Instant::now());
+        let now = Instant::now();
+        state.active_at.insert(client, now);
+        state.replayed_at.insert(client, now);
         if ino != 0 {
             state.claimed_inos.insert(ino);
         }
@@ -415,8 +467,9 @@ impl Recovery {
     fn finished(&self, transno: u64) {
         let mut state = self.state.lock();
         if let Some(parked) = state.parked.get(&transno) {
-            let client = parked.client;
-            state.active_at.insert(client, Instant::now());
+            let (client, now) = (parked.client, Instant::now());
+            state.active_at.insert(client, now);
+            state.replayed_at.insert(client, now);
         }
         state.unpark(transno);
         state.next = state.next.max(transno.saturating_add(1));
@@ -430,17 +483,24 @@ impl Recovery {
     /// The window closed. Evicts the known clients that had not finished replaying and are
     /// gone (or never came back) — their unsafe changes are lost, and they are told so when
     /// they return — and then, as long as the window stays open for the others: any that has
-    /// stayed quiet for `quiet` with nothing waiting (connected, but sending nothing). It lets
-    /// each replay still waiting run by skipping the transnos below it that nobody will
-    /// replay. Returns every client it evicted, for the caller to forget.
-    pub async fn expire(&self, quiet: Duration) -> Vec<u64> {
+    /// made no progress for `quiet` with nothing waiting, and from `hard_end` on any that has
+    /// not replayed for `quiet` with nothing waiting, whatever else it does. Quiet times run
+    /// from the later of the client's last progress and this call. It lets each replay still
+    /// waiting run by skipping the transnos below it that nobody will replay. Returns every
+    /// client it evicted and why, for the caller to forget.
+    pub async fn expire(&self, quiet: Duration, hard_end: Instant) -> Vec<(u64, Eviction)> {
+        let expired_at = Instant::now();
         let mut evicted = {
             let mut state = self.state.lock();
             state.expired = true;
-            let gone = state.evict(|s, c| !s.present.contains_key(&c));
+            let gone = state.evict(|s, c| (!s.present.contains_key(&c)).then_some(Eviction::Gone));
             self.unstick(&mut state);
             self.close_if_finished(&mut state);
             gone
+        };
+        // One that connected late gets `quiet` after the close to begin.
+        let since = |at: &HashMap<u64, Instant>, c: &u64| {
+            at.get(c).map_or(expired_at, |&t| t.max(expired_at))
         };
         loop {
             let progress = self.progress.notified();
@@ -452,25 +512,37 @@ impl Recovery {
                     break;
                 }
                 let now = Instant::now();
-                let quiet_ones = state.evict(|s, c| {
-                    !s.present.contains_key(&c)
-                        || (!s.parked_by.contains_key(&c)
-                            && s.active_at.get(&c).is_some_and(|&t| now - t >= quiet))
+                let past_hard_end = now >= hard_end;
+                let late = state.evict(|s, c| {
+                    if !s.present.contains_key(&c) {
+                        Some(Eviction::Gone)
+                    } else if s.parked_by.contains_key(&c) {
+                        None // its replay runs when its turn comes: progress is under way
+                    } else if now - since(&s.active_at, &c) >= quiet {
+                        Some(Eviction::Quiet)
+                    } else if past_hard_end && now - since(&s.replayed_at, &c) >= quiet {
+                        Some(Eviction::HardEnd)
+                    } else {
+                        None
+                    }
                 });
-                evicted.extend(quiet_ones);
+                evicted.extend(late);
                 self.unstick(&mut state);
                 self.close_if_finished(&mut state);
                 if !self.is_open() {
                     break;
                 }
-                // When the quietest client still waited for would be evicted.
-                let oldest = state
+                // When the next client still waited for would be evicted, or the hard end.
+                state
                     .waiting_for
                     .iter()
                     .filter(|c| !state.parked_by.contains_key(c))
-                    .map(|c| state.active_at.get(c).copied().unwrap_or(now))
-                    .min();
-                oldest.map(|t| t + quiet)
+                    .flat_map(|c| {
+                        let replayed = past_hard_end.then(|| since(&state.replayed_at, c) + quiet);
+                        std::iter::once(since(&state.active_at, c) + quiet).chain(replayed)
+                    })
+                    .chain((!past_hard_end).then_some(hard_end))
+                    .min()
             };
             match next_look {
                 Some(at) => {

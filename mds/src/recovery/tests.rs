@@ -54,6 +54,11 @@ fn replay_ino(client: u64, transno: u64, ino: u64) -> Replay {
     }
 }
 
+/// A hard end no test reaches.
+fn far() -> Instant {
+    Instant::now() + Duration::from_secs(3600)
+}
+
 /// Runs `client`'s replay of `transno` to the end of its turn, executed.
 async fn replay_one(r: &Recovery, client: u64, transno: u64) -> Result<(), Refusal> {
     r.turn(client, replay(client, transno), OP)
@@ -154,7 +159,7 @@ fn an_expired_window_skips_what_nobody_replayed_and_evicts_who_did_not_finish() 
         );
         let expire = tokio::spawn({
             let r = r.clone();
-            async move { r.expire(QUIET_AFTER_EXPIRY).await }
+            async move { r.expire(QUIET_AFTER_EXPIRY, far()).await }
         });
         // Client 2 is done once its replay ran.
         while r.state.lock().next <= 13 {
@@ -164,7 +169,11 @@ fn an_expired_window_skips_what_nobody_replayed_and_evicts_who_did_not_finish() 
         expire.await.unwrap()
     });
     rt.block_on(waiting).unwrap();
-    assert_eq!(evicted, vec![1], "client 2 came back: it stays known");
+    assert_eq!(
+        evicted,
+        vec![(1, Eviction::Gone)],
+        "client 2 came back: it stays known"
+    );
     assert!(r.evicted(1) && !r.evicted(2));
     assert_eq!(*skipped.lock(), vec![(11, 12)]);
     assert!(!r.is_open());
@@ -189,7 +198,7 @@ fn the_close_evicts_who_left_or_stays_quiet_not_who_is_still_there() {
     rt.block_on(replay_one(&r, 1, 11)).unwrap();
     let expire = rt.spawn({
         let r = r.clone();
-        async move { r.expire(Duration::from_millis(300)).await }
+        async move { r.expire(Duration::from_millis(300), far()).await }
     });
     std::thread::sleep(Duration::from_millis(50));
     assert!(r.is_open(), "1 and 3 are still there");
@@ -197,8 +206,85 @@ fn the_close_evicts_who_left_or_stays_quiet_not_who_is_still_there() {
     r.client_done(1);
     // 3 says nothing: evicted once quiet for 300 ms, and the window closes.
     let evicted = rt.block_on(expire).unwrap();
-    assert_eq!(evicted, vec![2, 3]);
+    assert_eq!(evicted, vec![(2, Eviction::Gone), (3, Eviction::Quiet)]);
     assert!(!r.is_open() && !r.evicted(1));
+}
+
+/// Being connected is not progress: a known client that reconnects as itself again and again
+/// after the close and sends nothing is evicted once quiet, as one that sits on one
+/// connection is (each handshake used to count as activity, and a reconnect every 2 s held
+/// every other client's requests for as long as it went on). A handle taken back is progress.
+#[test]
+fn reconnecting_without_replaying_is_not_progress() {
+    let rt = rt();
+    let (r, _) = recovery(vec![1, 2]);
+    assert!(r.connected(1) && r.connected(2));
+    let quiet = Duration::from_millis(400);
+    let expire = rt.spawn({
+        let r = r.clone();
+        async move { r.expire(quiet, far()).await }
+    });
+    let started = Instant::now();
+    // Client 1 reconnects every 50 ms; client 2 takes a handle back every 100 ms for 600 ms.
+    while !expire.is_finished() && started.elapsed() < Duration::from_secs(10) {
+        // The new connection's handshake comes before the old one's close (it replaces it).
+        assert!(r.connected(1));
+        r.disconnected(1);
+        if started.elapsed() < Duration::from_millis(600) {
+            r.progressed(2);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let evicted = rt.block_on(expire).unwrap();
+    assert_eq!(evicted.len(), 2, "{evicted:?}");
+    assert!(evicted.contains(&(1, Eviction::Quiet)) && evicted.contains(&(2, Eviction::Quiet)));
+    assert!(!r.is_open());
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "the window closed once both were quiet, not when the reconnects stopped"
+    );
+}
+
+/// From the hard end only replays are progress: a client that goes on taking handles back
+/// (which resets the quiet clock) is evicted then, while one whose replay waits for its turn
+/// is not — its replay runs once the transno nobody will replay below it is skipped.
+#[test]
+fn from_the_hard_end_only_replays_are_progress() {
+    let rt = rt();
+    let (r, skipped) = recovery(vec![1, 2, 3]);
+    assert!(r.connected(1) && r.connected(2) && r.connected(3));
+    // 3 waits with 12; 11 is 1's, and 1 never replays it.
+    let waiting = {
+        let r = r.clone();
+        rt.spawn(async move { replay_one(&r, 3, 12).await })
+    };
+    let quiet = Duration::from_millis(300);
+    let hard_end = Instant::now() + Duration::from_millis(600);
+    let expire = rt.spawn({
+        let r = r.clone();
+        async move { r.expire(quiet, hard_end).await }
+    });
+    let started = Instant::now();
+    while !waiting.is_finished() {
+        r.progressed(2);
+        std::thread::sleep(Duration::from_millis(20));
+        assert!(started.elapsed() < Duration::from_secs(10), "no hard end");
+    }
+    assert_eq!(
+        rt.block_on(waiting).unwrap(),
+        Ok(()),
+        "a parked replay runs"
+    );
+    assert!(
+        Instant::now() >= hard_end,
+        "2 kept the window open until the hard end"
+    );
+    r.client_done(3);
+    let evicted = rt.block_on(expire).unwrap();
+    assert_eq!(evicted, vec![(1, Eviction::Quiet), (2, Eviction::HardEnd)]);
+    assert_eq!(*skipped.lock(), vec![(11, 11)]);
+    assert!(!r.is_open() && !r.evicted(3));
+    assert_eq!(rt.block_on(replay_one(&r, 2, 13)), Err(Refusal::TooLate));
 }
 
 /// What no honest client can send is refused before it waits for anything, so it can
