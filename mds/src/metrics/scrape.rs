@@ -134,7 +134,7 @@ pub fn write_state(out: &mut String, namespace: &Namespace, stats: &CommitStats)
         out,
         "mds_xattr_bytes",
         "gauge",
-        "Bytes of extended attributes in the namespace, held in memory: names, values and 16 bytes of overhead each.",
+        "Bytes of extended attributes in the namespace, as stored: names, values and 16 bytes of overhead each. Values over 256 bytes are read from the store once committed, not held in memory.",
         &[("", counts.xattr_bytes as f64)],
     );
     write_family(
@@ -148,7 +148,7 @@ pub fn write_state(out: &mut String, namespace: &Namespace, stats: &CommitStats)
         out,
         "mds_pending_data_bytes",
         "gauge",
-        "File data written by changes not durable yet, held in memory until their commit.",
+        "File data and extended attribute values over 256 bytes written by changes not durable yet, held in memory until their commit.",
         &[("", namespace.pending_data_bytes() as f64)],
     );
     let (handles, orphans) = namespace.open_files();

@@ -31,7 +31,7 @@ use parking_lot::Mutex;
 
 use handles::Handles;
 use mds_proto::{Attr, Body, Cred, Errno};
-use node::{DirName, Entries, Entry, FileKind, InodeAttr, Node};
+use node::{AttrValue, DirName, Entries, Entry, FileKind, InodeAttr, Node};
 use perm::squash_root;
 use table::Table;
 pub use warm::WarmNamespace;
@@ -663,7 +663,9 @@ impl Namespace {
             let bytes = ops::xattr_charge(&name, &value);
             let xattrs = node.xattrs.get_or_insert_with(Default::default);
             xattrs.bytes += bytes;
-            xattrs.by_name.insert(name.into(), value.into());
+            xattrs
+                .by_name
+                .insert(name.into(), AttrValue::committed(value));
             self.xattr_bytes.fetch_add(bytes as u64, Ordering::Relaxed);
             Ok(())
         })?;

@@ -436,8 +436,103 @@ impl PendingData {
 /// values and a fixed overhead each: `ops/xattr.rs`), which `MAX_XATTR_BYTES` bounds.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Xattrs {
-    pub by_name: BTreeMap<Box<str>, Box<[u8]>>,
+    pub by_name: BTreeMap<Box<str>, AttrValue>,
     pub bytes: usize,
+}
+
+/// The values kept in memory at most this long: ACLs, security labels, capabilities and
+/// most user attributes. A longer one is read from the store, so the server's memory does
+/// not grow with the attribute bytes it keeps (1,500 values of 64 KiB once held 100 MiB).
+pub(crate) const INLINE_XATTR_MAX: usize = 256;
+
+/// One attribute's value: itself when short, else its length, with the value in memory only
+/// until the commit that writes it is durable (readers find it in the store then), as file
+/// data is kept.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) enum AttrValue {
+    Inline(Box<[u8]>),
+    Stored {
+        len: usize,
+        /// The value and the transno that wrote it, until that transno is durable.
+        pending: Option<(Box<[u8]>, u64)>,
+    },
+}
+
+impl AttrValue {
+    /// A value as written by `transno`: kept until its commit when long.
+    pub(crate) fn written(value: Vec<u8>, transno: u64) -> AttrValue {
+        if value.len() <= INLINE_XATTR_MAX {
+            AttrValue::Inline(value.into())
+        } else {
+            AttrValue::Stored {
+                len: value.len(),
+                pending: Some((value.into(), transno)),
+            }
+        }
+    }
+
+    /// A value the store holds (loaded at start, or followed by a standby).
+    pub(crate) fn committed(value: Vec<u8>) -> AttrValue {
+        if value.len() <= INLINE_XATTR_MAX {
+            AttrValue::Inline(value.into())
+        } else {
+            AttrValue::Stored {
+                len: value.len(),
+                pending: None,
+            }
+        }
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        match self {
+            AttrValue::Inline(v) => v.len(),
+            AttrValue::Stored { len, .. } => *len,
+        }
+    }
+
+    /// The bytes held in memory until a commit: what counts against the pending-data cap.
+    pub(crate) fn pending_bytes(&self) -> usize {
+        match self {
+            AttrValue::Stored {
+                pending: Some((v, _)),
+                ..
+            } => v.len(),
+            _ => 0,
+        }
+    }
+
+    /// The value, if memory holds it (`None`: read it from the store).
+    pub(crate) fn in_memory(&self) -> Option<&[u8]> {
+        match self {
+            AttrValue::Inline(v)
+            | AttrValue::Stored {
+                pending: Some((v, _)),
+                ..
+            } => Some(v),
+            AttrValue::Stored { pending: None, .. } => None,
+        }
+    }
+}
+
+impl Xattrs {
+    /// Drops the values written at or before `last_committed` from memory; returns the bytes
+    /// dropped.
+    pub(crate) fn trim(&mut self, last_committed: u64) -> usize {
+        let mut dropped = 0;
+        for value in self.by_name.values_mut() {
+            if let AttrValue::Stored { pending, .. } = value
+                && pending.as_ref().is_some_and(|&(_, t)| t <= last_committed)
+            {
+                dropped += pending.take().map_or(0, |(v, _)| v.len());
+            }
+        }
+        dropped
+    }
+
+    /// The bytes of values held in memory until their commit.
+    pub(crate) fn pending_bytes(&self) -> usize {
+        self.by_name.values().map(AttrValue::pending_bytes).sum()
+    }
 }
 
 impl Node {

@@ -79,7 +79,14 @@ pub(super) fn snapshot(ns: &Namespace) -> Image {
             entries.insert((ino, name.as_str().to_owned()), d.record());
         }
         for (name, value) in node.xattrs.iter().flat_map(|x| x.by_name.iter()) {
-            xattrs.insert((ino, name.to_string()), value.to_vec());
+            let value = value.in_memory().map_or_else(
+                || {
+                    ns.stored_xattr(ino, name)
+                        .expect("a long value is in the store")
+                },
+                <[u8]>::to_vec,
+            );
+            xattrs.insert((ino, name.to_string()), value);
         }
     });
     (inodes, entries, xattrs)

@@ -292,6 +292,10 @@ impl Namespace {
             self.pending_data_bytes
                 .fetch_sub(pending.bytes() as u64, Ordering::Relaxed);
         }
+        if let Some(xattrs) = &node.xattrs {
+            self.pending_data_bytes
+                .fetch_sub(xattrs.pending_bytes() as u64, Ordering::Relaxed);
+        }
         if node.attr.kind != FileKind::File {
             return;
         }
@@ -305,8 +309,8 @@ impl Namespace {
         }
     }
 
-    /// Everything up to `last_committed` is durable: the data it wrote is dropped from
-    /// memory (readers find it in the store now). Called by the committer after each commit.
+    /// Everything up to `last_committed` is durable: the data and long attribute values it
+    /// wrote are dropped from memory (readers find them in the store now). Called by the committer after each commit.
     pub fn data_committed(&self, last_committed: u64) {
         loop {
             let ino = {
@@ -330,6 +334,11 @@ impl Namespace {
                 if pending.is_empty() {
                     node.data = None;
                 }
+            }
+            if let Some(xattrs) = node.xattrs.as_mut() {
+                let dropped = xattrs.trim(last_committed);
+                self.pending_data_bytes
+                    .fetch_sub(dropped as u64, Ordering::Relaxed);
             }
         }
     }

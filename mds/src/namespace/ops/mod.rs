@@ -65,7 +65,7 @@ mod remote;
 mod rename;
 mod xattr;
 
-pub(super) use xattr::charge as xattr_charge;
+pub(super) use xattr::{XATTR_OVERHEAD, charge as xattr_charge};
 
 /// Journal ops dispatch adds to a mutation's record: its resend record. Reserved when
 /// the record is built, so adding it never reallocates the ops.

@@ -5,7 +5,9 @@
 //! the stamp. Each inode holds at most [`MAX_XATTR_BYTES`] of them, each charged its name,
 //! its value and [`XATTR_OVERHEAD`] (ENOSPC past it, as a file system out of room for them):
 //! so one inode's memory is bounded, and its LISTXATTR — each name with a length of at most
-//! 2 bytes — always fits a reply, however short the names.
+//! 2 bytes — always fits a reply, however short the names. Values longer than
+//! [`INLINE_XATTR_MAX`](crate::namespace::node::INLINE_XATTR_MAX) are read from the store
+//! once committed ([`AttrValue`]): memory holds their names and lengths, not their bytes.
 
 use std::sync::atomic::Ordering;
 
@@ -13,7 +15,7 @@ use journal::JournalOp;
 use mds_proto::{Body, Errno, MAX_XATTR_NAME, MAX_XATTR_VALUE, XattrSet, XattrValue};
 
 use super::{Cx, OpResult, inode, inode_mut, mutation, now, see_inode};
-use crate::namespace::node::{Node, Xattrs};
+use crate::namespace::node::{AttrValue, Node, Xattrs};
 use crate::namespace::perm::{self, XattrSpace};
 use crate::namespace::{Namespace, now_ns};
 
@@ -89,7 +91,11 @@ impl Namespace {
             .as_ref()
             .and_then(|x| x.by_name.get(name))
             .ok_or(Errno::ENODATA)?;
-        Ok(now(Body::Xattr(XattrValue(value.to_vec()))))
+        let value = match value.in_memory() {
+            Some(v) => v.to_vec(),
+            None => self.stored_xattr(ino, name)?,
+        };
+        Ok(now(Body::Xattr(XattrValue(value))))
     }
 
     pub(super) fn listxattr(&self, cx: &mut Cx<'_>, ino: u64) -> OpResult {
@@ -178,16 +184,32 @@ impl Namespace {
             .fetch_add((bytes as u64).wrapping_sub(held as u64), Ordering::Relaxed);
         let xattrs = node.xattrs.get_or_insert_with(Default::default);
         xattrs.bytes = bytes;
-        let op = if let Some(value) = value {
-            xattrs
-                .by_name
-                .insert(name.as_str().into(), value.as_slice().into());
-            JournalOp::PutXattr { ino, name, value }
+        let (op, replaced) = if let Some(value) = value {
+            // Without a store (a namespace in memory only, in tests) every value is kept.
+            let kept = if self.store.is_some() {
+                AttrValue::written(value.clone(), transno)
+            } else {
+                AttrValue::Inline(value.as_slice().into())
+            };
+            let pending = kept.pending_bytes();
+            if pending > 0 {
+                // In memory until this transno is durable: counted with file data's pending
+                // bytes (and their cap), and dropped after the commit.
+                self.pending_data_bytes
+                    .fetch_add(pending as u64, Ordering::Relaxed);
+                self.pending_data.lock().push_back((transno, ino));
+            }
+            let replaced = xattrs.by_name.insert(name.as_str().into(), kept);
+            (JournalOp::PutXattr { ino, name, value }, replaced)
         } else {
-            xattrs.by_name.remove(name.as_str());
+            let replaced = xattrs.by_name.remove(name.as_str());
             drop_if_empty(&mut node.xattrs);
-            JournalOp::DeleteXattr { ino, name }
+            (JournalOp::DeleteXattr { ino, name }, replaced)
         };
+        if let Some(pending) = replaced.map(|v| v.pending_bytes()).filter(|&p| p > 0) {
+            self.pending_data_bytes
+                .fetch_sub(pending as u64, Ordering::Relaxed);
+        }
         node.stamp = cx.stamp(node.stamp, transno);
         node.attr.ctime_ns = now_at;
         node.attr.transno = transno;
@@ -196,12 +218,31 @@ impl Namespace {
     }
 }
 
+impl Namespace {
+    /// A committed value memory does not keep, from the store: EIO if the store does not
+    /// have it (the inode says it does) or cannot be read.
+    pub(crate) fn stored_xattr(&self, ino: u64, name: &str) -> Result<Vec<u8>, Errno> {
+        let store = self.store.as_ref().ok_or(Errno::EIO)?;
+        match store.xattr(ino, name) {
+            Ok(Some(value)) => Ok(value),
+            Ok(None) => {
+                tracing::error!(ino, name, "an extended attribute is missing from the store");
+                Err(Errno::EIO)
+            }
+            Err(e) => {
+                tracing::error!(ino, name, cause = %e, "cannot read an extended attribute");
+                Err(Errno::EIO)
+            }
+        }
+    }
+}
+
 /// The length of `node`'s attribute `name`, if it has one.
 fn value_len(node: &Node, name: &str) -> Option<usize> {
     node.xattrs
         .as_ref()
         .and_then(|x| x.by_name.get(name))
-        .map(|v| v.len())
+        .map(AttrValue::len)
 }
 
 /// Frees the map of an inode left with no attributes: most inodes have none, and keep none.
