@@ -67,10 +67,11 @@ impl Switch {
 #[serde(rename_all = "kebab-case")]
 pub enum CredCheck {
     /// Any: credentials are the client's word (NFS's AUTH_SYS without `secure`).
-    #[default]
     Off,
     /// The connection owner's only, unless the connection came from a privileged port or
-    /// proved the shared key.
+    /// proved the shared key. The default, as NFS's `secure` is: otherwise any local user
+    /// could claim uid 0 and make a root-owned set-user-ID program or a device node.
+    #[default]
     Owner,
 }
 
@@ -241,7 +242,8 @@ pub struct Config {
     /// word, as NFS's AUTH_SYS; `owner`, only its connection owner's (the user the kernel
     /// says holds a loopback client's socket) unless the connection comes from a privileged
     /// port (below 1024) or proved --auth-key. Connections from other hosts on unprivileged
-    /// ports without the key are then refused.
+    /// ports without the key are then refused. `owner` by default: with `off`, any local user
+    /// can claim uid 0.
     #[arg(long, value_enum)]
     pub cred_check: CredCheck,
     /// TLS on the client port: the server's certificate chain, PEM, leaf first. Needs
@@ -307,7 +309,7 @@ impl Default for Config {
             partner_drain_after: Duration::from_millis(2),
             root_squash: Switch::Off,
             auth_key: None,
-            cred_check: CredCheck::Off,
+            cred_check: CredCheck::Owner,
             tls_cert: None,
             tls_key: None,
             etcd: None,
@@ -774,19 +776,19 @@ mod tests {
         std::fs::write(
             &path,
             "reply-path = \"global\"\nservice-threads = 4\npartner-drain-after = \"0\"\n\
-             cred-check = \"owner\"\n",
+             cred-check = \"off\"\n",
         )
         .unwrap();
         let cfg = parse(&["--config", &path_arg(&path)]).unwrap();
         assert_eq!(cfg.reply_path, ReplyPath::Global);
         assert_eq!(cfg.service_threads, 4);
         assert_eq!(cfg.partner_drain_after, Duration::ZERO);
-        assert_eq!(cfg.cred_check, CredCheck::Owner);
+        assert_eq!(cfg.cred_check, CredCheck::Off);
         let defaults = parse(&[]).unwrap();
         assert_eq!(defaults.reply_path, ReplyPath::PerCpu);
         assert_eq!(defaults.service_threads, 16);
         assert_eq!(defaults.partner_drain_after, Duration::from_millis(2));
-        assert_eq!(defaults.cred_check, CredCheck::Off);
+        assert_eq!(defaults.cred_check, CredCheck::Owner, "secure by default");
         std::fs::write(&path, "reply-path = \"sideways\"\n").unwrap();
         let err = parse(&["--config", &path_arg(&path)]).unwrap_err();
         assert!(err.contains("reply-path"), "{err}");

@@ -593,6 +593,7 @@ fn log_serving(config: &ServerConfig, addr: SocketAddr) {
         cos = crate::config::name(&config.keys.cos),
         ack = crate::config::name(&config.keys.ack),
         root_squash = crate::config::name(&config.keys.root_squash),
+        cred_check = crate::config::name(&config.keys.cred_check),
         auth = if config.auth_key.is_some() { "shared key" } else { "none" },
         tls = if config.tls.is_some() { "on" } else { "off" },
         recovery_window = ?config.keys.recovery_window,

@@ -471,6 +471,68 @@ fn cred_check_owner_holds_a_connection_to_its_owners_credentials() {
     server.stop().unwrap();
 }
 
+/// With the binary's default flags, a local user cannot speak for root (issue 53, finding
+/// 3): a connection the kernel says uid 65534 holds that claims uid 0 is refused EPERM, so it
+/// can make neither a root-owned set-user-ID program nor a device node, while its own
+/// credentials are served; root's own connection — a mount, which carries its callers'
+/// credentials — still carries anyone's. Until the default became `--cred-check owner`, both
+/// the program and the device were made.
+#[test]
+fn by_default_a_local_user_cannot_claim_to_be_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = common::start(dir.path(), &[]);
+    let nobody = 65534;
+    let as_user = |xid: u64, op: Op, uid: u32| {
+        let mut r = request(xid, op, None);
+        r.cred = Cred {
+            uid,
+            gid: uid,
+            groups: vec![],
+        };
+        r
+    };
+    let mut theirs = Raw::on(socket_owned_by(nobody, 0, server.addr));
+    assert!(matches!(
+        theirs.handshake(&Session::new(), None).result,
+        Ok(Body::Connected { .. })
+    ));
+    let setuid_program = Op::Create {
+        parent: ROOT,
+        name: "id".into(),
+        mode: 0o4755,
+    };
+    let device = Op::Mknod {
+        parent: ROOT,
+        name: "mem".into(),
+        kind: mds_proto::Kind::CharDevice,
+        mode: 0o666,
+        rdev: (1 << 8) | 1,
+    };
+    for (xid, op) in [(10, setuid_program.clone()), (11, device)] {
+        assert_eq!(
+            theirs.call(&as_user(xid, op.clone(), 0)).result,
+            Err(Errno::EPERM),
+            "{op:?} claiming uid 0"
+        );
+    }
+    let own = theirs.call(&as_user(12, common::create(ROOT, "mine"), nobody));
+    assert!(
+        own.result.is_ok(),
+        "its owner's credentials: {:?}",
+        own.result
+    );
+    let mut roots = Raw::open(server.addr);
+    roots.handshake(&Session::new(), None);
+    let carried = roots.call(&as_user(10, common::create(ROOT, "for-alice"), 1000));
+    assert!(
+        carried.result.is_ok(),
+        "root's connection: {:?}",
+        carried.result
+    );
+    drop((theirs, roots));
+    assert!(server.stop().success());
+}
+
 /// Creates that fail burn inode numbers without committing anything: when they run the
 /// counter past half the room the ceiling leaves, the ceiling is raised on its own (a write
 /// of its own, with no commit to carry it), so creates go on being served — a create that

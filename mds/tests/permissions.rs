@@ -206,6 +206,8 @@ enum Act {
     RemoveX(&'static str, &'static str),
     /// `open(2)` (`O_NOFOLLOW`) to read, write or both, with `O_TRUNC` or not; closed at once.
     Open(&'static str, OpenFlags),
+    /// One byte written at offset 0 through a descriptor opened to write, then closed.
+    Write(&'static str),
 }
 
 /// OPEN's flags for the cases: read, write, both, and with O_TRUNC.
@@ -485,6 +487,38 @@ fn cases() -> Vec<Case> {
              &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS)]),
         case("chgrp of another's file", BOB, Chgrp("d/f", BOBS), Err(EPERM),
              &[dir("d", 0o755, 0, 0), file("d/f", 0o666, A, USERS)]),
+        // Set-ID bits on a chown (issue 53, finding 8): every chown of a non-directory drops
+        // set-user-ID, whoever makes it and whatever it changes, and set-group-ID where it
+        // means "run as the group" (group execute) or the caller is not root and not in the
+        // file's group; a directory keeps both.
+        case("chgrp by the owner to one of its groups drops set-ID bits", ALICE, Chgrp("d/f", STAFF), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o6555, A, USERS)])
+            .then("d/f", 0o555, A, STAFF),
+        case("chgrp by the owner to the group it has drops set-ID bits", ALICE, Chgrp("d/f", USERS), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o6555, A, USERS)])
+            .then("d/f", 0o555, A, USERS),
+        case("chown to oneself by the owner drops set-user-ID", ALICE, Chown("d/f", A), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o4755, A, USERS)])
+            .then("d/f", 0o755, A, USERS),
+        case("chgrp by the owner keeps set-group-ID without group execute", ALICE, Chgrp("d/f", STAFF), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o2745, A, USERS)])
+            .then("d/f", 0o2745, A, STAFF),
+        case("chown by an owner outside the file's group drops set-group-ID without group execute", ALICE, Chown("d/f", A), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o2745, A, BOBS)])
+            .then("d/f", 0o745, A, BOBS),
+        case("chgrp by root drops set-group-ID with group execute", ROOT_USER, Chgrp("d/f", BOBS), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o6755, A, USERS)])
+            .then("d/f", 0o755, A, BOBS),
+        case("chgrp by the owner of a set-ID directory keeps them", ALICE, Chgrp("d/e", STAFF), ok,
+             &[dir("d", 0o755, 0, 0), dir("d/e", 0o6775, A, USERS)])
+            .then("d/e", 0o6775, A, STAFF),
+        // Times change no set-ID bit, whoever sets them.
+        case("explicit times by the owner keep set-ID bits", ALICE, Times("d/f", When::At(5)), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o6755, A, USERS)])
+            .then("d/f", 0o6755, A, USERS),
+        case("times set to now by a writer keep set-ID bits", BOB, Times("d/f", When::Null), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o6777, A, USERS)])
+            .then("d/f", 0o6777, A, USERS),
         case("explicit times on another's writable file", BOB, Utimes("d/f", 1_000_000), Err(EPERM),
              &[dir("d", 0o755, 0, 0), file("d/f", 0o666, A, USERS)]),
         case("explicit times on one's own read-only file", ALICE, Utimes("d/f", 1_000_000), ok,
@@ -498,6 +532,35 @@ fn cases() -> Vec<Case> {
              &[dir("d", 0o755, 0, 0), file("d/f", 0o6777, A, USERS)])
             .then("d/f", 0o777, A, USERS),
         case("truncate by root keeps them", ROOT_USER, Truncate("d/f", 0), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o6755, A, USERS)])
+            .then("d/f", 0o6755, A, USERS),
+        case("truncate by the owner drops set-user-ID", ALICE, Truncate("d/f", 0), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o4766, A, USERS)])
+            .then("d/f", 0o766, A, USERS),
+        case("truncate by a member keeps set-group-ID without group execute", ALICE, Truncate("d/f", 0), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o2666, 0, STAFF)])
+            .then("d/f", 0o2666, 0, STAFF),
+        // WRITE: set-user-ID goes on any write by anyone but root, and set-group-ID where it
+        // means "run as the group" or the writer is not in the file's group (`file_remove_privs`).
+        case("write by another user drops set-ID bits", BOB, Write("d/f"), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o6777, A, USERS)])
+            .then("d/f", 0o777, A, USERS),
+        case("write by the owner drops set-user-ID", ALICE, Write("d/f"), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o4766, A, USERS)])
+            .then("d/f", 0o766, A, USERS),
+        case("write by a member keeps set-group-ID without group execute", ALICE, Write("d/f"), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o2666, 0, STAFF)])
+            .then("d/f", 0o2666, 0, STAFF),
+        case("write by a non-member drops set-group-ID without group execute", BOB, Write("d/f"), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o2666, A, USERS)])
+            .then("d/f", 0o666, A, USERS),
+        case("write by a member drops set-group-ID with group execute", ALICE, Write("d/f"), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o2676, 0, STAFF)])
+            .then("d/f", 0o676, 0, STAFF),
+        case("write by root keeps set-ID bits", ROOT_USER, Write("d/f"), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o6777, A, USERS)])
+            .then("d/f", 0o6777, A, USERS),
+        case("write without write permission", BOB, Write("d/f"), Err(EACCES),
              &[dir("d", 0o755, 0, 0), file("d/f", 0o6755, A, USERS)])
             .then("d/f", 0o6755, A, USERS),
         case("truncate of a directory", ROOT_USER, Truncate("d", 0), Err(EISDIR),
@@ -740,6 +803,15 @@ fn cases() -> Vec<Case> {
         case("mkfifo with write", BOB, Mknod("d/p", Kind::Fifo, 0o644, 0), ok,
              &[dir("d", 0o777, A, USERS)])
             .then("d/p", 0o644, B, BOBS),
+        case("mkfifo g+s in a set-group-ID directory, outside its group", BOB, Mknod("d/p", Kind::Fifo, 0o2774, 0), ok,
+             &[dir("d", 0o2777, 0, STAFF)])
+            .then("d/p", 0o774, B, STAFF),
+        case("mkdir in a set-group-ID directory by a member", ALICE, Mkdir("d/new", 0o700), ok,
+             &[dir("d", 0o2770, 0, STAFF)])
+            .then("d/new", 0o2700, A, STAFF),
+        case("mkdir in a set-group-ID subdirectory of a set-group-ID directory", BOB, Mkdir("d/e/new", 0o755), ok,
+             &[dir("d", 0o2777, 0, STAFF), dir("d/e", 0o2777, A, STAFF)])
+            .then("d/e/new", 0o2755, B, STAFF),
         case("mkfifo without write", BOB, Mknod("d/p", Kind::Fifo, 0o644, 0), Err(EACCES),
              &[dir("d", 0o755, A, USERS)]),
         case("mkfifo with write, no search", BOB, Mknod("d/p", Kind::Fifo, 0o644, 0), Err(EACCES),
@@ -1150,6 +1222,8 @@ enum Call {
     RemoveX(CString, CString),
     /// Path, `open(2)` flags.
     Open(CString, libc::c_int),
+    /// One byte at offset 0 through a descriptor opened to write.
+    Write(CString),
 }
 
 fn c_path(root: &Path, path: &str) -> CString {
@@ -1209,6 +1283,7 @@ fn kernel(user: User, root: &Path, act: Act) -> (Result<(), i32>, Option<Shown>)
         ),
         Truncate(path, size) => Call::Truncate(p(path), size),
         Open(path, how) => Call::Open(p(path), open_flags(how)),
+        Write(path) => Call::Write(p(path)),
         Link(from, to) => Call::Link(p(from), p(to)),
         Symlink(path, target) => Call::Symlink(c_str(target), p(path)),
         Readlink(path) => Call::Readlink(p(path)),
@@ -1368,6 +1443,16 @@ unsafe fn become_and_call(
             Call::Open(p, flags) => {
                 let fd = libc::open(p.as_ptr(), *flags);
                 (if fd >= 0 { libc::close(fd) } else { fd }) as isize
+            }
+            Call::Write(p) => {
+                let fd = libc::open(p.as_ptr(), libc::O_WRONLY | libc::O_NOFOLLOW);
+                if fd < 0 {
+                    -1
+                } else {
+                    let written = libc::pwrite(fd, b"x".as_ptr().cast(), 1, 0);
+                    libc::close(fd);
+                    if written < 0 { -1 } else { 0 }
+                }
             }
         };
         if rc < 0 {
@@ -1656,6 +1741,16 @@ async fn server(client: &Client, root: u64, act: Act) -> Result<Option<Shown>, R
                 .await
                 .map_err(refusal("release"))
                 .and(done)
+        }
+        Write(path) => {
+            let ino = walk(client, root, path).await?.ino;
+            let (handle, _) = client.open(ino, O_WRONLY).await.map_err(refusal("open"))?;
+            let written = client
+                .write(handle, 0, b"x")
+                .await
+                .map_err(refusal("write"));
+            client.release(handle).await.map_err(refusal("release"))?;
+            written.and(done)
         }
         Link(from, to) => {
             let ino = walk(client, root, from).await?.ino;
@@ -1950,6 +2045,9 @@ fn the_server_answers_permission_questions_as_the_kernel_does() {
     let mut roots = vec![0u64; cases.len()];
     for squash in [false, true] {
         let mut config = common::config(data.path());
+        // Every user's questions go over connections the test's own user holds, which need
+        // not be root: credentials are taken as sent.
+        config.keys.cred_check = mds::config::CredCheck::Off;
         config.keys.root_squash = if squash {
             mds::config::Switch::On
         } else {

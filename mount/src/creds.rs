@@ -4,6 +4,12 @@
 //! and JuiceFS read them, and kept for a second per (pid, uid, gid) so that a process issuing
 //! many requests reads its status once, and one that changes its uid or gid (a daemon
 //! dropping root) is read again at once.
+//!
+//! The status is believed only if it is the status of the identity that asked: its
+//! file-system uid and gid (those the kernel puts in the request's header) must be the
+//! request's. A process that changed its ids or exec'd a set-ID program since it asked, or a
+//! new process that took the pid of one that is gone, would otherwise lend its groups to a
+//! request that was never theirs; such a request goes with its uid and gid alone.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -70,10 +76,11 @@ impl Groups {
         {
             return groups.clone();
         }
-        // A process gone before we look has no groups to lend: its request goes with its
-        // uid and gid alone.
+        // A process gone before we look has no groups to lend, nor has one that is no longer
+        // (or not yet) the identity that asked: its request goes with its uid and gid alone.
         let groups: Arc<[u32]> = std::fs::read_to_string(format!("/proc/{pid}/status"))
-            .map(|status| parse_groups(&status))
+            .ok()
+            .and_then(|status| groups_of(&status, caller))
             .unwrap_or_default()
             .into();
         let mut by_caller = self.by_caller.lock();
@@ -83,6 +90,27 @@ impl Groups {
         by_caller.insert(caller, (now, groups.clone()));
         groups
     }
+}
+
+/// The supplementary groups in a `/proc/PID/status` (one read of it: the kernel writes every
+/// line from one snapshot of the process's credentials), if that status is `caller`'s: its
+/// file-system uid and gid, the fourth figure of the `Uid:` and `Gid:` lines, are the
+/// request's. `None` otherwise.
+fn groups_of(status: &str, caller: Caller) -> Option<Vec<u32>> {
+    let fs_id = |prefix: &str| -> Option<u32> {
+        let line = status.lines().find_map(|line| line.strip_prefix(prefix))?;
+        line.split_whitespace().nth(3)?.parse().ok()
+    };
+    if fs_id("Uid:")? != caller.uid || fs_id("Gid:")? != caller.gid {
+        tracing::debug!(
+            pid = caller.pid,
+            uid = caller.uid,
+            gid = caller.gid,
+            "the process is no longer the identity that asked: no supplementary groups"
+        );
+        return None;
+    }
+    Some(parse_groups(status))
 }
 
 /// The `Groups:` line of a `/proc/PID/status`, at most [`MAX_GROUPS`] of them (the server
@@ -121,25 +149,121 @@ mod tests {
         );
     }
 
+    /// Issue 53, finding 10: a status is believed only for the identity that asked.
+    #[test]
+    fn groups_are_lent_only_by_the_identity_that_asked() {
+        let status = "Name:\tbash\nUid:\t1000\t1000\t1000\t1000\nGid:\t100\t100\t100\t100\n\
+                      Groups:\t4 27 1000 \n";
+        let asked = |uid, gid| Caller { uid, gid, pid: 9 };
+        assert_eq!(groups_of(status, asked(1000, 100)), Some(vec![4, 27, 1000]));
+        assert_eq!(groups_of(status, asked(0, 100)), None, "another uid");
+        assert_eq!(groups_of(status, asked(1000, 0)), None, "another gid");
+        // A set-user-ID program: real 1000, effective and file-system 0. The header says 0.
+        let setuid = "Uid:\t1000\t0\t0\t0\nGid:\t100\t100\t100\t100\nGroups:\t4\n";
+        assert_eq!(groups_of(setuid, asked(0, 100)), Some(vec![4]));
+        assert_eq!(groups_of(setuid, asked(1000, 100)), None);
+        assert_eq!(
+            groups_of("Groups:\t4 27\n", asked(1000, 100)),
+            None,
+            "a status without ids proves nothing"
+        );
+    }
+
+    /// This process's file-system uid and gid, as a FUSE header would carry them.
+    fn own_ids() -> (u32, u32) {
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let fs_id = |prefix: &str| {
+            let line = status.lines().find_map(|l| l.strip_prefix(prefix)).unwrap();
+            line.split_whitespace().nth(3).unwrap().parse().unwrap()
+        };
+        (fs_id("Uid:"), fs_id("Gid:"))
+    }
+
     #[test]
     fn this_process_groups_are_found_and_the_kernel_has_none() {
         let groups = Groups::default();
+        let (uid, gid) = own_ids();
         let me = Caller {
-            uid: 5,
-            gid: 6,
+            uid,
+            gid,
             pid: std::process::id(),
         };
         let cred = groups.cred(me);
-        assert_eq!((cred.uid, cred.gid), (5, 6));
+        assert_eq!((cred.uid, cred.gid), (uid, gid));
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
         assert_eq!(cred.groups, parse_groups(&status));
         let kernel = Caller { pid: 0, ..me };
         assert!(groups.cred(kernel).groups.is_empty());
-        // The same process under another uid (after a setuid) is read again, not served
-        // the groups its old identity had.
-        let dropped = Caller { uid: 7, ..me };
-        groups.cred(dropped);
-        groups.cred(me);
-        assert_eq!(groups.by_caller.lock().len(), 2, "one entry per identity");
+        // The same pid under another uid — a process that changed its ids since it asked,
+        // or another that took its pid — is not lent the groups this one has.
+        let other = Caller {
+            uid: uid.wrapping_add(7),
+            ..me
+        };
+        let cred = groups.cred(other);
+        assert_eq!((cred.uid, cred.gid), (other.uid, gid));
+        assert!(cred.groups.is_empty(), "{:?}", cred.groups);
+        assert!(
+            groups
+                .cred(Caller {
+                    gid: gid.wrapping_add(7),
+                    ..me
+                })
+                .groups
+                .is_empty()
+        );
+        assert_eq!(groups.cred(me).groups, parse_groups(&status));
+        assert_eq!(groups.by_caller.lock().len(), 3, "one entry per identity");
+    }
+
+    /// A process with groups of its own (made by `setpriv`, which needs root): its groups go
+    /// with requests of its identity, and with none of another's that names its pid — a
+    /// request from before it changed its ids, or from an earlier holder of its pid. Before
+    /// the check, the second was lent uid 1000's groups.
+    #[test]
+    fn another_identity_at_the_same_pid_is_lent_no_groups() {
+        if own_ids() != (0, 0) {
+            eprintln!("not root: setpriv cannot give a child another uid; skipped");
+            return;
+        }
+        let mut child = std::process::Command::new("setpriv")
+            .args([
+                "--reuid=1000",
+                "--regid=1000",
+                "--groups=4242,4343",
+                "sleep",
+                "30",
+            ])
+            .spawn()
+            .expect("setpriv");
+        let pid = child.id();
+        let groups = Groups::default();
+        let mut theirs = Vec::new();
+        // Until setpriv has dropped to uid 1000, its status is root's: wait (bounded).
+        for _ in 0..500 {
+            theirs = groups
+                .cred(Caller {
+                    uid: 1000,
+                    gid: 1000,
+                    pid,
+                })
+                .groups;
+            if !theirs.is_empty() {
+                break;
+            }
+            groups.by_caller.lock().clear();
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let roots = groups
+            .cred(Caller {
+                uid: 0,
+                gid: 0,
+                pid,
+            })
+            .groups;
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(theirs, [4242, 4343]);
+        assert!(roots.is_empty(), "root's request was lent {roots:?}");
     }
 }

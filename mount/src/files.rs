@@ -7,7 +7,7 @@
 //! is durable when write(2) returns.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use fuser::Errno;
 use mds_client::Handle;
@@ -25,6 +25,9 @@ pub struct OpenFile {
     /// The last loss (see `durability`) this file was told of, or the count when it opened:
     /// a loss is reported once to each file open before it.
     pub told: AtomicU64,
+    /// The file's permission bits as the last reply through this file showed them: a WRITE
+    /// whose reply shows others (its set-ID bits cleared) has the kernel forget what it keeps.
+    pub mode: AtomicU32,
 }
 
 /// How many times CREATE is tried when its name keeps coming and going between CREATE and
@@ -47,6 +50,7 @@ impl Mount {
         let file = OpenFile {
             handle,
             told: AtomicU64::new(self.durability().losses()),
+            mode: AtomicU32::new(opened.mode & 0o7777),
         };
         self.files.lock().insert(fh_of(handle), Arc::new(file));
         Ok((handle, opened))
@@ -176,7 +180,15 @@ impl Mount {
             let op = file.handle.write_op(at, piece.to_vec());
             let reply = conn.call_on(&cred, file.handle, op).await?;
             self.durability().note(shard, &reply, &[ino]);
-            reply.result.map_err(errno)?;
+            // A write by anyone but root clears set-ID bits on the server; the kernel, which
+            // left that to the server (FUSE_HANDLE_KILLPRIV), would go on using the mode it
+            // keeps — for exec too — until its attribute timeout. Told before write(2)
+            // returns.
+            if let Body::Attr(after) = reply.result.map_err(errno)?
+                && file.mode.swap(after.mode & 0o7777, Ordering::Relaxed) != after.mode & 0o7777
+            {
+                self.forget_attributes(ino);
+            }
             at += piece.len() as u64;
         }
         if flags & (libc::O_SYNC | libc::O_DSYNC) != 0 {

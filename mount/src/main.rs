@@ -138,6 +138,7 @@ fn run(settings: &Settings, options: ConnectOptions, ready: &Ready) -> anyhow::R
         .with_context(|| format!("mount point {}", settings.mountpoint.display()))?;
     let session = fuser::Session::new(fs, &mountpoint, &settings.fuse_config())
         .with_context(|| format!("mounting on {}", mountpoint.display()))?;
+    mount.set_notifier(session.notifier());
     info!(
         server = %settings.server,
         mountpoint = %mountpoint.display(),
@@ -148,6 +149,9 @@ fn run(settings: &Settings, options: ConnectOptions, ready: &Ready) -> anyhow::R
         entry_timeout = ?settings.entry_timeout,
         "mounted"
     );
+    if let Some(warning) = settings.set_id_warning() {
+        warn!(mountpoint = %mountpoint.display(), "{warning}");
+    }
     runtime.spawn(stop_on_signals(mount.clone(), mountpoint.clone()));
     ready.up();
     // Nothing may keep the directory we were started in busy.

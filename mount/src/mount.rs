@@ -43,6 +43,8 @@ pub struct Mount {
     /// Open directories by FUSE file handle (numbered apart from files).
     pub dirs: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<DirStream>>>>,
     pub next_dir: AtomicU64,
+    /// Tells the kernel what it keeps is stale; set once the session exists.
+    notifier: std::sync::OnceLock<fuser::Notifier>,
 }
 
 impl Mount {
@@ -57,6 +59,24 @@ impl Mount {
             files: Mutex::new(HashMap::new()),
             dirs: Mutex::new(HashMap::new()),
             next_dir: AtomicU64::new(1),
+            notifier: std::sync::OnceLock::new(),
+        }
+    }
+
+    /// The session's notifier, through which [`Mount::forget_attributes`] reaches the kernel.
+    pub fn set_notifier(&self, notifier: fuser::Notifier) {
+        self.notifier.set(notifier).ok();
+    }
+
+    /// Has the kernel drop its attributes of `ino` (its pages stay), so that the next stat,
+    /// permission check or exec asks the server again: for a change the server made that no
+    /// reply of the kernel's request shows it, as a WRITE that cleared set-ID bits.
+    pub fn forget_attributes(&self, ino: u64) {
+        if let Some(notifier) = self.notifier.get()
+            // A negative offset: the attributes alone, not the page cache.
+            && let Err(e) = notifier.inval_inode(fuser::INodeNo(ino), -1, 0)
+        {
+            tracing::debug!(ino, cause = %e, "the kernel did not take an invalidation");
         }
     }
 

@@ -1,8 +1,12 @@
 //! The command line: `mdsmount SERVER MOUNTPOINT [-o opt,...] [-f]`, in the shape of
 //! `mfsmount` and `ceph-fuse` and of what `mount.fuse3` runs for an `/etc/fstab` line of type
-//! `fuse.mdsmount` (it passes the line's options after `-o`, with `rw`, `dev` and `suid`
-//! added). Every `-o` option is parsed and checked here, before anything is mounted; an
-//! unknown one is refused with its name.
+//! `fuse.mdsmount` (it passes the line's options after `-o`, and appends `dev` and `suid`
+//! unless the line says `nodev` and `nosuid`). Every `-o` option is parsed and checked here,
+//! before anything is mounted; an unknown one is refused with its name.
+//!
+//! The mount is `nosuid,nodev` unless `suid` or `dev` is asked for: whoever may claim a uid
+//! to the server may make files owned by it, so a set-user-ID program or a device node on the
+//! mount must not take effect on this host unless the administrator says so.
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -21,8 +25,10 @@ use mds_client::units::parse_duration;
                   default; 0 for strict coherence between clients), reconnect_timeout=SECS \
                   (300; 0: forever), auth_key=FILE, tls_ca=FILE, tls_server_name=NAME, \
                   log_file=FILE, fsname=NAME, and the kernel's dev, nodev, suid, nosuid, exec, \
-                  noexec, atime, noatime, sync, async, dirsync. fstab: \
-                  `HOST:PORT /mnt fuse.mdsmount allow_other,_netdev 0 0` (docs/mount.md).\n\n\
+                  noexec, atime, noatime, sync, async, dirsync (nosuid and nodev unless suid \
+                  or dev is given). fstab: `HOST:PORT /mnt fuse.mdsmount \
+                  nosuid,nodev,allow_other,_netdev 0 0` (docs/mount.md: mount.fuse3 adds dev \
+                  and suid to a line that does not say nodev and nosuid).\n\n\
                   Exit status: 0 mounted (in the background unless -f; with -f, unmounted \
                   cleanly), 1 the mount failed, 2 bad usage."
 )]
@@ -222,6 +228,17 @@ impl Settings {
             options.push(MountOption::DefaultPermissions);
         }
         options.extend(self.kernel_flags.iter().cloned());
+        // Set-user-ID programs and device nodes take no effect unless asked for, whichever
+        // way the mount is made (fuser's mount(2) and fusermount3 default to these too, but
+        // the mount should not rest on their defaults).
+        for (on, off) in [
+            (MountOption::Suid, MountOption::NoSuid),
+            (MountOption::Dev, MountOption::NoDev),
+        ] {
+            if !self.kernel_flags.contains(&on) && !self.kernel_flags.contains(&off) {
+                options.push(off);
+            }
+        }
         let mut config = fuser::Config::default();
         config.mount_options = options;
         config.acl = if self.allow_other {
@@ -234,6 +251,19 @@ impl Settings {
         // One thread reads /dev/fuse; the work is on the runtime.
         config.n_threads = Some(1);
         config
+    }
+
+    /// What the log says when the mount lets set-user-ID programs or device nodes take
+    /// effect: anyone the server lets claim uid 0 can then make a program that runs as root
+    /// here. `None` for a `nosuid,nodev` mount.
+    pub fn set_id_warning(&self) -> Option<&'static str> {
+        let suid = self.kernel_flags.contains(&MountOption::Suid);
+        let dev = self.kernel_flags.contains(&MountOption::Dev);
+        (suid || dev).then_some(
+            "this mount honours set-user-ID programs or device nodes (suid, dev): whoever the \
+             server lets act as root can run programs as root or reach devices here; an fstab \
+             line gets both from mount.fuse3 unless it says nosuid,nodev",
+        )
     }
 }
 
@@ -288,6 +318,50 @@ mod tests {
         let s = settings(&["-o", "reconnect_timeout=0,auth_key=/k"]).unwrap();
         assert_eq!(s.reconnect_timeout, Duration::MAX);
         assert_eq!(s.auth_key, Some(PathBuf::from("/k")));
+    }
+
+    /// Issue 53, finding 3: a mount that honours set-user-ID programs and device nodes lets
+    /// whoever the server believes as root run programs as root on this host, so neither is
+    /// honoured unless asked for by name.
+    #[test]
+    fn the_mount_is_nosuid_and_nodev_unless_suid_or_dev_is_asked_for() {
+        use MountOption::{Dev, NoDev, NoSuid, Suid};
+        let mounted_with = |args: &[&str]| {
+            let s = settings(args).unwrap();
+            let flags: Vec<MountOption> = s
+                .fuse_config()
+                .mount_options
+                .into_iter()
+                .filter(|f| matches!(f, Dev | NoDev | Suid | NoSuid))
+                .collect();
+            (flags, s.set_id_warning().is_some())
+        };
+        assert_eq!(
+            mounted_with(&[]),
+            (vec![NoSuid, NoDev], false),
+            "the default"
+        );
+        assert_eq!(
+            mounted_with(&["-o", "allow_other,_netdev"]),
+            (vec![NoSuid, NoDev], false),
+            "options that say nothing of either"
+        );
+        assert_eq!(
+            mounted_with(&["-o", "suid,dev"]),
+            (vec![Suid, Dev], true),
+            "asked for explicitly"
+        );
+        assert_eq!(mounted_with(&["-o", "suid"]), (vec![Suid, NoDev], true));
+        // The fstab line docs/mount.md gives: mount.fuse3 appends neither dev nor suid to it.
+        assert_eq!(
+            mounted_with(&["-o", "rw,nosuid,nodev,allow_other,_netdev"]),
+            (vec![NoSuid, NoDev], false)
+        );
+        // The same line without them, as mount.fuse3 passes it: it appended dev and suid.
+        assert_eq!(
+            mounted_with(&["-o", "rw,allow_other,_netdev,dev,suid"]),
+            (vec![Dev, Suid], true)
+        );
     }
 
     #[test]

@@ -501,6 +501,9 @@ fn a_background_mount_returns_once_up_and_goes_with_fusermount() {
 /// the background form, and `mount -t fuse 'mdsmount#SERVER' DIR` does the same; `umount DIR`
 /// then ends the mount. mount(8) gives its helper a fixed PATH (the package's /usr/bin is on
 /// it), so the test runs `mount.fuse3` as mount(8) would, with the built binary on PATH.
+/// The lines are docs/mount.md's, `nosuid,nodev` included, and the mount has both flags; a
+/// line without them gets `dev,suid` from `mount.fuse3` (it appends both unless the line
+/// negates them), which the mount honours and warns of.
 #[test]
 fn mount_t_fuse_mdsmount_mounts_as_an_fstab_line_would() {
     let dir = tempfile::tempdir().unwrap();
@@ -513,12 +516,13 @@ fn mount_t_fuse_mdsmount_mounts_as_an_fstab_line_would() {
         bin_dir.display(),
         std::env::var("PATH").unwrap_or_default()
     );
-    for (kind, device) in [
-        ("fuse.mdsmount", server.addr.to_string()),
-        ("fuse", format!("mdsmount#{}", server.addr)),
+    for (kind, device, line) in [
+        ("fuse.mdsmount", server.addr.to_string(), "nosuid,nodev,"),
+        ("fuse", format!("mdsmount#{}", server.addr), "nosuid,nodev,"),
+        ("fuse.mdsmount", server.addr.to_string(), ""),
     ] {
-        let log = dir.path().join(format!("{kind}.log"));
-        let opts = format!("_netdev,entry_timeout=0,log_file={}", log.display());
+        let log = dir.path().join(format!("{kind}-{}.log", line.len()));
+        let opts = format!("{line}_netdev,entry_timeout=0,log_file={}", log.display());
         let out = Command::new("timeout")
             .args(["-k", "5", "60", "mount.fuse3", &device])
             .arg(&at)
@@ -544,19 +548,22 @@ fn mount_t_fuse_mdsmount_mounts_as_an_fstab_line_would() {
             is_mounted(&at),
             "mount.fuse3 -t {kind} returned before the mount was up"
         );
-        let line = fs::read_to_string("/proc/self/mountinfo")
-            .unwrap()
-            .lines()
-            .find(|l| l.split(' ').nth(4) == Some(at.to_str().unwrap()))
-            .unwrap()
-            .to_owned();
+        let line_info = mountinfo(&at);
         assert!(
-            line.contains(" - fuse.mdsmount ") && line.contains(&server.addr.to_string()),
-            "{line}"
+            line_info.contains(" - fuse.mdsmount ") && line_info.contains(&server.addr.to_string()),
+            "{line_info}"
         );
-        let name = format!("via-{kind}");
-        fs::write(at.join(&name), kind.as_bytes()).unwrap();
-        assert_eq!(fs::read(at.join(&name)).unwrap(), kind.as_bytes());
+        let logged = fs::read_to_string(&log).unwrap_or_default();
+        if line.is_empty() {
+            assert_eq!(mount_flags(&at), ["rw"], "mount.fuse3 added dev,suid");
+            assert!(logged.contains("set-user-ID"), "{logged}");
+        } else {
+            assert_eq!(mount_flags(&at), ["rw", "nosuid", "nodev"], "{line_info}");
+            assert!(!logged.contains("set-user-ID"), "{logged}");
+            let name = format!("via-{kind}");
+            fs::write(at.join(&name), kind.as_bytes()).unwrap();
+            assert_eq!(fs::read(at.join(&name)).unwrap(), kind.as_bytes());
+        }
         assert!(
             bounded("umount", &[], &at),
             "umount after mount.fuse3 -t {kind}"
@@ -574,6 +581,131 @@ fn mount_t_fuse_mdsmount_mounts_as_an_fstab_line_would() {
         listing.contains("via-fuse.mdsmount") && listing.contains("via-fuse\n"),
         "{listing}"
     );
+}
+
+/// `/proc/self/mountinfo`'s line for the mount at `at`.
+fn mountinfo(at: &Path) -> String {
+    fs::read_to_string("/proc/self/mountinfo")
+        .unwrap()
+        .lines()
+        .find(|l| l.split(' ').nth(4) == Some(at.to_str().unwrap()))
+        .unwrap_or_else(|| panic!("{} is not mounted", at.display()))
+        .to_owned()
+}
+
+/// The mount flags that decide what its files may do (`rw`/`ro`, `nosuid`, `nodev`), as the
+/// kernel shows them for the mount at `at`.
+fn mount_flags(at: &Path) -> Vec<String> {
+    let line = mountinfo(at);
+    let flags = line.split(' ').nth(5).unwrap();
+    flags
+        .split(',')
+        .filter(|f| ["rw", "ro", "nosuid", "nodev"].contains(f))
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Issue 53, finding 3: a mount run by hand is `nosuid,nodev`, so a set-user-ID program that
+/// someone made through the server (as root, or as a uid the server believed) runs as its
+/// caller, not as its owner; `-o suid,dev` asks for both, and the mount warns of them.
+#[test]
+fn the_mount_is_nosuid_nodev_unless_asked() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path(), &[]);
+    // Nobody must reach the mount point through its temporary directory (mode 0700).
+    let reachable = |m: &Mounted| {
+        let parent = m.at.parent().unwrap();
+        fs::set_permissions(parent, fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    let m = Mounted::new(&server, &["-o", "allow_other"]);
+    reachable(&m);
+    assert_eq!(mount_flags(&m.at), ["rw", "nosuid", "nodev"]);
+    // A root-owned copy of `id`, set-user-ID, run by nobody: it says nobody's uid.
+    let id = m.path("id");
+    fs::copy("/usr/bin/id", &id).unwrap();
+    fs::set_permissions(&id, fs::Permissions::from_mode(0o4755)).unwrap();
+    assert_eq!(fs::metadata(&id).unwrap().mode() & 0o7777, 0o4755);
+    let run_as_nobody = |program: &Path| {
+        let out = Command::new("timeout")
+            .args([
+                "20",
+                "setpriv",
+                "--reuid=65534",
+                "--regid=65534",
+                "--clear-groups",
+            ])
+            .arg(program)
+            .arg("-u")
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    assert_eq!(run_as_nobody(&id), "65534");
+    assert!(!m.log_text().contains("set-user-ID"), "{}", m.log_text());
+    drop(m);
+    let m = Mounted::new(&server, &["-o", "allow_other,suid,dev"]);
+    reachable(&m);
+    assert_eq!(mount_flags(&m.at), ["rw"]);
+    assert_eq!(
+        run_as_nobody(&m.path("id")),
+        "0",
+        "asked for: it runs as its owner"
+    );
+    assert!(m.log_text().contains("set-user-ID"), "{}", m.log_text());
+}
+
+/// Issue 53, findings 8 and 9: a write by anyone but root clears the file's set-ID bits on
+/// the server, and the mount has the kernel forget the mode it kept before write(2) returns.
+/// On a `suid` mount with a long attribute timeout, a root-owned set-user-ID program that
+/// another user appended to runs as that user at once; before, the kernel kept S_ISUID in its
+/// cached mode until the timeout, and the program the user had just changed ran as root.
+#[test]
+fn a_write_by_another_user_clears_set_user_id_in_the_kernel_too() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path(), &[]);
+    let m = Mounted::new(
+        &server,
+        &["-o", "allow_other,suid,attr_timeout=60,entry_timeout=60"],
+    );
+    let parent = m.at.parent().unwrap();
+    fs::set_permissions(parent, fs::Permissions::from_mode(0o755)).unwrap();
+    let id = m.path("id");
+    fs::copy("/usr/bin/id", &id).unwrap();
+    fs::set_permissions(&id, fs::Permissions::from_mode(0o4777)).unwrap();
+    let as_user = |args: &[&str]| {
+        let out = Command::new("timeout")
+            .args([
+                "20",
+                "setpriv",
+                "--reuid=1000",
+                "--regid=1000",
+                "--clear-groups",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    let program = id.to_str().unwrap();
+    assert_eq!(as_user(&[program, "-u"]), "0", "set-user-ID root, honoured");
+    // A byte past the end of the program changes nothing it runs.
+    as_user(&["sh", "-c", "printf '\\n' >> \"$0\"", program]);
+    assert_eq!(
+        as_user(&[program, "-u"]),
+        "1000",
+        "written by a user: no longer set-user-ID"
+    );
+    assert_eq!(fs::metadata(&id).unwrap().mode() & 0o7777, 0o777);
 }
 
 /// Unmounts a background mount when dropped.

@@ -366,15 +366,17 @@ pub(crate) fn check_acl(entries: &[u8]) -> Result<(), Errno> {
 /// - a new mode, from a caller that is not root and not a member of the inode's group (its
 ///   new group if `set` changes that too), loses S_ISGID: otherwise anyone could make a file
 ///   that runs with a group they do not have;
-/// - a regular file whose owner or group changes loses S_ISUID, even when root changes it,
-///   and S_ISGID where it means "run as the group" (group execute set) or the caller is not
-///   root and not in the file's group;
+/// - anything but a directory that is chowned — a new owner, a new group, or the ones it
+///   has, Linux's `chown_common` asks no more than that `uid` or `gid` be given — loses
+///   S_ISUID, even when root chowns it, and S_ISGID where it means "run as the group" (group
+///   execute set) or the caller is not root and not in the file's group (`ATTR_KILL_SUID`
+///   and `setattr_should_drop_sgid`);
 /// - a regular file truncated by anyone but root loses them the same way (the kernel removes
-///   them on any write; SETATTR's size is the only write the server sees).
+///   them on any write: `file_remove_privs`).
 ///
 /// An explicit new mode is taken as it is asked (apart from the first rule): it replaces the
 /// bits the last two rules would take away. Directories keep their S_ISGID, which means
-/// "new entries take my group" there, not "run as".
+/// "new entries take my group" there, not "run as", and their S_ISUID.
 pub(crate) fn mode_after_setattr(cred: &Cred, inode: &InodeAttr, set: &SetAttr) -> u32 {
     let root = is_root(cred);
     if let Some(mode) = set.mode {
@@ -388,8 +390,8 @@ pub(crate) fn mode_after_setattr(cred: &Cred, inode: &InodeAttr, set: &SetAttr) 
     }
     let mode = inode.mode;
     let chown = set.uid.is_some() || set.gid.is_some();
-    let truncate = set.size.is_some() && !root;
-    if inode.kind != FileKind::File || !(chown || truncate) {
+    let truncate = set.size.is_some() && !root && inode.kind == FileKind::File;
+    if inode.kind == FileKind::Directory || !(chown || truncate) {
         return mode;
     }
     let drop_sgid =
@@ -694,9 +696,24 @@ mod tests {
         );
         // Directories keep their set-id bits through a chown.
         assert_eq!(
-            mode_after_setattr(&root, &dir(0o2775, ALICE, USERS), &chown),
-            0o2775
+            mode_after_setattr(&root, &dir(0o6775, ALICE, USERS), &chown),
+            0o6775
         );
+        // Every other kind loses them as a regular file does (issue 53, finding 8).
+        let fifo = inode(FileKind::Fifo, 0o6774, ALICE, USERS);
+        assert_eq!(mode_after_setattr(&root, &fifo, &chown), 0o774);
+        // The owner's chgrp to a group it is in, or to the group the file has: a chown too.
+        let member = cred(ALICE, USERS, &[STAFF]);
+        for gid in [STAFF, USERS] {
+            let chgrp = SetAttr {
+                gid: Some(gid),
+                ..SetAttr::default()
+            };
+            assert_eq!(
+                mode_after_setattr(&member, &file(0o6555, ALICE, USERS), &chgrp),
+                0o555
+            );
+        }
         // Truncate: a user loses them, root does not.
         let truncate = SetAttr {
             size: Some(0),
