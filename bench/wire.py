@@ -48,3 +48,9 @@ def getattr_(xid, ino, acked_xid=0):
 def readdir(xid, ino, max_bytes=1024):
     """READDIR of `ino` from its first entry, pages of at most `max_bytes`."""
     return request(xid, varint(7) + varint(ino) + b"\0" + varint(max_bytes))
+
+
+def open_(xid, ino, handle, acked_xid=0):
+    """OPEN of `ino` to read under `handle` (not a reopen)."""
+    flags = b"\1\0\0\0"  # read, not write, truncate or append
+    return request(xid, varint(22) + varint(ino) + varint(handle) + flags + b"\0", acked_xid)

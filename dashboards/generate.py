@@ -208,12 +208,16 @@ ROWS = [
            "handshake sent again), session (an identity the server keeps a session for, without "
            "that session's secret: someone naming another client), credentials (--cred-check "
            "owner: no owner the server can learn).", 12),
-        ts("Refused by the record cap and --cred-check", "reqps",
+        ts("Refused by a cap and --cred-check", "reqps",
            [(f"sum by (instance) ({rate('mds_resend_full_total')})", "{{instance}} resend records full"),
-            (f"sum by (instance) ({rate('mds_credentials_refused_total')})", "{{instance}} credentials")],
+            (f"sum by (instance) ({rate('mds_credentials_refused_total')})", "{{instance}} credentials"),
+            (f"sum by (instance, reason) ({rate('mds_open_refused_total')})", "{{instance}} open: {{reason}}"),
+            (f"sum by (instance) ({rate('mds_sessions_refused_total')})", "{{instance}} sessions")],
            "Mutations refused EBUSY because their session keeps as many resend records as it may "
-           "(its client does not acknowledge replies), and requests refused EPERM by --cred-check "
-           "owner (credentials other than their connection owner's).", 12),
+           "(its client does not acknowledge replies); requests refused EPERM by --cred-check "
+           "owner (credentials other than their connection owner's); OPENs refused at a cap on "
+           "open handles (session: EMFILE, --max-open-per-session; server: ENFILE, "
+           "--max-open-files); CONNECTs of a new identity refused EBUSY past --max-sessions.", 12),
     ]),
     ("Open files and data", [
         ts("Open handles and orphans", "short",
@@ -329,9 +333,11 @@ ROWS = [
             (f"sum by (instance, reason) ({rate('mds_unauthenticated_refused_total')})",
              "{{instance}} refused/s: {{reason}}")],
            "Connections accepted that have not completed their handshake (TLS, CONNECT, its proof), "
-           "and those refused because too many were: partition (its handshake slots) or address "
-           "(one address's cap). A flood of connections that never authenticate shows here, and "
-           "takes none of the clients' connection slots.", 8),
+           "and those refused because too many were: address or prefix (one address's, or its "
+           "/24's or /64's, cap), or partition (its handshake slots were all taken: the oldest "
+           "still in its handshake, silent ones first, closed for the newcomer). A flood of "
+           "connections that never authenticate shows here, and takes none of the clients' "
+           "connection slots.", 8),
         ts("Protocol errors and slow clients", "ops",
            [(f"sum by (instance, kind) ({rate('mds_protocol_errors_total')})", "{{instance}} {{kind}}"),
             (f"sum by (instance) ({rate('mds_slow_client_disconnects_total')})", "{{instance}} slow clients")],

@@ -100,10 +100,14 @@ pub struct Limits {
     pub idle_timeout: Duration,
     /// Connections per partition that have not completed their handshake (TLS, CONNECT and
     /// its proof): bounded apart from `max_connections`, so a flood of them never takes a
-    /// slot an authenticated client needs.
+    /// slot an authenticated client needs. Past it the oldest of them makes room for the
+    /// newest (`partition/admission.rs`).
     pub max_unauthenticated: usize,
     /// Connections from one address that have not completed their handshake, server-wide.
     pub max_unauthenticated_per_address: usize,
+    /// Connections from one /24 (IPv4) or /64 (IPv6) that have not completed their
+    /// handshake, server-wide: an IPv6 /64 is as many addresses as its owner wants.
+    pub max_unauthenticated_per_prefix: usize,
     /// Resend records one session keeps (its client's executed mutations whose replies it
     /// has not acknowledged); past it the session's mutations are refused with EBUSY.
     pub max_resend_records: usize,
@@ -125,6 +129,7 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(600),
             max_unauthenticated: 1024,
             max_unauthenticated_per_address: 64,
+            max_unauthenticated_per_prefix: 256,
             max_resend_records: crate::session::DEFAULT_MAX_RECORDS,
             ino_lease: journal::Leases::default().inos,
         }
@@ -197,6 +202,21 @@ pub struct Config {
     /// refused), as a pure metadata benchmark wants. At most 1GiB.
     #[arg(long, value_parser = parse_bytes)]
     pub inline_data_max: u64,
+    /// Most handles one client session may hold open (e.g. 512k; EMFILE past it, as a
+    /// process past its RLIMIT_NOFILE). A mount is one session for every process on its
+    /// host, so the default is systemd's hard RLIMIT_NOFILE, which no single process passes.
+    #[arg(long, value_parser = parse_count)]
+    pub max_open_per_session: usize,
+    /// Most handles all clients may hold open together (ENFILE past it, as Linux past
+    /// fs.file-max). The default is one per 8 KiB of the machine's memory (at least 65,536): a
+    /// handle costs the server ~50-100 bytes, so about 1% of memory at the cap.
+    #[arg(long, value_parser = parse_count)]
+    pub max_open_files: usize,
+    /// Most client sessions the server keeps (connected, or away with resend records or
+    /// handles until --session-expiry): the CONNECT of a new client identity past it is
+    /// refused with EBUSY. Each keeps at most 8192 resend records, so this bounds them all.
+    #[arg(long, value_parser = parse_count)]
+    pub max_sessions: usize,
     /// Where SIGUSR1 writes a checkpoint of the store while it serves (a consistent copy, a
     /// new `checkpoint-<unix seconds>` directory each time). None: SIGUSR1 is logged and
     /// ignored.
@@ -302,6 +322,9 @@ impl Default for Config {
             recovery_window: Duration::from_secs(30),
             session_expiry: Duration::from_secs(300),
             inline_data_max: 1 << 20,
+            max_open_per_session: DEFAULT_MAX_OPEN_PER_SESSION,
+            max_open_files: default_max_open_files(),
+            max_sessions: DEFAULT_MAX_SESSIONS,
             checkpoint_dir: None,
             edit_log: None,
             reply_path: ReplyPath::PerCpu,
@@ -391,6 +414,16 @@ pub struct ServerConfig {
     pub cluster: Option<Arc<crate::cluster::ClusterView>>,
 }
 
+impl ServerConfig {
+    /// The caps on open handles (`--max-open-per-session`, `--max-open-files`).
+    pub fn open_caps(&self) -> crate::namespace::OpenCaps {
+        crate::namespace::OpenCaps {
+            per_session: self.keys.max_open_per_session as u64,
+            total: self.keys.max_open_files as u64,
+        }
+    }
+}
+
 impl Config {
     /// Reads a config file: its keys over the defaults; an unknown key is an error.
     pub fn from_file(path: &Path) -> Result<Config> {
@@ -440,6 +473,12 @@ impl Config {
                 "--service-threads must be between 1 and 1024, got {}",
                 self.service_threads
             )));
+        }
+        if self.max_open_per_session == 0 || self.max_open_files == 0 || self.max_sessions == 0 {
+            return Err(Error::Invalid(
+                "--max-open-per-session, --max-open-files and --max-sessions must be at least 1"
+                    .into(),
+            ));
         }
         if self.max_batch == 0 {
             return Err(Error::Invalid("--max-batch must be at least 1".into()));
@@ -573,6 +612,29 @@ pub fn name<T: clap::ValueEnum>(value: &T) -> String {
         .to_possible_value()
         .map(|v| v.get_name().to_owned())
         .unwrap_or_default()
+}
+
+/// `--max-open-per-session`'s default: systemd's hard `RLIMIT_NOFILE` (`DefaultLimitNOFILE`).
+pub const DEFAULT_MAX_OPEN_PER_SESSION: usize = 512 << 10;
+
+/// `--max-sessions`'s default: eight connection slots' worth (`Limits::max_connections`) of
+/// a partition, so connected clients of a few partitions never meet it, while a flood of
+/// identities, each keeping its resend records until it expires, stops there.
+pub const DEFAULT_MAX_SESSIONS: usize = 64 << 10;
+
+/// `--max-open-files`' default: one handle per 8 KiB of physical memory, at least 65,536.
+fn default_max_open_files() -> usize {
+    // SAFETY: sysconf with constant names reads system figures and has no other effect.
+    let (pages, page) = unsafe {
+        (
+            libc::sysconf(libc::_SC_PHYS_PAGES),
+            libc::sysconf(libc::_SC_PAGESIZE),
+        )
+    };
+    let memory = usize::try_from(pages)
+        .unwrap_or(0)
+        .saturating_mul(usize::try_from(page).unwrap_or(0));
+    (memory / 8192).max(64 << 10)
 }
 
 fn default_partitions() -> usize {

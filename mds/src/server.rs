@@ -144,6 +144,7 @@ pub fn serve_warm(
     let namespace = Arc::new(
         namespace_to_serve(&journal, &recovered, warm)?
             .squashing_root(config.keys.root_squash.is_on())
+            .capping_open(config.open_caps())
             .with_data(journal.clone(), config.keys.inline_data_max),
     );
     let counts = namespace.counts();
@@ -390,7 +391,8 @@ fn restore_sessions(
     config: &ServerConfig,
     recovered: &mut journal::Recovered,
 ) -> Result<Arc<Sessions>> {
-    let sessions = Arc::new(Sessions::new(config.limits.max_resend_records));
+    let sessions =
+        Arc::new(Sessions::new(config.limits.max_resend_records).capped(config.keys.max_sessions));
     let resend_clients = recovered.resend.len();
     let records = sessions.restore(
         std::mem::take(&mut recovered.resend),
@@ -411,6 +413,7 @@ fn restore_sessions(
 /// Series that exist from the start, so their dashboard panels show zero rather than no data.
 fn register_zero_series() {
     metrics::counter!(crate::metrics::SKIPPED).increment(0);
+    metrics::counter!(crate::metrics::SESSIONS_REFUSED).increment(0);
     for failure in AuthFailure::ALL {
         metrics::counter!(crate::metrics::AUTH_FAILURES, "reason" => failure.reason()).increment(0);
     }

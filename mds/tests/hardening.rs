@@ -208,12 +208,21 @@ fn unauthenticated_connections_are_bounded_apart_from_clients() {
         }
     });
     // The partition's handshake slots are full now (4 + 1 + the 127.0.0.3 one released):
-    // one more from a fresh address fits, the next does not.
+    // one more from a fresh address fits, and the next takes the place of the oldest still
+    // in its handshake, which is told EBUSY (`partition/admission.rs`).
     let fits = silent_from("127.0.0.4", server.addr);
     eventually("admitted", || {
         metric(&server, "mds_unauthenticated_connections") == 6.0
     });
-    assert!(refused_busy(silent_from("127.0.0.5", server.addr)));
+    let newest = silent_from("127.0.0.5", server.addr);
+    assert!(refused_busy(kept.remove(0)));
+    newest
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    assert!(
+        newest.peek(&mut [0u8; 1]).is_err(),
+        "waiting in its handshake"
+    );
     assert_eq!(
         metric(
             &server,
@@ -221,6 +230,7 @@ fn unauthenticated_connections_are_bounded_apart_from_clients() {
         ),
         1.0
     );
+    assert_eq!(metric(&server, "mds_unauthenticated_connections"), 6.0);
     // Three connection slots, three clients: a fourth completes its handshake and is told
     // the server is full.
     drop(fits);
@@ -231,7 +241,7 @@ fn unauthenticated_connections_are_bounded_apart_from_clients() {
     let full = fourth.handshake(&Session::new(), None);
     assert_eq!((full.xid, full.result), (0, Err(Errno::EBUSY)));
     assert_eq!(metric(&server, "mds_connections_refused_total"), 1.0);
-    drop((kept, other, raw));
+    drop((kept, other, raw, newest));
     // Before its handshake a connection may not send a frame longer than one: a 60,000-byte
     // length is refused at once, its body never awaited.
     let mut big = Raw::on(silent_from("127.0.0.7", server.addr));

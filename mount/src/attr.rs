@@ -132,6 +132,8 @@ pub fn errno(e: proto::Errno) -> Errno {
         E::ELOOP => libc::ELOOP,
         E::EREMOTE => libc::EREMOTE,
         E::EXDEV => libc::EXDEV,
+        E::EMFILE => libc::EMFILE,
+        E::ENFILE => libc::ENFILE,
         // EPROTO and EAUTH are the connection's, EIO the journal's: to a program on the
         // mount, all are an I/O error.
         _ => libc::EIO,
@@ -200,5 +202,8 @@ mod tests {
         }
         assert_eq!(errno(proto::Errno::ENODATA).code(), libc::ENODATA);
         assert_eq!(errno(proto::Errno::EPROTO).code(), libc::EIO);
+        // The caps on open handles reach open(2) as a process's and the kernel's would.
+        assert_eq!(errno(proto::Errno::EMFILE).code(), libc::EMFILE);
+        assert_eq!(errno(proto::Errno::ENFILE).code(), libc::ENFILE);
     }
 }

@@ -78,6 +78,12 @@ errnos! {
     /// A RENAME or LINK between two shards of a cluster, which this version does not do (as
     /// across file systems: `mv` copies instead).
     EXDEV,
+    /// OPEN past the handles one session may hold open (`--max-open-per-session`), as a
+    /// process past its `RLIMIT_NOFILE`: the client must release some first.
+    EMFILE,
+    /// OPEN past the handles the whole server may hold open (`--max-open-files`), as Linux
+    /// past its `fs.file-max`.
+    ENFILE,
 }
 
 impl std::fmt::Display for Errno {

@@ -423,7 +423,9 @@ mod tests {
                 "EFBIG",
                 "ELOOP",
                 "EREMOTE",
-                "EXDEV"
+                "EXDEV",
+                "EMFILE",
+                "ENFILE"
             ]
         );
         for (code, errno) in Errno::ALL.iter().enumerate() {

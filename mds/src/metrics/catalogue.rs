@@ -83,6 +83,8 @@ pub const AUTH_FAILURES: &str = "mds_auth_failures_total";
 pub const UNAUTHENTICATED_REFUSED: &str = "mds_unauthenticated_refused_total";
 pub const UNAUTHENTICATED: &str = "mds_unauthenticated_connections";
 pub const RESEND_FULL: &str = "mds_resend_full_total";
+pub const OPEN_REFUSED: &str = "mds_open_refused_total";
+pub const SESSIONS_REFUSED: &str = "mds_sessions_refused_total";
 pub const CREDENTIALS_REFUSED: &str = "mds_credentials_refused_total";
 pub const METRICS_REFUSED: &str = "mds_metrics_connections_refused_total";
 
@@ -353,7 +355,7 @@ fn describe_sessions_and_security() {
     );
     describe_counter!(
         UNAUTHENTICATED_REFUSED,
-        "Connections refused at accept because too many have not completed their handshake, by reason: partition (its --max-unauthenticated handshake slots are taken) or address (that address has its cap of connections in their handshake)."
+        "Connections in their handshake refused for room, by reason: address or prefix (refused at accept: that address, or its /24 or /64, has its cap of connections in their handshake), or partition (its handshake slots are all taken: the oldest connection still in its handshake, silent ones first, is closed to make room for the new one)."
     );
     describe_gauge!(
         UNAUTHENTICATED,
@@ -362,6 +364,14 @@ fn describe_sessions_and_security() {
     describe_counter!(
         RESEND_FULL,
         "Mutations refused with EBUSY because their session keeps as many resend records as it may: its client has not acknowledged the replies of that many executed requests."
+    );
+    describe_counter!(
+        OPEN_REFUSED,
+        "OPENs refused because a cap on open handles was reached, by reason: session (EMFILE: the client holds --max-open-per-session) or server (ENFILE: all clients hold --max-open-files)."
+    );
+    describe_counter!(
+        SESSIONS_REFUSED,
+        "CONNECTs of a new client identity refused with EBUSY because the server keeps --max-sessions sessions already."
     );
     describe_counter!(
         CREDENTIALS_REFUSED,

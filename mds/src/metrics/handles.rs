@@ -16,8 +16,9 @@ use super::catalogue::{
     COMMIT_TRANSACTIONS, COMMIT_WRITE_SYNC, COMMITS, COMMITTED_TRANSACTIONS, CONNECTIONS,
     CONNECTIONS_ACCEPTED, COS_CONFLICTS, COS_WAIT, COS_WAITING, CREDENTIALS_REFUSED,
     DRAIN_DURATION, DRAIN_REPLIES, DRAIN_WAKES, FORCED_COMMITS, JOURNAL_ERRORS, LAST_COMMITTED,
-    LAST_TRANSNO, PERMISSION_DENIED, PROTOCOL_ERRORS, QUEUE_DEPTH, READS_PAUSED, REPLAYED,
-    REQUESTS, RESEND_FULL, RESENT_ANSWERED, SESSION_RECONNECTS, SLOW_CLIENTS, UNSAFE_REPLIES,
+    LAST_TRANSNO, OPEN_REFUSED, PERMISSION_DENIED, PROTOCOL_ERRORS, QUEUE_DEPTH, READS_PAUSED,
+    REPLAYED, REQUESTS, RESEND_FULL, RESENT_ANSWERED, SESSION_RECONNECTS, SLOW_CLIENTS,
+    UNSAFE_REPLIES,
 };
 use super::latency::RequestLatency;
 
@@ -144,6 +145,8 @@ pub struct PartitionMetrics {
     pub resend_full: Counter,
     /// Requests refused by `--cred-check owner`.
     pub credentials_refused: Counter,
+    /// OPENs refused at a cap on open handles: the session's (EMFILE), the server's (ENFILE).
+    open_refused: [Counter; 2],
     /// Replays refused as forged during recovery (their connection is closed).
     pub forged_replays: Counter,
     /// Requests under the xid of another the session still holds (`Begin::Reused`).
@@ -229,6 +232,11 @@ impl PartitionMetrics {
             resent_answered,
             resend_full: from_start(RESEND_FULL),
             credentials_refused: from_start(CREDENTIALS_REFUSED),
+            open_refused: ["session", "server"].map(|reason| {
+                let c = metrics::counter!(OPEN_REFUSED, "reason" => reason);
+                c.increment(0);
+                c
+            }),
             forged_replays: {
                 let c = protocol("forged_replay");
                 c.increment(0);
@@ -249,8 +257,9 @@ impl PartitionMetrics {
         self.cos_conflicts[op as usize].increment(1);
     }
 
-    /// Counts one answered request and records its latency. A refusal for permission is
-    /// also counted as such, here where every answer passes (at once or after a wait).
+    /// Counts one answered request and records its latency. A refusal for permission, or
+    /// at a cap on open handles, is also counted as such, here where every answer passes (at
+    /// once or after a wait).
     pub fn request(&self, op: usize, result: Result<(), Errno>, latency: Duration) {
         let r = match result {
             Ok(()) => 0,
@@ -259,6 +268,13 @@ impl PartitionMetrics {
                     && let Some(denied) = &self.permission_denied[op]
                 {
                     denied.increment(1);
+                }
+                if op == usize::from(mds_proto::opcode::OPEN) {
+                    match e {
+                        Errno::EMFILE => self.open_refused[0].increment(1),
+                        Errno::ENFILE => self.open_refused[1].increment(1),
+                        _ => {}
+                    }
                 }
                 1 + Errno::ALL.iter().position(|x| *x == e).unwrap_or(0)
             }

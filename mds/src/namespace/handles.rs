@@ -7,6 +7,12 @@
 //! a reopen (`Op::Open { reopen: true }`), and what they kept alive on disk — orphans — waits
 //! for that in the journal (`ops/open.rs`).
 //!
+//! Two caps bound what they hold, as a process's `RLIMIT_NOFILE` and Linux's `fs.file-max`
+//! do: handles per client (`--max-open-per-session`, EMFILE past it) and handles in all
+//! (`--max-open-files`, ENFILE). OPEN is not a mutation, so neither the resend records' cap nor
+//! the in-flight cap bounds it, and handles outlive their connection until the session ends:
+//! without these, one connection's OPENs of one directory grew the server without end.
+//!
 //! Lock order: an inode's lock (the table's stripe) before a shard of this one, never the
 //! other way round; a RELEASE reads its handle, lets go, takes the inode's lock, and takes the
 //! handle out under it.
@@ -14,6 +20,7 @@
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use mds_proto::Errno;
 use parking_lot::Mutex;
 
 /// Shards of the table; a power of two.
@@ -28,14 +35,54 @@ pub(crate) struct OpenHandle {
     pub append: bool,
 }
 
+/// Most handles open at once: per client, and in all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenCaps {
+    /// Handles one client identity may hold (`--max-open-per-session`).
+    pub per_session: u64,
+    /// Handles all clients may hold together (`--max-open-files`).
+    pub total: u64,
+}
+
+impl OpenCaps {
+    /// No cap: what tests of other things run with.
+    pub const NONE: OpenCaps = OpenCaps {
+        per_session: u64::MAX,
+        total: u64::MAX,
+    };
+}
+
+impl Default for OpenCaps {
+    fn default() -> Self {
+        OpenCaps::NONE
+    }
+}
+
 /// Every open handle, by client.
 #[derive(Debug, Default)]
 pub(crate) struct Handles {
     shards: [Mutex<HashMap<u64, HashMap<u64, OpenHandle>>>; SHARDS],
     open: AtomicU64,
+    caps: OpenCaps,
+}
+
+/// Why [`Handles::insert`] recorded nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum NotInserted {
+    /// The client holds a handle by that number already.
+    Taken,
+    /// The client holds `per_session` handles (EMFILE) or everyone `total` (ENFILE).
+    Capped(Errno),
 }
 
 impl Handles {
+    pub(crate) fn with_caps(caps: OpenCaps) -> Handles {
+        Handles {
+            caps,
+            ..Handles::default()
+        }
+    }
+
     fn shard(&self, client: u64) -> &Mutex<HashMap<u64, HashMap<u64, OpenHandle>>> {
         // Client identities are random (the library draws them), so their low bits spread.
         &self.shards[(client as usize) & (SHARDS - 1)]
@@ -50,17 +97,37 @@ impl Handles {
             .copied()
     }
 
-    /// Records a new handle; `false` (and nothing changes) if the client has one by that
-    /// number already.
-    pub(crate) fn insert(&self, client: u64, handle: u64, open: OpenHandle) -> bool {
+    /// Records a new handle, or says why not (and nothing changes): the client has one by
+    /// that number already, or a cap is reached. A number the client holds is never counted
+    /// again, so the same OPEN resent is answered as before even at the cap.
+    pub(crate) fn insert(
+        &self,
+        client: u64,
+        handle: u64,
+        open: OpenHandle,
+    ) -> Result<(), NotInserted> {
         let mut shard = self.shard(client).lock();
         let mine = shard.entry(client).or_default();
         if mine.contains_key(&handle) {
-            return false;
+            return Err(NotInserted::Taken);
+        }
+        if mine.len() as u64 >= self.caps.per_session {
+            if mine.is_empty() {
+                shard.remove(&client);
+            }
+            return Err(NotInserted::Capped(Errno::EMFILE));
+        }
+        // Taken before it is checked, so that OPENs on two threads cannot both pass the cap
+        // with one handle left.
+        if self.open.fetch_add(1, Ordering::Relaxed) >= self.caps.total {
+            self.open.fetch_sub(1, Ordering::Relaxed);
+            if mine.is_empty() {
+                shard.remove(&client);
+            }
+            return Err(NotInserted::Capped(Errno::ENFILE));
         }
         mine.insert(handle, open);
-        self.open.fetch_add(1, Ordering::Relaxed);
-        true
+        Ok(())
     }
 
     /// Takes the handle out if it is still open on `ino`.
@@ -117,13 +184,18 @@ mod tests {
     #[test]
     fn handles_are_per_client_and_unique_per_number() {
         let h = Handles::default();
-        assert!(h.insert(1, 7, on(10)));
-        assert!(!h.insert(1, 7, on(11)), "a number the client holds already");
-        assert!(
+        assert_eq!(h.insert(1, 7, on(10)), Ok(()));
+        assert_eq!(
+            h.insert(1, 7, on(11)),
+            Err(NotInserted::Taken),
+            "a number the client holds already"
+        );
+        assert_eq!(
             h.insert(2, 7, on(11)),
+            Ok(()),
             "another client's 7 is another handle"
         );
-        assert!(h.insert(17, 1, on(12)), "same shard as client 1");
+        assert_eq!(h.insert(17, 1, on(12)), Ok(()), "same shard as client 1");
         assert_eq!(h.count(), 3);
         assert_eq!(h.get(1, 7), Some(on(10)));
         assert_eq!(h.remove(1, 7, 11), None, "not open on that inode");
@@ -133,5 +205,39 @@ mod tests {
         assert_eq!(h.take_all(2), vec![(7, on(11))]);
         assert_eq!(h.take_all(2), vec![]);
         assert_eq!(h.count(), 1);
+    }
+
+    #[test]
+    fn a_client_is_capped_at_its_share_and_everyone_at_the_total() {
+        let h = Handles::with_caps(OpenCaps {
+            per_session: 3,
+            total: 5,
+        });
+        for n in 0..3 {
+            assert_eq!(h.insert(1, n, on(10)), Ok(()));
+        }
+        assert_eq!(
+            h.insert(1, 3, on(10)),
+            Err(NotInserted::Capped(Errno::EMFILE))
+        );
+        assert_eq!(
+            h.insert(1, 0, on(10)),
+            Err(NotInserted::Taken),
+            "a number it holds is not a new handle, at the cap too"
+        );
+        assert_eq!(h.insert(2, 0, on(10)), Ok(()));
+        assert_eq!(h.insert(3, 0, on(10)), Ok(()));
+        assert_eq!(
+            h.insert(4, 0, on(10)),
+            Err(NotInserted::Capped(Errno::ENFILE))
+        );
+        assert!(!h.holds_any(4), "a refused client holds nothing");
+        assert_eq!(h.count(), 5);
+        // A release makes room for anyone, a session's end for its share.
+        assert!(h.remove(2, 0, 10).is_some());
+        assert_eq!(h.insert(4, 0, on(10)), Ok(()));
+        assert_eq!(h.take_all(1).len(), 3);
+        assert_eq!(h.insert(1, 9, on(10)), Ok(()));
+        assert_eq!(h.count(), 4);
     }
 }

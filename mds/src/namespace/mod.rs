@@ -30,6 +30,7 @@ use journal::{Ceilings, Journal, JournalOp, Recovered, TxRecord};
 use parking_lot::Mutex;
 
 use handles::Handles;
+pub use handles::OpenCaps;
 use mds_proto::{Attr, Body, Cred, Errno};
 use node::{AttrValue, DirName, Entries, Entry, FileKind, InodeAttr, Node};
 use perm::squash_root;
@@ -398,6 +399,20 @@ impl Namespace {
         Namespace {
             store: Some(store),
             inline_data_max,
+            ..self
+        }
+    }
+
+    /// The same namespace, holding at most `caps` open handles (a start's, before any is
+    /// open).
+    pub fn capping_open(self, caps: OpenCaps) -> Namespace {
+        debug_assert_eq!(
+            self.handles.count(),
+            0,
+            "caps are set before handles are open"
+        );
+        Namespace {
+            handles: Handles::with_caps(caps),
             ..self
         }
     }

@@ -3,11 +3,23 @@
 //! credentials each request carries (`--cred-check`).
 //!
 //! A connection is accepted into a *handshake slot* — one of its partition's
-//! `max_unauthenticated`, and one of its address's `max_unauthenticated_per_address` — and
-//! moves to a *connection slot* (`max_connections`) only when its CONNECT (with its TLS
-//! handshake and proofs, under one deadline) has completed. So a flood of connections that
-//! never authenticate holds handshake slots alone: it can neither fill the connection slots
-//! clients hold nor, from a few addresses, take every handshake slot.
+//! `max_unauthenticated`, one of its address's `max_unauthenticated_per_address` and one of its
+//! prefix's (/24 of IPv4, /64 of IPv6) `max_unauthenticated_per_prefix` — and moves to a
+//! *connection slot* (`max_connections`) only when its CONNECT (with its TLS handshake and
+//! proofs, under one deadline) has completed. So a flood of connections that never
+//! authenticate holds handshake slots alone: it can neither fill the connection slots clients
+//! hold nor, from a few addresses or one network (an IPv6 /64 is as many addresses as its
+//! owner wants), take every handshake slot.
+//!
+//! A flood from many networks can still fill a partition's handshake slots. A full partition
+//! does not refuse the newcomer, which may be a client about to prove its key or session:
+//! it closes its oldest connection still in its handshake (EBUSY), one that has not even sent
+//! its CONNECT first, and takes that one's slot. A connection that has sent its CONNECT is
+//! therefore closed only once every silent one is gone, and then only after
+//! `max_unauthenticated` newer connections: a client whose handshake takes less than that many
+//! accepts is never refused by a flood of connections that never prove anything, however many
+//! addresses it comes from. Address and prefix caps still refuse at accept: they are the
+//! flood's own share.
 //!
 //! Credentials are the client's word, as in NFS's AUTH_SYS. With `--cred-check owner` a
 //! request may carry credentials other than its connection owner's only if the connection
@@ -19,7 +31,7 @@
 //! minute); a connection from elsewhere has no owner the server can learn, and is refused at
 //! CONNECT.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::net::{IpAddr, SocketAddr};
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
@@ -29,46 +41,194 @@ use std::time::{Duration, Instant};
 use mds_proto::Cred;
 use parking_lot::Mutex;
 use tokio::sync::OwnedSemaphorePermit;
+use tokio_util::sync::CancellationToken;
 
 use super::Partition;
 use crate::config::{CredCheck, Limits};
 
-/// Connections that have not completed their handshake, by address, server-wide.
+/// Connections that have not completed their handshake, server-wide: each in accept order,
+/// and how many by address, by prefix and by partition.
 #[derive(Clone, Debug, Default)]
 pub struct Unauthenticated {
-    by_address: Arc<Mutex<HashMap<IpAddr, usize>>>,
+    table: Arc<Mutex<Table>>,
+}
+
+#[derive(Debug, Default)]
+struct Table {
+    /// The next connection's number: accept order.
+    next: u64,
+    /// Every connection in its handshake, oldest first.
+    waiting: BTreeMap<u64, Waiting>,
+    by_address: HashMap<IpAddr, usize>,
+    by_prefix: HashMap<Prefix, usize>,
+    by_partition: HashMap<usize, usize>,
+}
+
+/// One connection in its handshake.
+#[derive(Debug)]
+struct Waiting {
+    partition: usize,
+    ip: IpAddr,
+    /// It sent its CONNECT: closed to make room only when no silent one is left.
+    spoke: bool,
+    /// Cancelled when it is closed to make room.
+    evict: CancellationToken,
+}
+
+/// The network an address belongs to as far as the caps go: the /24 of an IPv4 address, the
+/// /64 of an IPv6 one (a site's subnet: its owner has every address of it).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Prefix {
+    V4([u8; 3]),
+    V6([u8; 8]),
+}
+
+impl Prefix {
+    fn of(ip: IpAddr) -> Prefix {
+        match ip {
+            IpAddr::V4(v4) => {
+                let o = v4.octets();
+                Prefix::V4([o[0], o[1], o[2]])
+            }
+            IpAddr::V6(v6) => {
+                let o = v6.octets();
+                Prefix::V6(o[..8].try_into().expect("8 bytes"))
+            }
+        }
+    }
+}
+
+/// `key`'s count.
+fn count<K: std::hash::Hash + Eq>(counts: &HashMap<K, usize>, key: &K) -> usize {
+    counts.get(key).copied().unwrap_or(0)
+}
+
+/// Takes one off `key`'s count, dropping the entry at 0.
+fn uncount<K: std::hash::Hash + Eq>(counts: &mut HashMap<K, usize>, key: &K) {
+    if let Some(n) = counts.get_mut(key) {
+        *n -= 1;
+        if *n == 0 {
+            counts.remove(key);
+        }
+    }
+}
+
+impl Table {
+    /// Takes connection `id` out, with its counts; returns it if it was in.
+    fn remove(&mut self, id: u64) -> Option<Waiting> {
+        let gone = self.waiting.remove(&id)?;
+        uncount(&mut self.by_address, &gone.ip);
+        uncount(&mut self.by_prefix, &Prefix::of(gone.ip));
+        uncount(&mut self.by_partition, &gone.partition);
+        Some(gone)
+    }
+
+    /// The connection of `partition` to close for room: its oldest silent one, else its
+    /// oldest.
+    fn oldest_of(&self, partition: usize) -> Option<u64> {
+        let mine = || {
+            self.waiting
+                .iter()
+                .filter(|(_, w)| w.partition == partition)
+        };
+        mine()
+            .find(|(_, w)| !w.spoke)
+            .or_else(|| mine().next())
+            .map(|(&id, _)| id)
+    }
 }
 
 impl Unauthenticated {
     /// Connections from `ip` in their handshake now.
     pub fn from(&self, ip: IpAddr) -> usize {
-        self.by_address.lock().get(&ip).copied().unwrap_or(0)
+        let ip = ip.to_canonical();
+        self.table.lock().by_address.get(&ip).copied().unwrap_or(0)
     }
 
     /// All connections in their handshake now.
     pub fn total(&self) -> usize {
-        self.by_address.lock().values().sum()
+        self.table.lock().waiting.len()
+    }
+
+    /// A handshake slot on `partition` for a connection from `ip`, under `limits`; when the
+    /// partition's are all taken, the oldest connection in its handshake there (a silent one
+    /// first) is evicted for it (returned `true`).
+    fn admit(
+        &self,
+        partition: usize,
+        ip: IpAddr,
+        limits: &Limits,
+    ) -> Result<(HandshakeSlot, bool), Refused> {
+        // An IPv4 client of a listener on `[::]` arrives as `::ffff:a.b.c.d`.
+        let ip = ip.to_canonical();
+        let prefix = Prefix::of(ip);
+        let mut table = self.table.lock();
+        if count(&table.by_address, &ip) >= limits.max_unauthenticated_per_address {
+            return Err(Refused::Address);
+        }
+        if count(&table.by_prefix, &prefix) >= limits.max_unauthenticated_per_prefix {
+            return Err(Refused::Prefix);
+        }
+        let mut evicted = false;
+        if count(&table.by_partition, &partition) >= limits.max_unauthenticated {
+            let oldest = table.oldest_of(partition).ok_or(Refused::Handshakes)?;
+            let gone = table.remove(oldest).expect("just found");
+            gone.evict.cancel();
+            evicted = true;
+        }
+        let id = table.next;
+        table.next += 1;
+        let evict = CancellationToken::new();
+        table.waiting.insert(
+            id,
+            Waiting {
+                partition,
+                ip,
+                spoke: false,
+                evict: evict.clone(),
+            },
+        );
+        *table.by_address.entry(ip).or_insert(0) += 1;
+        *table.by_prefix.entry(prefix).or_insert(0) += 1;
+        *table.by_partition.entry(partition).or_insert(0) += 1;
+        drop(table);
+        Ok((
+            HandshakeSlot {
+                id,
+                counts: self.clone(),
+                evict,
+            },
+            evicted,
+        ))
     }
 }
 
 /// A connection's place while it has not completed its handshake: released when it does, or
-/// when it ends.
+/// when it ends; taken from it when it is evicted for a newer connection.
 #[derive(Debug)]
 pub struct HandshakeSlot {
-    _permit: OwnedSemaphorePermit,
-    ip: IpAddr,
+    id: u64,
     counts: Unauthenticated,
+    evict: CancellationToken,
+}
+
+impl HandshakeSlot {
+    /// The connection sent its CONNECT: it is closed for room only after the silent ones.
+    pub fn spoke(&self) {
+        if let Some(w) = self.counts.table.lock().waiting.get_mut(&self.id) {
+            w.spoke = true;
+        }
+    }
+
+    /// Resolves when the slot was taken for a newer connection: the connection must close.
+    pub async fn evicted(&self) {
+        self.evict.cancelled().await;
+    }
 }
 
 impl Drop for HandshakeSlot {
     fn drop(&mut self) {
-        let mut by_address = self.counts.by_address.lock();
-        if let Some(n) = by_address.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                by_address.remove(&self.ip);
-            }
-        }
+        self.counts.table.lock().remove(self.id);
     }
 }
 
@@ -78,10 +238,12 @@ pub enum Refused {
     /// Its partition's connection slots are all held by clients that completed their
     /// handshake.
     Connections,
-    /// Its partition's handshake slots are all taken.
+    /// Its partition's handshake slots are all taken (and none could be made free).
     Handshakes,
     /// Its address has its cap of connections in their handshake.
     Address,
+    /// Its address's /24 (IPv4) or /64 (IPv6) has its cap of connections in their handshake.
+    Prefix,
 }
 
 impl Refused {
@@ -99,6 +261,10 @@ impl Refused {
                 "{} connections from this address are in their handshake",
                 limits.max_unauthenticated_per_address
             ),
+            Refused::Prefix => format!(
+                "{} connections from this address's /24 or /64 are in their handshake",
+                limits.max_unauthenticated_per_prefix
+            ),
         }
     }
 }
@@ -108,6 +274,7 @@ pub struct RefusedCounters {
     connections: metrics::Counter,
     handshakes: metrics::Counter,
     address: metrics::Counter,
+    prefix: metrics::Counter,
 }
 
 impl RefusedCounters {
@@ -123,45 +290,33 @@ impl RefusedCounters {
             connections,
             handshakes: unauthenticated("partition"),
             address: unauthenticated("address"),
+            prefix: unauthenticated("prefix"),
         }
     }
 
+    /// Counts a refusal, or (`Handshakes`) an eviction for room.
     pub fn count(&self, why: Refused) {
         match why {
             Refused::Connections => &self.connections,
             Refused::Handshakes => &self.handshakes,
             Refused::Address => &self.address,
+            Refused::Prefix => &self.prefix,
         }
         .increment(1);
     }
 }
 
 impl Partition {
-    /// A handshake slot for a connection from `peer`, or why there is none.
-    pub(super) fn handshake_slot(&self, peer: SocketAddr) -> Result<HandshakeSlot, Refused> {
-        let permit = self
-            .handshakes
-            .clone()
-            .try_acquire_owned()
-            .map_err(|_| Refused::Handshakes)?;
-        let counts = self.shared.net.unauthenticated.clone();
-        let ip = peer.ip();
-        {
-            let mut by_address = counts.by_address.lock();
-            let n = by_address.entry(ip).or_insert(0);
-            if *n >= self.shared.net.limits.max_unauthenticated_per_address {
-                if *n == 0 {
-                    by_address.remove(&ip);
-                }
-                return Err(Refused::Address);
-            }
-            *n += 1;
-        }
-        Ok(HandshakeSlot {
-            _permit: permit,
-            ip,
-            counts,
-        })
+    /// A handshake slot for a connection from `peer`, or why there is none; `true` with it
+    /// when an older connection in its handshake was evicted to make room.
+    pub(super) fn handshake_slot(
+        &self,
+        peer: SocketAddr,
+    ) -> Result<(HandshakeSlot, bool), Refused> {
+        self.shared
+            .net
+            .unauthenticated
+            .admit(self.id, peer.ip(), &self.shared.net.limits)
     }
 
     /// A connection slot for a connection that completed its handshake, or `None`: the
@@ -426,6 +581,72 @@ fn lookup_groups(uid: u32) -> Option<Vec<u32>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn addresses_and_their_prefixes_are_capped_and_a_full_partition_evicts_its_oldest() {
+        let limits = Limits {
+            max_unauthenticated: 3,
+            max_unauthenticated_per_address: 2,
+            max_unauthenticated_per_prefix: 3,
+            ..Limits::default()
+        };
+        let u = Unauthenticated::default();
+        let admit = |partition, ip: &str| u.admit(partition, ip.parse().unwrap(), &limits);
+        let slot = |partition, ip: &str| {
+            let (slot, evicted) = admit(partition, ip).unwrap();
+            assert!(!evicted, "{ip}");
+            slot
+        };
+        // One address, then its /24 (on another partition: the caps are server-wide).
+        let a1 = slot(0, "10.0.0.1");
+        let a2 = slot(0, "10.0.0.1");
+        assert_eq!(admit(0, "10.0.0.1").unwrap_err(), Refused::Address);
+        let b = slot(1, "10.0.0.2");
+        assert_eq!(admit(1, "10.0.0.3").unwrap_err(), Refused::Prefix);
+        assert_eq!(
+            admit(1, "::ffff:10.0.0.4").unwrap_err(),
+            Refused::Prefix,
+            "an IPv4-mapped address is its IPv4 address"
+        );
+        // Every address of an IPv6 /64 is one prefix; the next /64 another.
+        let v6 = [
+            slot(2, "2001:db8::1"),
+            slot(2, "2001:db8::ffff:2"),
+            slot(1, "2001:db8::3"),
+        ];
+        assert_eq!(admit(1, "2001:db8::4").unwrap_err(), Refused::Prefix);
+        let other64 = slot(1, "2001:db8:0:1::1");
+        assert_eq!(u.total(), 7);
+        // Partition 0 holds two; a third fills it. Then each newcomer takes the place of the
+        // oldest still in its handshake, silent ones first: a1 has spoken, a2 goes first.
+        let c = slot(0, "10.0.1.1");
+        a1.spoke();
+        let (d, evicted) = admit(0, "10.0.2.1").unwrap();
+        assert!(evicted);
+        assert!(a2.evict.is_cancelled() && !a1.evict.is_cancelled());
+        assert_eq!(
+            u.from("10.0.0.1".parse().unwrap()),
+            1,
+            "a2's count went with it"
+        );
+        let (e, _) = admit(0, "10.0.3.1").unwrap();
+        assert!(c.evict.is_cancelled(), "then the next silent one");
+        let (f, _) = admit(0, "10.0.4.1").unwrap();
+        assert!(d.evict.is_cancelled());
+        let (g, _) = admit(0, "10.0.5.1").unwrap();
+        assert!(e.evict.is_cancelled());
+        // With no silent one left, the oldest of those that spoke.
+        f.spoke();
+        g.spoke();
+        let (_h, _) = admit(0, "10.0.6.1").unwrap();
+        assert!(a1.evict.is_cancelled() && !f.evict.is_cancelled());
+        // Other partitions were never touched; an evicted slot dropped later counts nothing.
+        assert!(!b.evict.is_cancelled() && !other64.evict.is_cancelled());
+        drop((a1, a2, c, d, e));
+        assert_eq!(u.total(), 3 + 5, "partition 0's three and five elsewhere");
+        drop((b, v6, other64, f));
+        assert_eq!(u.total(), 2);
+    }
 
     #[test]
     fn the_kernel_names_the_owner_of_a_loopback_connection() {

@@ -95,7 +95,6 @@ pub fn spawn(
                 connections: TaskTracker::new(),
                 touched: RefCell::new(Vec::new()),
                 slots: Arc::new(Semaphore::new(limits.max_connections)),
-                handshakes: Arc::new(Semaphore::new(limits.max_unauthenticated)),
             });
             local.block_on(&rt, partition.run(listener));
             drop(done);
@@ -112,8 +111,6 @@ struct Partition {
     touched: RefCell<Vec<Arc<ConnOutput>>>,
     /// Connection slots: one per connection that completed its handshake.
     slots: Arc<Semaphore>,
-    /// Handshake slots: one per connection that has not completed its handshake yet.
-    handshakes: Arc<Semaphore>,
 }
 
 /// Tells a client the server is full (an EBUSY reply with xid 0, which every waiting request
@@ -155,12 +152,16 @@ impl Partition {
             match accepted {
                 Ok((stream, peer)) => {
                     backoff = Duration::from_millis(1);
-                    // A handshake slot of its own, and one of its address's: a connection
-                    // takes a connection slot only once it has proved itself
+                    // A handshake slot of its own, and one of its address's and prefix's: a
+                    // connection takes a connection slot only once it has proved itself
                     // (`serve/handshake.rs`), so unauthenticated ones never crowd out
                     // clients.
                     match self.handshake_slot(peer) {
-                        Ok(slot) => {
+                        Ok((slot, evicted)) => {
+                            if evicted {
+                                // The oldest connection in its handshake closes for it.
+                                refused.count(admission::Refused::Handshakes);
+                            }
                             // What a poll of the connection sends the committer leaves as
                             // one message: one hand-off a read, not one a request.
                             let served = crate::committer::Gathering::new(

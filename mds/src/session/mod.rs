@@ -13,10 +13,17 @@
 //! A session with no connection, nothing pending and no record is forgotten at once:
 //! identities are random and a load run makes thousands of them. One that still holds records
 //! waits for its client to come back and resend, up to `--session-expiry`.
+//!
+//! The table holds at most `--max-sessions` (`Sessions::capped`): each session's records are
+//! capped, but without a cap on sessions a client making up identities grew records ×
+//! identities without bound. Past it, the CONNECT of a new identity is refused (EBUSY: the
+//! server is full), while every identity the server keeps may still attach. Refused, not made
+//! room for: forgetting a session early would forget the records that keep its client's
+//! resends from executing twice.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use crossbeam_utils::CachePadded;
@@ -42,6 +49,11 @@ pub struct Sessions {
     /// advances its watermark, so one client cannot grow the server's memory or the
     /// committer's work without bound.
     max_records: usize,
+    /// Most sessions kept: past it, a CONNECT that would start one is refused.
+    max_sessions: usize,
+    /// Sessions kept now: counted apart from the shards, so that a CONNECT checks the cap
+    /// with one atomic rather than every shard's lock.
+    count: AtomicUsize,
 }
 
 /// One client's session.
@@ -214,6 +226,8 @@ pub enum AttachRefused {
     /// The server keeps a session for this identity and the connection did not prove its
     /// secret.
     Unproved,
+    /// The identity is new and the server keeps as many sessions as it may.
+    Full,
 }
 
 /// Most resend records a session keeps by default: twice the most mutations one connection
@@ -233,7 +247,27 @@ impl Sessions {
                 .map(|_| CachePadded::new(Mutex::new(HashMap::new())))
                 .collect(),
             max_records,
+            max_sessions: usize::MAX,
+            count: AtomicUsize::new(0),
         }
+    }
+
+    /// The same table, keeping at most `max_sessions` sessions (`--max-sessions`) that
+    /// CONNECTs start; those restored from the store are kept whatever their number.
+    pub fn capped(self, max_sessions: usize) -> Sessions {
+        Sessions {
+            max_sessions,
+            ..self
+        }
+    }
+
+    /// Counts a session about to be added by a CONNECT; `false` (nothing counted) at the cap.
+    fn count_new(&self) -> bool {
+        if self.count.fetch_add(1, Ordering::Relaxed) >= self.max_sessions {
+            self.count.fetch_sub(1, Ordering::Relaxed);
+            return false;
+        }
+        true
     }
 
     fn shard(&self, client: u64) -> &Shard {
@@ -265,10 +299,14 @@ impl Sessions {
         proved: impl FnOnce(&SessionSecret) -> bool,
     ) -> Result<Attached, AttachRefused> {
         let mut shard = self.shard(client).lock();
-        let session = shard
-            .entry(client)
-            .or_insert_with(|| Session::new(client, None, self.max_records))
-            .clone();
+        let session = match shard.get(&client) {
+            Some(session) => session.clone(),
+            None if self.count_new() => shard
+                .entry(client)
+                .or_insert_with(|| Session::new(client, None, self.max_records))
+                .clone(),
+            None => return Err(AttachRefused::Full),
+        };
         let mut state = session.state.lock();
         let issued = match &state.secret {
             Some(secret) if proved(secret) => None,
@@ -339,15 +377,23 @@ impl Sessions {
                     records += 1;
                 }
             }
-            self.shard(found.client)
+            if self
+                .shard(found.client)
                 .lock()
-                .insert(found.client, session);
+                .insert(found.client, session)
+                .is_none()
+            {
+                self.count.fetch_add(1, Ordering::Relaxed);
+            }
         }
         // Known clients (replays) and bound ones with no record left: their identity stays
         // theirs while the journal keeps anything of them.
         for client in known.iter().copied().chain(bound) {
             let mut shard = self.shard(client).lock();
-            shard.entry(client).or_insert_with(|| restored(client));
+            shard.entry(client).or_insert_with(|| {
+                self.count.fetch_add(1, Ordering::Relaxed);
+                restored(client)
+            });
         }
         Ok(records)
     }
@@ -376,6 +422,7 @@ impl Sessions {
                 !expired
             });
         }
+        self.count.fetch_sub(forgotten, Ordering::Relaxed);
         forgotten
     }
 
@@ -403,6 +450,7 @@ impl Sessions {
         let mut shard = self.shard(client).lock();
         if shard.get(&client).is_some_and(|s| s.is_idle()) {
             let session = shard.remove(&client).expect("just seen");
+            self.count.fetch_sub(1, Ordering::Relaxed);
             if session.state.lock().journaled {
                 drop_records();
                 return true;
@@ -418,7 +466,7 @@ impl Sessions {
 
     /// Sessions the server knows.
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().len()).sum()
+        self.count.load(Ordering::Relaxed)
     }
 
     pub fn is_empty(&self) -> bool {

@@ -405,3 +405,42 @@ fn a_forget_reaches_the_committer_before_the_know_of_a_client_that_came_back() {
     assert_eq!(*committer.lock(), ["know", "forget", "know"]);
     assert!(s.is_known());
 }
+
+#[test]
+fn past_its_cap_of_sessions_only_a_new_identity_is_refused() {
+    let sessions = Sessions::default().capped(2);
+    let conn = || Arc::new(ConnOutput::new(1 << 10));
+    let a = attach(&sessions, 1, conn());
+    let b = attach(&sessions, 2, conn());
+    assert!(matches!(
+        sessions.attach(3, conn(), |_| true),
+        Err(AttachRefused::Full)
+    ));
+    assert_eq!(
+        sessions.len(),
+        2,
+        "the refused identity left nothing behind"
+    );
+    assert!(sessions.get(3).is_none());
+    // An identity the server keeps attaches again, full or not.
+    let again = attach(&sessions, 1, conn());
+    assert!(Arc::ptr_eq(&again.session, &a.session));
+    // A session that goes makes room: one forgotten when idle, one expired.
+    let away = b.session.connection().unwrap();
+    assert!(sessions.detach(&b.session, &away));
+    sessions.forget_if_idle(2, || {});
+    assert_eq!(sessions.len(), 1);
+    let c = attach(&sessions, 3, conn());
+    assert_eq!(c.session.begin(1, OP), Begin::New);
+    c.session.remember(1, OP, 10, Body::Done, 0);
+    c.session.release(1, true);
+    let to = c.session.connection().unwrap();
+    assert!(sessions.detach(&c.session, &to));
+    assert!(
+        sessions.attach(4, conn(), |_| true).is_err(),
+        "3 keeps a record"
+    );
+    assert_eq!(expire(&sessions, Duration::ZERO), (vec![3], 1));
+    assert!(sessions.attach(4, conn(), |_| true).is_ok());
+    assert_eq!(sessions.len(), 2);
+}

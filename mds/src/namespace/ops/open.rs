@@ -13,7 +13,7 @@ use journal::{JournalOp, TxRecord};
 use mds_proto::{Body, Errno, OpenFlags};
 
 use super::{Cx, OpResult, inode_mut, may, mutation, now, see_inode};
-use crate::namespace::handles::OpenHandle;
+use crate::namespace::handles::{NotInserted, OpenHandle};
 use crate::namespace::node::FileKind;
 use crate::namespace::perm::{self, READ, WRITE};
 use crate::namespace::{Caller, Namespace, now_ns, to_attr};
@@ -69,17 +69,13 @@ impl Namespace {
             };
         }
         if !truncate {
-            if !self.handles.insert(client, handle, open) {
-                return Err(Errno::EINVAL); // the same number, opened concurrently
-            }
+            self.handles.insert(client, handle, open).map_err(refusal)?;
             node.add_open(client);
             return Ok(now(Body::Attr(to_attr(&node.attr))));
         }
         self.writable()?;
         let partial = self.prepare_resize(node, 0)?;
-        if !self.handles.insert(client, handle, open) {
-            return Err(Errno::EINVAL);
-        }
+        self.handles.insert(client, handle, open).map_err(refusal)?;
         let transno = match self.next_transno() {
             Ok(t) => t,
             Err(e) => {
@@ -212,5 +208,14 @@ impl Namespace {
     /// An orphan was made (`drop_link`) or went: the count STATFS reports.
     pub(super) fn count_orphan(&self, n: i64) {
         self.orphans.fetch_add(n as u64, Ordering::Relaxed);
+    }
+}
+
+/// The answer to an OPEN whose handle was not recorded: EINVAL for a number the client
+/// holds (opened concurrently under one number), else the cap's EMFILE or ENFILE.
+fn refusal(why: NotInserted) -> Errno {
+    match why {
+        NotInserted::Taken => Errno::EINVAL,
+        NotInserted::Capped(errno) => errno,
     }
 }

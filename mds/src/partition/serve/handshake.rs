@@ -58,6 +58,15 @@ impl Handshaking {
         }
     }
 
+    /// Resolves when the connection's handshake slot went to a newer connection (it must
+    /// close); never once the handshake has completed.
+    pub(super) async fn evicted(&self) {
+        match &self.slot {
+            Some(slot) => slot.evicted().await,
+            None => std::future::pending().await,
+        }
+    }
+
     /// The connection ended: if it was challenged and gave no proof (it left, or timed out),
     /// that is a client without the key (or the secret), counted and logged as such.
     pub(super) fn count_if_unproved(&self, partition: usize, conn: u64) {
@@ -134,6 +143,9 @@ impl Partition {
         if key || secret {
             // Nothing of the client's session is touched before it has proved what it must:
             // an impostor cannot even replace a real client's connection.
+            if let Some(slot) = &handshaking.slot {
+                slot.spoke();
+            }
             let nonce = Authenticator::nonce();
             handshaking.challenge = Some(Challenge {
                 nonce,
@@ -313,6 +325,21 @@ impl Partition {
                 AuthFailure::Session.count();
                 answered.push((opcode, Err(Errno::EAUTH)));
                 self.reply_now(conn, xid, Err(Errno::EAUTH));
+                return Err(Refused);
+            }
+            Err(AttachRefused::Full) => {
+                // As a full partition is told: EBUSY under xid 0, then the close.
+                warn!(
+                    partition = self.id,
+                    %peer,
+                    client,
+                    "refusing connection: the server keeps {} sessions (--max-sessions), and \
+                     this identity would start another",
+                    self.shared.core.sessions.len()
+                );
+                metrics::counter!(crate::metrics::SESSIONS_REFUSED).increment(1);
+                answered.push((opcode, Err(Errno::EBUSY)));
+                self.reply_now(conn, 0, Err(Errno::EBUSY));
                 return Err(Refused);
             }
         };

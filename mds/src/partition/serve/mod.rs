@@ -147,6 +147,10 @@ impl Partition {
         };
         let handshake = tokio::select! {
             () = self.shared.shutdown.cancelled() => return,
+            () = handshaking.evicted() => {
+                debug!(partition = self.id, %peer, "closing connection: its handshake slot went to a newer one");
+                return;
+            }
             r = tokio::time::timeout_at(deadline, acceptor.accept(stream)) => r,
         };
         match handshake {
@@ -298,6 +302,13 @@ impl Partition {
                 r
             }
             () = &mut ending.either => return Some(Ending::ended(&self.shared.shutdown)),
+            () = reader.handshaking.evicted(), if reader.session.is_none() => {
+                // A full partition gave its slot to a newer connection: told as a full
+                // server tells it, EBUSY under xid 0, then closed.
+                debug!(partition = self.id, conn = conn.id(), "closing connection: its handshake slot went to a newer one");
+                self.reply_now(conn, 0, Err(Errno::EBUSY));
+                return Some(Ended::Normally);
+            }
             () = tokio::time::sleep(silence), if silent_may_close => {
                 warn!(partition = self.id, conn = conn.id(), after = ?silence, "closing connection: {}", if why == "connect" { "no CONNECT in time" } else { "idle" });
                 metrics::counter!(crate::metrics::CONNECTIONS_TIMED_OUT, "reason" => why).increment(1);
@@ -571,11 +582,11 @@ impl Partition {
                     if r.is_ok() {
                         return None;
                     }
-                    if conn.buffered() >= room {
+                    if conn.unwritten() >= room {
                         warn!(
                             partition = self.id,
                             conn = conn.id(),
-                            buffered = conn.buffered(),
+                            unwritten = conn.unwritten(),
                             stall = ?limits.output_stall,
                             "closing connection: client is not reading its replies"
                         );
