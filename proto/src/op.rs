@@ -203,6 +203,13 @@ operations! {
     /// Answered at once outside a cluster. It holds its connection meanwhile (a connection's
     /// requests run one at a time): a client sends it on a connection of its own.
     31 SHARD_MAP_WAIT "shard_map_wait" ShardMapWait { after: u64, wait_ms: u32 };
+    /// Between servers: CONNECT for a server of the cluster connecting to another (to send
+    /// what only servers send: [`Op::is_server_only`]). Always answered with a
+    /// [`crate::Body::Challenge`], whose `proof` is HMAC-SHA256 under the cluster's peer
+    /// secret of [`crate::PEER_CONTEXT`], the nonce, the identity and the version: a client's
+    /// proof of the shared key never passes for it. Its fields are CONNECT's, in CONNECT's
+    /// order, so a server reads its version from the same prefix.
+    32 PEER_CONNECT "peer_connect" PeerConnect { version: u32, client: u64 };
 }
 
 /// The bits of an inode number below its shard: `ino = shard << 48 | local`.
@@ -252,6 +259,7 @@ impl Op {
             | Op::Release { .. }
             | Op::ShardMap
             | Op::ShardMapWait { .. }
+            | Op::PeerConnect { .. }
             | Op::MakePendingDir { .. } => None,
         }
     }
@@ -269,6 +277,17 @@ impl Op {
 }
 
 impl Op {
+    /// Whether only a server of the cluster may send it, on a connection that proved the
+    /// cluster's peer secret (PEER_CONNECT): the steps of a remote directory's MKDIR and RMDIR
+    /// on the other shard, and the scrub's question. A server refuses them on any other
+    /// connection, whatever credentials they carry.
+    pub fn is_server_only(&self) -> bool {
+        matches!(
+            self,
+            Op::MakePendingDir { .. } | Op::ResolveRemote { .. } | Op::PrepareRmdir { .. }
+        )
+    }
+
     /// Whether the operation changes the namespace (and so takes a transno when it succeeds).
     pub fn is_mutation(&self) -> bool {
         matches!(
