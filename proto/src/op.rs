@@ -177,7 +177,7 @@ operations! {
     /// Between servers: `shard` makes a directory inode whose entry `name` is to live in
     /// `parent`, on the asking server's shard, owned by `uid` and `gid` with `mode` as
     /// given (the asker decided them), and keeps it pending until that entry is found
-    /// (RESOLVE_REMOTE). Answered after its commit. Root's alone.
+    /// (RESOLVE_REMOTE). Answered after its commit. A peer's alone ([`Op::is_server_only`]).
     28 MAKE_PENDING_DIR "make_pending_dir" MakePendingDir {
         shard: u16,
         parent: u64,
@@ -188,14 +188,14 @@ operations! {
     };
     /// Between servers: whether `name` in `parent` names the directory `ino` of another shard,
     /// durably: Done if it does (after its commit), ENOENT if it does not, EBUSY while a
-    /// MKDIR_REMOTE of that name is under way. Root's alone.
+    /// MKDIR_REMOTE of that name is under way. A peer's alone.
     29 RESOLVE_REMOTE "resolve_remote" ResolveRemote { parent: u64, name: String, ino: u64 };
     /// Between servers, RMDIR of a remote directory's first step: the directory `ino`, whose
     /// entry `name` lives in `parent` on the asking server's shard, is to be removed. If it
     /// is empty (and, where the asker's sticky rule says so, owned by `owner`), it is marked
     /// pending again — refusing new entries from then on — until RESOLVE_REMOTE finds whether
     /// the entry went: deleted then, kept if it is still there. Answered after its commit.
-    /// Root's alone.
+    /// A peer's alone.
     30 PREPARE_RMDIR "prepare_rmdir" PrepareRmdir { ino: u64, parent: u64, name: String, owner: Option<u32> };
     /// SHARD_MAP, long-polled: the map once the answering server's view of the cluster is
     /// newer than etcd revision `after` (the [`crate::Body::ShardMapAt`] a client last got; 0:
