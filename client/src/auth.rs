@@ -6,7 +6,10 @@
 use std::path::{Path, PathBuf};
 
 use hmac::{KeyInit, Mac};
-use mds_proto::{AUTH_CONTEXT, NONCE_LEN, PROOF_LEN, SESSION_CONTEXT, SESSION_SECRET_LEN};
+use mds_proto::{
+    AUTH_CONTEXT, NONCE_LEN, PEER_CONTEXT, PEER_SECRET_LEN, PROOF_LEN, SESSION_CONTEXT,
+    SESSION_SECRET_LEN,
+};
 
 type HmacSha256 = hmac::Hmac<sha2::Sha256>;
 
@@ -161,6 +164,67 @@ impl SessionSecret {
     }
 }
 
+/// The cluster's peer secret: what a server proves, after a PEER_CONNECT, to be let send
+/// what only the cluster's servers send (MAKE_PENDING_DIR, PREPARE_RMDIR, RESOLVE_REMOTE).
+/// No client holds it: the servers read it from etcd. Its bytes never appear in `Debug`
+/// output or logs.
+#[derive(Clone, PartialEq, Eq)]
+pub struct PeerKey([u8; PEER_SECRET_LEN]);
+
+impl std::fmt::Debug for PeerKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeerKey(..)")
+    }
+}
+
+impl PeerKey {
+    pub fn from_bytes(bytes: [u8; PEER_SECRET_LEN]) -> PeerKey {
+        PeerKey(bytes)
+    }
+
+    /// A fresh secret from the operating system's random source.
+    pub fn random() -> PeerKey {
+        let mut bytes = [0; PEER_SECRET_LEN];
+        getrandom::fill(&mut bytes).expect("the operating system's random source works");
+        PeerKey(bytes)
+    }
+
+    pub fn bytes(&self) -> &[u8; PEER_SECRET_LEN] {
+        &self.0
+    }
+
+    fn mac(&self, nonce: &[u8; NONCE_LEN], client: u64, version: u32) -> HmacSha256 {
+        let mut mac = HmacSha256::new_from_slice(&self.0).expect("HMAC takes keys of any length");
+        mac.update(PEER_CONTEXT);
+        mac.update(nonce);
+        mac.update(&client.to_be_bytes());
+        mac.update(&version.to_be_bytes());
+        mac
+    }
+
+    /// The proof a server sends for `nonce` after its PEER_CONNECT: HMAC-SHA256(secret,
+    /// context ‖ nonce ‖ client ‖ version), integers big-endian. Another context than the
+    /// shared key's, so that neither proof ever passes for the other, whatever the keys.
+    pub fn proof(&self, nonce: &[u8; NONCE_LEN], client: u64, version: u32) -> [u8; PROOF_LEN] {
+        self.mac(nonce, client, version)
+            .finalize()
+            .into_bytes()
+            .into()
+    }
+
+    /// Whether `proof` is this secret's proof for `nonce`, `client` and `version`, in
+    /// constant time.
+    pub fn verify(
+        &self,
+        nonce: &[u8; NONCE_LEN],
+        client: u64,
+        version: u32,
+        proof: &[u8; PROOF_LEN],
+    ) -> bool {
+        self.mac(nonce, client, version).verify_slice(proof).is_ok()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -219,6 +283,36 @@ mod tests {
         let expected: [u8; 32] = mac.finalize().into_bytes().into();
         assert_eq!(proof, expected);
         assert_eq!(format!("{secret:?}"), "SessionSecret(..)");
+    }
+
+    #[test]
+    fn a_peer_proof_is_its_own_and_never_a_shared_key_proof() {
+        let (peer, nonce) = (PeerKey::from_bytes([5; PEER_SECRET_LEN]), [6; NONCE_LEN]);
+        let proof = peer.proof(&nonce, 42, 7);
+        assert!(peer.verify(&nonce, 42, 7, &proof));
+        assert!(
+            !peer.verify(&[7; NONCE_LEN], 42, 7, &proof),
+            "another nonce"
+        );
+        assert!(!peer.verify(&nonce, 43, 7, &proof), "another client");
+        assert!(
+            !PeerKey::random().verify(&nonce, 42, 7, &proof),
+            "another secret"
+        );
+        // The same bytes as a shared key: the contexts keep the two proofs apart both ways.
+        let shared = AuthKey::from_bytes(vec![5; PEER_SECRET_LEN]).unwrap();
+        assert!(!shared.verify(&nonce, 42, 7, &proof));
+        assert!(!peer.verify(&nonce, 42, 7, &shared.proof(&nonce, 42, 7)));
+        // The documented bytes: HMAC-SHA256(secret, "mds-peer-v1" || nonce || client ||
+        // version).
+        let mut mac = HmacSha256::new_from_slice(&[5; PEER_SECRET_LEN]).unwrap();
+        mac.update(b"mds-peer-v1");
+        mac.update(&nonce);
+        mac.update(&42u64.to_be_bytes());
+        mac.update(&7u32.to_be_bytes());
+        let expected: [u8; 32] = mac.finalize().into_bytes().into();
+        assert_eq!(proof, expected);
+        assert_eq!(format!("{peer:?}"), "PeerKey(..)");
     }
 
     #[test]

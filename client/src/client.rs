@@ -364,12 +364,20 @@ impl Client {
             server_boot: 0,
             partition: 0,
         };
-        let mut reply = client
-            .call_reply(Op::Connect {
+        // A server connecting to another of its cluster says so, and proves the cluster's
+        // peer secret instead of the shared key.
+        let peer = session.peer_key();
+        let connect = match peer {
+            Some(_) => Op::PeerConnect {
                 version: PROTOCOL_VERSION,
                 client: session.id(),
-            })
-            .await?;
+            },
+            None => Op::Connect {
+                version: PROTOCOL_VERSION,
+                client: session.id(),
+            },
+        };
+        let mut reply = client.call_reply(connect).await?;
         if let Ok(Body::Challenge {
             nonce,
             key: key_wanted,
@@ -380,10 +388,11 @@ impl Client {
             // server started with one), and the session secret (a reconnect of an identity
             // whose session the server keeps). A server that wants neither answers CONNECT
             // at once, and a client with a key connects anyway.
-            let proof = match (key_wanted, key) {
-                (false, _) => None,
-                (true, Some(key)) => Some(key.proof(&nonce, session.id(), PROTOCOL_VERSION)),
-                (true, None) => return Err(ClientError::AuthRequired),
+            let proof = match (key_wanted, peer, key) {
+                (false, _, _) => None,
+                (true, Some(peer), _) => Some(peer.proof(&nonce, session.id(), PROTOCOL_VERSION)),
+                (true, None, Some(key)) => Some(key.proof(&nonce, session.id(), PROTOCOL_VERSION)),
+                (true, None, None) => return Err(ClientError::AuthRequired),
             };
             // Without the secret, no proof: the server refuses it and says so.
             let session_proof = session_wanted

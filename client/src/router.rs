@@ -22,6 +22,7 @@ use mds_proto::{
     XattrSet, shard_of,
 };
 
+use crate::auth::PeerKey;
 use crate::client::{Client, ClientError, ConnectOptions, Result, components};
 use crate::handles::Handle;
 use crate::session::Session;
@@ -37,6 +38,9 @@ pub struct Router {
     conns: tokio::sync::Mutex<HashMap<u16, Client>>,
     /// The credentials of every session it opens (None: the process's).
     cred: Option<Cred>,
+    /// A server's router to the other shards of its cluster: every session it opens is a
+    /// peer's ([`Session::peer`]), proving this secret.
+    peer: Option<Arc<PeerKey>>,
     /// The cluster's map as it changes, if the router was given a watch.
     watch: Option<MapWatch>,
     /// How many of the watch's maps it has taken in.
@@ -52,6 +56,14 @@ impl std::fmt::Debug for Router {
     }
 }
 
+/// A new session with `cred` (None: the process's), or a peer's proving `peer`.
+fn new_session(cred: &Option<Cred>, peer: &Option<Arc<PeerKey>>) -> Arc<Session> {
+    Arc::new(match peer {
+        Some(key) => Session::peer(key.clone()),
+        None => cred.clone().map_or_else(Session::new, Session::with_cred),
+    })
+}
+
 impl Router {
     /// Connects to `addr` (any server of the cluster) and reads the shard map from it.
     pub async fn connect(addr: &str, options: &ConnectOptions) -> Result<Router> {
@@ -65,8 +77,28 @@ impl Router {
         options: &ConnectOptions,
         cred: Option<Cred>,
     ) -> Result<Router> {
-        let session = || Arc::new(cred.clone().map_or_else(Session::new, Session::with_cred));
-        let first = Client::connect_with(addr, session(), options).await?;
+        Router::connect_sessions(addr, options, cred, None).await
+    }
+
+    /// As [`Router::connect`], for a server of a cluster asking the other shards what only
+    /// servers ask (a remote directory's steps, the scrub's question): every session a
+    /// peer's, connecting with PEER_CONNECT and proving `key`, the cluster's peer secret,
+    /// with root's credentials.
+    pub async fn connect_peer(
+        addr: &str,
+        options: &ConnectOptions,
+        key: Arc<PeerKey>,
+    ) -> Result<Router> {
+        Router::connect_sessions(addr, options, None, Some(key)).await
+    }
+
+    async fn connect_sessions(
+        addr: &str,
+        options: &ConnectOptions,
+        cred: Option<Cred>,
+        peer: Option<Arc<PeerKey>>,
+    ) -> Result<Router> {
+        let first = Client::connect_with(addr, new_session(&cred, &peer), options).await?;
         let map = first.shard_map().await?;
         let mut conns = HashMap::new();
         conns.insert(map.shard.unwrap_or(0), first);
@@ -76,6 +108,7 @@ impl Router {
             map: parking_lot::Mutex::new(map),
             conns: tokio::sync::Mutex::new(conns),
             cred,
+            peer,
             watch: None,
             seen: AtomicU64::new(0),
         })
@@ -116,11 +149,7 @@ impl Router {
 
     /// A new session for a connection, with the router's credentials.
     fn session(&self) -> Arc<Session> {
-        Arc::new(
-            self.cred
-                .clone()
-                .map_or_else(Session::new, Session::with_cred),
-        )
+        new_session(&self.cred, &self.peer)
     }
 
     /// The shard map as last read.

@@ -9,12 +9,13 @@
 //! server the watermark below which it has every reply (`acked_xid`).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use mds_proto::{Body, Cred, Errno, MAX_GROUPS, Op, OpenFlags, Reply};
 use parking_lot::Mutex;
 
-use crate::auth::SessionSecret;
+use crate::auth::{PeerKey, SessionSecret};
 use crate::handles::{Handle, Handles};
 
 /// A client identity and its xid bookkeeping; share it between the successive connections of
@@ -47,6 +48,9 @@ pub struct Session {
     unreplayed: Mutex<BTreeMap<u64, Unsafe>>,
     /// The secret the server issued this identity's session: proved at every reconnect.
     secret: Mutex<Option<SessionSecret>>,
+    /// A server's session with another server of its cluster: connects with PEER_CONNECT
+    /// and proves this secret instead of the shared key.
+    peer: Option<Arc<PeerKey>>,
     /// Unsafe requests the server would not take back after a restart (the recovery window
     /// had closed, or the client was not known): their changes are lost.
     lost: AtomicU64,
@@ -137,12 +141,28 @@ impl Session {
             unsafe_requests: Mutex::new(BTreeMap::new()),
             unreplayed: Mutex::new(BTreeMap::new()),
             secret: Mutex::new(None),
+            peer: None,
             lost: AtomicU64::new(0),
             lost_requests: Mutex::new(Vec::new()),
             handles: Mutex::new(Handles::new()),
             rollbacks: AtomicU64::new(0),
             rollbacks_untaken: Mutex::new(Vec::new()),
         }
+    }
+
+    /// A new identity for a server speaking to another server of its cluster: root's
+    /// credentials, connecting with PEER_CONNECT and proving `key`, the cluster's peer
+    /// secret.
+    pub fn peer(key: Arc<PeerKey>) -> Session {
+        Session {
+            peer: Some(key),
+            ..Session::with_cred(Cred::default())
+        }
+    }
+
+    /// The cluster's peer secret, for a server's session with another server.
+    pub fn peer_key(&self) -> Option<&PeerKey> {
+        self.peer.as_deref()
     }
 
     /// The identity CONNECT carries.

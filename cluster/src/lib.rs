@@ -8,7 +8,8 @@
 //! Keys, under `/mds/<cluster>/`: `config` (JSON [`ClusterConfig`]), `shards/<n>/owner`
 //! (JSON [`Owner`], bound to the owner's lease), `nodes/<address>` (JSON [`Owner`], every
 //! server of the cluster, owner or standby, bound to its lease: where a client whose server
-//! went away asks who serves its shard now).
+//! went away asks who serves its shard now), `peer-secret` (the secret the servers prove to
+//! each other, hex; written by the first server that finds none).
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -346,6 +347,38 @@ impl Cluster {
         let value = serde_json::to_string(server).expect("an owner encodes");
         self.client
             .put(key, value, Some(PutOptions::new().with_lease(lease.id)))
+            .await
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+
+    /// The cluster's peer secret (`peer-secret`): what its servers prove to each other, and
+    /// no client has. The first server to ask writes `fresh`, in a create-only transaction,
+    /// so that of any number of servers starting at once exactly one's is kept and every one
+    /// reads it.
+    pub async fn peer_secret(&mut self, fresh: &str) -> Result<String> {
+        let key = self.key("peer-secret");
+        let txn = Txn::new()
+            .when([Compare::create_revision(key.clone(), CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(key.clone(), fresh, None)])
+            .or_else([TxnOp::get(key.clone(), None)]);
+        let response = self.client.txn(txn).await.map_err(|e| self.err(e))?;
+        if response.succeeded() {
+            return Ok(fresh.to_owned());
+        }
+        let value = first_value(&response.op_responses()).unwrap_or_default();
+        String::from_utf8(value).map_err(|e| Error::Corrupt {
+            key,
+            detail: e.to_string(),
+        })
+    }
+
+    /// Replaces the cluster's peer secret with `fresh` (`mds cluster rotate-peer-secret`):
+    /// each server takes it within its next look (`peer_secret`).
+    pub async fn set_peer_secret(&mut self, fresh: &str) -> Result<()> {
+        let key = self.key("peer-secret");
+        self.client
+            .put(key, fresh, None)
             .await
             .map_err(|e| self.err(e))?;
         Ok(())

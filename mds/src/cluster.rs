@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use std::sync::Arc;
 
+use mds_client::auth::PeerKey;
 use mds_cluster::{Cluster, ClusterConfig, Lease, Owner, Ownership};
 use mds_proto::{Errno, Op, ShardLocation, ShardMap};
 use tracing::{error, info, warn};
@@ -187,7 +188,7 @@ fn cluster_error(what: impl Into<String>) -> impl FnOnce(mds_cluster::Error) -> 
     move |source| Error::Cluster { what, source }
 }
 
-/// `mds cluster init`: writes the configuration once.
+/// `mds cluster init`: writes the configuration once, and the peer secret if there is none.
 pub fn init(etcd: &str, name: &str, config: &ClusterConfig) -> Result<()> {
     runtime()?.block_on(async {
         let mut cluster = Cluster::connect(etcd, name, ETCD_TIMEOUT)
@@ -196,8 +197,88 @@ pub fn init(etcd: &str, name: &str, config: &ClusterConfig) -> Result<()> {
         cluster
             .init(config)
             .await
-            .map_err(cluster_error(format!("initializing cluster {name:?}")))
+            .map_err(cluster_error(format!("initializing cluster {name:?}")))?;
+        read_peer_secret(&mut cluster).await.map(drop)
     })
+}
+
+/// How often a server reads the cluster's peer secret again: how long after `mds cluster
+/// rotate-peer-secret` every server proves and asks for the new one.
+pub const PEER_SECRET_REFRESH: Duration = Duration::from_secs(10);
+
+/// The cluster's peer secret, written first (a fresh random one) if etcd has none.
+async fn read_peer_secret(cluster: &mut Cluster) -> Result<PeerKey> {
+    let fresh = hex(PeerKey::random().bytes());
+    let text = cluster
+        .peer_secret(&fresh)
+        .await
+        .map_err(cluster_error("reading the cluster's peer secret"))?;
+    from_hex(&text)
+        .map(PeerKey::from_bytes)
+        .ok_or_else(|| Error::Cluster {
+            what: "reading the cluster's peer secret".into(),
+            source: mds_cluster::Error::Corrupt {
+                key: format!("/mds/{}/peer-secret", cluster.name()),
+                detail: format!(
+                    "not {} hex digits (mds cluster rotate-peer-secret writes a new one)",
+                    2 * mds_proto::PEER_SECRET_LEN
+                ),
+            },
+        })
+}
+
+/// `mds cluster rotate-peer-secret`: a fresh random peer secret in place of the old one.
+pub fn rotate_peer_secret(etcd: &str, name: &str) -> Result<()> {
+    runtime()?.block_on(async {
+        let mut cluster = Cluster::connect(etcd, name, ETCD_TIMEOUT)
+            .await
+            .map_err(cluster_error("connecting to etcd"))?;
+        cluster
+            .config()
+            .await
+            .map_err(cluster_error("reading the cluster's configuration"))?;
+        cluster
+            .set_peer_secret(&hex(PeerKey::random().bytes()))
+            .await
+            .map_err(cluster_error("writing the cluster's peer secret"))
+    })
+}
+
+/// Reads the peer secret again every [`PEER_SECRET_REFRESH`] for as long as the process
+/// lives: a rotation reaches every server without a restart.
+async fn refresh_peer_secret(mut cluster: Cluster, view: Arc<ClusterView>) {
+    loop {
+        tokio::time::sleep(PEER_SECRET_REFRESH).await;
+        match read_peer_secret(&mut cluster).await {
+            Ok(key) => {
+                if view.peers.set_key(key) {
+                    info!("the cluster's peer secret changed; taking the new one");
+                }
+            }
+            Err(e) => {
+                warn!(cause = %e, "could not read the cluster's peer secret; keeping the last one")
+            }
+        }
+    }
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().fold(String::new(), |mut text, b| {
+        let _ = write!(text, "{b:02x}");
+        text
+    })
+}
+
+fn from_hex(text: &str) -> Option<[u8; mds_proto::PEER_SECRET_LEN]> {
+    let text = text.trim().as_bytes();
+    if text.len() != 2 * mds_proto::PEER_SECRET_LEN {
+        return None;
+    }
+    let mut bytes = [0; mds_proto::PEER_SECRET_LEN];
+    for (byte, pair) in bytes.iter_mut().zip(text.chunks(2)) {
+        *byte = u8::from_str_radix(std::str::from_utf8(pair).ok()?, 16).ok()?;
+    }
+    Some(bytes)
 }
 
 /// `mds cluster status`: the configuration and every shard's owner, as text.
@@ -321,6 +402,10 @@ fn serve_a_shard(
     rt.block_on(cluster.register(&owner, lease))
         .map_err(cluster_error("registering in the cluster"))?;
     let view = Arc::new(ClusterView::default());
+    // Before anything connects to this server or it to another: what its peers prove.
+    let key = rt.block_on(read_peer_secret(cluster))?;
+    view.peers.set_key(key);
+    rt.spawn(refresh_peer_secret(cluster.clone(), view.clone()));
     rt.spawn(watch_owners(
         cluster.clone(),
         cluster_config.shards,
@@ -412,13 +497,11 @@ fn serve_a_shard(
     config.shard = Some(identity);
     view.serve(shard);
     metrics::gauge!(SHARD_MAP_WAITS).set(0.0);
+    // The peer secret, not the shared key, proves this server to the others.
     view.peers.start(
         rt.handle().clone(),
         owner.address.to_string(),
-        mds_client::ConnectOptions {
-            auth_key: config.auth_key.clone(),
-            tls: None,
-        },
+        mds_client::ConnectOptions::default(),
         cluster_config.shards,
         config.keys.testing.crash_at,
     );
@@ -674,6 +757,21 @@ mod tests {
             assert_eq!(map.shards[0].address, "127.0.0.1:2");
             assert_eq!(map.shard, Some(0));
         });
+    }
+
+    #[test]
+    fn the_peer_secret_is_kept_in_etcd_as_hex_and_read_back_whole() {
+        let key = PeerKey::random();
+        let text = hex(key.bytes());
+        assert_eq!(text.len(), 64);
+        assert_eq!(from_hex(&text), Some(*key.bytes()));
+        assert_eq!(
+            from_hex(&format!("{text}\n")),
+            Some(*key.bytes()),
+            "etcdctl's newline"
+        );
+        assert_eq!(from_hex(&text[1..]), None);
+        assert_eq!(from_hex(&text.replace(&text[..2], "zz")), None);
     }
 
     #[test]

@@ -1,14 +1,16 @@
 //! What one shard's server asks another's (remote directories, `namespace/ops/remote.rs`):
-//! the connections to the other shards — one [`Router`], as a client's, whose requests carry
-//! root's credentials and run on the cluster thread's runtime, not on a partition's — the
-//! names a MKDIR_REMOTE or a remote RMDIR is under way for (which RESOLVE_REMOTE answers EBUSY
-//! for), and the scrub that keeps or deletes this shard's pending directories by asking their
-//! parents' shards.
+//! the connections to the other shards — one [`Router`] whose sessions are a peer's: each
+//! connects with PEER_CONNECT and proves the cluster's peer secret (which no client has, read
+//! from etcd), its requests carry root's credentials and run on the cluster thread's runtime,
+//! not on a partition's — the names a MKDIR_REMOTE or a remote RMDIR is under way for (which
+//! RESOLVE_REMOTE answers EBUSY for), and the scrub that keeps or deletes this shard's pending
+//! directories by asking their parents' shards.
 
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
+use mds_client::auth::PeerKey;
 use mds_client::{ClientError, ConnectOptions, Router};
 use mds_proto::{Body, Errno, Op};
 use tracing::{info, warn};
@@ -52,7 +54,12 @@ pub struct Peers {
     runtime: OnceLock<tokio::runtime::Handle>,
     seed: OnceLock<String>,
     options: OnceLock<ConnectOptions>,
-    router: tokio::sync::OnceCell<Arc<Router>>,
+    /// The router, and the peer secret its sessions prove: made again after the secret
+    /// changed (`mds cluster rotate-peer-secret`).
+    router: tokio::sync::Mutex<Option<(Arc<PeerKey>, Arc<Router>)>>,
+    /// The cluster's peer secret as this server last read it from etcd: what its own
+    /// connections to the other shards prove, and what it asks of theirs (PEER_CONNECT).
+    key: parking_lot::RwLock<Option<Arc<PeerKey>>>,
     /// (parent, name) of each MKDIR_REMOTE or remote RMDIR between its first look and its
     /// change to the entry.
     in_flight: parking_lot::Mutex<HashSet<(u64, String)>>,
@@ -95,6 +102,27 @@ impl Peers {
         self.runtime.get()
     }
 
+    /// The cluster's peer secret as last read; None before the first read (outside a
+    /// cluster, always): then no connection proves itself a peer.
+    pub fn key(&self) -> Option<Arc<PeerKey>> {
+        self.key.read().clone()
+    }
+
+    /// Takes the cluster's peer secret as read from etcd; whether it changed.
+    pub fn set_key(&self, key: PeerKey) -> bool {
+        let mut held = self.key.write();
+        if held.as_deref() == Some(&key) {
+            return false;
+        }
+        *held = Some(Arc::new(key));
+        true
+    }
+
+    /// Whether the cluster has shard `shard` (false before the server serves one).
+    pub fn has_shard(&self, shard: u16) -> bool {
+        self.shards.get().is_some_and(|&n| shard < n)
+    }
+
     /// Marks `(parent, name)` under way; None if another MKDIR_REMOTE or RMDIR of it is.
     pub fn begin(&self, parent: u64, name: &str) -> Option<InFlight<'_>> {
         let key = (parent, name.to_owned());
@@ -114,30 +142,33 @@ impl Peers {
         let Some(runtime) = self.runtime.get() else {
             return Err(Errno::EIO);
         };
-        let router = self
-            .router
-            .get_or_try_init(|| async {
-                let seed = self.seed.get().cloned().unwrap_or_default();
-                let options = self.options.get().cloned().unwrap_or_default();
-                let root = mds_proto::Cred {
-                    uid: 0,
-                    gid: 0,
-                    groups: Vec::new(),
-                };
-                let connect = runtime
-                    .spawn(async move { Router::connect_as(&seed, &options, Some(root)).await });
-                match connect.await {
-                    Ok(Ok(router)) => Ok(Arc::new(router)),
-                    Ok(Err(e)) => Err(e),
-                    Err(_) => Err(ClientError::Disconnected),
+        let Some(key) = self.key() else {
+            warn!("cannot reach the cluster's other shards: no peer secret read from etcd yet");
+            return Err(Errno::EIO);
+        };
+        let router = {
+            let mut held = self.router.lock().await;
+            match &*held {
+                Some((proved, router)) if **proved == *key => router.clone(),
+                _ => {
+                    let seed = self.seed.get().cloned().unwrap_or_default();
+                    let options = self.options.get().cloned().unwrap_or_default();
+                    let proving = key.clone();
+                    let connect = runtime
+                        .spawn(async move { Router::connect_peer(&seed, &options, proving).await });
+                    let router = match connect.await {
+                        Ok(Ok(router)) => Arc::new(router),
+                        Ok(Err(e)) => {
+                            warn!(cause = %e, "cannot reach the cluster's other shards");
+                            return Err(Errno::EIO);
+                        }
+                        Err(_) => return Err(Errno::EIO),
+                    };
+                    *held = Some((key, router.clone()));
+                    router
                 }
-            })
-            .await
-            .map_err(|e| {
-                warn!(cause = %e, "cannot reach the cluster's other shards");
-                Errno::EIO
-            })?
-            .clone();
+            }
+        };
         let shard = match &op {
             Op::MakePendingDir { shard, .. } => Some(*shard),
             _ => None,
@@ -208,7 +239,9 @@ impl Peers {
 
 /// The scrub, on the cluster thread's runtime: every [`SCRUB_EVERY`], each pending directory
 /// seen at the previous round too, and each being removed, is asked about on its parent's
-/// shard (RESOLVE_REMOTE): kept when its entry is durable there, deleted when there is none,
+/// shard by its whole (parent, name, inode) triple (RESOLVE_REMOTE, which answers Done too
+/// when the parent names the inode under another name): kept when its entry is durable
+/// there, deleted when there is none,
 /// left for the next round when that shard is away or still changing the entry. One being
 /// removed need not wait a round: its RMDIR holds the name on the parent's shard (EBUSY)
 /// from before it was marked until its entry's removal executed. Runs until the process ends.
@@ -241,14 +274,20 @@ pub async fn scrub(
                 next.insert(dir.ino);
                 continue;
             }
-            let asked = view
-                .peers
-                .call(Op::ResolveRemote {
-                    parent: dir.parent,
-                    name: dir.name.clone(),
-                    ino: dir.ino,
-                })
-                .await;
+            // A parent on a shard the cluster does not have can hold no entry: nothing is
+            // asked (no server would answer), the directory is deleted. (MAKE_PENDING_DIR
+            // refuses such a parent; a store written before it did may hold one.)
+            let asked = if view.peers.has_shard(mds_proto::shard_of(dir.parent)) {
+                view.peers
+                    .call(Op::ResolveRemote {
+                        parent: dir.parent,
+                        name: dir.name.clone(),
+                        ino: dir.ino,
+                    })
+                    .await
+            } else {
+                Err(Errno::ENOENT)
+            };
             match asked {
                 Ok(_) => {
                     if let Some(record) = namespace.confirm_pending(dir.ino, mark) {

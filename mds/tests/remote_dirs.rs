@@ -674,3 +674,161 @@ async fn loadgen_spreads_its_threads_over_the_shards() {
     assert!(s1.stop().success());
     assert!(single.stop().success());
 }
+
+/// A cluster's server proves itself to the others with the cluster's peer secret (from etcd,
+/// PEER_CONNECT), which no client has: a client holding the shared key and claiming uid 0
+/// is refused each step only servers send, and the directory it aimed at survives the
+/// scrub (on 8d645ab its PREPARE_RMDIR with a wrong name was taken, the scrub deleted the
+/// directory, and its entry then named nothing); a client's proof of the shared key does not
+/// pass for a peer's. Root squash leaves the servers' own steps alone: remote MKDIR and
+/// RMDIR, and the scrub, work with `--root-squash` on (on 8d645ab, EPERM). Then `mds fsck
+/// --cluster` is clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_the_clusters_servers_send_their_steps_and_root_squash_spares_them() {
+    use mds_client::auth::{AuthKey, PeerKey};
+    use std::os::unix::fs::PermissionsExt;
+
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    init(&etcd, root.path(), "2", &[]);
+    let secrets = tempfile::tempdir().unwrap();
+    let key_path = secrets.path().join("key");
+    std::fs::write(&key_path, [0x5a; 32]).unwrap();
+    std::fs::set_permissions(&key_path, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let key = key_path.to_str().unwrap();
+    let keyed = ConnectOptions {
+        auth_key: Some(Arc::new(AuthKey::from_file(&key_path).unwrap())),
+        tls: None,
+    };
+    let start_pair = |extra: &[&str]| {
+        let mut flags = vec!["--auth-key", key];
+        flags.extend_from_slice(extra);
+        let s0 = start(&etcd, root.path(), Some(0), &flags);
+        let s1 = start(&etcd, root.path(), Some(1), &flags);
+        for s in [&s0, &s1] {
+            assert!(
+                s.wait_for_log("mds serving", Duration::from_secs(30)),
+                "{}",
+                s.log_text()
+            );
+        }
+        (s0, s1)
+    };
+    let (s0, s1) = start_pair(&[]);
+    let router = Router::connect_as(&s0.addr.to_string(), &keyed, Some(cred(0)))
+        .await
+        .unwrap();
+    let d = router.mkdir_on(ROOT, "d", 0o777, 1).await.unwrap();
+    // For the users of the second half, under root squash.
+    let open = SetAttr {
+        mode: Some(0o777),
+        ..SetAttr::default()
+    };
+    router.setattr(ROOT, open).await.unwrap();
+    wait_outcomes(&s1, &[("confirmed", 1.0)]);
+
+    // A client with the key, claiming root, on each shard.
+    let as_root = |server: &Server| {
+        let (addr, keyed) = (server.addr.to_string(), keyed.clone());
+        async move {
+            let session = Arc::new(Session::with_cred(cred(0)));
+            mds_client::Client::connect_with(&addr, session, &keyed)
+                .await
+                .unwrap()
+        }
+    };
+    let (c0, c1) = (as_root(&s0).await, as_root(&s1).await);
+    let nowhere = 9 << SHARD_SHIFT | 1;
+    let to_child = [
+        Op::PrepareRmdir {
+            ino: d.ino,
+            parent: ROOT,
+            name: "bogus".into(),
+            owner: None,
+        },
+        Op::PrepareRmdir {
+            ino: d.ino,
+            parent: ROOT,
+            name: "d".into(),
+            owner: None,
+        },
+        Op::MakePendingDir {
+            shard: 1,
+            parent: ROOT,
+            name: "planted".into(),
+            mode: 0o777,
+            uid: 0,
+            gid: 0,
+        },
+        Op::MakePendingDir {
+            shard: 1,
+            parent: nowhere,
+            name: "leak".into(),
+            mode: 0o777,
+            uid: 0,
+            gid: 0,
+        },
+    ];
+    for op in to_child {
+        assert_eq!(
+            errno(c1.call(op.clone()).await),
+            Some(Errno::EPERM),
+            "{op:?}"
+        );
+    }
+    let asked = Op::ResolveRemote {
+        parent: ROOT,
+        name: "d".into(),
+        ino: d.ino,
+    };
+    assert_eq!(errno(c0.call(asked).await), Some(Errno::EPERM));
+    // The shared key's bytes as a peer secret: a proof under the client's context and key
+    // is not a peer's, and the PEER_CONNECT is refused.
+    let pretender = Arc::new(Session::peer(Arc::new(PeerKey::from_bytes([0x5a; 32]))));
+    let refused = mds_client::Client::connect_with(&s1.addr.to_string(), pretender, &keyed).await;
+    assert_eq!(errno(refused), Some(Errno::EAUTH));
+    assert_eq!(
+        scraped(&s1, "mds_auth_failures_total{reason=\"wrong\"}"),
+        Some(1.0)
+    );
+
+    // Two scrub rounds later the directory is still there, pending nothing, and its entry
+    // still names it.
+    tokio::time::sleep(2 * Duration::from_secs(3)).await;
+    wait_outcomes(
+        &s1,
+        &[("confirmed", 1.0), ("removed", 0.0), ("deleted", 0.0)],
+    );
+    assert_eq!(router.getattr(d.ino).await.unwrap().ino, d.ino);
+    assert_eq!(router.lookup(ROOT, "d").await.unwrap().ino, d.ino);
+    drop((c0, c1, router));
+    assert!(s0.stop().success());
+    assert!(s1.stop().success());
+
+    // Root squash on: a user's remote MKDIR and RMDIR, and the scrub behind them, work.
+    let (s0, s1) = start_pair(&["--root-squash"]);
+    let user = Router::connect_as(&s0.addr.to_string(), &keyed, Some(cred(1000)))
+        .await
+        .unwrap();
+    let u = user.mkdir_on(ROOT, "u", 0o755, 1).await.unwrap();
+    assert_eq!((shard_of(u.ino), u.uid), (1, 1000));
+    user.create(u.ino, "f", 0o644).await.unwrap();
+    assert_eq!(errno(user.rmdir(ROOT, "u").await), Some(Errno::ENOTEMPTY));
+    user.unlink(u.ino, "f").await.unwrap();
+    wait_outcomes(&s1, &[("confirmed", 1.0)]);
+    user.rmdir(ROOT, "u").await.unwrap();
+    user.rmdir(ROOT, "d").await.unwrap();
+    wait_outcomes(&s1, &[("confirmed", 1.0), ("removed", 2.0), ("kept", 0.0)]);
+    assert_eq!(errno(user.getattr(d.ino).await), Some(Errno::ESTALE));
+    // Squashed as before: a client's root is nobody.
+    let squashed = Router::connect_as(&s0.addr.to_string(), &keyed, Some(cred(0)))
+        .await
+        .unwrap();
+    let mine = squashed.mkdir_on(ROOT, "squashed", 0o755, 1).await.unwrap();
+    assert_eq!(mine.uid, 65534);
+    drop((user, squashed));
+    assert!(s0.stop().success());
+    assert!(s1.stop().success());
+    let (code, out) = fsck_cluster(root.path());
+    assert_eq!(code, 0, "{out}");
+}

@@ -68,6 +68,12 @@ pub const AUTH_CONTEXT: &[u8] = b"mds-connect-v1";
 /// What every session proof begins with (`Authenticate::session`), so that no tag made under
 /// a session secret for anything else passes for one.
 pub const SESSION_CONTEXT: &[u8] = b"mds-session-v1";
+/// What every peer proof begins with (`Authenticate::proof` after a PEER_CONNECT), so that no
+/// tag made under the cluster's peer secret for anything else passes for one, and a proof of
+/// the shared key (made under [`AUTH_CONTEXT`]) never passes for a peer's.
+pub const PEER_CONTEXT: &[u8] = b"mds-peer-v1";
+/// Bytes of the cluster's peer secret.
+pub const PEER_SECRET_LEN: usize = 32;
 /// Bytes of the session secret a server issues at a session's first CONNECT.
 pub const SESSION_SECRET_LEN: usize = 32;
 /// The root directory's inode number.
@@ -235,6 +241,10 @@ mod tests {
             Op::ShardMapWait {
                 after: 41,
                 wait_ms: 30_000,
+            },
+            Op::PeerConnect {
+                version: PROTOCOL_VERSION,
+                client: 9,
             },
         ]
     }

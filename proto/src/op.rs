@@ -177,7 +177,7 @@ operations! {
     /// Between servers: `shard` makes a directory inode whose entry `name` is to live in
     /// `parent`, on the asking server's shard, owned by `uid` and `gid` with `mode` as
     /// given (the asker decided them), and keeps it pending until that entry is found
-    /// (RESOLVE_REMOTE). Answered after its commit. Root's alone.
+    /// (RESOLVE_REMOTE). Answered after its commit. A peer's alone ([`Op::is_server_only`]).
     28 MAKE_PENDING_DIR "make_pending_dir" MakePendingDir {
         shard: u16,
         parent: u64,
@@ -188,14 +188,14 @@ operations! {
     };
     /// Between servers: whether `name` in `parent` names the directory `ino` of another shard,
     /// durably: Done if it does (after its commit), ENOENT if it does not, EBUSY while a
-    /// MKDIR_REMOTE of that name is under way. Root's alone.
+    /// MKDIR_REMOTE of that name is under way. A peer's alone.
     29 RESOLVE_REMOTE "resolve_remote" ResolveRemote { parent: u64, name: String, ino: u64 };
     /// Between servers, RMDIR of a remote directory's first step: the directory `ino`, whose
     /// entry `name` lives in `parent` on the asking server's shard, is to be removed. If it
     /// is empty (and, where the asker's sticky rule says so, owned by `owner`), it is marked
     /// pending again — refusing new entries from then on — until RESOLVE_REMOTE finds whether
     /// the entry went: deleted then, kept if it is still there. Answered after its commit.
-    /// Root's alone.
+    /// A peer's alone.
     30 PREPARE_RMDIR "prepare_rmdir" PrepareRmdir { ino: u64, parent: u64, name: String, owner: Option<u32> };
     /// SHARD_MAP, long-polled: the map once the answering server's view of the cluster is
     /// newer than etcd revision `after` (the [`crate::Body::ShardMapAt`] a client last got; 0:
@@ -203,6 +203,13 @@ operations! {
     /// Answered at once outside a cluster. It holds its connection meanwhile (a connection's
     /// requests run one at a time): a client sends it on a connection of its own.
     31 SHARD_MAP_WAIT "shard_map_wait" ShardMapWait { after: u64, wait_ms: u32 };
+    /// Between servers: CONNECT for a server of the cluster connecting to another (to send
+    /// what only servers send: [`Op::is_server_only`]). Always answered with a
+    /// [`crate::Body::Challenge`], whose `proof` is HMAC-SHA256 under the cluster's peer
+    /// secret of [`crate::PEER_CONTEXT`], the nonce, the identity and the version: a client's
+    /// proof of the shared key never passes for it. Its fields are CONNECT's, in CONNECT's
+    /// order, so a server reads its version from the same prefix.
+    32 PEER_CONNECT "peer_connect" PeerConnect { version: u32, client: u64 };
 }
 
 /// The bits of an inode number below its shard: `ino = shard << 48 | local`.
@@ -252,6 +259,7 @@ impl Op {
             | Op::Release { .. }
             | Op::ShardMap
             | Op::ShardMapWait { .. }
+            | Op::PeerConnect { .. }
             | Op::MakePendingDir { .. } => None,
         }
     }
@@ -269,6 +277,17 @@ impl Op {
 }
 
 impl Op {
+    /// Whether only a server of the cluster may send it, on a connection that proved the
+    /// cluster's peer secret (PEER_CONNECT): the steps of a remote directory's MKDIR and RMDIR
+    /// on the other shard, and the scrub's question. A server refuses them on any other
+    /// connection, whatever credentials they carry.
+    pub fn is_server_only(&self) -> bool {
+        matches!(
+            self,
+            Op::MakePendingDir { .. } | Op::ResolveRemote { .. } | Op::PrepareRmdir { .. }
+        )
+    }
+
     /// Whether the operation changes the namespace (and so takes a transno when it succeeds).
     pub fn is_mutation(&self) -> bool {
         matches!(

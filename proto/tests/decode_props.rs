@@ -104,6 +104,8 @@ fn op() -> impl Strategy<Value = Op> {
         new_op(),
         io_op(),
         (any::<u32>(), any::<u64>()).prop_map(|(version, client)| Op::Connect { version, client }),
+        (any::<u32>(), any::<u64>())
+            .prop_map(|(version, client)| Op::PeerConnect { version, client }),
         Just(Op::Ping),
         (any::<u64>(), name(), any::<u32>()).prop_map(|(parent, name, mode)| Op::Mkdir {
             parent,

@@ -67,6 +67,15 @@ enum ClusterCommand {
         #[arg(long, default_value = "mds")]
         cluster: String,
     },
+    /// Replaces the secret the cluster's servers prove to each other with a fresh random
+    /// one: each running server takes it within 10 s, and connections between servers made
+    /// from then on must prove it.
+    RotatePeerSecret {
+        #[arg(long)]
+        etcd: String,
+        #[arg(long, default_value = "mds")]
+        cluster: String,
+    },
 }
 
 fn cluster_command(command: ClusterCommand) -> ExitCode {
@@ -94,6 +103,14 @@ fn cluster_command(command: ClusterCommand) -> ExitCode {
         }
         ClusterCommand::Status { etcd, cluster } => {
             mds::cluster::status(&etcd, &cluster).map(|text| print!("{text}"))
+        }
+        ClusterCommand::RotatePeerSecret { etcd, cluster } => {
+            mds::cluster::rotate_peer_secret(&etcd, &cluster).map(|()| {
+                println!(
+                    "cluster {cluster:?}: new peer secret written; servers take it within {} s",
+                    mds::cluster::PEER_SECRET_REFRESH.as_secs()
+                );
+            })
         }
     };
     match done {

@@ -16,7 +16,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use crossbeam_channel::Sender;
 use mds_proto::{Body, Errno, Op, Request, StatFs};
-use tracing::error;
+use tracing::{debug, error};
 
 use crate::committer::{CommitMsg, CommitStats};
 use crate::config::{Ack, Cos};
@@ -276,6 +276,17 @@ impl Answer {
     }
 }
 
+/// Who sent a request: what its connection proved at its handshake.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// A client (whatever it proved: the shared key, a session secret, nothing).
+    Client,
+    /// Another server of the cluster: its connection began with PEER_CONNECT and proved the
+    /// cluster's peer secret. Only it may send what only servers send
+    /// ([`Op::is_server_only`]), and its credentials are taken as they are: no root squash.
+    Peer,
+}
+
 /// Dispatches one request of `session`'s client, its credentials checked by the connection:
 /// waits for the recovery window (or a replay's turn) if it must, executes it, and says how
 /// to answer it. Everything the session and the journal must know of it is done when this
@@ -285,9 +296,28 @@ pub async fn dispatch(
     metrics: &PartitionMetrics,
     session: &Arc<Session>,
     mut request: Request,
+    origin: Origin,
 ) -> Answer {
     // The watermark first: a replay's session lookup trims by it.
     session.note_acked(request.acked_xid);
+    // What only the cluster's servers send is refused on any other connection before
+    // anything else — before routing, the recovery window, or a look at the names it gives
+    // (RESOLVE_REMOTE's EBUSY would tell which are under way) — whatever uid it claims.
+    if request.op.is_server_only() && origin != Origin::Peer {
+        session.note_replied(request.xid);
+        debug!(
+            client = session.client(),
+            op = request.op.name(),
+            "refused: only the cluster's servers send it, on a connection that proved the peer \
+             secret"
+        );
+        return Answer::now(Response::new(
+            request.xid,
+            request.op.opcode(),
+            0,
+            Err(Errno::EPERM),
+        ));
+    }
     // Another shard's request is refused before anything else, recovery window included: no
     // request of this store's was ever another shard's, so it has no record to answer from.
     if let Some(refused) = core.cluster.as_ref().and_then(|c| c.refuse(&request.op)) {
@@ -303,7 +333,11 @@ pub async fn dispatch(
         Admitted::Go(turn) => turn,
         Admitted::Answered(answer) => return answer,
     };
-    core.namespace.effective_cred(&mut request.cred);
+    // A peer speaks as root for the cluster (a step of a client's operation the asking
+    // server checked already): never squashed.
+    if origin == Origin::Client {
+        core.namespace.effective_cred(&mut request.cred);
+    }
     let (xid, opcode) = (request.xid, request.op.opcode());
     let now = |result| {
         session.note_replied(xid);
@@ -315,6 +349,7 @@ pub async fn dispatch(
     };
     match request.op {
         Op::Connect { .. } => second("CONNECT"),
+        Op::PeerConnect { .. } => second("PEER_CONNECT"),
         Op::ShardMap => now(Ok(Body::ShardMap(
             core.cluster
                 .as_ref()
@@ -361,6 +396,16 @@ pub async fn dispatch(
         Op::ResolveRemote { .. } => remote::resolve_remote(core, session, &request)
             .unwrap_or_else(|| now(Err(Errno::EINVAL))),
         Op::MakePendingDir { .. } | Op::PrepareRmdir { .. } if core.cluster.is_none() => {
+            now(Err(Errno::EINVAL))
+        }
+        // The parent it names must be on a shard the cluster has: no entry could ever name
+        // the directory otherwise, and the scrub would ask a shard nobody serves.
+        Op::MakePendingDir { parent, .. } | Op::PrepareRmdir { parent, .. }
+            if !core
+                .cluster
+                .as_ref()
+                .is_some_and(|c| c.peers.has_shard(mds_proto::shard_of(parent))) =>
+        {
             now(Err(Errno::EINVAL))
         }
         Op::MakePendingDir { .. } | Op::PrepareRmdir { .. } => {

@@ -57,8 +57,17 @@ impl Harness {
     }
 
     fn dispatch(&self, session: &Arc<Session>, request: Request) -> Answer {
-        self.rt
-            .block_on(dispatch(&self.core, &self.metrics, session, request))
+        self.dispatch_from(session, request, Origin::Client)
+    }
+
+    fn dispatch_from(&self, session: &Arc<Session>, request: Request, origin: Origin) -> Answer {
+        self.rt.block_on(dispatch(
+            &self.core,
+            &self.metrics,
+            session,
+            request,
+            origin,
+        ))
     }
 
     /// `session` creates `name` in the root: the transno it took.
@@ -569,7 +578,8 @@ fn the_shard_map_is_answered_inside_the_recovery_window_and_a_wait_ends_at_shutd
         let request = h.request(op);
         let bounded = async {
             let limit = std::time::Duration::from_secs(10);
-            tokio::time::timeout(limit, dispatch(&h.core, &h.metrics, session, request)).await
+            let asked = dispatch(&h.core, &h.metrics, session, request, Origin::Client);
+            tokio::time::timeout(limit, asked).await
         };
         match h.rt.block_on(bounded).expect("answered, not held").deliver {
             Deliver::Now(response) => response.result,
@@ -603,4 +613,245 @@ fn the_shard_map_is_answered_inside_the_recovery_window_and_a_wait_ends_at_shutd
         wait_ms: u32::MAX,
     };
     assert_eq!(answered(&h.b, long), at(0));
+}
+
+/// A harness whose core serves shard 0 of a cluster of `shards`, root-squashing or not.
+fn in_cluster(shards: u16, squash: bool) -> Harness {
+    let mut h = Harness::new(Cos::On, Ack::Commit);
+    let (core, commits) = Core::for_tests(
+        Namespace::empty().squashing_root(squash),
+        1,
+        Cos::On,
+        Ack::Commit,
+    );
+    h.core = core;
+    h.commits = commits;
+    let attach = |client| {
+        let conn = Arc::new(ConnOutput::new(1 << 10));
+        h.core
+            .sessions
+            .attach(client, conn, |_| true)
+            .unwrap()
+            .session
+    };
+    (h.a, h.b) = (attach(0xA), attach(0xB));
+    let view = Arc::new(crate::cluster::ClusterView::default());
+    view.serve(0);
+    view.peers.start(
+        h.rt.handle().clone(),
+        "127.0.0.1:9".into(),
+        mds_client::ConnectOptions::default(),
+        shards,
+        None,
+    );
+    h.core.cluster = Some(view);
+    h
+}
+
+/// Root's credentials, as a peer sends them and as any client may claim them.
+fn root() -> Cred {
+    Cred::default()
+}
+
+/// The answer given now, or at a commit.
+fn result(answer: &Answer) -> &Result<Body, Errno> {
+    match &answer.deliver {
+        Deliver::Now(r) | Deliver::AtCommit { response: r, .. } => &r.result,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The operations only the cluster's servers send (a remote directory's steps on the other
+/// shard, and the scrub's question) are refused EPERM on a client's connection — one that
+/// did not begin with PEER_CONNECT and prove the cluster's peer secret — whatever uid it
+/// claims, before anything executes or anything of the namespace is told: RESOLVE_REMOTE
+/// does not say EBUSY for a name under way. On 8d645ab a client claiming uid 0 had each of
+/// them executed (and RESOLVE_REMOTE answered EBUSY before it looked at who asked).
+#[test]
+fn server_only_operations_are_refused_on_a_clients_connection_whatever_uid_it_claims() {
+    let h = in_cluster(2, false);
+    let parent = 1 << mds_proto::SHARD_SHIFT | 1;
+    // A pending directory, as a peer makes one.
+    let made = h.dispatch_from(
+        &h.a,
+        Request {
+            cred: root(),
+            ..h.request(Op::MakePendingDir {
+                shard: 0,
+                parent,
+                name: "d".into(),
+                mode: 0o755,
+                uid: 1000,
+                gid: 100,
+            })
+        },
+        Origin::Peer,
+    );
+    let Ok(Body::Attr(d)) = result(&made) else {
+        panic!("{made:?}")
+    };
+    let d = d.ino;
+    h.commit_all();
+    h.sent();
+    let pending = h.core.namespace.pending_dirs();
+    let counts = h.core.namespace.counts();
+    let view = h.core.cluster.clone().unwrap();
+    let _under_way = view.peers.begin(ROOT_INO, "busy").unwrap();
+    let server_only = [
+        Op::MakePendingDir {
+            shard: 0,
+            parent,
+            name: "e".into(),
+            mode: 0o755,
+            uid: 0,
+            gid: 0,
+        },
+        Op::PrepareRmdir {
+            ino: d,
+            parent,
+            name: "bogus".into(),
+            owner: None,
+        },
+        Op::ResolveRemote {
+            parent: ROOT_INO,
+            name: "busy".into(),
+            ino: parent,
+        },
+        Op::ResolveRemote {
+            parent: ROOT_INO,
+            name: "d".into(),
+            ino: d,
+        },
+    ];
+    for op in server_only {
+        assert!(op.is_server_only());
+        let answer = h.dispatch(
+            &h.b,
+            Request {
+                cred: root(),
+                ..h.request(op.clone())
+            },
+        );
+        match &answer.deliver {
+            Deliver::Now(r) => assert_eq!(r.result, Err(Errno::EPERM), "{op:?}"),
+            other => panic!("{op:?}: {other:?}"),
+        }
+        assert_eq!(h.sent(), Vec::<&str>::new(), "{op:?}: nothing to commit");
+    }
+    assert_eq!(h.core.namespace.pending_dirs(), pending, "nothing marked");
+    assert_eq!(h.core.namespace.counts().inodes(), counts.inodes());
+    // Every other operation is a client's.
+    for op in [
+        Op::MkdirRemote {
+            parent: ROOT_INO,
+            name: "x".into(),
+            mode: 0o755,
+            shard: 0,
+        },
+        Op::ShardMap,
+        Op::Ping,
+    ] {
+        assert!(!op.is_server_only(), "{op:?}");
+    }
+}
+
+/// A peer's steps run as root even on a server started with `--root-squash` (on 8d645ab the
+/// squash made them EPERM, and remote MKDIR, RMDIR and the scrub failed); and RESOLVE_REMOTE
+/// answers a peer EBUSY for a name under way.
+#[test]
+fn a_peers_steps_run_as_root_under_root_squash() {
+    let h = in_cluster(2, true);
+    let parent = 1 << mds_proto::SHARD_SHIFT | 1;
+    let peer = |op| {
+        h.dispatch_from(
+            &h.a,
+            Request {
+                cred: root(),
+                ..h.request(op)
+            },
+            Origin::Peer,
+        )
+    };
+    let made = peer(Op::MakePendingDir {
+        shard: 0,
+        parent,
+        name: "d".into(),
+        mode: 0o755,
+        uid: 1000,
+        gid: 100,
+    });
+    let Ok(Body::Attr(d)) = result(&made) else {
+        panic!("{made:?}")
+    };
+    let d = d.ino;
+    let prepared = peer(Op::PrepareRmdir {
+        ino: d,
+        parent,
+        name: "d".into(),
+        owner: None,
+    });
+    assert_eq!(result(&prepared), &Ok(Body::Done));
+    let view = h.core.cluster.clone().unwrap();
+    let _under_way = view.peers.begin(ROOT_INO, "busy").unwrap();
+    let busy = peer(Op::ResolveRemote {
+        parent: ROOT_INO,
+        name: "busy".into(),
+        ino: parent,
+    });
+    assert_eq!(result(&busy), &Err(Errno::EBUSY));
+    // A client claiming root is squashed as before.
+    let squashed = h.dispatch(
+        &h.b,
+        Request {
+            cred: root(),
+            ..h.request(Op::Setattr {
+                ino: ROOT_INO,
+                attr: mds_proto::SetAttr {
+                    mode: Some(0o700),
+                    ..mds_proto::SetAttr::default()
+                },
+            })
+        },
+    );
+    assert_eq!(result(&squashed), &Err(Errno::EPERM));
+}
+
+/// MAKE_PENDING_DIR and PREPARE_RMDIR naming a parent on a shard the cluster does not have
+/// are refused EINVAL, even from a peer: no entry could ever name the directory, and the
+/// scrub would ask a shard nobody serves (on 8d645ab an inode was made, and every scrub
+/// round then waited 10 s for it).
+#[test]
+fn a_step_naming_a_shard_the_cluster_does_not_have_is_refused() {
+    let h = in_cluster(2, false);
+    let nowhere = 5 << mds_proto::SHARD_SHIFT | 1;
+    let counts = h.core.namespace.counts().inodes();
+    for op in [
+        Op::MakePendingDir {
+            shard: 0,
+            parent: nowhere,
+            name: "d".into(),
+            mode: 0o755,
+            uid: 0,
+            gid: 0,
+        },
+        Op::PrepareRmdir {
+            ino: ROOT_INO,
+            parent: nowhere,
+            name: "d".into(),
+            owner: None,
+        },
+    ] {
+        let answer = h.dispatch_from(
+            &h.a,
+            Request {
+                cred: root(),
+                ..h.request(op.clone())
+            },
+            Origin::Peer,
+        );
+        assert_eq!(result(&answer), &Err(Errno::EINVAL), "{op:?}");
+    }
+    assert_eq!(h.core.namespace.counts().inodes(), counts);
+    assert!(h.core.namespace.pending_dirs().is_empty());
+    assert_eq!(h.sent(), Vec::<&str>::new());
 }

@@ -847,3 +847,64 @@ fn files_take_a_threads_run_and_each_directory_a_block_of_its_own() {
         |v: &[u64]| -> std::collections::HashSet<u64> { v.iter().map(|i| i / run_len).collect() };
     assert!(blocks_of(&a).is_disjoint(&blocks_of(&b)));
 }
+
+/// RESOLVE_REMOTE answers by the whole (parent, name, inode) triple, and a directory its
+/// parent names under another name than the one asked about is still named: Done, so that
+/// the child's scrub never deletes a directory an entry still names because a step gave it
+/// the wrong name (on 8d645ab: ENOENT, and the scrub deleted it; the entry then named
+/// nothing, and RMDIR of it answered ESTALE for ever).
+#[test]
+fn resolve_remote_finds_a_directory_its_parent_names_under_another_name() {
+    let ns = empty();
+    let mut records = Vec::new();
+    let child = 1 << journal::SHARD_SHIFT | 7;
+    let root = Cred::default();
+    let caller = Caller {
+        client: 1,
+        cred: &root,
+        last_committed: 0,
+        reuse_ino: None,
+        replay: false,
+    };
+    let attr = mds_proto::Attr {
+        ino: child,
+        kind: mds_proto::Kind::Directory,
+        mode: 0o755,
+        uid: 0,
+        gid: 0,
+        nlink: 2,
+        size: 0,
+        atime_ns: 0,
+        mtime_ns: 0,
+        ctime_ns: 0,
+        rdev: 0,
+        generation: 1,
+    };
+    match ns.link_remote_dir(&caller, ROOT_INO, "real".into(), attr) {
+        Exec::Mutation { record, .. } => records.push(record),
+        Exec::Now { result, .. } => panic!("{result:?}"),
+    }
+    let resolve = |name: &str, ino| Op::ResolveRemote {
+        parent: ROOT_INO,
+        name: name.into(),
+        ino,
+    };
+    assert_eq!(
+        run(&ns, resolve("real", child), &mut records),
+        Ok(Body::Done)
+    );
+    assert_eq!(
+        run(&ns, resolve("bogus", child), &mut records),
+        Ok(Body::Done)
+    );
+    // Nothing names another directory: gone, whichever name is asked about.
+    let other = child + 1;
+    assert_eq!(
+        run(&ns, resolve("real", other), &mut records),
+        Err(Errno::ENOENT)
+    );
+    assert_eq!(
+        run(&ns, resolve("bogus", other), &mut records),
+        Err(Errno::ENOENT)
+    );
+}

@@ -310,6 +310,7 @@ impl Namespace {
             // Two steps over two shards: dispatch drives them (`dispatch/remote.rs`).
             Op::MkdirRemote { .. }
             | Op::Connect { .. }
+            | Op::PeerConnect { .. }
             | Op::Authenticate { .. }
             | Op::Ping
             | Op::Statfs

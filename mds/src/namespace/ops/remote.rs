@@ -358,7 +358,8 @@ impl Namespace {
     }
 
     /// RESOLVE_REMOTE, on the parent's shard: Done if `name` in `parent` names `ino` (the
-    /// caller's context holds the answer until that entry is durable), ENOENT otherwise.
+    /// caller's context holds the answer until that entry is durable) — or if another name
+    /// in `parent` does — ENOENT otherwise.
     pub(super) fn resolve_remote(
         &self,
         cx: &mut Cx<'_>,
@@ -379,17 +380,26 @@ impl Namespace {
         match p.entry(name) {
             Some(entry) if entry.ino == ino => {
                 cx.see(&entry.stamp);
-                Ok(now(Body::Done))
+                return Ok(now(Body::Done));
             }
-            Some(entry) => {
-                cx.see(&entry.stamp);
-                Err(Errno::ENOENT)
-            }
-            None => {
-                cx.see(&p.removed_stamp(name));
-                Err(Errno::ENOENT)
-            }
+            Some(entry) => cx.see(&entry.stamp),
+            None => cx.see(&p.removed_stamp(name)),
         }
+        // `name` does not name it. Before the asker deletes a directory on that answer, the
+        // rest of the parent is looked at: a step sent with another name than the entry's
+        // (no server sends one; only a peer may send a step at all) must not delete a
+        // directory an entry still names, which would leave that entry naming nothing. A
+        // scan of the parent, on this path alone: once per remote directory removed, or
+        // pending directory whose MKDIR_REMOTE did not finish.
+        if self.is_remote(ino)
+            && let Some((_, entry)) = p
+                .entries()
+                .and_then(|entries| entries.iter().find(|(_, e)| e.ino == ino))
+        {
+            cx.see(&entry.stamp);
+            return Ok(now(Body::Done));
+        }
+        Err(Errno::ENOENT)
     }
 
     /// This shard's directories that wait for their parents' shards — made for entries not

@@ -1,18 +1,20 @@
 //! The CONNECT handshake: the protocol version check, the challenge and its proofs
 //! (AUTHENTICATE) — the shared key when the server has one, the session secret when the
-//! server keeps a session for the identity — the connection slot, and attaching the
-//! connection to its client's session: everything a connection does before it has a session.
+//! server keeps a session for the identity, the cluster's peer secret after a PEER_CONNECT
+//! (another server of the cluster) — the connection slot, and attaching the connection to
+//! its client's session: everything a connection does before it has a session.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use mds_proto::opcode::{AUTHENTICATE, CONNECT};
+use mds_proto::opcode::{AUTHENTICATE, CONNECT, PEER_CONNECT};
 use mds_proto::{self as protocol, Body, Errno, Op, PROTOCOL_VERSION, Request};
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, warn};
 
 use super::Refused;
 use crate::auth::{AuthFailure, Authenticator};
+use crate::dispatch::Origin;
 use crate::output::ConnOutput;
 use crate::partition::Partition;
 use crate::partition::admission::{Credentials, HandshakeSlot};
@@ -32,6 +34,9 @@ pub(super) struct Handshaking {
     connection: Option<OwnedSemaphorePermit>,
     /// What the connection's requests may say they are (`--cred-check`).
     pub(super) credentials: Credentials,
+    /// Who is at the other end: another server of the cluster once a PEER_CONNECT proved the
+    /// peer secret, a client otherwise.
+    pub(super) origin: Origin,
 }
 
 /// A challenge sent and not yet answered. Taken out at the first request after it, whatever
@@ -44,6 +49,8 @@ struct Challenge {
     /// It asked for the shared key's proof. (Whether the session secret must be proved is
     /// decided again at attach, under the session table's lock.)
     key: bool,
+    /// A PEER_CONNECT: the proof is the cluster's peer secret's, not the shared key's.
+    peer: bool,
 }
 
 impl Handshaking {
@@ -55,6 +62,7 @@ impl Handshaking {
             slot: Some(slot),
             connection: None,
             credentials: Credentials::Any,
+            origin: Origin::Client,
         }
     }
 
@@ -112,7 +120,7 @@ impl Partition {
             Err(Refused)
         };
         if let Some(prefix) = protocol::peek_handshake(frame)
-            && prefix.opcode == u32::from(CONNECT)
+            && (prefix.opcode == u32::from(CONNECT) || prefix.opcode == u32::from(PEER_CONNECT))
             && prefix.version != PROTOCOL_VERSION
         {
             warn!(
@@ -132,13 +140,18 @@ impl Partition {
             Ok(r) => r,
             Err(e) => return refuse(0, &format!("malformed first request: {e}")),
         };
-        let Op::Connect { client, .. } = request.op else {
-            return refuse(request.xid, "request before CONNECT");
+        let (client, peer) = match request.op {
+            Op::Connect { client, .. } => (client, false),
+            Op::PeerConnect { client, .. } => (client, true),
+            _ => return refuse(request.xid, "request before CONNECT"),
         };
         if client == 0 {
             return refuse(request.xid, "client identity 0");
         }
-        let key = self.shared.net.auth.is_some();
+        // Another server of the cluster proves the peer secret instead of the shared key,
+        // always: a PEER_CONNECT is never let through unproved (outside a cluster, where
+        // there is no secret, no proof passes).
+        let key = self.shared.net.auth.is_some() || peer;
         let secret = self.shared.core.sessions.requires_proof(client);
         if key || secret {
             // Nothing of the client's session is touched before it has proved what it must:
@@ -152,8 +165,9 @@ impl Partition {
                 client,
                 acked_xid: request.acked_xid,
                 key,
+                peer,
             });
-            answered.push((CONNECT, Ok(())));
+            answered.push((if peer { PEER_CONNECT } else { CONNECT }, Ok(())));
             self.reply_now(
                 conn,
                 request.xid,
@@ -175,6 +189,7 @@ impl Partition {
                 xid: request.xid,
                 opcode: CONNECT,
                 keyed: false,
+                peer: false,
                 session_proof: None,
             },
             answered,
@@ -221,7 +236,30 @@ impl Partition {
             let opcode = request.op.opcode();
             return refuse(request.xid, opcode, Errno::EAUTH, AuthFailure::Missing);
         };
-        if challenge.key {
+        if challenge.peer {
+            // The peer secret as this server last read it from etcd: a connection proved
+            // under a secret since rotated out is refused (its server reads the new one
+            // within `PEER_SECRET_REFRESH` and connects again).
+            let peer_key = self
+                .shared
+                .core
+                .cluster
+                .as_ref()
+                .and_then(|c| c.peers.key());
+            let proved = proof.is_some_and(|proof| {
+                peer_key.is_some_and(|k| {
+                    k.verify(&challenge.nonce, challenge.client, PROTOCOL_VERSION, &proof)
+                })
+            });
+            if !proved {
+                let failure = if proof.is_some() {
+                    AuthFailure::Wrong
+                } else {
+                    AuthFailure::Missing
+                };
+                return refuse(request.xid, AUTHENTICATE, Errno::EAUTH, failure);
+            }
+        } else if challenge.key {
             let auth = self
                 .shared
                 .net
@@ -251,7 +289,8 @@ impl Partition {
                 acked_xid: request.acked_xid.max(challenge.acked_xid),
                 xid: request.xid,
                 opcode: AUTHENTICATE,
-                keyed: challenge.key,
+                keyed: challenge.key && !challenge.peer,
+                peer: challenge.peer,
                 session_proof: session_proof.map(|p| (challenge.nonce, p)),
             },
             answered,
@@ -276,14 +315,17 @@ impl Partition {
             xid,
             opcode,
             keyed,
+            peer: proved_peer,
             session_proof,
         } = attach;
         let peer = handshaking.peer;
+        // A proven peer speaks for the cluster's servers: whatever its credentials say goes,
+        // as for a connection that proved the shared key.
         let credentials = match Credentials::of(
             self.shared.net.cred_check,
             peer,
             handshaking.local,
-            keyed,
+            keyed || proved_peer,
         ) {
             Ok(c) => c,
             Err(why) => {
@@ -346,6 +388,9 @@ impl Partition {
         handshaking.connection = Some(slot);
         handshaking.slot = None;
         handshaking.credentials = credentials;
+        if proved_peer {
+            handshaking.origin = Origin::Peer;
+        }
         let recovering = self.shared.core.recovery.expects(client);
         // A client the journal knew from before the restart: noted, so the window's close
         // does not evict it; forgotten when it is done replaying, unless its replays make it
@@ -393,6 +438,8 @@ struct Attach {
     opcode: u8,
     /// The connection proved the shared key.
     keyed: bool,
+    /// The connection proved the cluster's peer secret (PEER_CONNECT).
+    peer: bool,
     /// The nonce and the session proof the AUTHENTICATE carried, if any.
     session_proof: Option<([u8; protocol::NONCE_LEN], [u8; protocol::PROOF_LEN])>,
 }

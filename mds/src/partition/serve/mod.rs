@@ -411,7 +411,8 @@ impl Partition {
                 // the shard map) for news: what is answered so far leaves first.
                 conn.wake_writer();
             }
-            let answer = dispatch(&self.shared.core, &self.metrics, session, request).await;
+            let origin = reader.handshaking.origin;
+            let answer = dispatch(&self.shared.core, &self.metrics, session, request, origin).await;
             let delivered = self.deliver(conn, session, received, answer, &mut reader.answered);
             if delivered.is_err() {
                 return Some(Ended::Normally);
