@@ -342,6 +342,7 @@ mod tests {
                 ("resolve_remote", by_parent),
                 ("prepare_rmdir", Some(2)),
                 ("shard_map_wait", None),
+                ("peer_connect", None),
             ]
         );
         let rename = Op::Rename {
