@@ -57,10 +57,10 @@ impl std::fmt::Debug for Router {
 }
 
 /// A new session with `cred` (None: the process's), or a peer's proving `peer`.
-fn new_session(cred: &Option<Cred>, peer: &Option<Arc<PeerKey>>) -> Arc<Session> {
+fn new_session(cred: Option<&Cred>, peer: Option<&Arc<PeerKey>>) -> Arc<Session> {
     Arc::new(match peer {
         Some(key) => Session::peer(key.clone()),
-        None => cred.clone().map_or_else(Session::new, Session::with_cred),
+        None => cred.cloned().map_or_else(Session::new, Session::with_cred),
     })
 }
 
@@ -98,7 +98,8 @@ impl Router {
         cred: Option<Cred>,
         peer: Option<Arc<PeerKey>>,
     ) -> Result<Router> {
-        let first = Client::connect_with(addr, new_session(&cred, &peer), options).await?;
+        let first =
+            Client::connect_with(addr, new_session(cred.as_ref(), peer.as_ref()), options).await?;
         let map = first.shard_map().await?;
         let mut conns = HashMap::new();
         conns.insert(map.shard.unwrap_or(0), first);
@@ -149,7 +150,7 @@ impl Router {
 
     /// A new session for a connection, with the router's credentials.
     fn session(&self) -> Arc<Session> {
-        new_session(&self.cred, &self.peer)
+        new_session(self.cred.as_ref(), self.peer.as_ref())
     }
 
     /// The shard map as last read.

@@ -256,7 +256,7 @@ async fn refresh_peer_secret(mut cluster: Cluster, view: Arc<ClusterView>) {
                 }
             }
             Err(e) => {
-                warn!(cause = %e, "could not read the cluster's peer secret; keeping the last one")
+                warn!(cause = %e, "could not read the cluster's peer secret; keeping the last one");
             }
         }
     }

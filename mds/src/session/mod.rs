@@ -50,7 +50,7 @@ pub struct Sessions {
     /// committer's work without bound.
     max_records: usize,
     /// Most sessions kept: past it, a CONNECT that would start one is refused.
-    max_sessions: usize,
+    most: usize,
     /// Sessions kept now: counted apart from the shards, so that a CONNECT checks the cap
     /// with one atomic rather than every shard's lock.
     count: AtomicUsize,
@@ -247,7 +247,7 @@ impl Sessions {
                 .map(|_| CachePadded::new(Mutex::new(HashMap::new())))
                 .collect(),
             max_records,
-            max_sessions: usize::MAX,
+            most: usize::MAX,
             count: AtomicUsize::new(0),
         }
     }
@@ -256,14 +256,14 @@ impl Sessions {
     /// CONNECTs start; those restored from the store are kept whatever their number.
     pub fn capped(self, max_sessions: usize) -> Sessions {
         Sessions {
-            max_sessions,
+            most: max_sessions,
             ..self
         }
     }
 
     /// Counts a session about to be added by a CONNECT; `false` (nothing counted) at the cap.
     fn count_new(&self) -> bool {
-        if self.count.fetch_add(1, Ordering::Relaxed) >= self.max_sessions {
+        if self.count.fetch_add(1, Ordering::Relaxed) >= self.most {
             self.count.fetch_sub(1, Ordering::Relaxed);
             return false;
         }
