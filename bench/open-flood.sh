@@ -97,7 +97,7 @@ PY
   metrics=$(curl -s "http://$MDS_METRICS/metrics")
   handles=$(awk '$1 == "mds_open_handles" {print $2}' <<<"$metrics")
   refused=$(awk -F'[{}", ]+' '/^mds_requests_total\{op="open",result="E/ {
-      split($0, v, " "); sum[$5] += v[2] } END { for (e in sum) printf "%s=%d ", e, sum[e] }' \
+      split($0, v, " "); sum[$5] += v[2] } END { for (e in sum) if (sum[e] > 0) printf "%s=%d ", e, sum[e] }' \
     <<<"$metrics")
   kill -TERM "$pid"; wait "$pid" || true
   pid=""
