@@ -450,7 +450,10 @@ async fn write_lent<W: AsyncWrite + Unpin>(mut wr: Lent<W>, cut: CancellationTok
                     }
                     at += n;
                     conn.writing.store(spare.len() - at, Ordering::Release);
-                    conn.drained.notify_one();
+                    if at < spare.len() {
+                        // Only a partial write: a whole one is notified below, once.
+                        conn.drained.notify_one();
+                    }
                 }
                 wr.wr.flush().await
             };

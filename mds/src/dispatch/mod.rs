@@ -454,9 +454,8 @@ async fn admit<'a>(
             // A client taking back a handle the restart lost: after its replays and before
             // anything else, inside the window — it must not end the window (it is not
             // done), nor wait for it (the orphans it keeps are reclaimed when it ends). It
-            // takes no transno, so it may run among the replays. It is progress, as a replay
-            // is: the window's quiet clock for this client starts again (its hard end does
-            // not move).
+            // takes no transno, so it may run among the replays. Until the window's hard end
+            // it is progress, as a replay is: this client's quiet clock starts again.
             recovery.progressed(session.client());
             return Admitted::Go(None);
         }

@@ -321,6 +321,9 @@ impl Recovery {
 
     /// `client` made progress outside a replay: it took back a handle the restart lost.
     pub fn progressed(&self, client: u64) {
+        if !self.is_open() {
+            return; // reopens after the window: nothing to note, and no lock to take
+        }
         let mut state = self.state.lock();
         if state.waiting_for.contains(&client) {
             state.active_at.insert(client, Instant::now());

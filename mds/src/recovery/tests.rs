@@ -235,14 +235,14 @@ fn reconnecting_without_replaying_is_not_progress() {
         }
         std::thread::sleep(Duration::from_millis(50));
     }
+    assert!(
+        expire.is_finished(),
+        "the window closed while the reconnects went on"
+    );
     let evicted = rt.block_on(expire).unwrap();
     assert_eq!(evicted.len(), 2, "{evicted:?}");
     assert!(evicted.contains(&(1, Eviction::Quiet)) && evicted.contains(&(2, Eviction::Quiet)));
     assert!(!r.is_open());
-    assert!(
-        started.elapsed() < Duration::from_secs(5),
-        "the window closed once both were quiet, not when the reconnects stopped"
-    );
 }
 
 /// From the hard end only replays are progress: a client that goes on taking handles back
