@@ -70,10 +70,11 @@ pub struct ClusterConfig {
     pub data_root: PathBuf,
     /// Seconds an owner's lease lives without renewal; renewed every third of it.
     pub lease_ttl_secs: u32,
-    /// Whether the stores are on storage several hosts mount. Then an owner that cannot
-    /// reach etcd stops serving once its lease may have run out (the TTL less a margin):
-    /// another host's standby may have claimed the shard, and nothing but the owner's own
-    /// clock keeps the two apart (a lease alone is not mutual exclusion, etcd PR #11490). On
+    /// Whether the stores are on storage several hosts mount. Then an owner commits nothing
+    /// and stops serving once its lease may have run out (the TTL less a margin from its last
+    /// renewal's request), and a claimant waits the TTL and margin again before it opens the
+    /// store: another host's standby may have claimed the shard, and nothing but the owners'
+    /// own clocks keeps the two apart (a lease alone is not mutual exclusion, etcd PR #11490). On
     /// one host (false) RocksDB's lock on the store already keeps a second server out, so an
     /// owner serves on while etcd is away — no one can claim its shard meanwhile — and stops
     /// only when etcd, back, says the lease expired.
@@ -158,9 +159,22 @@ pub struct Lease {
     pub granted: Instant,
 }
 
-/// One renewal of a lease, for the server's metrics.
+/// How long before its lease may have run out at etcd an owner on shared storage gives it up:
+/// the TTL runs at etcd from no earlier than the owner's request, so `sent + TTL - margin` is
+/// a moment the lease surely still held, on the owner's own monotonic clock. The margin covers
+/// what runs between a check of that moment and the write it allows (a commit's write and
+/// sync, a scheduling delay), and a standby on shared storage waits the TTL and this margin
+/// again after its claim before it opens the store.
+pub fn renewal_margin(ttl: Duration) -> Duration {
+    (ttl / 6).max(Duration::from_millis(500))
+}
+
+/// One renewal of a lease, for the server's metrics and its commit deadline.
 #[derive(Clone, Copy, Debug)]
 pub struct Renewal {
+    /// When the keep-alive request that etcd answered was sent: the renewed TTL runs from no
+    /// earlier than this, however late the answer came.
+    pub sent: Instant,
     /// From the keep-alive request to etcd's answer.
     pub latency: Duration,
     /// The TTL etcd says the lease has from now.
@@ -477,7 +491,7 @@ impl Cluster {
         let interval = lease.ttl / 3;
         // Give up before the lease can have run out at etcd: its clock started no later than
         // our last request.
-        let margin = (lease.ttl / 6).max(Duration::from_millis(500));
+        let margin = renewal_margin(lease.ttl);
         // The credit runs from the grant (or the last renewal a caller saw), never from when
         // this task happened to start.
         let mut last_ok = lease.granted;
@@ -540,6 +554,7 @@ impl Cluster {
                     }
                     last_ok = asked;
                     renewed(Renewal {
+                        sent: asked,
                         latency: asked.elapsed(),
                         ttl: Duration::from_secs(response.ttl().unsigned_abs()),
                     });

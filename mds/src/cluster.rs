@@ -19,6 +19,7 @@ use mds_cluster::{Cluster, ClusterConfig, Lease, Owner, Ownership};
 use mds_proto::{Errno, Op, ShardLocation, ShardMap};
 use tracing::{error, info, warn};
 
+use crate::committer::lease::OWNER_LEASE;
 use crate::config::ServerConfig;
 use crate::error::{Error, IoContext, Result};
 use crate::metrics::{
@@ -512,6 +513,9 @@ fn serve_a_shard(
         view.update(&owners, members.as_deref(), revision);
     }
     config.cluster = Some(view);
+    if cluster_config.shared_storage {
+        wait_out_last_lease(cluster_config.ttl().max(lease.ttl), stop);
+    }
     wait_for_store(&config, stop);
     // The last owner has let go of the store: the follower reads its last commits.
     let warm = follower.and_then(Follower::finish);
@@ -617,6 +621,26 @@ async fn wait_for_shard(
     }
 }
 
+/// On shared storage, before the store is opened: the TTL and its margin again after the
+/// claim. The last owner stopped committing at its last renewal's sending time plus the TTL
+/// less the margin, before etcd let its lease expire; this wait gives a write of its that had
+/// passed that check just before and was then held up (a stop, a slow disk) another TTL and
+/// margin to land before this server reads the store. Every claim on shared storage waits so,
+/// a handover after a SIGTERM too: the claimant cannot tell a released lease from an expired
+/// one.
+fn wait_out_last_lease(ttl: Duration, stop: &Stop) {
+    let wait = ttl + mds_cluster::renewal_margin(ttl);
+    info!(
+        ?wait,
+        "shared storage: waiting out the last owner's lease (its TTL and margin) before \
+         opening the store"
+    );
+    let until = std::time::Instant::now() + wait;
+    while std::time::Instant::now() < until && !stop.is_requested() {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
 /// A taken-over store may still be open in the process that owned it (same host, stopped
 /// but not dead): RocksDB's lock keeps it out until that process is gone, which happens once
 /// it learns its lease is gone. Waits for the lock rather than failing on it.
@@ -641,13 +665,20 @@ fn wait_for_store(config: &ServerConfig, stop: &Stop) {
 
 /// Renews the lease for as long as the process lives; when it is lost, stops the process at
 /// once, as a crash would: what was acknowledged is durable or in its clients' replay
-/// queues, and the next owner recovers it.
+/// queues, and the next owner recovers it. On shared storage each renewal also moves the
+/// committer's deadline (`committer::lease`), from the moment the renewal was sent.
 async fn keep_lease(mut cluster: Cluster, lease: Lease, shared_storage: bool) {
     let renewals = metrics::histogram!(LEASE_RENEWAL);
     let ttl = metrics::gauge!(LEASE_TTL);
     let renewed_at = metrics::gauge!(LEASE_RENEWED_AT);
+    if shared_storage {
+        OWNER_LEASE.bind(lease.granted, lease.ttl);
+    }
     let lost = cluster
         .keep_alive(lease, shared_storage, |renewal| {
+            if shared_storage {
+                OWNER_LEASE.renewed(renewal.sent, renewal.ttl.min(lease.ttl));
+            }
             renewals.record(renewal.latency.as_secs_f64());
             ttl.set(renewal.ttl.as_secs_f64());
             renewed_at.set(unix_now());
@@ -686,8 +717,9 @@ async fn watch_owners(mut cluster: Cluster, shards: u16, view: Arc<ClusterView>)
 }
 
 /// Ends the process now, without unwinding or flushing: another server may be given the
-/// shard at any moment, and nothing may be committed after that.
-fn fail_stop(why: &str) -> ! {
+/// shard at any moment, and nothing may be committed after that. The committer calls it too,
+/// when its lease's deadline passed before a write (`committer::lease`).
+pub(crate) fn fail_stop(why: &str) -> ! {
     error!("lost the shard's lease: {why}; stopping at once (fail-stop)");
     // SAFETY: _exit(2) ends the process; no destructor runs, as after SIGKILL, which the
     // store survives by design.

@@ -2,7 +2,8 @@
 //! ports): `mds cluster init` once, shards claimed by lease-bound owner keys, a second claim
 //! refused naming the owner, a standby taking over a killed owner's shard (and at once after a
 //! SIGTERM), a stale owner fenced off by the store's epoch, an owner serving on while etcd is
-//! away, and one on shared storage stopping when it cannot renew; a standby that follows its
+//! away, and one on shared storage stopping when it cannot renew, or when it resumes from a
+//! SIGSTOP past its lease after a standby took over; a standby that follows its
 //! shard's store (`--follow`) and takes it over warm, every commit in it. And the shard map: routed
 //! requests, the map long-polled (SHARD_MAP_WAIT: held until the owners change, stalling no
 //! other connection, ended by a SIGTERM), and the client library's watch of it, which tells a
@@ -273,6 +274,108 @@ async fn an_owner_on_shared_storage_stops_when_it_cannot_renew() {
     assert_eq!(code, Some(75), "{}", owner.log_text());
     assert!(owner.log_text().contains("fail-stop"));
     let (code, out) = common::fsck(&root.path().join("shard-0"));
+    assert_eq!(code, 0, "{out}");
+}
+
+/// Fencing beyond the open, on shared storage: an owner stopped (SIGSTOP) under load past its
+/// lease, whose shard a standby takes over and serves, commits nothing once it is resumed
+/// (SIGCONT) — its lease's deadline has passed, so the pending writes are refused and the
+/// process stops (75, fail-stop) — and acknowledged nothing that the store does not hold.
+/// Storage several hosts mount shares no lock between them: the test removes the stopped
+/// owner's LOCK file, so that the standby opens the store while the owner still has it open,
+/// as a standby on another host would.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_owner_stopped_past_its_lease_commits_nothing_after_the_takeover() {
+    use std::sync::{Arc, Mutex};
+    let etcd = Etcd::start();
+    let root = tempfile::tempdir().unwrap();
+    init(&etcd, root.path(), "1", &["--shared-storage"]);
+    let mut owner = start(&etcd, root.path(), Some(0), &[]);
+    serving(&owner).await;
+    let standby = start(&etcd, root.path(), None, &[]);
+    assert!(standby.wait_for_log("waiting for a shard without owner", Duration::from_secs(20)));
+    // The load: clients of the owner, each with one create outstanding at a time, until the
+    // owner stops answering (or a bound). Every create answered is remembered.
+    let answered = Arc::new(Mutex::new(Vec::<String>::new()));
+    let mut load = Vec::new();
+    for t in 0..4 {
+        let client = owner.client().await;
+        let answered = answered.clone();
+        load.push(tokio::spawn(async move {
+            for i in 0..100_000 {
+                let name = format!("t{t}-{i}");
+                if client.create(ROOT, &name, 0o644).await.is_err() {
+                    return;
+                }
+                answered.lock().unwrap().push(name);
+            }
+        }));
+    }
+    let loaded = async {
+        while answered.lock().unwrap().len() < 200 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    tokio::time::timeout(Duration::from_secs(20), loaded)
+        .await
+        .expect("the owner answers creates");
+    owner.signal(libc::SIGSTOP);
+    let stopped = Instant::now();
+    let before_stop = answered.lock().unwrap().len();
+    std::fs::remove_file(root.path().join("shard-0/LOCK")).unwrap();
+    // The standby claims the shard once the lease expired, waits out the lease's TTL and
+    // margin again (shared storage), opens the store and serves it.
+    let client = serving(&standby).await;
+    let took_over = stopped.elapsed();
+    assert!(
+        standby
+            .log_text()
+            .contains("waiting out the last owner's lease"),
+        "{}",
+        standby.log_text()
+    );
+    for i in 0..20 {
+        client
+            .create(ROOT, &format!("new-{i}"), 0o644)
+            .await
+            .unwrap();
+    }
+    owner.signal(libc::SIGCONT);
+    let code = wait_exit(&mut owner, Duration::from_secs(20));
+    let log = owner.log_text();
+    assert_eq!(code, Some(75), "{log}");
+    assert!(log.contains("fail-stop"), "{log}");
+    for task in load {
+        tokio::time::timeout(Duration::from_secs(20), task)
+            .await
+            .expect("every load client hears its server went")
+            .unwrap();
+    }
+    // Everything the old owner answered — before the stop, and after the resume if it had
+    // committed it before the stop — is in the store the new owner serves.
+    let answered = answered.lock().unwrap().clone();
+    for name in &answered {
+        assert!(
+            client.lookup(ROOT, name).await.is_ok(),
+            "{name} was answered by the old owner and is lost; its log:\n{log}"
+        );
+    }
+    for i in 0..20 {
+        client.lookup(ROOT, &format!("new-{i}")).await.unwrap();
+    }
+    eprintln!(
+        "takeover after SIGSTOP: {took_over:?}; creates answered: {before_stop} before the \
+         stop, {} in all; the old owner {}",
+        answered.len(),
+        if log.contains("stopped committing") {
+            "refused a pending commit"
+        } else {
+            "stopped at its keep-alive's check"
+        }
+    );
+    drop(client);
+    assert!(standby.stop().success());
+    let (code, out) = mds(&["fsck", "--cluster", root.path().to_str().unwrap()]);
     assert_eq!(code, 0, "{out}");
 }
 

@@ -54,9 +54,10 @@ enum ClusterCommand {
         /// Seconds an owner's lease lives without renewal (3 to 600).
         #[arg(long, default_value_t = 5)]
         lease_ttl: u32,
-        /// The stores are on storage several hosts mount: an owner that cannot reach etcd
-        /// for its lease's TTL then stops serving, since another host may have claimed the
-        /// shard.
+        /// The stores are on storage several hosts mount: an owner commits only while its
+        /// lease surely holds (its last renewal's sending time plus the TTL less a margin) and
+        /// stops past that, since another host may have claimed the shard; a claimant waits
+        /// the TTL and margin again before it opens the store.
         #[arg(long)]
         shared_storage: bool,
     },

@@ -9,12 +9,17 @@
 //! fraction of a sync for one more when the last commits say one follows (`commit_wait`,
 //! `--commit-siblings`). It never encodes or sends a reply (HDFS-15869).
 //!
+//! A shard's owner on shared storage writes only while its lease surely holds (`lease.rs`):
+//! each write to the store is preceded by a check of the lease's deadline, and one past it
+//! stops the process before anything is written or answered.
+//!
 //! Partitions take transnos under their operations' locks but send the records afterwards, so
 //! records can arrive slightly out of order across partitions. A record whose predecessor has
 //! not arrived yet is held back to the next commit: that keeps `last_committed` contiguous,
 //! and anything that built on the missing record has a larger transno and waits with it.
 
 mod held;
+pub mod lease;
 mod outbox;
 
 use std::sync::Arc;
@@ -281,6 +286,9 @@ impl Worker {
             // burned ones included.
             self.journal
                 .note_inode_counter(self.namespace.inode_counter());
+            // Last before the write: a process stopped before this line and resumed after its
+            // lease ran out stops here, its batch neither written nor answered.
+            self.stop_unless_leased(batch.len());
             let started = Instant::now();
             match self.journal.commit(&batch) {
                 Ok(info) => {
@@ -327,9 +335,28 @@ impl Worker {
         self.discard_until_shutdown();
     }
 
+    /// Before every write to the store: unless the shard's lease surely holds (always, outside
+    /// shared storage), stops the process at once, as when etcd says the lease is gone — a
+    /// standby may serve the store already, and what this server writes now would be lost or
+    /// worse. `held` records are dropped with the process, their replies never sent (with
+    /// `--ack early` the clients replay them to the next owner, as after a crash). Exiting
+    /// rather than turning standby is the design's answer to every lost lease: a service
+    /// manager restarts the server, which claims again or waits as its lease lets it.
+    fn stop_unless_leased(&self, held: usize) {
+        if let Err(expired) = lease::OWNER_LEASE.holds() {
+            crate::cluster::fail_stop(&format!(
+                "stopped committing: lease expired (its deadline, the TTL less a margin from \
+                 the last renewal sent, passed {:?} ago); {held} records not written and \
+                 never answered, last committed {}",
+                expired.past_by, self.last_committed
+            ));
+        }
+    }
+
     /// Raises the ceilings with a write of their own. Returns `false` if the journal failed
     /// (then everything is failed and the caller stops).
     fn raise_ceilings_now(&mut self) -> bool {
+        self.stop_unless_leased(self.held.len());
         self.journal
             .note_inode_counter(self.namespace.inode_counter());
         match self.journal.raise_ceilings() {
@@ -500,6 +527,9 @@ impl Worker {
 
     /// Writes the checkpoints asked for, between two commits.
     fn write_checkpoints(&mut self, last_committed: u64) {
+        if !self.checkpoints.is_empty() {
+            self.stop_unless_leased(self.held.len());
+        }
         for dir in self.checkpoints.drain(..) {
             match self.journal.checkpoint(&dir) {
                 Ok(()) => info!(last_committed, "checkpoint written to {}", dir.display()),
@@ -523,6 +553,7 @@ impl Worker {
             .into_iter()
             .partition(|(after, _)| *after <= last_committed);
         self.clients = later;
+        self.stop_unless_leased(self.held.len());
         let ops: Vec<JournalOp> = now.into_iter().map(|(_, op)| op).collect();
         if let Err(e) = self.journal.write_client_changes(&ops) {
             error!(cause = %e, "writing known-client changes failed");
