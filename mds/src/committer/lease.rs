@@ -105,6 +105,7 @@ impl LeaseDeadline {
 }
 
 #[cfg(test)]
+#[allow(clippy::unchecked_time_subtraction)] // instants a few seconds after now
 mod tests {
     use super::*;
 
