@@ -1,7 +1,8 @@
 //! Bounds that keep one client, or a slow disk, from hurting everyone: a client that sends
 //! requests and never reads its replies is paused (its requests are not executed past its
 //! output high-water mark, even within one read) while others go on and the server's memory
-//! stays bounded; the server's uncommitted work is capped without deadlock; a full partition
+//! stays bounded; the server's uncommitted work is capped without deadlock, and holds back
+//! mutations only (reads go on while a writer waits at the cap); a full partition
 //! refuses a connection with EBUSY; a connection that never sends CONNECT is closed.
 
 mod common;
@@ -140,6 +141,66 @@ async fn uncommitted_work_is_capped_without_deadlock() {
     .unwrap();
     assert!(paused >= Some(1.0), "the cap never applied: {paused:?}");
     drop(clients);
+    server.stop().unwrap();
+}
+
+/// The uncommitted-work cap holds back mutations only: while a writer's creates wait at the
+/// cap for a slow disk's commit, another connection's reads are answered at once. Before,
+/// every connection paused at the cap, readers included, until the next commit (here 6 s
+/// away; the bound below is half that, a liveness bound with seconds to spare, not a timing).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_go_on_while_a_writer_waits_at_the_uncommitted_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::config(dir.path());
+    config.limits.max_uncommitted = 8;
+    config.keys.testing.sync_latency = Some(Duration::from_secs(6));
+    let server = InProcess::start(config);
+    let writer = server.client().await;
+    let reader = server.client().await;
+    // Made and committed before the writer starts, so that the reads below touch nothing it
+    // changes (they would rightly wait for its commit: commit-on-share).
+    let (readme, d) = tokio::join!(
+        reader.create(ROOT, "readme", 0o644),
+        reader.mkdir(ROOT, "d", 0o777)
+    );
+    let (readme, d) = (readme.unwrap(), d.unwrap());
+    let creates = tokio::spawn(async move {
+        create_many(&writer, d.ino, "f", 64).await;
+        writer
+    });
+    let metrics = server.metrics;
+    let paused = tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let paused = mds_testkit::scrape_metric(
+                metrics,
+                "mds_reads_paused_total{reason=\"uncommitted\"}",
+            );
+            if paused >= Some(1.0) || Instant::now() > deadline {
+                return paused;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    })
+    .await
+    .unwrap();
+    assert!(paused >= Some(1.0), "the writer never reached the cap");
+    let reads = async {
+        reader.getattr(ROOT).await.unwrap();
+        reader.lookup(ROOT, "readme").await.unwrap();
+        reader.getattr(readme.ino).await.unwrap();
+        reader.statfs().await.unwrap();
+    };
+    tokio::time::timeout(Duration::from_secs(3), reads)
+        .await
+        .expect("a reader waited for the writer's commit");
+    // The writer is not starved either: its creates all land.
+    let writer = tokio::time::timeout(Duration::from_secs(120), creates)
+        .await
+        .expect("the capped writer never finished")
+        .unwrap();
+    assert_eq!(reader.readdir_all(d.ino).await.unwrap().len(), 64);
+    drop((writer, reader));
     server.stop().unwrap();
 }
 

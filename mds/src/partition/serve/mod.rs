@@ -120,8 +120,13 @@ struct Reader {
     handshaking: Handshaking,
     answered: Answered,
     /// Frames already read but not executed: the output passed its high-water mark midway
-    /// through a read.
+    /// through a read, or the next one is a mutation and the server's uncommitted work is at
+    /// its cap.
     unexecuted: bool,
+    /// The next frame is a mutation held back by the uncommitted-work cap: the connection
+    /// waits for commits. Only a mutation is held so — a read adds nothing the disk must
+    /// catch up with — so a connection that only reads is never paused by another's writes.
+    awaiting_commits: bool,
     /// When CONNECT (and its proof) must have come by.
     connect_deadline: tokio::time::Instant,
 }
@@ -198,6 +203,7 @@ impl Partition {
             handshaking,
             answered: Vec::new(),
             unexecuted: false,
+            awaiting_commits: false,
             connect_deadline,
         };
         let ended = self.read_loop(&mut rd, &conn, &mut reader).await;
@@ -224,9 +230,13 @@ impl Partition {
             if conn.is_closed() {
                 return Ended::Normally;
             }
-            if reader.session.is_some() && self.shared.core.over_uncommitted_cap() {
-                // The disk is behind the clients: wait for commits before executing more (a
-                // handshake goes on: it executes nothing, and has its deadline to keep).
+            if reader.awaiting_commits {
+                if !self.shared.core.over_uncommitted_cap() {
+                    reader.awaiting_commits = false;
+                    continue;
+                }
+                // The disk is behind the clients and this connection's next request is a
+                // mutation: wait for commits before executing it.
                 self.metrics.paused_uncommitted.increment(1);
                 let progress = self.shared.progress.notified();
                 if self.shared.core.over_uncommitted_cap() {
@@ -332,9 +342,7 @@ impl Partition {
     ) -> Option<Ended> {
         let limits = self.shared.net.limits;
         loop {
-            if conn.owed() >= limits.output_high_water
-                || (reader.session.is_some() && self.shared.core.over_uncommitted_cap())
-            {
+            if conn.owed() >= limits.output_high_water {
                 // Checked per request, not per read: one read of small requests with large
                 // replies (READDIR pages) would otherwise buffer them all.
                 reader.unexecuted = true;
@@ -388,6 +396,15 @@ impl Partition {
                 continue;
             };
             let decoded = protocol::decode_request(frame);
+            if decoded.as_ref().is_ok_and(|r| r.op.is_mutation())
+                && self.shared.core.over_uncommitted_cap()
+            {
+                // Left in the input, decoded again once commits made room: a handshake, a
+                // read, and a mutation that comes before the cap was reached go on.
+                reader.unexecuted = true;
+                reader.awaiting_commits = true;
+                return None;
+            }
             reader.input.advance(used);
             let request: Request = match decoded {
                 Ok(r) => r,
