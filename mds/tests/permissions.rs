@@ -304,6 +304,7 @@ const B: u32 = 2000;
 const ACL_USER_OBJ: u16 = 0x01;
 const ACL_USER: u16 = 0x02;
 const ACL_GROUP_OBJ: u16 = 0x04;
+const ACL_GROUP: u16 = 0x08;
 const ACL_MASK: u16 = 0x10;
 const ACL_OTHER: u16 = 0x20;
 /// The id of an entry that names no one (the owner's, the group's, the mask, the others').
@@ -336,6 +337,21 @@ fn cases() -> Vec<Case> {
     // Well formed, but with no group or others entry.
     let acl_owner_only = acl(2, &[(ACL_USER_OBJ, 6, NO_ID)]);
     let not_an_acl: &'static [u8] = b"abc";
+    // rw-r--r-- with bob ---: a named user shut out of what others may read (mode 0644).
+    let acl_not_bob = acl(2, &[(ACL_USER_OBJ, 6, NO_ID), (ACL_USER, 0, B), (ACL_GROUP_OBJ, 4, NO_ID),
+                               (ACL_MASK, 4, NO_ID), (ACL_OTHER, 4, NO_ID)]);
+    // rw------- with bob rw- under a mask r--: what bob gets is r-- (mode 0640).
+    let acl_bob_masked = acl(2, &[(ACL_USER_OBJ, 6, NO_ID), (ACL_USER, 6, B), (ACL_GROUP_OBJ, 0, NO_ID),
+                                  (ACL_MASK, 4, NO_ID), (ACL_OTHER, 0, NO_ID)]);
+    // rw------- with group staff rw- (mode 0660): alice's supplementary group writes.
+    let acl_staff = acl(2, &[(ACL_USER_OBJ, 6, NO_ID), (ACL_GROUP_OBJ, 0, NO_ID), (ACL_GROUP, 6, STAFF),
+                             (ACL_MASK, 6, NO_ID), (ACL_OTHER, 0, NO_ID)]);
+    // rwxr-xr-x with bob rwx (mode 0775): bob makes entries in a directory he does not own.
+    let acl_bob_dir = acl(2, &[(ACL_USER_OBJ, 7, NO_ID), (ACL_USER, 7, B), (ACL_GROUP_OBJ, 5, NO_ID),
+                               (ACL_MASK, 7, NO_ID), (ACL_OTHER, 5, NO_ID)]);
+    // A default ACL: rwx for the owner and bob, r-x for the group, nothing for others.
+    let default_bob = acl(2, &[(ACL_USER_OBJ, 7, NO_ID), (ACL_USER, 7, B), (ACL_GROUP_OBJ, 5, NO_ID),
+                               (ACL_MASK, 7, NO_ID), (ACL_OTHER, 0, NO_ID)]);
     let name_255 = leak(format!("user.{}", "n".repeat(250)));
     let name_256 = leak(format!("user.{}", "n".repeat(251)));
     let value_65537: &'static [u8] = Box::leak(vec![b'x'; 65537].into_boxed_slice());
@@ -1170,6 +1186,35 @@ fn cases() -> Vec<Case> {
         case("listxattr of another's mode-0 file", BOB, ListX("d/f"), ok,
              &[dir("d", 0o755, 0, 0), file("d/f", 0o000, A, USERS).x("user.a", b"1").x("user.b", b"2")])
             .lists(&["user.a", "user.b"]),
+        case("ACL: a named user's --- shuts him out of a 0644 file", BOB, Open("d/f", O_RDONLY), Err(EACCES),
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS).x("system.posix_acl_access", acl_not_bob)]),
+        case("ACL: others still read it", ALICE, Open("d/f", O_RDONLY), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o644, B, BOBS).x("system.posix_acl_access", acl_not_bob)]),
+        case("ACL: a named user reads what the mask leaves him", BOB, Open("d/f", O_RDONLY), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o600, A, USERS).x("system.posix_acl_access", acl_bob_masked)]),
+        case("ACL: and not what the mask takes away", BOB, Open("d/f", O_WRONLY), Err(EACCES),
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o600, A, USERS).x("system.posix_acl_access", acl_bob_masked)]),
+        case("ACL: a named supplementary group writes", ALICE, Open("d/f", O_RDWR), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o600, B, BOBS).x("system.posix_acl_access", acl_staff)]),
+        case("ACL: truncate by a named group's write", ALICE, Truncate("d/f", 0), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o600, B, BOBS).x("system.posix_acl_access", acl_staff)]),
+        case("ACL: a named user creates in another's directory", BOB, Create("d/e/new", 0o644), ok,
+             &[dir("d", 0o755, 0, 0), dir("d/e", 0o755, A, USERS).x("system.posix_acl_access", acl_bob_dir)]),
+        case("ACL: a named user removes from another's directory", BOB, Unlink("d/e/f"), ok,
+             &[dir("d", 0o755, 0, 0), dir("d/e", 0o755, A, USERS).x("system.posix_acl_access", acl_bob_dir),
+               file("d/e/f", 0o644, A, USERS)]),
+        case("ACL: a chmod by the owner sets the mask", ALICE, Chmod("d/f", 0o604), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o600, A, USERS).x("system.posix_acl_access", acl_bob_masked)])
+            .then("d/f", 0o604, A, USERS),
+        case("ACL: a file made in a directory with a default ACL takes it", ALICE, Create("d/e/new", 0o666), ok,
+             &[dir("d", 0o755, 0, 0), dir("d/e", 0o755, A, USERS).x("system.posix_acl_default", default_bob)])
+            .then("d/e/new", 0o660, A, USERS),
+        case("ACL: a directory made there keeps it", ALICE, Mkdir("d/e/sub", 0o777), ok,
+             &[dir("d", 0o755, 0, 0), dir("d/e", 0o755, A, USERS).x("system.posix_acl_default", default_bob)])
+            .then("d/e/sub", 0o770, A, USERS),
+        case("ACL: an access ACL set by the owner sets the mode", ALICE, SetX("d/f", "system.posix_acl_access", acl_bob_dir, Either), ok,
+             &[dir("d", 0o755, 0, 0), file("d/f", 0o600, A, USERS)])
+            .then("d/f", 0o775, A, USERS),
         case("listxattr of a file with none", BOB, ListX("d/f"), ok,
              &[dir("d", 0o755, 0, 0), file("d/f", 0o644, A, USERS)])
             .lists(&[]),

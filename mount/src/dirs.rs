@@ -17,7 +17,7 @@ use tracing::warn;
 use crate::attr::Fallible;
 use crate::creds::Caller;
 use crate::mount::Mount;
-use crate::namespace::{attr, permitted};
+use crate::namespace::attr;
 
 /// Dir handles are numbered from here up, apart from file handles (the server's numbers,
 /// from 1), so a file's SETATTR never takes a directory's handle for its own.
@@ -87,13 +87,9 @@ impl Mount {
     /// checks it (READDIR would check it only at the first page).
     pub async fn opendir(&self, caller: Caller, ino: u64) -> Fallible<u64> {
         if !self.kernel_checks {
-            let cred = self.cred(caller);
-            let dir = attr(self.call(&cred, Op::Getattr { ino }, &[]).await?)?;
+            let dir = self.accessible(caller, ino, libc::R_OK).await?;
             if dir.kind != Kind::Directory {
                 return Err(Errno::ENOTDIR);
-            }
-            if !permitted(&cred, &dir, libc::R_OK) {
-                return Err(Errno::EACCES);
             }
         }
         let fh = DIR_HANDLES | self.next_dir.fetch_add(1, Ordering::Relaxed);

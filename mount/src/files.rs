@@ -11,7 +11,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use fuser::Errno;
 use mds_client::Handle;
-use mds_client::proto::{Attr, Body, Cred, MAX_IO, Op, OpenFlags, SHARD_SHIFT, SetAttr};
+use mds_client::proto::{
+    Attr, Body, Cred, MAX_IO, Op, OpenFlags, SHARD_SHIFT, SetAttr, mode_with_umask,
+};
 use tracing::warn;
 
 use crate::attr::{Fallible, errno};
@@ -63,18 +65,19 @@ impl Mount {
         caller: Caller,
         parent: u64,
         name: String,
-        mode: u32,
+        (mode, umask): (u32, u32),
         flags: i32,
     ) -> Fallible<(Handle, Attr)> {
         let cred = self.cred(caller);
         let access = open_flags(flags);
         let mode = mode & 0o7777;
-        let lent = owner_needs(&cred, access) & !mode;
+        let lent = owner_needs(&cred, access) & !(mode & !umask);
         for _ in 0..CREATE_TRIES {
             let op = Op::Create {
                 parent,
                 name: name.clone(),
-                mode: mode | lent,
+                // The umask spares the bits lent: they are taken back below.
+                mode: mode_with_umask(mode | lent, umask & !lent),
             };
             match self.call(&cred, op, &[]).await {
                 Ok(body) => {

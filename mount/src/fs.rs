@@ -124,8 +124,7 @@ impl Filesystem for MdsFs {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // Not FUSE_HANDLE_KILLPRIV_V2 nor FUSE_CREATE_SUPP_GROUP (fuser 0.18 drops what they
         // add to requests), nor FUSE_WRITEBACK_CACHE (writes must reach the server before
-        // write(2) returns, for other clients and for fsync), nor FUSE_POSIX_ACL (the kernel
-        // would leave the umask to the mount), nor FUSE_ATOMIC_O_TRUNC: with it the kernel
+        // write(2) returns, for other clients and for fsync), nor FUSE_ATOMIC_O_TRUNC: with it the kernel
         // lets OPEN truncate before it checks that the file is not a running program's text
         // (ETXTBSY), which then dies of SIGBUS (pjdfstest open::etxtbsy); without it, O_TRUNC
         // is that check, then a SETATTR of size 0.
@@ -141,6 +140,13 @@ impl Filesystem for MdsFs {
             // Cached pages go when another client's change shows in the mtime or size.
             InitFlags::FUSE_AUTO_INVAL_DATA,
             InitFlags::FUSE_MAX_PAGES,
+            // The kernel enforces ACLs under `default_permissions` (it reads them with
+            // GETXATTR and keeps them with the inode); keeping them in step with the mode
+            // and inheriting default ACLs is the server's.
+            InitFlags::FUSE_POSIX_ACL,
+            // Creates carry the mode and the umask apart: a parent's default ACL replaces
+            // the umask, and only the server knows whether it has one (`mode_with_umask`).
+            InitFlags::FUSE_DONT_MASK,
         ];
         for capability in wanted {
             if let Err(missing) = config.add_capabilities(capability) {
@@ -221,13 +227,13 @@ impl Filesystem for MdsFs {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         rdev: u32,
         reply: ReplyEntry,
     ) {
         let (caller, name) = (Caller::of(req), name_or_reply!(name, reply));
         self.spawn(move |m| async move {
-            let answer = m.mknod(caller, parent.0, name, mode, rdev).await;
+            let answer = m.mknod(caller, parent.0, name, (mode, umask), rdev).await;
             entry(reply, &m, answer);
         });
     }
@@ -238,12 +244,12 @@ impl Filesystem for MdsFs {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         reply: ReplyEntry,
     ) {
         let (caller, name) = (Caller::of(req), name_or_reply!(name, reply));
         self.spawn(move |m| async move {
-            let answer = m.mkdir(caller, parent.0, name, mode).await;
+            let answer = m.mkdir(caller, parent.0, name, (mode, umask)).await;
             entry(reply, &m, answer);
         });
     }
@@ -627,13 +633,13 @@ impl Filesystem for MdsFs {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
         let (caller, name) = (Caller::of(req), name_or_reply!(name, reply));
         self.spawn(move |m| async move {
-            match m.create(caller, parent.0, name, mode, flags).await {
+            match m.create(caller, parent.0, name, (mode, umask), flags).await {
                 // One timeout for the entry and its attributes: the shorter.
                 Ok((handle, a)) => reply.created(
                     &m.timeouts.attr.min(m.timeouts.entry),

@@ -6,6 +6,7 @@
 use fuser::{Errno, RenameFlags};
 use mds_client::proto::{
     Attr, Body, Cred, Kind, Op, RenameHow, SetAttr, StatFs, Target, XattrSet, XattrValue,
+    mode_with_umask,
 };
 
 use crate::attr::{Fallible, server_rdev};
@@ -105,13 +106,13 @@ impl Mount {
         caller: Caller,
         parent: u64,
         name: String,
-        mode: u32,
+        (mode, umask): (u32, u32),
     ) -> Fallible<Attr> {
         let cred = self.cred(caller);
         let op = Op::Mkdir {
             parent,
             name,
-            mode: mode & 0o7777,
+            mode: mode_with_umask(mode & 0o7777, umask),
         };
         attr(self.call(&cred, op, &[]).await?)
     }
@@ -122,7 +123,7 @@ impl Mount {
         caller: Caller,
         parent: u64,
         name: String,
-        mode: u32,
+        (mode, umask): (u32, u32),
         rdev: u32,
     ) -> Fallible<Attr> {
         let cred = self.cred(caller);
@@ -135,7 +136,7 @@ impl Mount {
             parent,
             name,
             kind,
-            mode: mode & 0o7777,
+            mode: mode_with_umask(mode & 0o7777, umask),
             rdev,
         };
         attr(self.call(&cred, op, &[]).await?)
@@ -250,13 +251,15 @@ impl Mount {
     /// judges them (owner's class, else the group's — the primary or a supplementary group —
     /// else the others'; root passes read and write, and execute if anyone may).
     pub async fn access(&self, caller: Caller, ino: u64, mask: i32) -> Fallible<()> {
+        self.accessible(caller, ino, mask).await.map(drop)
+    }
+
+    /// ACCESS: whether the caller may `mask` (access(2)'s `R_OK`, `W_OK`, `X_OK`) on `ino`,
+    /// judged by the server, which holds the inode's ACL; its attributes if so.
+    pub async fn accessible(&self, caller: Caller, ino: u64, mask: i32) -> Fallible<Attr> {
         let cred = self.cred(caller);
-        let a = attr(self.call(&cred, Op::Getattr { ino }, &[]).await?)?;
-        if permitted(&cred, &a, mask) {
-            Ok(())
-        } else {
-            Err(Errno::EACCES)
-        }
+        let mask = (mask & (libc::R_OK | libc::W_OK | libc::X_OK)) as u32;
+        attr(self.call(&cred, Op::Access { ino, mask }, &[]).await?)
     }
 
     pub async fn setxattr(
@@ -317,78 +320,5 @@ pub fn attr(body: Body) -> Fallible<Attr> {
         Body::Attr(a) => Ok(a),
         // A LOOKUP's answer is read by `lookup_as`, which follows a remote entry.
         _ => Err(Errno::EIO),
-    }
-}
-
-/// Whether `cred` may do what `mask` (access(2)'s R_OK, W_OK, X_OK) asks of `attr`.
-pub fn permitted(cred: &Cred, attr: &Attr, mask: i32) -> bool {
-    let wanted = (mask & (libc::R_OK | libc::W_OK | libc::X_OK)) as u32;
-    if cred.uid == 0 {
-        let anyone_executes = attr.mode & 0o111 != 0 || attr.kind == Kind::Directory;
-        return wanted & (libc::X_OK as u32) == 0 || anyone_executes;
-    }
-    let class = if cred.uid == attr.uid {
-        attr.mode >> 6
-    } else if cred.gid == attr.gid || cred.groups.contains(&attr.gid) {
-        attr.mode >> 3
-    } else {
-        attr.mode
-    };
-    class & wanted == wanted
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn file(mode: u32, uid: u32, gid: u32) -> Attr {
-        Attr {
-            ino: 2,
-            kind: Kind::File,
-            mode,
-            uid,
-            gid,
-            nlink: 1,
-            size: 0,
-            atime_ns: 0,
-            mtime_ns: 0,
-            ctime_ns: 0,
-            rdev: 0,
-            generation: 1,
-        }
-    }
-
-    fn cred(uid: u32, gid: u32, groups: &[u32]) -> Cred {
-        Cred {
-            uid,
-            gid,
-            groups: groups.to_vec(),
-        }
-    }
-
-    #[test]
-    fn access_takes_one_class_of_bits_as_the_kernel_does() {
-        let f = file(0o640, 10, 20);
-        let (r, w, x) = (libc::R_OK, libc::W_OK, libc::X_OK);
-        assert!(permitted(&cred(10, 99, &[]), &f, r | w));
-        assert!(!permitted(&cred(10, 99, &[]), &f, x));
-        assert!(
-            permitted(&cred(11, 99, &[20]), &f, r),
-            "a supplementary group"
-        );
-        assert!(!permitted(&cred(11, 20, &[]), &f, w));
-        assert!(!permitted(&cred(12, 30, &[]), &f, r), "others");
-        // The owner's class decides even when the group's would allow more.
-        assert!(!permitted(&cred(10, 20, &[]), &file(0o070, 10, 20), r));
-        assert!(
-            permitted(&cred(0, 0, &[]), &f, r | w),
-            "root reads and writes"
-        );
-        assert!(
-            !permitted(&cred(0, 0, &[]), &f, x),
-            "but executes only what someone may"
-        );
-        assert!(permitted(&cred(0, 0, &[]), &file(0o001, 10, 20), x));
-        assert!(permitted(&cred(12, 30, &[]), &f, libc::F_OK), "existence");
     }
 }

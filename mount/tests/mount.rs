@@ -931,3 +931,165 @@ fn a_mount_proves_the_shared_key_and_is_refused_without_it() {
     assert!(stderr.contains("auth_key"), "{stderr}");
     assert!(!is_mounted(&at));
 }
+
+/// Runs `program` with `args`, bounded, and returns its stdout; panics with its stderr if it
+/// fails.
+fn run_ok(program: &str, args: &[&str]) -> String {
+    let out = Command::new("timeout")
+        .args(["-k", "5", "60", program])
+        .args(args)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{program} {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `script` run by `sh` as uid and gid 1000 with no other groups: its exit status and stderr.
+fn as_user_1000(script: &str) -> (bool, String) {
+    let out = Command::new("timeout")
+        .args([
+            "-k",
+            "5",
+            "20",
+            "setpriv",
+            "--reuid=1000",
+            "--regid=1000",
+            "--clear-groups",
+            "sh",
+            "-c",
+            script,
+        ])
+        .output()
+        .unwrap();
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Every path under `dir` with its mode, owner and ACLs (`getfacl` of each, in name order, so
+/// that two trees listed in different orders compare equal).
+fn acls_of_tree(dir: &Path) -> String {
+    run_ok(
+        "sh",
+        &[
+            "-c",
+            "cd \"$0\" && find . -print0 | sort -z | xargs -0 getfacl -p -n",
+            dir.to_str().unwrap(),
+        ],
+    )
+}
+
+/// Issue 53, finding 6: POSIX ACLs through the mount, with and without `default_permissions`
+/// (the kernel enforces them with FUSE_POSIX_ACL; the server does without): a named user's
+/// `---` shuts that user out of a file its mode lets everyone read; an access ACL sets the
+/// mode; a directory's default ACL is inherited in place of the umask; and `cp -a` of a tree
+/// of mixed modes and ACLs keeps every mode and ACL. Before, the ACL was stored and shown by
+/// `getfacl` and never enforced, and `cp -a` left every copied file 0600 (its ACL set after
+/// the create never reached the mode).
+#[test]
+fn acls_are_enforced_kept_with_the_mode_inherited_and_copied_whole() {
+    for options in ["allow_other", "allow_other,default_permissions"] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = server(dir.path(), &[]);
+        let m = Mounted::new(&server, &["-o", options]);
+        let parent = m.at.parent().unwrap();
+        fs::set_permissions(parent, fs::Permissions::from_mode(0o755)).unwrap();
+
+        let secret = m.path("secret");
+        fs::write(&secret, "x").unwrap();
+        fs::set_permissions(&secret, fs::Permissions::from_mode(0o644)).unwrap();
+        let read_secret = format!("cat {}", secret.display());
+        assert!(as_user_1000(&read_secret).0, "{options}: 0644 is readable");
+        run_ok("setfacl", &["-m", "u:1000:---", secret.to_str().unwrap()]);
+        let (read, stderr) = as_user_1000(&read_secret);
+        assert!(!read, "{options}: u:1000:--- is enforced");
+        assert!(stderr.contains("Permission denied"), "{options}: {stderr}");
+        // The group class is the mask: `setfacl -m m::---` leaves mode 0604.
+        run_ok("setfacl", &["-m", "m::---", secret.to_str().unwrap()]);
+        assert_eq!(
+            fs::metadata(&secret).unwrap().mode() & 0o777,
+            0o604,
+            "{options}"
+        );
+
+        let shared = m.path("shared");
+        fs::create_dir(&shared).unwrap();
+        run_ok(
+            "setfacl",
+            &[
+                "-m",
+                "u:1000:rwx,d:u:1000:rwx,d:g::rwx,d:o::---",
+                shared.to_str().unwrap(),
+            ],
+        );
+        let made = as_user_1000(&format!(
+            "umask 077 && cd {} && touch notes && mkdir sub",
+            shared.display()
+        ));
+        assert!(made.0, "{options}: {}", made.1);
+        let notes = getfacl_lines(&shared.join("notes"));
+        assert!(
+            notes.iter().any(|l| l.starts_with("user:1000:rwx"))
+                && notes.contains(&"mask::rw-".to_owned()),
+            "{options}: {notes:?}"
+        );
+        assert_eq!(
+            fs::metadata(shared.join("notes")).unwrap().mode() & 0o777,
+            0o660,
+            "{options}: the default ACL, not the umask"
+        );
+        let sub = getfacl_lines(&shared.join("sub"));
+        assert!(
+            sub.contains(&"default:user:1000:rwx".to_owned()),
+            "{options}: {sub:?}"
+        );
+        drop(m);
+    }
+
+    // cp -a of a tree on the local disk: modes of every kind, an access ACL, a default ACL.
+    let source = tempfile::tempdir().unwrap();
+    let src = source.path().join("tree");
+    fs::create_dir(&src).unwrap();
+    for (name, mode) in [
+        ("a", 0o644),
+        ("b", 0o755),
+        ("c", 0o600),
+        ("d", 0o640),
+        ("e", 0o4755),
+    ] {
+        fs::write(src.join(name), name).unwrap();
+        fs::set_permissions(src.join(name), fs::Permissions::from_mode(mode)).unwrap();
+    }
+    run_ok(
+        "setfacl",
+        &["-m", "u:1000:r,g:4242:rw", src.join("a").to_str().unwrap()],
+    );
+    for (name, mode) in [("open", 0o755), ("closed", 0o700), ("group", 0o2770)] {
+        fs::create_dir(src.join(name)).unwrap();
+        fs::set_permissions(src.join(name), fs::Permissions::from_mode(mode)).unwrap();
+    }
+    run_ok(
+        "setfacl",
+        &["-d", "-m", "u:1000:rx", src.join("group").to_str().unwrap()],
+    );
+    fs::write(src.join("group/inside"), "i").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path(), &[]);
+    let m = Mounted::new(&server, &["-o", "allow_other"]);
+    run_ok("cp", &["-a", src.to_str().unwrap(), m.at.to_str().unwrap()]);
+    assert_eq!(acls_of_tree(&m.path("tree")), acls_of_tree(&src));
+}
+
+/// `getfacl`'s lines for `path`, without its comment header.
+fn getfacl_lines(path: &Path) -> Vec<String> {
+    run_ok("getfacl", &["-p", "-n", path.to_str().unwrap()])
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.is_empty())
+        .map(str::to_owned)
+        .collect()
+}

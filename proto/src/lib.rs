@@ -1,4 +1,4 @@
-//! The mds wire protocol, version 7: request and reply types, error codes, frame encoding and
+//! The mds wire protocol, version 8: request and reply types, error codes, frame encoding and
 //! name rules. No I/O: the server, the client library, the load tool and the fuzz targets all
 //! speak through these types, and none of them needs anything else of the others.
 //!
@@ -28,15 +28,16 @@ pub use frame::{
 };
 pub use names::{check_name, name_order, name_order_key};
 pub use op::{
-    Cred, Data, MAX_GROUPS, Op, OpenFlags, RenameHow, Replay, Request, RequestRef, SHARD_SHIFT,
-    SetAttr, SetTime, Target, XattrSet, XattrValue, opcode, shard_of,
+    Cred, Data, MAX_GROUPS, MODE_HAS_UMASK, Op, OpenFlags, RenameHow, Replay, Request, RequestRef,
+    SHARD_SHIFT, SetAttr, SetTime, Target, XattrSet, XattrValue, mode_with_umask, opcode, shard_of,
+    umask_of,
 };
 pub use postcard_writer::{PostcardWriter, encode_body_with, encode_request_frame};
 pub use reader::{decode_reply, decode_request};
 pub use reply::{Attr, Body, DirEntry, Kind, Reply, ShardLocation, ShardMap, StatFs};
 
 /// Version carried in CONNECT; a server refuses any other with EPROTO.
-pub const PROTOCOL_VERSION: u32 = 7;
+pub const PROTOCOL_VERSION: u32 = 8;
 /// Largest frame payload either side accepts, in bytes: an extended attribute's largest
 /// value ([`MAX_XATTR_VALUE`]) and 4 KiB for the rest of its request.
 pub const MAX_FRAME: usize = MAX_XATTR_VALUE + 4096;
@@ -85,6 +86,16 @@ pub const MAX_READDIR: u32 = 1024;
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_creation_mode_carries_the_umask_beside_the_mode() {
+        let mode = mode_with_umask(0o10_4644, 0o027);
+        assert_eq!(umask_of(mode), Some(0o027));
+        assert_eq!(mode & 0o17_7777, 0o10_4644);
+        assert_eq!(umask_of(mode_with_umask(mode, 0o077)), Some(0o077));
+        assert_eq!(umask_of(0o644), None);
+        assert_eq!(mode & MODE_HAS_UMASK, MODE_HAS_UMASK);
+    }
+
     use super::*;
     use bytes::BytesMut;
 
@@ -246,6 +257,7 @@ mod tests {
                 version: PROTOCOL_VERSION,
                 client: 9,
             },
+            Op::Access { ino: 2, mask: 4 },
         ]
     }
 
@@ -343,6 +355,7 @@ mod tests {
                 ("prepare_rmdir", Some(2)),
                 ("shard_map_wait", None),
                 ("peer_connect", None),
+                ("access", Some(2)),
             ]
         );
         let rename = Op::Rename {

@@ -103,7 +103,8 @@ operations! {
     /// Must come first on a connection; `client` identifies the client across reconnects.
     0 CONNECT "connect" Connect { version: u32, client: u64 };
     1 PING "ping" Ping;
-    /// Owner from the request's credentials.
+    /// Owner from the request's credentials. `mode` may carry the caller's umask
+    /// ([`mode_with_umask`]), as CREATE's and MKNOD's may.
     2 MKDIR "mkdir" Mkdir { parent: u64, name: String, mode: u32 };
     /// Exclusive create of a regular file; owner from the request's credentials.
     3 CREATE "create" Create { parent: u64, name: String, mode: u32 };
@@ -210,6 +211,12 @@ operations! {
     /// proof of the shared key never passes for it. Its fields are CONNECT's, in CONNECT's
     /// order, so a server reads its version from the same prefix.
     32 PEER_CONNECT "peer_connect" PeerConnect { version: u32, client: u64 };
+    /// access(2): whether the caller may `mask` (a mask of `R_OK` 4, `W_OK` 2, `X_OK` 1) on
+    /// `ino`, judged as the server judges its own checks — the inode's ACL included; root
+    /// passes read and write, and execute on a directory or where any x bit is set. The
+    /// inode's attributes if so, EACCES if not. What a mount without `default_permissions`
+    /// asks for access(2) and OPENDIR, since only the server holds the ACLs.
+    33 ACCESS "access" Access { ino: u64, mask: u32 };
 }
 
 /// The bits of an inode number below its shard: `ino = shard << 48 | local`.
@@ -246,6 +253,7 @@ impl Op {
             | Op::Setxattr { ino, .. }
             | Op::Getxattr { ino, .. }
             | Op::Listxattr { ino }
+            | Op::Access { ino, .. }
             | Op::Removexattr { ino, .. }
             | Op::Open { ino, .. }
             | Op::Read { ino, .. }
@@ -274,6 +282,25 @@ impl Op {
             _ => None,
         }
     }
+}
+
+/// Set in the `mode` of MKDIR, CREATE or MKNOD when bits 16 to 24 carry the caller's umask.
+pub const MODE_HAS_UMASK: u32 = 1 << 31;
+const UMASK_SHIFT: u32 = 16;
+
+/// A creation mode with the caller's `umask`, for the server to apply: the mode and umask as
+/// open(2), mkdir(2) and mknod(2) were given them, since a directory's default ACL replaces
+/// the umask (POSIX.1e; Linux's `posix_acl_create`), and only the server knows whether the
+/// parent has one. A mode without it (every client but the mount) was masked by its sender.
+pub fn mode_with_umask(mode: u32, umask: u32) -> u32 {
+    (mode & !(MODE_HAS_UMASK | 0o777 << UMASK_SHIFT))
+        | (umask & 0o777) << UMASK_SHIFT
+        | MODE_HAS_UMASK
+}
+
+/// The umask a creation mode carries, if it carries one ([`mode_with_umask`]).
+pub fn umask_of(mode: u32) -> Option<u32> {
+    (mode & MODE_HAS_UMASK != 0).then_some(mode >> UMASK_SHIFT & 0o777)
 }
 
 impl Op {

@@ -11,6 +11,7 @@
 //! meet only when [`Namespace::load`] reads the store and when an operation builds its
 //! record, so in-memory-only state can never change the disk encoding (`docs/schema.md`).
 
+mod acl;
 mod dir;
 mod handles;
 mod ino_run;
@@ -740,6 +741,8 @@ fn now_ns() -> i64 {
     journal::now_ns()
 }
 
+#[cfg(test)]
+mod acl_tests;
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]

@@ -440,6 +440,11 @@ pub(crate) struct Xattrs {
     pub bytes: usize,
 }
 
+/// The attribute holding an inode's access ACL.
+pub(crate) const ACCESS_ACL: &str = "system.posix_acl_access";
+/// The attribute holding a directory's default ACL.
+pub(crate) const DEFAULT_ACL: &str = "system.posix_acl_default";
+
 /// The values kept in memory at most this long: ACLs, security labels, capabilities and
 /// most user attributes. A longer one is read from the store, so the server's memory does
 /// not grow with the attribute bytes it keeps (1,500 values of 64 KiB once held 100 MiB).
@@ -547,6 +552,25 @@ impl Node {
             opens: None,
             data: None,
         }
+    }
+
+    /// The entries of the inode's access ACL (`system.posix_acl_access`), if it has one:
+    /// every permission check asks. An ACL is never longer than [`INLINE_XATTR_MAX`], so
+    /// memory always holds it.
+    #[inline]
+    pub(crate) fn access_acl(&self) -> Option<&[u8]> {
+        self.acl(ACCESS_ACL)
+    }
+
+    /// The entries of a directory's default ACL (`system.posix_acl_default`), if it has one:
+    /// what its new entries inherit.
+    pub(crate) fn default_acl(&self) -> Option<&[u8]> {
+        self.acl(DEFAULT_ACL)
+    }
+
+    fn acl(&self, name: &str) -> Option<&[u8]> {
+        let value = self.xattrs.as_ref()?.by_name.get(name)?;
+        value.in_memory().map(super::acl::of_value)
     }
 
     /// A directory's entries; `None` for every other kind.

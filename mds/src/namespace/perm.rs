@@ -10,6 +10,10 @@
 
 use mds_proto::{Cred, Errno, SetAttr, SetTime};
 
+use super::acl::{
+    self, ACL_ENTRY, ACL_GROUP, ACL_GROUP_OBJ, ACL_MASK, ACL_OTHER, ACL_USER, ACL_USER_OBJ,
+    MAX_ACL_ENTRIES,
+};
 use super::node::{FileKind, InodeAttr};
 
 /// Read permission, as a mask of one class's `rwx` bits.
@@ -43,18 +47,27 @@ pub(crate) fn in_group(cred: &Cred, gid: u32) -> bool {
     cred.gid == gid || cred.groups.contains(&gid)
 }
 
-/// Whether the caller may `want` (a mask of [`READ`], [`WRITE`], [`SEARCH`]) on `inode`:
-/// EACCES if not. One class decides, as POSIX says: the owner's bits if the caller owns it,
-/// else the group's if it is in the inode's group, else the others' — so an owner whose own
-/// bits lack something is refused even when the group or others have it.
+/// Whether the caller may `want` (a mask of [`READ`], [`WRITE`], [`SEARCH`]) on `inode`,
+/// whose access ACL is `acl` if it has one: EACCES if not. One class decides, as POSIX says:
+/// the owner's bits if the caller owns it; else, where an ACL and a group class with some
+/// bit set, the ACL (Linux's `acl_permission_check`: [`acl::permits`]); else the group's bits
+/// if it is in the inode's group, else the others' — so an owner whose own bits lack
+/// something is refused even when the group or others have it.
 #[inline]
 #[allow(clippy::verbose_bit_mask)] // a mask of rwx bits, not a count of trailing zeros
-pub(crate) fn check(cred: &Cred, inode: &InodeAttr, want: u32) -> Result<(), Errno> {
+pub(crate) fn check(
+    cred: &Cred,
+    inode: &InodeAttr,
+    acl: Option<&[u8]>,
+    want: u32,
+) -> Result<(), Errno> {
     if is_root(cred) {
         return Ok(());
     }
     let class = if cred.uid == inode.uid {
         inode.mode >> 6
+    } else if let Some(acl) = acl.filter(|_| inode.mode & 0o070 != 0) {
+        return acl::permits(cred, inode.gid, acl, want);
     } else if in_group(cred, inode.gid) {
         inode.mode >> 3
     } else {
@@ -96,11 +109,16 @@ pub(crate) fn sticky_applies(cred: &Cred, dir: &InodeAttr) -> bool {
 /// which Linux treats alike — are also allowed to anyone with write permission (EACCES);
 /// one time set to now and the other left is an explicit change (Linux's
 /// `ATTR_TIMES_SET`), the owner's.
-pub(crate) fn may_setattr(cred: &Cred, inode: &InodeAttr, set: &SetAttr) -> Result<(), Errno> {
+pub(crate) fn may_setattr(
+    cred: &Cred,
+    inode: &InodeAttr,
+    acl: Option<&[u8]>,
+    set: &SetAttr,
+) -> Result<(), Errno> {
     // ftruncate: through a handle opened for writing (checked by the caller), write
     // permission was checked when it was opened, and is not again.
     if set.size.is_some() && set.handle.is_none() {
-        check(cred, inode, WRITE)?;
+        check(cred, inode, acl, WRITE)?;
     }
     if is_root(cred) {
         return Ok(());
@@ -121,7 +139,7 @@ pub(crate) fn may_setattr(cred: &Cred, inode: &InodeAttr, set: &SetAttr) -> Resu
         return Err(Errno::EPERM);
     }
     if touch && !owner {
-        check(cred, inode, WRITE)?;
+        check(cred, inode, acl, WRITE)?;
     }
     Ok(())
 }
@@ -130,14 +148,18 @@ pub(crate) fn may_setattr(cred: &Cred, inode: &InodeAttr, set: &SetAttr) -> Resu
 /// does not own is allowed only for a regular file that is not set-user-ID, not set-group-ID
 /// with group execute, and that the caller may both read and write. EPERM otherwise. Root
 /// (CAP_FOWNER) may link anything.
-pub(crate) fn may_hardlink(cred: &Cred, inode: &InodeAttr) -> Result<(), Errno> {
+pub(crate) fn may_hardlink(
+    cred: &Cred,
+    inode: &InodeAttr,
+    acl: Option<&[u8]>,
+) -> Result<(), Errno> {
     if is_root(cred) || cred.uid == inode.uid {
         return Ok(());
     }
     let safe = inode.kind == FileKind::File
         && inode.mode & S_ISUID == 0
         && inode.mode & (S_ISGID | S_IXGRP) != S_ISGID | S_IXGRP
-        && check(cred, inode, READ | WRITE).is_ok();
+        && check(cred, inode, acl, READ | WRITE).is_ok();
     if safe { Ok(()) } else { Err(Errno::EPERM) }
 }
 
@@ -201,13 +223,14 @@ impl XattrSpace {
 pub(crate) fn may_xattr(
     cred: &Cred,
     inode: &InodeAttr,
+    acl: Option<&[u8]>,
     space: XattrSpace,
     write: bool,
 ) -> Result<(), Errno> {
     let root = is_root(cred);
     let refused = if write { Errno::EPERM } else { Errno::ENODATA };
     match space {
-        XattrSpace::Unknown => check(cred, inode, if write { WRITE } else { READ }),
+        XattrSpace::Unknown => check(cred, inode, acl, if write { WRITE } else { READ }),
         XattrSpace::Trusted if !root => Err(refused),
         XattrSpace::Security if write && !root => Err(Errno::EPERM),
         XattrSpace::System
@@ -225,7 +248,7 @@ pub(crate) fn may_xattr(
             {
                 return Err(Errno::EPERM);
             }
-            check(cred, inode, if write { WRITE } else { READ })
+            check(cred, inode, acl, if write { WRITE } else { READ })
         }
     }
 }
@@ -272,25 +295,6 @@ pub(crate) fn lists_xattr(cred: &Cred, space: XattrSpace) -> bool {
     space != XattrSpace::Trusted || is_root(cred)
 }
 
-const ACL_USER_OBJ: u16 = 0x01;
-const ACL_USER: u16 = 0x02;
-const ACL_GROUP_OBJ: u16 = 0x04;
-const ACL_GROUP: u16 = 0x08;
-const ACL_MASK: u16 = 0x10;
-const ACL_OTHER: u16 = 0x20;
-const ACL_ENTRY: usize = 8;
-
-/// One ACL entry: tag, permissions, id.
-fn acl_entries(entries: &[u8]) -> impl Iterator<Item = (u16, u16, u32)> + '_ {
-    entries.chunks_exact(ACL_ENTRY).map(|e| {
-        (
-            u16::from_le_bytes([e[0], e[1]]),
-            u16::from_le_bytes([e[2], e[3]]),
-            u32::from_le_bytes([e[4], e[5], e[6], e[7]]),
-        )
-    })
-}
-
 /// An ACL value as Linux's `posix_acl_from_xattr` reads it, before any permission check: a
 /// 4-byte little-endian version (EINVAL if the value is shorter, EOPNOTSUPP if it is not 2),
 /// then whole 8-byte entries (tag u16, permissions u16, id u32) of known tags, named users
@@ -312,7 +316,7 @@ pub(crate) fn parse_acl(value: &[u8]) -> Result<Option<&[u8]>, Errno> {
     if !entries.len().is_multiple_of(ACL_ENTRY) {
         return Err(Errno::EINVAL);
     }
-    for (tag, _, id) in acl_entries(entries) {
+    for (tag, _, id) in acl::entries(entries) {
         match tag {
             ACL_USER_OBJ | ACL_GROUP_OBJ | ACL_MASK | ACL_OTHER => {}
             ACL_USER | ACL_GROUP if id != u32::MAX => {}
@@ -324,8 +328,8 @@ pub(crate) fn parse_acl(value: &[u8]) -> Result<Option<&[u8]>, Errno> {
 
 /// Linux's `posix_acl_valid`, judged once the caller may set the ACL: permissions within
 /// `rwx`, and the entries in order — the owner, named users, the owning group, named groups,
-/// the mask (required if there are named entries), the others. EINVAL otherwise. The ACL is
-/// stored as given: enforcing it is the kernel's, on a mount with `default_permissions`.
+/// the mask (required if there are named entries), the others. EINVAL otherwise; E2BIG for
+/// more than [`MAX_ACL_ENTRIES`], which every ACL kept in memory needs.
 pub(crate) fn check_acl(entries: &[u8]) -> Result<(), Errno> {
     #[derive(PartialEq)]
     enum Next {
@@ -335,9 +339,12 @@ pub(crate) fn check_acl(entries: &[u8]) -> Result<(), Errno> {
         Other,
         Done,
     }
+    if entries.len() / ACL_ENTRY > MAX_ACL_ENTRIES {
+        return Err(Errno::E2BIG);
+    }
     let mut next = Next::UserObj;
     let mut needs_mask = false;
-    for (tag, perm, _) in acl_entries(entries) {
+    for (tag, perm, _) in acl::entries(entries) {
         if perm & !0o7 != 0 {
             return Err(Errno::EINVAL);
         }
@@ -398,6 +405,18 @@ pub(crate) fn mode_after_setattr(cred: &Cred, inode: &InodeAttr, set: &SetAttr) 
         mode & S_ISGID != 0 && (mode & S_IXGRP != 0 || !(root || in_group(cred, inode.gid)));
     let mode = mode & !S_ISUID;
     if drop_sgid { mode & !S_ISGID } else { mode }
+}
+
+/// The mode after `cred` sets an access ACL that stands for permission bits `bits`
+/// (`acl::mode_of`), as Linux's `posix_acl_update_mode`: the bits replace the mode's, and
+/// S_ISGID goes unless the caller is root or a member of the inode's group, as on a chmod.
+pub(crate) fn mode_after_acl(cred: &Cred, inode: &InodeAttr, bits: u32) -> u32 {
+    let mode = inode.mode & !0o777 | bits & 0o777;
+    if is_root(cred) || in_group(cred, inode.gid) {
+        mode
+    } else {
+        mode & !S_ISGID
+    }
 }
 
 /// The mode of a regular file after a non-empty WRITE, or an O_TRUNC, by `cred`: Linux's
@@ -515,37 +534,37 @@ mod tests {
         let alice = cred(ALICE, USERS, &[]);
         // Alice owns it: only her bits count, even where group and others have more.
         assert_eq!(
-            check(&alice, &dir(0o077, ALICE, USERS), SEARCH),
+            check(&alice, &dir(0o077, ALICE, USERS), None, SEARCH),
             Err(Errno::EACCES)
         );
         assert_eq!(
-            check(&alice, &dir(0o300, ALICE, USERS), WRITE | SEARCH),
+            check(&alice, &dir(0o300, ALICE, USERS), None, WRITE | SEARCH),
             Ok(())
         );
         // In the group (primary): the group's bits, not the others'.
         assert_eq!(
-            check(&alice, &dir(0o707, BOB, USERS), READ),
+            check(&alice, &dir(0o707, BOB, USERS), None, READ),
             Err(Errno::EACCES)
         );
         assert_eq!(
-            check(&alice, &dir(0o050, BOB, USERS), READ | SEARCH),
+            check(&alice, &dir(0o050, BOB, USERS), None, READ | SEARCH),
             Ok(())
         );
         // A supplementary group counts as much as the primary one.
         let member = cred(ALICE, USERS, &[9, STAFF]);
         assert_eq!(
-            check(&member, &dir(0o030, BOB, STAFF), WRITE | SEARCH),
+            check(&member, &dir(0o030, BOB, STAFF), None, WRITE | SEARCH),
             Ok(())
         );
         // Neither: the others' bits.
-        assert_eq!(check(&alice, &dir(0o001, BOB, STAFF), SEARCH), Ok(()));
+        assert_eq!(check(&alice, &dir(0o001, BOB, STAFF), None, SEARCH), Ok(()));
         assert_eq!(
-            check(&alice, &dir(0o771, BOB, STAFF), WRITE | SEARCH),
+            check(&alice, &dir(0o771, BOB, STAFF), None, WRITE | SEARCH),
             Err(Errno::EACCES)
         );
         // Both bits are needed: write without search is not enough.
         assert_eq!(
-            check(&alice, &dir(0o002, BOB, STAFF), WRITE | SEARCH),
+            check(&alice, &dir(0o002, BOB, STAFF), None, WRITE | SEARCH),
             Err(Errno::EACCES)
         );
     }
@@ -554,15 +573,23 @@ mod tests {
     fn root_passes_every_check_and_nobody_does_not() {
         let root = cred(0, 0, &[]);
         assert_eq!(
-            check(&root, &dir(0o000, ALICE, USERS), READ | WRITE | SEARCH),
+            check(
+                &root,
+                &dir(0o000, ALICE, USERS),
+                None,
+                READ | WRITE | SEARCH
+            ),
             Ok(())
         );
-        assert_eq!(check(&root, &file(0o000, ALICE, USERS), WRITE), Ok(()));
+        assert_eq!(
+            check(&root, &file(0o000, ALICE, USERS), None, WRITE),
+            Ok(())
+        );
         let mut squashed = cred(0, 0, &[0, STAFF]);
         squash_root(&mut squashed);
         assert_eq!(squashed, cred(NOBODY, NOBODY, &[NOBODY, STAFF]));
         assert_eq!(
-            check(&squashed, &dir(0o770, 0, 0), SEARCH),
+            check(&squashed, &dir(0o770, 0, 0), None, SEARCH),
             Err(Errno::EACCES),
             "a squashed root is in neither root's user nor its group"
         );
@@ -607,56 +634,67 @@ mod tests {
         });
         let touch_mtime = set(|s| s.mtime = Some(SetTime::Now));
         // Both times to now: the owner, or anyone who may write; one of them: the owner.
-        assert_eq!(may_setattr(&alice, &bobs, &touch), Ok(()));
+        assert_eq!(may_setattr(&alice, &bobs, None, &touch), Ok(()));
         assert_eq!(
-            may_setattr(&alice, &file(0o644, BOB, USERS), &touch),
+            may_setattr(&alice, &file(0o644, BOB, USERS), None, &touch),
             Err(Errno::EACCES)
         );
-        assert_eq!(may_setattr(&alice, &bobs, &touch_mtime), Err(Errno::EPERM));
-        assert_eq!(may_setattr(&alice, &hers, &touch_mtime), Ok(()));
-        let truncate = set(|s| s.size = Some(0));
-        assert_eq!(may_setattr(&alice, &hers, &chmod), Ok(()));
-        assert_eq!(may_setattr(&alice, &bobs, &chmod), Err(Errno::EPERM));
-        assert_eq!(may_setattr(&alice, &hers, &utimes), Ok(()));
-        assert_eq!(may_setattr(&alice, &bobs, &utimes), Err(Errno::EPERM));
-        // Truncating needs write permission, not ownership.
-        assert_eq!(may_setattr(&alice, &bobs, &truncate), Ok(()));
         assert_eq!(
-            may_setattr(&alice, &file(0o444, ALICE, USERS), &truncate),
+            may_setattr(&alice, &bobs, None, &touch_mtime),
+            Err(Errno::EPERM)
+        );
+        assert_eq!(may_setattr(&alice, &hers, None, &touch_mtime), Ok(()));
+        let truncate = set(|s| s.size = Some(0));
+        assert_eq!(may_setattr(&alice, &hers, None, &chmod), Ok(()));
+        assert_eq!(may_setattr(&alice, &bobs, None, &chmod), Err(Errno::EPERM));
+        assert_eq!(may_setattr(&alice, &hers, None, &utimes), Ok(()));
+        assert_eq!(may_setattr(&alice, &bobs, None, &utimes), Err(Errno::EPERM));
+        // Truncating needs write permission, not ownership.
+        assert_eq!(may_setattr(&alice, &bobs, None, &truncate), Ok(()));
+        assert_eq!(
+            may_setattr(&alice, &file(0o444, ALICE, USERS), None, &truncate),
             Err(Errno::EACCES)
         );
         // chown: root's, except to the owner it already has.
         assert_eq!(
-            may_setattr(&alice, &hers, &set(|s| s.uid = Some(BOB))),
+            may_setattr(&alice, &hers, None, &set(|s| s.uid = Some(BOB))),
             Err(Errno::EPERM)
         );
         assert_eq!(
-            may_setattr(&alice, &hers, &set(|s| s.uid = Some(ALICE))),
+            may_setattr(&alice, &hers, None, &set(|s| s.uid = Some(ALICE))),
             Ok(())
         );
         assert_eq!(
-            may_setattr(&cred(0, 0, &[]), &hers, &set(|s| s.uid = Some(BOB))),
+            may_setattr(&cred(0, 0, &[]), &hers, None, &set(|s| s.uid = Some(BOB))),
             Ok(())
         );
         // chgrp: the owner's, to a group it is in or the one the file has.
         assert_eq!(
-            may_setattr(&alice, &hers, &set(|s| s.gid = Some(STAFF))),
+            may_setattr(&alice, &hers, None, &set(|s| s.gid = Some(STAFF))),
             Ok(())
         );
         assert_eq!(
-            may_setattr(&alice, &hers, &set(|s| s.gid = Some(7))),
+            may_setattr(&alice, &hers, None, &set(|s| s.gid = Some(7))),
             Err(Errno::EPERM)
         );
         assert_eq!(
-            may_setattr(&alice, &file(0o644, ALICE, 7), &set(|s| s.gid = Some(7))),
+            may_setattr(
+                &alice,
+                &file(0o644, ALICE, 7),
+                None,
+                &set(|s| s.gid = Some(7))
+            ),
             Ok(())
         );
         assert_eq!(
-            may_setattr(&alice, &bobs, &set(|s| s.gid = Some(STAFF))),
+            may_setattr(&alice, &bobs, None, &set(|s| s.gid = Some(STAFF))),
             Err(Errno::EPERM)
         );
         // Nothing to change: nothing to check.
-        assert_eq!(may_setattr(&alice, &bobs, &SetAttr::default()), Ok(()));
+        assert_eq!(
+            may_setattr(&alice, &bobs, None, &SetAttr::default()),
+            Ok(())
+        );
     }
 
     #[test]

@@ -31,6 +31,8 @@ impl Namespace {
             return Err(Errno::ENOENT);
         }
         let source_attr = source.attr.clone();
+        // Judged now (the source is not borrowed past here), refused in its place below.
+        let may_link = perm::may_hardlink(cred, &source.attr, source.access_acl());
         let p = dir_mut(cx, &mut l, parent)?;
         cx.see(&p.stamp);
         may(cx, p, SEARCH)?;
@@ -40,7 +42,7 @@ impl Namespace {
             return Err(Errno::EEXIST);
         }
         cx.see(&p.removed_stamp(&name));
-        perm::may_hardlink(cred, &source_attr)?;
+        may_link?;
         may(cx, p, WRITE | SEARCH)?;
         if source_attr.kind == FileKind::Directory {
             return Err(Errno::EPERM);

@@ -49,6 +49,7 @@ use std::sync::atomic::Ordering;
 
 use journal::{EntryName, JournalOp, TxRecord};
 
+use super::acl;
 use super::dir::Slot;
 use super::node::{DirState, Entries, Entry, FileKind, InodeAttr, Node, Stamp};
 use super::perm::{self, READ, SEARCH, WRITE};
@@ -165,7 +166,33 @@ fn may(cx: &mut Cx<'_>, node: &Node, want: u32) -> Result<(), Errno> {
         return Ok(());
     }
     cx.see(&node.stamp);
-    perm::check(cred, &node.attr, want)
+    perm::check(cred, &node.attr, node.access_acl(), want)
+}
+
+/// The mode a new inode of `kind` in `parent` takes, asked for as `mode` (its owner and
+/// set-ID bits already settled, `perm::new_inode_owner`), and the ACLs it inherits: where
+/// the parent has a default ACL, its permission bits and ACLs from that (`acl::inherit`; a
+/// new directory keeps the default ACL too), whatever the umask; else `umask` takes its bits
+/// away, where the caller left that to the server (the mount does: `mds_proto::umask_of`).
+/// Symbolic links have no ACLs and take no umask.
+fn inherit_acl(
+    parent: &Node,
+    kind: FileKind,
+    mode: u32,
+    umask: Option<u32>,
+) -> (u32, Option<xattr::Inherited>) {
+    if kind == FileKind::Symlink {
+        return (mode, None);
+    }
+    let Some(default) = parent.default_acl() else {
+        return (mode & !umask.unwrap_or(0), None);
+    };
+    let (bits, access) = acl::inherit(default, mode & 0o777);
+    let inherited = xattr::Inherited {
+        access,
+        default: kind.is_dir().then(|| default.to_vec()),
+    };
+    (mode & !0o777 | bits, Some(inherited))
 }
 
 /// The sticky bit: whether the caller may remove the entry of `dir` naming `victim` (UNLINK,
@@ -272,6 +299,7 @@ impl Namespace {
             } => self.setxattr(cx, ino, name, value.0, how),
             Op::Getxattr { ino, name } => self.getxattr(cx, ino, &name),
             Op::Listxattr { ino } => self.listxattr(cx, ino),
+            Op::Access { ino, mask } => self.access(cx, ino, mask),
             Op::Removexattr { ino, name } => self.removexattr(cx, ino, name),
             Op::Open {
                 ino,
@@ -402,6 +430,7 @@ impl Namespace {
         // search is most of a create's share of memcmp in a large directory.
         let may_write = may(cx, p, WRITE | SEARCH);
         let (gid, mode) = perm::new_inode_owner(cred, &p.attr, kind, new.mode);
+        let (mode, inherited) = inherit_acl(p, kind, mode, mds_proto::umask_of(new.mode));
         let Node {
             attr: dir_attr,
             dir,
@@ -460,12 +489,14 @@ impl Namespace {
         };
         let image = attr.image();
         let body = Body::Attr(to_attr(&attr));
-        self.add_created(&mut l, attr, cx.stamp(Stamp::default(), transno));
+        let acl_ops =
+            self.add_created(&mut l, attr, cx.stamp(Stamp::default(), transno), inherited);
         drop(l);
         // Pushed one by one: the create is most mutations, and an array of its three ops
         // was built and then copied into the list (`journal_ops`).
         let mut ops = self.op_list(3);
         ops.push(JournalOp::PutInode(image));
+        ops.extend(acl_ops);
         ops.push(JournalOp::PutDentry {
             parent,
             name: EntryName::from(name.as_str()),
@@ -493,15 +524,37 @@ impl Namespace {
     }
 
     /// Puts a created inode into the table, under the lock its create holds (its number was
-    /// checked vacant under that lock), and counts it.
-    fn add_created(&self, l: &mut Locked<'_>, attr: InodeAttr, stamp: Stamp) {
+    /// checked vacant under that lock), with the ACLs it `inherited`, and counts it. The
+    /// journal ops that write those ACLs (none for most creates).
+    fn add_created(
+        &self,
+        l: &mut Locked<'_>,
+        attr: InodeAttr,
+        stamp: Stamp,
+        inherited: Option<xattr::Inherited>,
+    ) -> Vec<JournalOp> {
         let (ino, kind) = (attr.ino, attr.kind);
         let mut node = Node::new(attr, kind.is_dir().then(Entries::new));
         node.stamp = stamp;
+        node.xattrs = inherited.and_then(xattr::Inherited::into_xattrs);
+        let mut ops = Vec::new();
+        if let Some(xattrs) = &node.xattrs {
+            self.xattr_bytes
+                .fetch_add(xattrs.bytes as u64, Ordering::Relaxed);
+            for (name, value) in &xattrs.by_name {
+                let value = value.in_memory().expect("an ACL is kept in memory");
+                ops.push(JournalOp::PutXattr {
+                    ino,
+                    name: name.to_string(),
+                    value: value.to_vec(),
+                });
+            }
+        }
         if !l.insert(node) {
             unreachable!("inode {ino} was checked vacant under the same lock");
         }
         self.count(kind, 1);
+        ops
     }
 
     fn lookup(&self, cx: &mut Cx<'_>, parent: u64, name: &str) -> OpResult {
@@ -531,6 +584,26 @@ impl Namespace {
         })?;
         see_inode(cx, node);
         Ok(now(Body::Attr(to_attr(&node.attr))))
+    }
+
+    /// ACCESS: `mask`'s rwx bits judged as every other check here judges them (the mode,
+    /// else the ACL), and root's execute as Linux grants it: on a directory, or a file some
+    /// class may execute.
+    fn access(&self, cx: &mut Cx<'_>, ino: u64, mask: u32) -> OpResult {
+        let l = self.table.lock(&[ino]);
+        let node = inode(cx, &l, ino)?;
+        see_inode(cx, node);
+        let want = mask & (READ | WRITE | SEARCH);
+        let attr = &node.attr;
+        if perm::is_root(cx.caller.cred) {
+            let executable = attr.kind == FileKind::Directory || attr.mode & 0o111 != 0;
+            if want & SEARCH != 0 && !executable {
+                return Err(Errno::EACCES);
+            }
+        } else {
+            perm::check(cx.caller.cred, attr, node.access_acl(), want)?;
+        }
+        Ok(now(Body::Attr(to_attr(attr))))
     }
 
     fn getattr(&self, cx: &mut Cx<'_>, ino: u64) -> OpResult {
@@ -567,7 +640,7 @@ impl Namespace {
             }
         }
         let cred = cx.caller.cred;
-        perm::may_setattr(cred, &node.attr, &set)?;
+        perm::may_setattr(cred, &node.attr, node.access_acl(), &set)?;
         let mode = perm::mode_after_setattr(cred, &node.attr, &set);
         let partial = match set.size {
             Some(size) => self.prepare_resize(node, size)?,
@@ -580,6 +653,11 @@ impl Namespace {
             // Truncating changes the file's data, as a write does, even to the same size.
             self.apply_resize(node, size, partial, transno, &mut ops);
             node.attr.mtime_ns = now;
+        }
+        if set.mode.is_some()
+            && let Some(op) = xattr::chmod_acl(node, mode)
+        {
+            ops.push(op);
         }
         let attr = &mut node.attr;
         attr.mode = mode;

@@ -68,7 +68,8 @@ impl Namespace {
 
     /// MKDIR_REMOTE's first look, on the parent's shard, before the child's shard is asked
     /// anything: the checks MKDIR makes of `parent` and `name`, and the owner and mode the new
-    /// directory gets (a set-group-ID parent's group and bit). Nothing changes.
+    /// directory gets (a set-group-ID parent's group and bit, the permission bits its default
+    /// ACL gives — not its ACLs, which stay behind). Nothing changes.
     pub fn check_remote_mkdir(
         &self,
         caller: &Caller<'_>,
@@ -87,7 +88,11 @@ impl Namespace {
             return Err(Errno::EEXIST);
         }
         may(cx, p, WRITE | SEARCH)?;
+        let umask = mds_proto::umask_of(mode);
         let (gid, mode) = perm::new_inode_owner(caller.cred, &p.attr, FileKind::Directory, mode);
+        // The permission bits a parent's default ACL gives, but not the ACLs themselves: the
+        // directory is made on another shard, which MAKE_PENDING_DIR tells only its mode.
+        let (mode, _not_carried) = super::inherit_acl(p, FileKind::Directory, mode, umask);
         Ok((caller.cred.uid, gid, mode))
     }
 
@@ -204,7 +209,7 @@ impl Namespace {
         let image = attr.image();
         let body = Body::Attr(to_attr(&attr));
         let stamp = cx.stamp(Stamp::default(), transno);
-        self.add_created(&mut l, attr, stamp);
+        self.add_created(&mut l, attr, stamp, None);
         drop(l);
         let pending = PendingDir {
             ino,

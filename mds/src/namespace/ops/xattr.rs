@@ -15,7 +15,8 @@ use journal::JournalOp;
 use mds_proto::{Body, Errno, MAX_XATTR_NAME, MAX_XATTR_VALUE, XattrSet, XattrValue};
 
 use super::{Cx, OpResult, inode, inode_mut, mutation, now, see_inode};
-use crate::namespace::node::{AttrValue, Node, Xattrs};
+use crate::namespace::acl;
+use crate::namespace::node::{ACCESS_ACL, AttrValue, DEFAULT_ACL, Node, Xattrs};
 use crate::namespace::perm::{self, XattrSpace};
 use crate::namespace::{Namespace, now_ns};
 
@@ -65,14 +66,14 @@ impl Namespace {
         let mut l = self.table.lock(&[ino]);
         let node = inode_mut(cx, &mut l, ino)?;
         see_inode(cx, node);
-        perm::may_xattr(cx.caller.cred, &node.attr, space, true)?;
+        perm::may_xattr(cx.caller.cred, &node.attr, node.access_acl(), space, true)?;
         space.resolve(&name)?;
         match (how, value_len(node, &name)) {
             (XattrSet::Create, Some(_)) => return Err(Errno::EEXIST),
             (XattrSet::Replace, None) => return Err(Errno::ENODATA),
             _ => {}
         }
-        self.change_xattr(cx, node, ino, name, Some(value), now_at)
+        self.change_xattr(cx, node, ino, name, Some(value), None, now_at)
     }
 
     pub(super) fn getxattr(&self, cx: &mut Cx<'_>, ino: u64, name: &str) -> OpResult {
@@ -81,7 +82,7 @@ impl Namespace {
         let l = self.table.lock(&[ino]);
         let node = inode(cx, &l, ino)?;
         see_inode(cx, node);
-        perm::may_xattr(cx.caller.cred, &node.attr, space, false)?;
+        perm::may_xattr(cx.caller.cred, &node.attr, node.access_acl(), space, false)?;
         space.resolve(name)?;
         if matches!(space, XattrSpace::Acl { .. }) {
             perm::may_get_acl(&node.attr)?;
@@ -124,18 +125,21 @@ impl Namespace {
         let mut l = self.table.lock(&[ino]);
         let node = inode_mut(cx, &mut l, ino)?;
         see_inode(cx, node);
-        perm::may_xattr(cx.caller.cred, &node.attr, space, true)?;
+        perm::may_xattr(cx.caller.cred, &node.attr, node.access_acl(), space, true)?;
         space.resolve(&name)?;
         if value_len(node, &name).is_none() {
             return Err(Errno::ENODATA);
         }
-        self.change_xattr(cx, node, ino, name, None, now_at)
+        self.change_xattr(cx, node, ino, name, None, None, now_at)
     }
 
     /// An ACL set (`value`, which has entries) or removed (`None`: an empty value, or
     /// REMOVEXATTR), by Linux's `set_posix_acl` rules: SETXATTR's create/replace flags do not
     /// apply, and removing an ACL that is not there — or a default ACL from something that
-    /// cannot have one — succeeds and changes nothing (no ENODATA).
+    /// cannot have one — succeeds and changes nothing (no ENODATA). Setting an access ACL
+    /// sets the mode it stands for (`perm::mode_after_acl`), and one the mode says all of is
+    /// not kept (any kept before goes), as Linux's `posix_acl_update_mode`; removing one
+    /// leaves the mode.
     fn change_acl(
         &self,
         cx: &mut Cx<'_>,
@@ -148,20 +152,32 @@ impl Namespace {
         let mut l = self.table.lock(&[ino]);
         let node = inode_mut(cx, &mut l, ino)?;
         see_inode(cx, node);
-        if !perm::may_set_acl(cx.caller.cred, &node.attr, default, value.is_some())? {
+        let cred = cx.caller.cred;
+        if !perm::may_set_acl(cred, &node.attr, default, value.is_some())? {
             return Ok(now(Body::Done));
         }
-        if let Some(value) = &value {
-            perm::check_acl(perm::parse_acl(value)?.expect("parsed: it has entries"))?;
-        } else if value_len(node, &name).is_none() {
-            return Ok(now(Body::Done));
+        let Some(value) = value else {
+            if value_len(node, &name).is_none() {
+                return Ok(now(Body::Done));
+            }
+            return self.change_xattr(cx, node, ino, name, None, None, now_at);
+        };
+        let entries = perm::parse_acl(&value)?.expect("parsed: it has entries");
+        perm::check_acl(entries)?;
+        if default {
+            return self.change_xattr(cx, node, ino, name, Some(value), None, now_at);
         }
-        self.change_xattr(cx, node, ino, name, value, now_at)
+        let (bits, equivalent) = acl::mode_of(entries);
+        let mode = perm::mode_after_acl(cred, &node.attr, bits);
+        let value = (!equivalent).then_some(value);
+        self.change_xattr(cx, node, ino, name, value, Some(mode), now_at)
     }
 
-    /// Sets (`value`) or removes (`None`, of an attribute the inode has) one attribute of the
-    /// locked `node`, within [`MAX_XATTR_BYTES`] (ENOSPC): takes the transno, stamps the
-    /// inode, sets its ctime, and returns the mutation.
+    /// Sets (`value`) or removes (`None`; an attribute the inode lacks stays lacking) one
+    /// attribute of the locked `node`, within [`MAX_XATTR_BYTES`] (ENOSPC), and gives it
+    /// `mode` if one is given (an access ACL's): takes the transno, stamps the inode, sets
+    /// its ctime, and returns the mutation.
+    #[allow(clippy::too_many_arguments)] // one change of one attribute, each argument of it
     fn change_xattr(
         &self,
         cx: &mut Cx<'_>,
@@ -169,6 +185,7 @@ impl Namespace {
         ino: u64,
         name: String,
         value: Option<Vec<u8>>,
+        mode: Option<u32>,
         now_at: i64,
     ) -> OpResult {
         let held = node.xattrs.as_ref().map_or(0, |x| x.bytes);
@@ -211,6 +228,9 @@ impl Namespace {
                 .fetch_sub(pending as u64, Ordering::Relaxed);
         }
         node.stamp = cx.stamp(node.stamp, transno);
+        if let Some(mode) = mode {
+            node.attr.mode = mode;
+        }
         node.attr.ctime_ns = now_at;
         node.attr.transno = transno;
         let ops = self.journal_ops([op, JournalOp::PutInode(node.attr.image())]);
@@ -250,5 +270,44 @@ fn value_len(node: &Node, name: &str) -> Option<usize> {
 fn drop_if_empty(xattrs: &mut Option<Box<Xattrs>>) {
     if xattrs.as_ref().is_some_and(|x| x.by_name.is_empty()) {
         *xattrs = None;
+    }
+}
+
+/// A chmod's new `mode` carried into `node`'s access ACL, if it has one, as Linux's
+/// `posix_acl_chmod`: its owner's, mask (else owning group's) and others' entries take the
+/// mode's bits. The journal op that writes it; the ACL keeps its length, so its charge.
+pub(super) fn chmod_acl(node: &mut Node, mode: u32) -> Option<JournalOp> {
+    let value = acl::to_value(&acl::chmod(node.access_acl()?, mode));
+    let kept = node.xattrs.as_mut()?.by_name.get_mut(ACCESS_ACL)?;
+    *kept = AttrValue::Inline(value.as_slice().into());
+    Some(JournalOp::PutXattr {
+        ino: node.attr.ino,
+        name: ACCESS_ACL.to_owned(),
+        value,
+    })
+}
+
+/// The ACLs a new inode takes from its directory's default ACL (`acl::inherit`): an access
+/// ACL where its mode does not say it all, and, for a directory, the default ACL itself.
+#[derive(Default)]
+pub(super) struct Inherited {
+    pub access: Option<Vec<u8>>,
+    pub default: Option<Vec<u8>>,
+}
+
+impl Inherited {
+    /// The attributes as the new inode keeps them, and what they are charged in all.
+    pub(super) fn into_xattrs(self) -> Option<Box<Xattrs>> {
+        let mut xattrs = Xattrs::default();
+        for (name, entries) in [(ACCESS_ACL, self.access), (DEFAULT_ACL, self.default)] {
+            if let Some(entries) = entries {
+                let value = acl::to_value(&entries);
+                xattrs.bytes += charge(name, &value);
+                xattrs
+                    .by_name
+                    .insert(name.into(), AttrValue::Inline(value.into()));
+            }
+        }
+        (!xattrs.by_name.is_empty()).then(|| Box::new(xattrs))
     }
 }
