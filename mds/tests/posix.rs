@@ -440,18 +440,37 @@ async fn extended_attributes_follow_linux_limits_flags_and_namespaces() {
         "{set} attributes before ENOSPC"
     );
     assert_eq!(c.listxattr(many).await.unwrap().len(), set);
-    // ACLs are kept as given once they are valid: owner rw, group r, others r.
+    // An ACL the mode says all of (owner rw, group r, others r) sets the mode and is not
+    // kept; one with a named user and a mask is kept as given (and its mask is the group
+    // class of the mode: 0644 again).
     let entry = |tag: u16, perm: u16, id: u32| {
         [tag.to_le_bytes(), perm.to_le_bytes()]
             .concat()
             .into_iter()
             .chain(id.to_le_bytes())
     };
-    let acl: Vec<u8> = 2u32
+    let plain: Vec<u8> = 2u32
         .to_le_bytes()
         .into_iter()
         .chain(entry(0x01, 6, u32::MAX))
         .chain(entry(0x04, 4, u32::MAX))
+        .chain(entry(0x20, 4, u32::MAX))
+        .collect();
+    c.setxattr(f.ino, "system.posix_acl_access", &plain, either)
+        .await
+        .unwrap();
+    assert_eq!(
+        errno(c.getxattr(f.ino, "system.posix_acl_access").await),
+        Errno::ENODATA
+    );
+    assert_eq!(c.getattr(f.ino).await.unwrap().mode & 0o777, 0o644);
+    let acl: Vec<u8> = 2u32
+        .to_le_bytes()
+        .into_iter()
+        .chain(entry(0x01, 6, u32::MAX))
+        .chain(entry(0x02, 6, 1000))
+        .chain(entry(0x04, 4, u32::MAX))
+        .chain(entry(0x10, 4, u32::MAX))
         .chain(entry(0x20, 4, u32::MAX))
         .collect();
     c.setxattr(f.ino, "system.posix_acl_access", &acl, either)
@@ -461,6 +480,7 @@ async fn extended_attributes_follow_linux_limits_flags_and_namespaces() {
         c.getxattr(f.ino, "system.posix_acl_access").await.unwrap(),
         acl
     );
+    assert_eq!(c.getattr(f.ino).await.unwrap().mode & 0o777, 0o644);
     assert_eq!(
         errno(
             c.setxattr(f.ino, "system.posix_acl_access", b"junk", either)
