@@ -1422,6 +1422,7 @@ mod tests {
             write: true,
             truncate: true,
             append: false,
+            exec: false,
         };
         let (first, _) = start(1, false, &[]).connect(&session).await;
         let (a, _) = first.open(10, rw).await.unwrap();

@@ -199,6 +199,7 @@ mod tests {
         write: true,
         truncate: true,
         append: false,
+        exec: false,
     };
 
     #[test]
@@ -319,6 +320,7 @@ mod tests {
                     write: true,
                     truncate: false,
                     append: true,
+                    exec: false,
                 },
                 reopen: true,
             }

@@ -21,6 +21,7 @@ const RW: OpenFlags = OpenFlags {
     write: true,
     truncate: false,
     append: false,
+    exec: false,
 };
 
 fn open(ino: u64, handle: u64, flags: OpenFlags) -> Op {

@@ -216,18 +216,21 @@ const O_RDONLY: OpenFlags = OpenFlags {
     write: false,
     truncate: false,
     append: false,
+    exec: false,
 };
 const O_WRONLY: OpenFlags = OpenFlags {
     read: false,
     write: true,
     truncate: false,
     append: false,
+    exec: false,
 };
 const O_RDWR: OpenFlags = OpenFlags {
     read: true,
     write: true,
     truncate: false,
     append: false,
+    exec: false,
 };
 const O_WRONLY_TRUNC: OpenFlags = OpenFlags {
     truncate: true,

@@ -253,6 +253,10 @@ pub fn fh_of(handle: Handle) -> u64 {
     shard_bits | handle.id()
 }
 
+/// The kernel's `__FMODE_EXEC`, set in the flags of the OPEN that execve(2) makes (Linux's
+/// `do_open_execat`); no open(2) flag has this bit.
+const FMODE_EXEC: i32 = 0x20;
+
 /// open(2)'s flags as OPEN takes them.
 fn open_flags(flags: i32) -> OpenFlags {
     let access = flags & libc::O_ACCMODE;
@@ -261,6 +265,7 @@ fn open_flags(flags: i32) -> OpenFlags {
         write: access == libc::O_WRONLY || access == libc::O_RDWR,
         truncate: flags & libc::O_TRUNC != 0,
         append: flags & libc::O_APPEND != 0,
+        exec: flags & FMODE_EXEC != 0,
     }
 }
 
@@ -290,7 +295,28 @@ mod tests {
             (true, true, false, true)
         );
         let f = open_flags(libc::O_RDONLY);
-        assert_eq!((f.read, f.write), (true, false));
+        assert_eq!((f.read, f.write, f.exec), (true, false, false));
+        // execve's OPEN: read-only with __FMODE_EXEC, a bit no open(2) flag uses.
+        let f = open_flags(libc::O_RDONLY | FMODE_EXEC);
+        assert_eq!((f.read, f.write, f.exec), (true, false, true));
+        let every_open_flag = libc::O_ACCMODE
+            | libc::O_CREAT
+            | libc::O_EXCL
+            | libc::O_NOCTTY
+            | libc::O_TRUNC
+            | libc::O_APPEND
+            | libc::O_NONBLOCK
+            | libc::O_DSYNC
+            | libc::O_SYNC
+            | libc::O_DIRECT
+            | libc::O_DIRECTORY
+            | libc::O_NOFOLLOW
+            | libc::O_NOATIME
+            | libc::O_CLOEXEC
+            | libc::O_PATH
+            | libc::O_TMPFILE
+            | 0o100_000; // the kernel's O_LARGEFILE
+        assert_eq!(every_open_flag & FMODE_EXEC, 0);
     }
 
     #[test]

@@ -1093,3 +1093,32 @@ fn getfacl_lines(path: &Path) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// Issue 53, finding 9: execve(2) through the mount asks the server for execute permission,
+/// not read. A `--x` program, and one only the others' class may run, run for a user of that
+/// class; before, the OPEN that execve makes asked for read and was refused EACCES.
+#[test]
+fn a_program_runs_by_its_execute_bits_alone() {
+    for options in ["allow_other", "allow_other,default_permissions"] {
+        let dir = tempfile::tempdir().unwrap();
+        let server = server(dir.path(), &[]);
+        let m = Mounted::new(&server, &["-o", options]);
+        let parent = m.at.parent().unwrap();
+        fs::set_permissions(parent, fs::Permissions::from_mode(0o755)).unwrap();
+        let program = m.path("true");
+        fs::copy("/bin/true", &program).unwrap();
+        for mode in [0o711, 0o701, 0o111] {
+            fs::set_permissions(&program, fs::Permissions::from_mode(mode)).unwrap();
+            let (ran, stderr) = as_user_1000(program.to_str().unwrap());
+            assert!(ran, "{options}, mode {mode:o}: {stderr}");
+        }
+        // Execute for the owner's class only: the others may not.
+        fs::set_permissions(&program, fs::Permissions::from_mode(0o744)).unwrap();
+        let (ran, stderr) = as_user_1000(program.to_str().unwrap());
+        assert!(
+            !ran && stderr.contains("Permission denied"),
+            "{options}: {stderr}"
+        );
+        drop(m);
+    }
+}

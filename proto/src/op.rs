@@ -372,8 +372,8 @@ pub enum XattrSet {
     Replace,
 }
 
-/// How OPEN opens a file: `open(2)`'s access mode, `O_TRUNC` and `O_APPEND`. Four
-/// independent flags, as `open(2)` has them (one byte each on the wire).
+/// How OPEN opens a file: `open(2)`'s access mode, `O_TRUNC` and `O_APPEND`, and whether
+/// the kernel opens it to execute it. Five independent flags (one byte each on the wire).
 #[allow(clippy::struct_excessive_bools)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OpenFlags {
@@ -383,6 +383,9 @@ pub struct OpenFlags {
     pub truncate: bool,
     /// Every WRITE through the handle goes at the file's end, whatever its offset.
     pub append: bool,
+    /// execve(2) opens the program (the kernel's `FMODE_EXEC`): execute permission is asked
+    /// for instead of read, as Linux's `do_open_execat` asks, though the handle reads.
+    pub exec: bool,
 }
 
 /// File data: bytes, at most [`crate::MAX_IO`] in one READ or WRITE.

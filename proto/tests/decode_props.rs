@@ -41,6 +41,7 @@ fn io_op() -> impl Strategy<Value = Op> {
                 write: f[1],
                 truncate: f[2],
                 append: f[3],
+                exec: false,
             },
             reopen: f[4],
         }),

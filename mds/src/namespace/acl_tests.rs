@@ -1,7 +1,8 @@
 //! POSIX ACLs through the namespace's operations, as Linux's file systems keep them: enforced
 //! for everyone but the owner and root, an access ACL setting the mode (and not kept where the
 //! mode says it all), a chmod setting the ACL, a directory's default ACL inherited by what is
-//! made in it in place of the umask, and ACCESS judging all of it.
+//! made in it in place of the umask, and ACCESS judging all of it. Also execve(2)'s OPEN,
+//! which asks for execute permission (by the mode or the ACL) instead of read.
 
 use journal::ROOT_INO;
 
@@ -405,4 +406,55 @@ fn access_judges_root_execute_by_the_x_bits() {
         run(&ns, BOB, Op::Access { ino: f, mask: 0 }).is_ok(),
         "existence"
     );
+}
+
+fn open_to_execute(ns: &Namespace, uid: u32, ino: u64, handle: u64) -> Result<Body, Errno> {
+    run(
+        ns,
+        uid,
+        Op::Open {
+            ino,
+            handle,
+            flags: OpenFlags {
+                read: true,
+                exec: true,
+                ..OpenFlags::default()
+            },
+            reopen: false,
+        },
+    )
+}
+
+#[test]
+fn execves_open_asks_for_execute_not_read() {
+    let (ns, f) = alices_file();
+    // --x for others: Bob runs it, though he may not read it.
+    run(&ns, ALICE, chmod(f, 0o711)).unwrap();
+    assert_eq!(open_to_read(&ns, BOB, f, 1), Err(Errno::EACCES));
+    assert!(open_to_execute(&ns, BOB, f, 2).is_ok());
+    // Only the group's x, and Bob is not in it; Carol is.
+    run(&ns, ALICE, chmod(f, 0o610)).unwrap();
+    assert_eq!(open_to_execute(&ns, BOB, f, 3), Err(Errno::EACCES));
+    assert!(open_to_execute(&ns, CAROL, f, 4).is_ok());
+    // The owner's class decides: rw- for the owner, x for the others, and the owner may not.
+    run(&ns, ALICE, chmod(f, 0o601)).unwrap();
+    assert_eq!(open_to_execute(&ns, ALICE, f, 5), Err(Errno::EACCES));
+    assert!(open_to_execute(&ns, BOB, f, 6).is_ok());
+    // Root runs what some class may run, and nothing else.
+    assert!(open_to_execute(&ns, 0, f, 7).is_ok());
+    run(&ns, ALICE, chmod(f, 0o644)).unwrap();
+    assert_eq!(open_to_execute(&ns, 0, f, 8), Err(Errno::EACCES));
+    // A named user's x in an ACL.
+    let acl = value(&[
+        (ACL_USER_OBJ, 0o6, NONE),
+        (ACL_USER, 0o1, BOB),
+        (ACL_GROUP_OBJ, 0o0, NONE),
+        (ACL_MASK, 0o1, NONE),
+        (ACL_OTHER, 0o0, NONE),
+    ]);
+    set_acl(&ns, ALICE, f, ACCESS, acl).unwrap();
+    assert!(open_to_execute(&ns, BOB, f, 9).is_ok());
+    assert_eq!(open_to_execute(&ns, CAROL, f, 10), Err(Errno::EACCES));
+    // A directory is never executed.
+    assert_eq!(open_to_execute(&ns, 0, ROOT_INO, 11), Err(Errno::EACCES));
 }

@@ -165,6 +165,7 @@ const RW: OpenFlags = OpenFlags {
     write: true,
     truncate: false,
     append: false,
+    exec: false,
 };
 
 fn unlink(name: &str) -> Op {

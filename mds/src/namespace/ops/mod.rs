@@ -195,6 +195,25 @@ fn inherit_acl(
     (mode & !0o777 | bits, Some(inherited))
 }
 
+/// Execute permission on the regular file `node`, as execve(2) asks for it: the mode's (or
+/// the ACL's) `x` for the caller's class; root only where some class has `x` (Linux's
+/// CAP_DAC_OVERRIDE grants execute only so). EACCES otherwise, and for anything but a
+/// regular file.
+fn may_execute(cx: &mut Cx<'_>, node: &Node) -> Result<(), Errno> {
+    cx.see(&node.stamp);
+    if node.attr.kind != FileKind::File {
+        return Err(Errno::EACCES);
+    }
+    if perm::is_root(cx.caller.cred) {
+        return if node.attr.mode & 0o111 != 0 {
+            Ok(())
+        } else {
+            Err(Errno::EACCES)
+        };
+    }
+    perm::check(cx.caller.cred, &node.attr, node.access_acl(), SEARCH)
+}
+
 /// The sticky bit: whether the caller may remove the entry of `dir` naming `victim` (UNLINK,
 /// RMDIR, RENAME's source and replaced target), or EPERM. Reads the victim's owner only where
 /// the sticky rule can refuse, and shows `cx` its stamp then.

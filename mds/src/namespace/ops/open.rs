@@ -21,7 +21,8 @@ use crate::namespace::{Caller, Namespace, now_ns, to_attr};
 impl Namespace {
     /// OPEN: checks what the handle is for as Linux's `may_open` does (read and write
     /// permission; a truncate needs write permission even without write access, as
-    /// `O_RDONLY|O_TRUNC` does; a directory only to read, EISDIR; a symlink never, ELOOP),
+    /// `O_RDONLY|O_TRUNC` does; execve(2)'s open needs execute permission, not read, so a
+    /// `--x` program runs; a directory only to read, EISDIR; a symlink never, ELOOP),
     /// then records the handle; O_TRUNC on a regular file cuts it to 0 bytes, a mutation.
     /// A reopen after a restart of an orphan this client held is not checked again: it was
     /// open before the restart, and a chmod since would not have closed it.
@@ -49,8 +50,12 @@ impl Namespace {
         }
         let held_before = reopen && node.is_orphan() && self.held_before_restart(ino, client);
         if !held_before {
-            let want = if flags.read { READ } else { 0 } | if wants_write { WRITE } else { 0 };
-            may(cx, node, want)?;
+            if flags.exec {
+                may_execute(cx, node)?;
+            } else {
+                let want = if flags.read { READ } else { 0 } | if wants_write { WRITE } else { 0 };
+                may(cx, node, want)?;
+            }
         }
         let open = OpenHandle {
             ino,
