@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use journal::{JournalOp, TxRecord};
 use mds_proto::{Body, Errno, OpenFlags};
 
-use super::{Cx, OpResult, inode_mut, may, mutation, now, see_inode};
+use super::{Cx, OpResult, inode_mut, may, may_execute, mutation, now, see_inode};
 use crate::namespace::handles::{NotInserted, OpenHandle};
 use crate::namespace::node::FileKind;
 use crate::namespace::perm::{self, READ, WRITE};
