@@ -432,7 +432,19 @@ fn execves_open_asks_for_execute_not_read() {
     run(&ns, ALICE, chmod(f, 0o711)).unwrap();
     assert_eq!(open_to_read(&ns, BOB, f, 1), Err(Errno::EACCES));
     assert!(open_to_execute(&ns, BOB, f, 2).is_ok());
-    // Only the group's x, and Bob is not in it; Carol is.
+    // Only the group's x, and the group is staff: Bob is not in it; Carol is.
+    run(
+        &ns,
+        0,
+        Op::Setattr {
+            ino: f,
+            attr: SetAttr {
+                gid: Some(STAFF),
+                ..SetAttr::default()
+            },
+        },
+    )
+    .unwrap();
     run(&ns, ALICE, chmod(f, 0o610)).unwrap();
     assert_eq!(open_to_execute(&ns, BOB, f, 3), Err(Errno::EACCES));
     assert!(open_to_execute(&ns, CAROL, f, 4).is_ok());
