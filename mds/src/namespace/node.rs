@@ -559,15 +559,20 @@ impl Node {
     /// memory always holds it.
     #[inline]
     pub(crate) fn access_acl(&self) -> Option<&[u8]> {
+        // Most inodes have no attributes: one test, inline, on every permission check.
+        self.xattrs.as_ref()?;
         self.acl(ACCESS_ACL)
     }
 
     /// The entries of a directory's default ACL (`system.posix_acl_default`), if it has one:
     /// what its new entries inherit.
+    #[inline]
     pub(crate) fn default_acl(&self) -> Option<&[u8]> {
+        self.xattrs.as_ref()?;
         self.acl(DEFAULT_ACL)
     }
 
+    #[inline(never)]
     fn acl(&self, name: &str) -> Option<&[u8]> {
         let value = self.xattrs.as_ref()?.by_name.get(name)?;
         value.in_memory().map(super::acl::of_value)

@@ -296,7 +296,7 @@ pub(super) struct Inherited {
 }
 
 impl Inherited {
-    /// The attributes as the new inode keeps them, and what they are charged in all.
+    /// The attributes as the new inode keeps them, with what they are charged in all.
     pub(super) fn into_xattrs(self) -> Option<Box<Xattrs>> {
         let mut xattrs = Xattrs::default();
         for (name, entries) in [(ACCESS_ACL, self.access), (DEFAULT_ACL, self.default)] {
