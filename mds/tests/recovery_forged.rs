@@ -21,7 +21,7 @@ use common::{create, ino};
 
 use common::raw::{Raw, request};
 use mds_client::{Client, ROOT, Session};
-use mds_proto::{Body, Cred, Errno, Op, Replay, Reply};
+use mds_proto::{Body, Cred, Errno, Op, OpenFlags, Replay, Reply};
 
 /// Early replies, no commit of its own accord, and a recovery window longer than any test
 /// waits unless it sets its own.
@@ -289,8 +289,9 @@ async fn a_refused_replay_does_not_hold_the_window_open() {
 /// A known client that reconnects as itself again and again and never replays cannot hold
 /// the window open: it is evicted (quiet, or at the hard end, three windows after the
 /// opening), and a new client's request is answered while the reconnects go on. The honest
-/// client loses nothing; the store is fsck-clean after. (Before: the MKDIR waited for as long
-/// as the reconnects went on.)
+/// client loses nothing; the store is fsck-clean after. (On 8d645ab this variant, a holder of
+/// early replies, had its MKDIR answered too and failed only on the eviction's metric; the
+/// orphan holder below is the one whose MKDIR waited.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn reconnecting_and_saying_nothing_does_not_hold_the_window_open() {
     let dir = tempfile::tempdir().unwrap();
@@ -435,5 +436,62 @@ async fn copies_of_a_replay_execute_once_and_are_all_answered() {
     let dir = server.data.clone();
     assert!(server.stop().success());
     let (code, out) = common::fsck(&dir);
+    assert_eq!(code, 0, "{out}");
+}
+
+/// Finding 1 as the review reproduced it, under the default `--ack commit`: a client that
+/// held an unlinked file open when the server died is one the window waits for (it may take
+/// its handle back); after the restart it reconnects as itself every 200 ms and takes nothing
+/// back. A new client's MKDIR is answered all the same, and the orphan is reclaimed when its
+/// holder is evicted. On 8d645ab each reconnect counted as progress and the MKDIR waited for
+/// as long as the reconnects went on (here it failed its 30 s bound).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_orphan_holder_that_reconnects_and_takes_nothing_back_does_not_hold_the_window() {
+    let dir = tempfile::tempdir().unwrap();
+    let flags = ["--recovery-window", "1s"];
+    let server = common::start(dir.path(), &flags);
+    let sa = Arc::new(Session::new());
+    let a = Client::connect_session(server.addr, sa.clone())
+        .await
+        .unwrap();
+    let f = a.create(ROOT, "f", 0o644).await.unwrap();
+    let read = OpenFlags {
+        read: true,
+        ..OpenFlags::default()
+    };
+    let _held = a.open(f.ino, read).await.unwrap();
+    a.unlink(ROOT, "f").await.unwrap();
+    server.kill();
+    drop(a);
+    let server = common::start(dir.path(), &flags);
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reconnects = std::thread::spawn({
+        let (addr, sa, stop) = (server.addr, sa.clone(), stop.clone());
+        move || {
+            let mut held = None;
+            let mut n = 0u32;
+            // Bounded: 60 s at most, whatever happens to the test.
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 300 {
+                let (raw, _) = Raw::connect(addr, &sa, None);
+                held = Some(raw);
+                n += 1;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            drop(held);
+            n
+        }
+    });
+    let c = server.client().await;
+    let made = tokio::time::timeout(Duration::from_secs(30), c.mkdir(ROOT, "d", 0o755)).await;
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let n = reconnects.join().unwrap();
+    made.expect("answered while the reconnects went on")
+        .unwrap();
+    assert!(n >= 2, "the reconnects went on meanwhile ({n})");
+    assert_eq!(common::names(&c, ROOT).await, ["d"]);
+    drop(c);
+    let data = server.data.clone();
+    assert!(server.stop().success());
+    let (code, out) = common::fsck(&data);
     assert_eq!(code, 0, "{out}");
 }
