@@ -7,15 +7,15 @@
 # memory above what it had before that client came, and how many of the 4096 pages the
 # server built (each a commit-on-share conflict, `mds_cos_conflicts_total{op="readdir"}`).
 #   OLD=/var/tmp/bench-old NEW=/var/tmp/bench-new ./bench/held-pages-memory.sh
-# (each a directory with that build's mds, loadgen and mdsctl). OLD_VERSION (default 2) is the
+# (each a directory with that build's mds, loadgen and mdsctl). OLD_VERSION (default 7) is the
 # protocol version the old build speaks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
 . bench/lib.sh
 BUILDS=()
-[ -n "${OLD:-}" ] && BUILDS+=("old=$OLD=${OLD_VERSION:-2}")
-BUILDS+=("new=${NEW:-${CARGO_TARGET_DIR:-/var/tmp/mds-target}/release}=3")
+[ -n "${OLD:-}" ] && BUILDS+=("old=$OLD=${OLD_VERSION:-7}")
+BUILDS+=("new=${NEW:-${CARGO_TARGET_DIR:-/var/tmp/mds-target}/release}=8")
 
 status_kib() { awk -v k="$2:" '$1 == k {print $2}' "/proc/$1/status"; }
 

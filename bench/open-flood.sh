@@ -8,7 +8,8 @@
 #   OLD=/var/tmp/bench-old NEW=/var/tmp/bench-new ./bench/open-flood.sh
 # (each a directory holding that build's `mds`; see bench/before-after.sh for building one).
 # N defaults to 1,000,000 and SESSIONS to 1; EXTRA holds flags for every server (e.g.
-# "--max-open-per-session 100k").
+# "--max-open-per-session 100k"). OLD_VERSION (default 7) is the protocol version the old
+# build speaks; the new one speaks 8.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
@@ -16,8 +17,8 @@ cd "$(dirname "$0")/.."
 N="${N:-1000000}"
 SESSIONS="${SESSIONS:-1}"
 BUILDS=()
-[ -n "${OLD:-}" ] && BUILDS+=("old=$OLD")
-BUILDS+=("new=${NEW:-${CARGO_TARGET_DIR:-/var/tmp/mds-target}/release}")
+[ -n "${OLD:-}" ] && BUILDS+=("old=$OLD=${OLD_VERSION:-7}")
+BUILDS+=("new=${NEW:-${CARGO_TARGET_DIR:-/var/tmp/mds-target}/release}=8")
 
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
 
@@ -32,7 +33,7 @@ trap cleanup EXIT
 printf '%-5s %-8s %-8s %-9s %-9s %-9s %-8s %s\n' build sessions opens "rss0 KiB" \
   "rss1 KiB" "rss2 KiB" handles refused
 for build in "${BUILDS[@]}"; do
-  name=${build%%=*}; bin=${build#*=}
+  name=${build%%=*}; rest=${build#*=}; bin=${rest%=*}; version=${rest##*=}
   data=$(mktemp -d /var/tmp/mds-open-flood.XXXXXX)
   # shellcheck disable=SC2086 # EXTRA is flags, split on purpose
   "$bin/mds" serve --data "$data" --listen 127.0.0.1:0 --metrics-listen 127.0.0.1:0 \
@@ -41,12 +42,13 @@ for build in "${BUILDS[@]}"; do
   wait_for_mds "$data.log"
   sleep 1
   before=$(rss_kib "$pid")
-  read -r during after < <(python3 - "$MDS_ADDR" "$N" "$SESSIONS" "$pid" "$(dirname "$0")" <<'PY'
+  read -r during after < <(python3 - "$MDS_ADDR" "$N" "$SESSIONS" "$pid" "$(dirname "$0")" "$version" <<'PY'
 import socket, struct, sys, threading, time
 sys.path.insert(0, sys.argv[5])
 from wire import connect, open_
 host, port = sys.argv[1].rsplit(":", 1)
 n, sessions, pid = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+version = int(sys.argv[6])
 
 def rss():
     with open(f"/proc/{pid}/status") as f:
@@ -73,14 +75,14 @@ socks = []
 for _ in range(sessions):
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.connect((host, int(port)))
-    s.sendall(connect(7))
+    s.sendall(connect(version))
     reader = threading.Thread(target=read_replies, args=(s, 1 + n))
     reader.start()
     batch = []
     for h in range(1, n + 1):
         # xid h + 1 (the CONNECT was 1); every reply so far acknowledged is not needed:
         # OPEN is not a mutation and keeps no resend record.
-        batch.append(open_(h + 1, 1, h))
+        batch.append(open_(h + 1, 1, h, version=version))
         if len(batch) == 4096:
             s.sendall(b"".join(batch))
             batch = []

@@ -9,7 +9,7 @@
 # served meanwhile (a CONNECT and a GETATTR, in how many milliseconds).
 #   OLD=/var/tmp/bench-old NEW=/var/tmp/bench-new ./bench/preauth-memory.sh
 # (each a directory holding that build's `mds`; see bench/before-after.sh for building one).
-# OLD_VERSION (default 2) is the protocol version the old build speaks.
+# OLD_VERSION (default 7) is the protocol version the old build speaks.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=bench/lib.sh
@@ -18,8 +18,8 @@ CONNS="${CONNS:-1000}"
 SOURCES="${SOURCES:-20}"
 HOLD="${HOLD:-3}"
 BUILDS=()
-[ -n "${OLD:-}" ] && BUILDS+=("old=$OLD=${OLD_VERSION:-2}")
-BUILDS+=("new=${NEW:-${CARGO_TARGET_DIR:-/var/tmp/mds-target}/release}=3")
+[ -n "${OLD:-}" ] && BUILDS+=("old=$OLD=${OLD_VERSION:-7}")
+BUILDS+=("new=${NEW:-${CARGO_TARGET_DIR:-/var/tmp/mds-target}/release}=8")
 ulimit -n "$(ulimit -Hn)" 2>/dev/null || true
 
 rss_kib() { awk '/^VmRSS/ {print $2}' "/proc/$1/status"; }
@@ -76,7 +76,7 @@ for s in socks:
         kept += 1
     except OSError:
         refused += 1
-# A client from an address of its own: CONNECT (xid 1, version 3, a random identity) and
+# A client from an address of its own: CONNECT (xid 1, the build's version, a random identity) and
 # GETATTR of the root (xid 2), postcard-encoded by hand.
 start = time.monotonic()
 c = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

@@ -50,7 +50,9 @@ def readdir(xid, ino, max_bytes=1024):
     return request(xid, varint(7) + varint(ino) + b"\0" + varint(max_bytes))
 
 
-def open_(xid, ino, handle, acked_xid=0):
-    """OPEN of `ino` to read under `handle` (not a reopen)."""
-    flags = b"\1\0\0\0"  # read, not write, truncate or append
+def open_(xid, ino, handle, acked_xid=0, version=8):
+    """OPEN of `ino` to read under `handle` (not a reopen), as protocol `version` encodes it:
+    OpenFlags has four flags until version 7 and five (`exec` last) from version 8."""
+    # read; not write, truncate, append (or exec)
+    flags = b"\1\0\0\0" if version < 8 else b"\1\0\0\0\0"
     return request(xid, varint(22) + varint(ino) + varint(handle) + flags + b"\0", acked_xid)
