@@ -298,23 +298,7 @@ async fn reconnecting_and_saying_nothing_does_not_hold_the_window_open() {
     let flags = early("1s");
     let crashed = crash_with_two_unsafe_creates(common::start(dir.path(), &flags)).await;
     let server = common::start(dir.path(), &flags);
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let reconnects = std::thread::spawn({
-        let (addr, sa, stop) = (server.addr, crashed.sa.clone(), stop.clone());
-        move || {
-            let mut held = None;
-            let mut n = 0u32;
-            // Bounded: 60 s at most, whatever happens to the test.
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 300 {
-                let (raw, _) = Raw::connect(addr, &sa, None);
-                held = Some(raw);
-                n += 1;
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            drop(held);
-            n
-        }
-    });
+    let (stop, reconnects) = reconnect_every_200ms(server.addr, &crashed.sa);
     let b = Client::connect_session(server.addr, crashed.sb.clone())
         .await
         .unwrap();
@@ -464,23 +448,7 @@ async fn an_orphan_holder_that_reconnects_and_takes_nothing_back_does_not_hold_t
     server.kill();
     drop(a);
     let server = common::start(dir.path(), &flags);
-    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let reconnects = std::thread::spawn({
-        let (addr, sa, stop) = (server.addr, sa.clone(), stop.clone());
-        move || {
-            let mut held = None;
-            let mut n = 0u32;
-            // Bounded: 60 s at most, whatever happens to the test.
-            while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 300 {
-                let (raw, _) = Raw::connect(addr, &sa, None);
-                held = Some(raw);
-                n += 1;
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            drop(held);
-            n
-        }
-    });
+    let (stop, reconnects) = reconnect_every_200ms(server.addr, &sa);
     let c = server.client().await;
     let made = tokio::time::timeout(Duration::from_secs(30), c.mkdir(ROOT, "d", 0o755)).await;
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
@@ -494,4 +462,33 @@ async fn an_orphan_holder_that_reconnects_and_takes_nothing_back_does_not_hold_t
     assert!(server.stop().success());
     let (code, out) = common::fsck(&data);
     assert_eq!(code, 0, "{out}");
+}
+
+/// A client that reconnects as `session` every 200 ms, on a thread, and sends nothing else,
+/// until the flag is set (60 s at most, whatever happens to the test); the thread answers how
+/// many times it connected.
+fn reconnect_every_200ms(
+    addr: std::net::SocketAddr,
+    session: &Arc<Session>,
+) -> (
+    Arc<std::sync::atomic::AtomicBool>,
+    std::thread::JoinHandle<u32>,
+) {
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reconnects = std::thread::spawn({
+        let (session, stop) = (session.clone(), stop.clone());
+        move || {
+            let mut held = None;
+            let mut n = 0u32;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) && n < 300 {
+                let (raw, _) = Raw::connect(addr, &session, None);
+                held = Some(raw);
+                n += 1;
+                std::thread::sleep(Duration::from_millis(200));
+            }
+            drop(held);
+            n
+        }
+    });
+    (stop, reconnects)
 }

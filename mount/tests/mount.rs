@@ -994,11 +994,7 @@ fn acls_of_tree(dir: &Path) -> String {
 #[test]
 fn acls_are_enforced_kept_with_the_mode_inherited_and_copied_whole() {
     for options in ["allow_other", "allow_other,default_permissions"] {
-        let dir = tempfile::tempdir().unwrap();
-        let server = server(dir.path(), &[]);
-        let m = Mounted::new(&server, &["-o", options]);
-        let parent = m.at.parent().unwrap();
-        fs::set_permissions(parent, fs::Permissions::from_mode(0o755)).unwrap();
+        let (m, _server, _dir) = mount_for_other_users(options);
 
         let secret = m.path("secret");
         fs::write(&secret, "x").unwrap();
@@ -1100,11 +1096,7 @@ fn getfacl_lines(path: &Path) -> Vec<String> {
 #[test]
 fn a_program_runs_by_its_execute_bits_alone() {
     for options in ["allow_other", "allow_other,default_permissions"] {
-        let dir = tempfile::tempdir().unwrap();
-        let server = server(dir.path(), &[]);
-        let m = Mounted::new(&server, &["-o", options]);
-        let parent = m.at.parent().unwrap();
-        fs::set_permissions(parent, fs::Permissions::from_mode(0o755)).unwrap();
+        let (m, _server, _dir) = mount_for_other_users(options);
         let program = m.path("true");
         fs::copy("/bin/true", &program).unwrap();
         for mode in [0o711, 0o701, 0o111] {
@@ -1121,4 +1113,16 @@ fn a_program_runs_by_its_execute_bits_alone() {
         );
         drop(m);
     }
+}
+
+/// A fresh server and its mount with `-o options`, whose mount point other users can reach
+/// (its parent made 0755), for the tests that run commands as uid 1000. In drop order: the
+/// mount, then the server, then their directory.
+fn mount_for_other_users(options: &str) -> (Mounted, mds_testkit::Server, tempfile::TempDir) {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path(), &[]);
+    let m = Mounted::new(&server, &["-o", options]);
+    let parent = m.at.parent().unwrap();
+    fs::set_permissions(parent, fs::Permissions::from_mode(0o755)).unwrap();
+    (m, server, dir)
 }

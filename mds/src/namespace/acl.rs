@@ -127,13 +127,13 @@ pub(crate) fn mode_of(acl: &[u8]) -> (u32, bool) {
     (user << 6 | mask.unwrap_or(group) << 3 | other, equivalent)
 }
 
-/// `acl` rewritten for a chmod to `mode`, as Linux's `__posix_acl_chmod`: the owner's and the
-/// others' entries take the mode's bits, and the mask (else the owning group's entry) the
-/// group class's. Named entries keep theirs: the mask now limits them.
-pub(crate) fn chmod(acl: &[u8], mode: u32) -> Vec<u8> {
+/// `acl` with the entries that stand for the mode's classes — the owner's, the mask (else
+/// the owning group's entry) and the others' — given `apply(their permissions, the mode's bits
+/// for that class)`. Named entries keep theirs.
+fn with_class_bits(acl: &[u8], mode: u32, apply: impl Fn(u16, u16) -> u16) -> Vec<u8> {
     let has_mask = entries(acl).any(|(tag, _, _)| tag == ACL_MASK);
     let mut out = acl.to_vec();
-    for (e, (tag, _, _)) in out.chunks_exact_mut(ACL_ENTRY).zip(entries(acl)) {
+    for (e, (tag, perm, _)) in out.chunks_exact_mut(ACL_ENTRY).zip(entries(acl)) {
         let bits = match tag {
             ACL_USER_OBJ => mode >> 6,
             ACL_MASK => mode >> 3,
@@ -141,10 +141,17 @@ pub(crate) fn chmod(acl: &[u8], mode: u32) -> Vec<u8> {
             ACL_OTHER => mode,
             _ => continue,
         };
-        let perm = (bits & 0o7) as u16;
+        let perm = apply(perm, (bits & 0o7) as u16);
         e[2..4].copy_from_slice(&perm.to_le_bytes());
     }
     out
+}
+
+/// `acl` rewritten for a chmod to `mode`, as Linux's `__posix_acl_chmod`: the owner's and the
+/// others' entries take the mode's bits, and the mask (else the owning group's entry) the
+/// group class's. Named entries keep theirs: the mask now limits them.
+pub(crate) fn chmod(acl: &[u8], mode: u32) -> Vec<u8> {
+    with_class_bits(acl, mode, |_, bits| bits)
 }
 
 /// What a new inode created with `mode` (its permission bits, before any umask) takes from
@@ -155,19 +162,7 @@ pub(crate) fn chmod(acl: &[u8], mode: u32) -> Vec<u8> {
 /// is `None` where the mode says all of it. The umask plays no part: a default ACL replaces
 /// it.
 pub(crate) fn inherit(default: &[u8], mode: u32) -> (u32, Option<Vec<u8>>) {
-    let has_mask = entries(default).any(|(tag, _, _)| tag == ACL_MASK);
-    let mut acl = default.to_vec();
-    for (e, (tag, perm, _)) in acl.chunks_exact_mut(ACL_ENTRY).zip(entries(default)) {
-        let limit = match tag {
-            ACL_USER_OBJ => mode >> 6,
-            ACL_MASK => mode >> 3,
-            ACL_GROUP_OBJ if !has_mask => mode >> 3,
-            ACL_OTHER => mode,
-            _ => continue,
-        };
-        let perm = perm & (limit & 0o7) as u16;
-        e[2..4].copy_from_slice(&perm.to_le_bytes());
-    }
+    let acl = with_class_bits(default, mode, |perm, bits| perm & bits);
     let (bits, equivalent) = mode_of(&acl);
     (bits, (!equivalent).then_some(acl))
 }
