@@ -168,7 +168,7 @@ pub(crate) fn inherit(default: &[u8], mode: u32) -> (u32, Option<Vec<u8>>) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const BOB: u32 = 2000;
@@ -177,7 +177,8 @@ mod tests {
     const STAFF: u32 = 50;
     const AUDIT: u32 = 60;
 
-    fn acl(list: &[(u16, u16, u32)]) -> Vec<u8> {
+    /// An ACL's entries from (tag, permissions, id) triples.
+    pub(crate) fn acl(list: &[(u16, u16, u32)]) -> Vec<u8> {
         list.iter()
             .flat_map(|&(tag, perm, id)| {
                 let mut e = Vec::with_capacity(ACL_ENTRY);

@@ -50,14 +50,9 @@ fn run(ns: &Namespace, uid: u32, op: Op) -> Result<Body, Errno> {
     }
 }
 
+/// A `system.posix_acl_*` value from (tag, permissions, id) triples.
 fn value(list: &[(u16, u16, u32)]) -> Vec<u8> {
-    let mut v = 2u32.to_le_bytes().to_vec();
-    for &(tag, perm, id) in list {
-        v.extend_from_slice(&tag.to_le_bytes());
-        v.extend_from_slice(&perm.to_le_bytes());
-        v.extend_from_slice(&id.to_le_bytes());
-    }
-    v
+    super::acl::to_value(&super::acl::tests::acl(list))
 }
 
 fn set_acl(ns: &Namespace, uid: u32, ino: u64, name: &str, acl: Vec<u8>) -> Result<Body, Errno> {
