@@ -6,7 +6,11 @@
 //! server only as the listing goes past what it holds. An offset of 0 after the first page
 //! starts over (`rewinddir`), so a listing sees what changed since. READDIRPLUS also gives
 //! each entry's attributes: GETATTRs for the entries about to be returned, in flight together.
+//! An open directory also keeps its attributes as they were at OPENDIR: a directory removed
+//! (RMDIR, or replaced by a RENAME) while open still answers `fstat` until its last close, as
+//! it does on a local disk — with no links — though the server no longer has it.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -39,6 +43,41 @@ pub struct Entry {
     pub attr: Option<Attr>,
     /// Its attributes were asked for.
     pub fetched: bool,
+}
+
+/// Most directories whose attributes [`RecentDirs`] keeps; past it, it starts over.
+const RECENT_DIRS: usize = 4096;
+
+/// The attributes of the directories the kernel was last told of (LOOKUP, GETATTR, SETATTR,
+/// MKDIR answers): where OPENDIR takes an open directory's attributes from without asking
+/// the server, under `default_permissions` where it asks nothing else (the kernel looks a
+/// path up before it opens it). Bounded: a directory not found here is asked for.
+#[derive(Default)]
+pub struct RecentDirs(parking_lot::Mutex<HashMap<u64, Attr>>);
+
+impl RecentDirs {
+    /// Keeps `attr` if it is a directory's.
+    pub fn note(&self, attr: &Attr) {
+        if attr.kind != Kind::Directory {
+            return;
+        }
+        let mut recent = self.0.lock();
+        if recent.len() >= RECENT_DIRS && !recent.contains_key(&attr.ino) {
+            recent.clear();
+        }
+        recent.insert(attr.ino, attr.clone());
+    }
+
+    fn get(&self, ino: u64) -> Option<Attr> {
+        self.0.lock().get(&ino).cloned()
+    }
+}
+
+/// An open directory: its listing, and its attributes as they were when it was opened.
+pub struct OpenDir {
+    pub ino: u64,
+    pub opened: Attr,
+    stream: tokio::sync::Mutex<DirStream>,
 }
 
 pub struct DirStream {
@@ -86,18 +125,39 @@ impl Mount {
     /// OPENDIR. Without `default_permissions` read permission is checked here, as open(2)
     /// checks it (READDIR would check it only at the first page).
     pub async fn opendir(&self, caller: Caller, ino: u64) -> Fallible<u64> {
-        if !self.kernel_checks {
-            let dir = self.accessible(caller, ino, libc::R_OK).await?;
-            if dir.kind != Kind::Directory {
-                return Err(Errno::ENOTDIR);
-            }
+        // The kernel checked the permission itself under `default_permissions`; either way
+        // the attributes are kept for an fstat after the directory is gone.
+        let opened = if !self.kernel_checks {
+            self.accessible(caller, ino, libc::R_OK).await?
+        } else if let Some(known) = self.recent_dirs.get(ino) {
+            known
+        } else {
+            self.getattr(caller, ino).await?
+        };
+        if opened.kind != Kind::Directory {
+            return Err(Errno::ENOTDIR);
         }
         let fh = DIR_HANDLES | self.next_dir.fetch_add(1, Ordering::Relaxed);
         let stream = DirStream::new(ino, self.durability().losses());
-        self.dirs
-            .lock()
-            .insert(fh, Arc::new(tokio::sync::Mutex::new(stream)));
+        let dir = OpenDir {
+            ino,
+            opened,
+            stream: tokio::sync::Mutex::new(stream),
+        };
+        self.dirs.lock().insert(fh, Arc::new(dir));
         Ok(fh)
+    }
+
+    /// The attributes of `ino`, gone from the server, if this mount still has it open as a
+    /// directory: as they were when opened, with no links left (what `fstat` of a removed
+    /// directory answers on Linux).
+    pub fn removed_but_open(&self, ino: u64) -> Option<Attr> {
+        let dirs = self.dirs.lock();
+        let open = dirs.values().find(|d| d.ino == ino)?;
+        Some(Attr {
+            nlink: 0,
+            ..open.opened.clone()
+        })
     }
 
     /// READDIR or READDIRPLUS (`plus`) from `offset`: hands `add` each entry with its offset
@@ -110,8 +170,8 @@ impl Mount {
         plus: bool,
         mut add: impl FnMut(&Entry, u64) -> bool,
     ) -> Fallible<()> {
-        let stream = self.dirs.lock().get(&fh).cloned().ok_or(Errno::EBADF)?;
-        let mut s = stream.lock().await;
+        let open = self.dirs.lock().get(&fh).cloned().ok_or(Errno::EBADF)?;
+        let mut s = open.stream.lock().await;
         let cred = self.cred(caller);
         if offset == 0 && s.pages > 0 {
             s.restart();
@@ -196,6 +256,8 @@ impl Mount {
         for (entry, got) in batch.into_iter().zip(attrs) {
             match got {
                 Ok(a) => {
+                    // READDIRPLUS makes the kernel's entries without a LOOKUP.
+                    self.recent_dirs.note(&a);
                     entry.attr = Some(a);
                     entry.fetched = true;
                 }
@@ -215,12 +277,53 @@ impl Mount {
     }
 
     pub async fn fsyncdir(&self, fh: u64) -> Fallible<()> {
-        let stream = self.dirs.lock().get(&fh).cloned().ok_or(Errno::EBADF)?;
-        let s = stream.lock().await;
+        let open = self.dirs.lock().get(&fh).cloned().ok_or(Errno::EBADF)?;
+        let s = open.stream.lock().await;
         self.fsync(s.ino, &s.told).await
     }
 
     pub fn releasedir(&self, fh: u64) {
         self.dirs.lock().remove(&fh);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attr(ino: u64, kind: Kind) -> Attr {
+        Attr {
+            ino,
+            kind,
+            mode: 0o750,
+            uid: 1,
+            gid: 2,
+            nlink: 2,
+            size: 0,
+            atime_ns: 0,
+            mtime_ns: 0,
+            ctime_ns: 0,
+            rdev: 0,
+            generation: 0,
+        }
+    }
+
+    #[test]
+    fn recent_dirs_keep_directories_only_the_newest_and_stay_bounded() {
+        let recent = RecentDirs::default();
+        recent.note(&attr(7, Kind::File));
+        assert_eq!(recent.get(7), None, "a file's attributes are not kept");
+        recent.note(&attr(8, Kind::Directory));
+        recent.note(&Attr {
+            mode: 0o700,
+            ..attr(8, Kind::Directory)
+        });
+        assert_eq!(recent.get(8).map(|a| a.mode), Some(0o700), "the newest");
+        for ino in 100..100 + RECENT_DIRS as u64 {
+            recent.note(&attr(ino, Kind::Directory));
+        }
+        assert!(recent.0.lock().len() <= RECENT_DIRS);
+        let newest = 99 + RECENT_DIRS as u64;
+        assert!(recent.get(newest).is_some(), "the last one noted is kept");
     }
 }

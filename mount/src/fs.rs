@@ -54,19 +54,25 @@ impl MdsFs {
 
 fn entry(reply: ReplyEntry, mount: &Mount, answer: Fallible<Attr>) {
     match answer {
-        Ok(a) => reply.entry_with_ttls(
+        Ok(a) => {
+            mount.recent_dirs.note(&a);
+            reply.entry_with_ttls(
             &mount.timeouts.attr,
             &mount.timeouts.entry,
-            &file_attr(&a),
-            Generation(a.generation),
-        ),
+                &file_attr(&a),
+                Generation(a.generation),
+            );
+        }
         Err(e) => reply.error(e),
     }
 }
 
 fn attr_reply(reply: ReplyAttr, mount: &Mount, answer: Fallible<Attr>) {
     match answer {
-        Ok(a) => reply.attr(&mount.timeouts.attr, &file_attr(&a)),
+        Ok(a) => {
+            mount.recent_dirs.note(&a);
+            reply.attr(&mount.timeouts.attr, &file_attr(&a));
+        }
         Err(e) => reply.error(e),
     }
 }

@@ -15,7 +15,7 @@ use tracing::warn;
 use crate::attr::{Fallible, errno};
 use crate::conn::Conn;
 use crate::creds::{Caller, Groups};
-use crate::dirs::DirStream;
+use crate::dirs::{OpenDir, RecentDirs};
 use crate::durability::{Durability, touched_by};
 use crate::files::OpenFile;
 use crate::shards::Shards;
@@ -41,8 +41,10 @@ pub struct Mount {
     /// Open files by FUSE file handle (the server's handle number).
     pub files: Mutex<HashMap<u64, Arc<OpenFile>>>,
     /// Open directories by FUSE file handle (numbered apart from files).
-    pub dirs: Mutex<HashMap<u64, Arc<tokio::sync::Mutex<DirStream>>>>,
+    pub dirs: Mutex<HashMap<u64, Arc<OpenDir>>>,
     pub next_dir: AtomicU64,
+    /// The attributes of the directories the kernel was last told of, for OPENDIR.
+    pub recent_dirs: RecentDirs,
     /// Tells the kernel what it keeps is stale; set once the session exists.
     notifier: std::sync::OnceLock<fuser::Notifier>,
 }
@@ -59,6 +61,7 @@ impl Mount {
             files: Mutex::new(HashMap::new()),
             dirs: Mutex::new(HashMap::new()),
             next_dir: AtomicU64::new(1),
+            recent_dirs: RecentDirs::default(),
             notifier: std::sync::OnceLock::new(),
         }
     }

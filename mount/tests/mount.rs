@@ -115,6 +115,67 @@ fn data_goes_in_and_comes_back_through_the_mount() {
     assert!(m.unmount().success());
 }
 
+/// Issue 53, finding 9: a directory removed while open — by RMDIR, or replaced by a RENAME —
+/// still answers `fstat` through what holds it open until the last close, with no links
+/// left, as on the local disk (the same steps run on both; on 8d645ab the mount said ESTALE).
+#[test]
+fn a_directory_removed_while_open_still_answers_fstat_until_its_last_close() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path(), &[]);
+    let m = Mounted::new(&server, &[]);
+    let local = tempfile::tempdir_in("/var/tmp").unwrap();
+
+    // (mode, ino, nlink) of each held directory after its removal, on one file system.
+    let removed_while_open = |root: &Path| {
+        let make = |name: &str| {
+            let path = root.join(name);
+            fs::create_dir(&path).unwrap();
+            fs::set_permissions(&path, fs::Permissions::from_mode(0o750)).unwrap();
+            let held = File::open(&path).unwrap();
+            (path, held)
+        };
+        let (replaced, held_replaced) = make("replaced");
+        let (removed, held_removed) = make("removed");
+        let inos = [
+            held_replaced.metadata().unwrap().ino(),
+            held_removed.metadata().unwrap().ino(),
+        ];
+        fs::create_dir(root.join("newer")).unwrap();
+        fs::rename(root.join("newer"), &replaced).unwrap();
+        fs::remove_dir(&removed).unwrap();
+        let after: Vec<(bool, u32, u64, u64)> = [&held_replaced, &held_removed]
+            .iter()
+            .map(|held| {
+                let meta = held
+                    .metadata()
+                    .unwrap_or_else(|e| panic!("fstat of a removed open directory: {e}"));
+                (meta.is_dir(), meta.mode() & 0o7777, meta.ino(), meta.nlink())
+            })
+            .collect();
+        assert_ne!(
+            fs::metadata(&replaced).unwrap().ino(),
+            inos[0],
+            "the name is the newer directory's"
+        );
+        assert!(!removed.exists());
+        (inos, after)
+    };
+    let expect = |inos: [u64; 2]| vec![(true, 0o750, inos[0], 0), (true, 0o750, inos[1], 0)];
+    let (local_inos, on_disk) = removed_while_open(local.path());
+    assert_eq!(on_disk, expect(local_inos), "the local kernel's answer");
+    let (inos, on_mount) = removed_while_open(&m.at);
+    assert_eq!(on_mount, expect(inos), "the mount's answer, as the local disk's");
+    assert!(m.unmount().success());
+
+    // Under default_permissions OPENDIR asks the server nothing: the attributes come from
+    // what the kernel was last told of the directory.
+    let m = Mounted::new(&server, &["-o", "default_permissions"]);
+    fs::create_dir(m.path("kernel-checks")).unwrap();
+    let (inos, on_mount) = removed_while_open(&m.path("kernel-checks"));
+    assert_eq!(on_mount, expect(inos), "under default_permissions");
+    assert!(m.unmount().success());
+}
+
 #[test]
 fn a_directory_of_two_thousand_entries_lists_whole() {
     let dir = tempfile::tempdir().unwrap();

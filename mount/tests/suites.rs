@@ -780,10 +780,25 @@ fn fs_mark_with_fsync_survives_sigkill_of_the_server() {
         done.len() - before
     );
     check_fs_mark_runs(&done, &mnt, server.addr, &mount, &|| {
-        store_evidence(
-            &env.mds,
-            &data,
-            &[("first", &first_log), ("restarted", &server.log)],
+        // Requests the restarted server answered without executing them (from a resend
+        // record, or by joining one under way) say whether a lost create was ever executed.
+        let (_, _, metrics) = mds_testkit::http(server.metrics, "GET", "/metrics")
+            .unwrap_or_else(|e| (0, String::new(), e.to_string()));
+        let answered: Vec<&str> = metrics
+            .lines()
+            .filter(|l| !l.starts_with('#'))
+            .filter(|l| ["resent", "replayed", "reconnects", "op=\"create\""]
+                .iter()
+                .any(|w| l.contains(w)))
+            .collect();
+        format!(
+            "the restarted server's metrics:\n{}\n{}",
+            answered.join("\n"),
+            store_evidence(
+                &env.mds,
+                &data,
+                &[("first", &first_log), ("restarted", &server.log)],
+            )
         )
     });
 
