@@ -528,6 +528,13 @@ fn cases() -> Vec<Case> {
         case("chgrp by root drops set-group-ID with group execute", ROOT_USER, Chgrp("d/f", BOBS), ok,
              &[dir("d", 0o755, 0, 0), file("d/f", 0o6755, A, USERS)])
             .then("d/f", 0o755, A, BOBS),
+        // Not only regular files: any non-directory (the outside suite's fifo cases).
+        case("chgrp by the owner of a set-ID fifo drops them", ALICE, Chgrp("d/p", STAFF), ok,
+             &[dir("d", 0o755, 0, 0), fifo("d/p", 0o6555, A, USERS)])
+            .then("d/p", 0o555, A, STAFF),
+        case("chown by root of a set-ID fifo drops them", ROOT_USER, Chown("d/p", B), ok,
+             &[dir("d", 0o755, 0, 0), fifo("d/p", 0o6755, A, USERS)])
+            .then("d/p", 0o755, B, USERS),
         case("chgrp by the owner of a set-ID directory keeps them", ALICE, Chgrp("d/e", STAFF), ok,
              &[dir("d", 0o755, 0, 0), dir("d/e", 0o6775, A, USERS)])
             .then("d/e", 0o6775, A, STAFF),
