@@ -14,7 +14,7 @@
 
 use mds_proto::{Cred, Errno};
 
-use super::perm::in_group;
+use super::cred::in_group;
 
 pub(crate) const ACL_USER_OBJ: u16 = 0x01;
 pub(crate) const ACL_USER: u16 = 0x02;
@@ -28,10 +28,13 @@ pub(crate) const ACL_ENTRY: usize = 8;
 const HEADER: [u8; 4] = 2u32.to_le_bytes();
 
 /// The most entries one ACL may have (E2BIG beyond, as XFS answers past its own limit): with
-/// the header that is the longest value kept in memory (`INLINE_XATTR_MAX`), so that every
-/// permission check finds its ACL in memory, never in the store.
-pub(crate) const MAX_ACL_ENTRIES: usize =
-    (super::node::INLINE_XATTR_MAX - HEADER.len()) / ACL_ENTRY;
+/// the header that is the longest value kept in memory (`node::INLINE_XATTR_MAX`, which
+/// `node.rs` holds to it at compile time), so that every permission check finds its ACL in
+/// memory, never in the store.
+pub(crate) const MAX_ACL_ENTRIES: usize = 31;
+
+/// The bytes of the longest ACL value: its header and [`MAX_ACL_ENTRIES`] entries.
+pub(crate) const MAX_ACL_BYTES: usize = HEADER.len() + MAX_ACL_ENTRIES * ACL_ENTRY;
 
 /// One ACL entry: tag, permissions, id.
 pub(crate) fn entries(acl: &[u8]) -> impl Iterator<Item = (u16, u16, u32)> + '_ {

@@ -12,6 +12,7 @@
 //! record, so in-memory-only state can never change the disk encoding (`docs/schema.md`).
 
 mod acl;
+mod cred;
 mod dir;
 mod handles;
 mod ino_run;
@@ -447,7 +448,7 @@ impl Namespace {
     /// pushes its ops one by one: each is built where it goes, not in an array first and
     /// copied over with it ([`Namespace::journal_ops`]).
     pub(crate) fn op_list(&self, n: usize) -> Vec<JournalOp> {
-        self.op_lists.take(n + ops::RESEND_OPS)
+        self.op_lists.take(n + op_lists::RESEND_OPS)
     }
 
     /// The records of a written commit, done with: their op lists go back for the next
@@ -676,7 +677,7 @@ impl Namespace {
                 orphaned.get_or_insert((ino, name));
                 return Ok(());
             };
-            let bytes = ops::xattr_charge(&name, &value);
+            let bytes = node::xattr_charge(&name, &value);
             let xattrs = node.xattrs.get_or_insert_with(Default::default);
             xattrs.bytes += bytes;
             xattrs

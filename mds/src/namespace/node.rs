@@ -450,6 +450,18 @@ pub(crate) const DEFAULT_ACL: &str = "system.posix_acl_default";
 /// not grow with the attribute bytes it keeps (1,500 values of 64 KiB once held 100 MiB).
 pub(crate) const INLINE_XATTR_MAX: usize = 256;
 
+/// What an attribute costs beyond its name and value: about what keeping it does (its map
+/// entry, two boxed slices), and more than its name's length prefix in a LISTXATTR reply.
+pub(crate) const XATTR_OVERHEAD: usize = 16;
+
+/// The bytes an attribute of `name` and `value` is charged.
+pub(crate) fn xattr_charge(name: &str, value: &[u8]) -> usize {
+    name.len() + value.len() + XATTR_OVERHEAD
+}
+
+// Every ACL a permission check asks for is in memory (`acl::MAX_ACL_ENTRIES`).
+const _: () = assert!(super::acl::MAX_ACL_BYTES <= INLINE_XATTR_MAX);
+
 /// One attribute's value: itself when short, else its length, with the value in memory only
 /// until the commit that writes it is durable (readers find it in the store then), as file
 /// data is kept.

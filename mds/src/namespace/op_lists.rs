@@ -13,6 +13,10 @@
 use journal::{JournalOp, TxRecord};
 use parking_lot::Mutex;
 
+/// Journal ops dispatch adds to a mutation's record: its resend record. Reserved when
+/// the record is built, so adding it never reallocates the ops.
+pub(super) const RESEND_OPS: usize = 1;
+
 /// Spare lists kept at most: more than the mutations in flight at 64 x 16 (1,024), so a
 /// commit's worth comes back without overflowing. Each holds at most [`KEEP_UP_TO`] ops
 /// (128 bytes each): at most 4 MiB kept.

@@ -32,20 +32,7 @@ const S_IXGRP: u32 = 0o0010;
 /// `anonuid`/`anongid` default.
 pub(crate) const NOBODY: u32 = 65534;
 
-/// Whether the caller is the superuser. Root passes every read and write check and every
-/// search check on a directory (Linux's CAP_DAC_OVERRIDE), and every owner-only rule (CAP_FOWNER,
-/// CAP_CHOWN, CAP_FSETID). Execute permission on a regular file, which root has only if some
-/// `x` bit is set, is never asked for here.
-#[inline]
-pub(crate) fn is_root(cred: &Cred) -> bool {
-    cred.uid == 0
-}
-
-/// Whether `gid` is the caller's primary group or one of its supplementary groups.
-#[inline]
-pub(crate) fn in_group(cred: &Cred, gid: u32) -> bool {
-    cred.gid == gid || cred.groups.contains(&gid)
-}
+pub(crate) use super::cred::{in_group, is_root};
 
 /// Whether the caller may `want` (a mask of [`READ`], [`WRITE`], [`SEARCH`]) on `inode`,
 /// whose access ACL is `acl` if it has one: EACCES if not. One class decides, as POSIX says:

@@ -16,7 +16,7 @@ use std::sync::atomic::Ordering;
 use journal::{Change, Journal, Recovered};
 
 use super::node::{AttrValue, DirName, Entries, Entry, FileKind, InodeAttr, Node};
-use super::{Namespace, ops};
+use super::{Namespace, node};
 
 /// A namespace following its owner's commits, with what a takeover checks it against.
 pub struct WarmNamespace {
@@ -146,11 +146,11 @@ impl WarmNamespace {
                 let mut locked = ns.table.lock(&[ino]);
                 if let Some(node) = locked.get_mut(ino) {
                     let xattrs = node.xattrs.get_or_insert_with(Default::default);
-                    let charge = ops::xattr_charge(&name, &value);
+                    let charge = node::xattr_charge(&name, &value);
                     let before = xattrs
                         .by_name
                         .insert(name.as_str().into(), AttrValue::committed(value))
-                        .map_or(0, |old| name.len() + old.len() + ops::XATTR_OVERHEAD);
+                        .map_or(0, |old| name.len() + old.len() + node::XATTR_OVERHEAD);
                     xattrs.bytes = xattrs.bytes + charge - before;
                     ns.xattr_bytes.fetch_add(charge as u64, Ordering::Relaxed);
                     ns.xattr_bytes.fetch_sub(before as u64, Ordering::Relaxed);
@@ -161,7 +161,7 @@ impl WarmNamespace {
                 if let Some(xattrs) = locked.get_mut(ino).and_then(|n| n.xattrs.as_mut())
                     && let Some(old) = xattrs.by_name.remove(name.as_str())
                 {
-                    let charge = name.len() + old.len() + ops::XATTR_OVERHEAD;
+                    let charge = name.len() + old.len() + node::XATTR_OVERHEAD;
                     xattrs.bytes -= charge;
                     ns.xattr_bytes.fetch_sub(charge as u64, Ordering::Relaxed);
                 }

@@ -59,6 +59,7 @@ use mds_proto::{
     Body, DirEntry, Errno, Kind, MAX_FRAME, MAX_READDIR, Op, SetAttr, SetTime, check_name,
 };
 
+mod acls;
 mod data;
 mod link;
 mod open;
@@ -66,11 +67,7 @@ mod remote;
 mod rename;
 mod xattr;
 
-pub(super) use xattr::{XATTR_OVERHEAD, charge as xattr_charge};
-
-/// Journal ops dispatch adds to a mutation's record: its resend record. Reserved when
-/// the record is built, so adding it never reallocates the ops.
-pub(super) const RESEND_OPS: usize = 1;
+pub(super) use super::op_lists::RESEND_OPS;
 
 /// READDIR stops adding entries past this many bytes, so a page always fits a frame.
 const READDIR_BUDGET: usize = MAX_FRAME / 2;
@@ -198,7 +195,7 @@ fn inherit_acl(
 #[inline(never)]
 fn inherit_default_acl(default: &[u8], kind: FileKind, mode: u32) -> (u32, Option<Box<Xattrs>>) {
     let (bits, access) = acl::inherit(default, mode & 0o777);
-    let inherited = xattr::Inherited {
+    let inherited = acls::Inherited {
         access,
         default: kind.is_dir().then(|| default.to_vec()),
     };
@@ -605,7 +602,7 @@ impl Namespace {
             if let Some(entry) = p.entry(name) {
                 cx.see(&entry.stamp);
                 if self.is_remote(entry.ino) {
-                    return Ok(remote::remote_entry(entry.ino));
+                    return Ok(remote_entry(entry.ino));
                 }
                 entry.ino
             } else {
@@ -694,7 +691,7 @@ impl Namespace {
             node.attr.mtime_ns = now;
         }
         if set.mode.is_some()
-            && let Some(op) = xattr::chmod_acl(node, mode)
+            && let Some(op) = acls::chmod_acl(node, mode)
         {
             ops.push(op);
         }
@@ -958,4 +955,12 @@ fn see_inode(cx: &mut Cx<'_>, node: &Node) {
     if let Some(dir) = &node.dir {
         cx.see(&dir.content);
     }
+}
+
+/// LOOKUP's answer for an entry naming another shard's directory.
+fn remote_entry(ino: u64) -> Exec {
+    now(Body::Remote {
+        ino,
+        kind: FileKind::Directory.wire(),
+    })
 }

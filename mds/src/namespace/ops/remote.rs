@@ -462,11 +462,3 @@ impl Namespace {
         Ok(Some(TxRecord { transno, ops }))
     }
 }
-
-/// LOOKUP's answer for an entry naming another shard's directory.
-pub(super) fn remote_entry(ino: u64) -> Exec {
-    now(Body::Remote {
-        ino,
-        kind: FileKind::Directory.wire(),
-    })
-}

@@ -3,7 +3,7 @@
 //! rules per namespace (`perm::may_xattr`). An attribute belongs to its inode for
 //! commit-on-share: a change writes the inode's stamp and sets its ctime, a read looks at
 //! the stamp. Each inode holds at most [`MAX_XATTR_BYTES`] of them, each charged its name,
-//! its value and [`XATTR_OVERHEAD`] (ENOSPC past it, as a file system out of room for them):
+//! its value and [`XATTR_OVERHEAD`](crate::namespace::node::XATTR_OVERHEAD) (ENOSPC past it, as a file system out of room for them):
 //! so one inode's memory is bounded, and its LISTXATTR — each name with a length of at most
 //! 2 bytes — always fits a reply, however short the names. Values longer than
 //! [`INLINE_XATTR_MAX`](crate::namespace::node::INLINE_XATTR_MAX) are read from the store
@@ -12,11 +12,13 @@
 use std::sync::atomic::Ordering;
 
 use journal::JournalOp;
+
+use crate::namespace::node::{XATTR_OVERHEAD, xattr_charge as charge};
 use mds_proto::{Body, Errno, MAX_XATTR_NAME, MAX_XATTR_VALUE, XattrSet, XattrValue};
 
 use super::{Cx, OpResult, inode, inode_mut, mutation, now, see_inode};
 use crate::namespace::acl;
-use crate::namespace::node::{ACCESS_ACL, AttrValue, DEFAULT_ACL, Node, Xattrs};
+use crate::namespace::node::{AttrValue, Node, Xattrs};
 use crate::namespace::perm::{self, XattrSpace};
 use crate::namespace::{Namespace, now_ns};
 
@@ -24,15 +26,6 @@ use crate::namespace::{Namespace, now_ns};
 /// attribute of the largest size and room for a few small ones. LISTXATTR's reply is at most
 /// this less 14 bytes per attribute, under `MAX_FRAME` with room for the reply's header.
 pub(crate) const MAX_XATTR_BYTES: usize = MAX_XATTR_VALUE + 4096;
-
-/// What an attribute costs beyond its name and value: about what keeping it does (its map
-/// entry, two boxed slices), and more than its name's length prefix in a LISTXATTR reply.
-pub(crate) const XATTR_OVERHEAD: usize = 16;
-
-/// The bytes an attribute of `name` and `value` is charged.
-pub(crate) fn charge(name: &str, value: &[u8]) -> usize {
-    name.len() + value.len() + XATTR_OVERHEAD
-}
 
 /// A name's length, as the system calls check it before anything else.
 fn check_xattr_name(name: &str) -> Result<(), Errno> {
@@ -270,44 +263,5 @@ fn value_len(node: &Node, name: &str) -> Option<usize> {
 fn drop_if_empty(xattrs: &mut Option<Box<Xattrs>>) {
     if xattrs.as_ref().is_some_and(|x| x.by_name.is_empty()) {
         *xattrs = None;
-    }
-}
-
-/// A chmod's new `mode` carried into `node`'s access ACL, if it has one, as Linux's
-/// `posix_acl_chmod`: its owner's, mask (else owning group's) and others' entries take the
-/// mode's bits. The journal op that writes it; the ACL keeps its length, so its charge.
-pub(super) fn chmod_acl(node: &mut Node, mode: u32) -> Option<JournalOp> {
-    let value = acl::to_value(&acl::chmod(node.access_acl()?, mode));
-    let kept = node.xattrs.as_mut()?.by_name.get_mut(ACCESS_ACL)?;
-    *kept = AttrValue::Inline(value.as_slice().into());
-    Some(JournalOp::PutXattr {
-        ino: node.attr.ino,
-        name: ACCESS_ACL.to_owned(),
-        value,
-    })
-}
-
-/// The ACLs a new inode takes from its directory's default ACL (`acl::inherit`): an access
-/// ACL where its mode does not say it all, and, for a directory, the default ACL itself.
-#[derive(Default)]
-pub(super) struct Inherited {
-    pub access: Option<Vec<u8>>,
-    pub default: Option<Vec<u8>>,
-}
-
-impl Inherited {
-    /// The attributes as the new inode keeps them, with what they are charged in all.
-    pub(super) fn into_xattrs(self) -> Option<Box<Xattrs>> {
-        let mut xattrs = Xattrs::default();
-        for (name, entries) in [(ACCESS_ACL, self.access), (DEFAULT_ACL, self.default)] {
-            if let Some(entries) = entries {
-                let value = acl::to_value(&entries);
-                xattrs.bytes += charge(name, &value);
-                xattrs
-                    .by_name
-                    .insert(name.into(), AttrValue::Inline(value.into()));
-            }
-        }
-        (!xattrs.by_name.is_empty()).then(|| Box::new(xattrs))
     }
 }
