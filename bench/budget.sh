@@ -2,7 +2,7 @@
 # The counted cost of a durable create, by stage: the server serves COUNT creates at
 # THREADS x DEPTH under callgrind (one partition, so its stages are one thread's), and the
 # inclusive instruction counts of the functions that begin each stage, divided by COUNT, make
-# the table docs/BENCHMARKS.md keeps ("Where a create's instructions go"). Then Redis, if
+# the table docs/benchmarks/create-path.md keeps ("Where a create's instructions go"). Then Redis, if
 # installed, serves COUNT durable SETs (appendfsync always) under cachegrind, driven at the same
 # outstanding count (redis-benchmark -c THREADS -P DEPTH), for its instructions per SET.
 # Counts repeat where timings on this host do not; the server runs ~50x slower under valgrind,

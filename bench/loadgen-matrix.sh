@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The figures of docs/BENCHMARKS.md, side by side in one run on one machine:
+# The figures of docs/benchmarks/group-commit.md ("Server against its ceiling"), side by side in one run on one machine:
 #   1. the journal ceiling: RocksDB's synced batched write rate for create records (criterion);
 #   2. creates/s through mds at 1, 2, 8, 64 threads (depth 1), 8x16 and 64x16;
 # then bench/results/matrix.csv and the chart docs/creates-vs-outstanding.svg.

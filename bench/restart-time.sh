@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Restart time of a large store (docs/BENCHMARKS.md, "Restart of a large store"): builds a
+# Restart time of a large store (docs/benchmarks/journal.md, "Restart of a large store"): builds a
 # store of INODES inodes straight through the journal (journal/examples/build_store.rs), then
 # times `mds serve` from its start to `listening on`, split at its `journal open` and
 # `namespace loaded` log lines, three times:

@@ -4,7 +4,7 @@
 # twice; then, alternating, OLD starts on one copy and NEW on the other (its first start
 # upgrades the store, if NEW's schema is newer), each timed from exec to `listening on`, with
 # its CPU time (user + system) and resident memory then; NEW once more at the end. Made for
-# schema 5 (entries keyed by child, docs/BENCHMARKS.md "Entries keyed by their child").
+# schema 5 (entries keyed by child, docs/benchmarks/journal.md "Entries keyed by their child").
 # FILL=each: each build's server fills a store of its own (in its own format) instead, and
 # each restarts on its own: a restart of a store as each schema writes it (schema 6, "A new
 # inode's image in its entry").

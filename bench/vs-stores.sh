@@ -217,7 +217,7 @@ SQL
 # shared core and disk. PostgreSQL stayed up for the whole script, and after a run it still had
 # the table it filled to checkpoint and autovacuum; mds's run at 1024 came right after it, and
 # made 148-149k creates/s in two runs, 170k with the other systems left out, 161k and 206k
-# with this (docs/BENCHMARKS.md). The table is dropped (pg_run makes a new one), checkpointed,
+# with this (docs/benchmarks/create-path.md). The table is dropped (pg_run makes a new one), checkpointed,
 # and every dirty page written. Even so, mds at 1024 made 282k creates/s right after
 # PostgreSQL's batched run against 305k before it (same build, same hour), and 249k in both
 # rounds of the whole script: PostgreSQL is now stopped as well, until its next run.

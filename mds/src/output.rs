@@ -200,7 +200,7 @@ impl ConnOutput {
     /// the buffer's lock. Returns true when nothing is left to write; false when the caller
     /// must [`ConnOutput::wake_writer`] for the rest (the socket was full or broken, the writer
     /// is busy, or it is a TLS stream). Waking the writer task instead, per connection and
-    /// drain, cost ~1,300 instructions a create at one request in flight (docs/BENCHMARKS.md).
+    /// drain, cost ~1,300 instructions a create at one request in flight (docs/benchmarks/create-path.md, "Replies sent by whoever appended them").
     pub fn send_now(&self) -> bool {
         let mut out = self.buf.lock();
         if out.bytes.is_empty() {

@@ -56,7 +56,7 @@ const EMPTY: u64 = u64::MAX;
 struct Queue<T> {
     /// Pending replies sorted by transno, equal transnos in push order. Held by value, not
     /// behind an `Arc`: nothing outside the queue holds a pending reply, and an allocation and
-    /// a free per reply were a third of a drain's cost (BENCHMARKS.md).
+    /// a free per reply were a third of a drain's cost (docs/benchmarks/reply-path.md, "Per-partition queues against the global baseline").
     pending: Mutex<VecDeque<PendingReply<T>>>,
     /// Transno of the first pending reply, `EMPTY` if none: what the committer checks to
     /// decide whether this partition needs a wake, without taking the queue's lock.

@@ -6,7 +6,7 @@
 //! from both, merged.
 //!
 //! Held in the map alone, every record cost a B-tree insert and a removal, ~550 instructions
-//! a create at 64 x 16 (counted, docs/BENCHMARKS.md, "Records held in arrival order").
+//! a create at 64 x 16 (counted, docs/benchmarks/create-path.md, "Records held in arrival order").
 
 use std::collections::{BTreeMap, VecDeque};
 

@@ -3,7 +3,7 @@
 //!
 //! A read of 16 pipelined creates sent 16 records, each a channel send on the partition's
 //! thread and a receive on the committer's (~250 instructions a create together, counted in
-//! docs/BENCHMARKS.md). Gathered, the read costs one send and one receive. Nothing waits
+//! docs/benchmarks/create-path.md, "One hand-off a read"). Gathered, the read costs one send and one receive. Nothing waits
 //! longer for it than the rest of that poll: the poll ends when the read's requests are all
 //! dispatched, or earlier when one of them must wait (a recovery turn, another shard's
 //! answer, a commit it asked for) — and a poll that returns `Pending` hands over what it

@@ -39,7 +39,7 @@ pub async fn serve(
 ) {
     let upkeep = handle.clone();
     tokio::spawn(async move {
-        // Without upkeep, histogram samples pile up in the recorder (CRATES.md).
+        // Without upkeep, histogram samples pile up in the recorder (docs/architecture.md, "Metrics endpoint").
         let mut tick = tokio::time::interval(Duration::from_secs(5));
         loop {
             tick.tick().await;

@@ -6,7 +6,7 @@
 //! common eight-byte ending) share one slot, ordered by their bytes there. A search compares
 //! the 8-byte words of a node's keys as integers, where the B-tree of whole names it replaced
 //! compared 40-byte keys through `memcmp`: fewer cache lines a level and fewer instructions
-//! (docs/BENCHMARKS.md, "A directory's entries keyed by a word of their name"). The names and
+//! (docs/benchmarks/in-memory.md, "A directory's entries keyed by a word of their name"). The names and
 //! entries stay in the nodes: boxed, a node was ~190 bytes and creates at 1,024 outstanding
 //! ~4% faster, but a LOOKUP followed one more pointer and lost ~15%.
 //! Names made from a counter — `file.1`, `file.2`, mdtest's and loadgen's — end in the digits

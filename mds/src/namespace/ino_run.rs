@@ -4,7 +4,7 @@
 //! creates find the stripe's lock, its map's control bytes and the neighbouring slots still in
 //! its core's cache. Two partitions never create in one block: numbers taken one at a time
 //! from the shared counter interleave the partitions' creates, and a stripe per block then
-//! made them wait on each other's locks (docs/BENCHMARKS.md, "Inode numbers in runs").
+//! made them wait on each other's locks (docs/benchmarks/in-memory.md, "Inode numbers in runs").
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -273,7 +273,7 @@ impl Namespace {
         // scattered and in no name order. Each directory's are gathered, sorted once (in
         // directory order, which puts equal names side by side) and built in one pass;
         // inserted one by one as they came, a start-up took 14-25% longer
-        // (docs/BENCHMARKS.md, "Entries keyed by their child").
+        // (docs/benchmarks/journal.md, "Entries keyed by their child").
         let mut groups: BTreeMap<u64, Vec<(DirName, Entry)>> = BTreeMap::new();
         // Files with no link left: each must be an orphan (`load_orphans`). Noted here, in
         // the one pass over the inodes, rather than by walking the table again.
@@ -491,7 +491,7 @@ impl Namespace {
     /// number of a block of its own and burns the rest: creates in a directory lock its
     /// stripe, and the table stripes by block (`table::stripe_of`), so directories made one
     /// after another would share a stripe, and partitions creating in them would wait on each
-    /// other's locks (docs/BENCHMARKS.md, "Inode numbers in runs").
+    /// other's locks (docs/benchmarks/in-memory.md, "Inode numbers in runs").
     fn allocate_ino(&self, dir: bool) -> Result<u64, Errno> {
         let ceiling = self
             .ceilings

@@ -13,7 +13,7 @@
 //! A second property runs two clients with commit-on-share on and a `last_committed` that
 //! moves at random: every answer must wait for (a mutation: be built on) exactly the newest
 //! not-yet-durable change by the *other* client among the objects the operation looks at
-//! (DESIGN.md §3's table, as `ops.rs` reads it), and answer what the first property's
+//! (docs/design.md, "The operation table", as `ops/mod.rs` reads it), and answer what the first property's
 //! reference answers. The tests at the end are the cases it once found where the server did
 //! not do what that table says.
 //!
@@ -238,7 +238,7 @@ struct Footprint {
     transno: Option<u64>,
 }
 
-/// The reference namespace: POSIX as DESIGN.md §3 words it, with no locks, stamps or stripes.
+/// The reference namespace: POSIX as docs/design.md ("The namespace") and docs/namespace.md word it, with no locks, stamps or stripes.
 #[derive(Debug)]
 struct Model {
     live: BTreeMap<u64, ModelInode>,
@@ -247,7 +247,7 @@ struct Model {
     last_transno: u64,
 }
 
-/// DESIGN.md §3's name rules, written out again rather than calling `check_name`, so that a
+/// docs/design.md's name rules ("The namespace"), written out again rather than calling `check_name`, so that a
 /// slip in either shows.
 fn name_rule(name: &str) -> Result<(), Errno> {
     if name.is_empty() || name == "." || name == ".." || name.contains(['/', '\0']) {
@@ -848,7 +848,7 @@ impl Model {
     }
 }
 
-/// Commit-on-share as DESIGN.md words it: every change to every object by (client, transno),
+/// Commit-on-share as docs/design.md words it ("Commit-on-share"): every change to every object by (client, transno),
 /// so an answer's wait is the newest change by another client, among what it looked at, that
 /// is not durable yet.
 #[derive(Debug, Default)]
@@ -1334,7 +1334,7 @@ proptest! {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Cases the two-client property found where the server did not do what DESIGN.md's
+// Cases the two-client property found where the server did not do what docs/design.md's
 // commit-on-share table says. Each is an answer client B got at once, built on client A's
 // change that was not durable: were the server to crash and A not come back, that change
 // would be gone and B's answer false — which is what commit-on-share exists to prevent ("no

@@ -24,7 +24,7 @@ pub(crate) const INLINE_NAME: usize = 32;
 /// itself, longer ones on the heap. With `String` keys every name was behind a pointer, and a
 /// create's search of a large directory missed the cache on most of the names it compared with
 /// (memcmp in the partitions was 9.7% of the server's samples at 64 x 16, 73% of it on the
-/// first load of the stored name: docs/BENCHMARKS.md). Ordered by bytes, as `str` is; a
+/// first load of the stored name: docs/benchmarks/in-memory.md). Ordered by bytes, as `str` is; a
 /// directory orders its names by a word of each first (`dir.rs`). Looked up by
 /// `name.as_bytes()`.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord)]

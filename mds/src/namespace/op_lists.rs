@@ -8,7 +8,7 @@
 //! buffer, so under load the same few thousand buffers go round; a list that does not fit
 //! the spares (or is too large to keep) is freed as before, and a partition that finds none
 //! allocates one. Counted, taking and giving back cost most of what the allocator did: −57
-//! instructions a create, but −5 D1 and −4 LL misses (docs/BENCHMARKS.md).
+//! instructions a create, but −5 D1 and −4 LL misses (docs/benchmarks/create-path.md, "Latencies counted per partition, names inline, op lists reused").
 
 use journal::{JournalOp, TxRecord};
 use parking_lot::Mutex;

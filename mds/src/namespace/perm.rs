@@ -5,7 +5,7 @@
 //! rewrites the credentials before any of this sees them.
 //!
 //! Pure functions of their arguments: no locks, no allocation (group membership is a scan of
-//! at most `MAX_GROUPS` words). The operations in `ops.rs` decide where each check goes in
+//! at most `MAX_GROUPS` words). The operations in `ops/mod.rs` decide where each check goes in
 //! their order of checks and what it shows commit-on-share.
 
 use mds_proto::{Cred, Errno, SetAttr, SetTime};

@@ -2,7 +2,7 @@
 //! refused, builds on whoever last changed the attributes it read — the directory's mode and
 //! owner, and under the sticky bit the entry's owner — and must wait for (a mutation: be built
 //! on) that change while it is another client's and not durable. Root's checks read nothing,
-//! so root waits for none of it. `ops.rs` explains why this is needed for correctness.
+//! so root waits for none of it. `ops/mod.rs` explains why this is needed for correctness.
 
 use journal::ROOT_INO;
 

@@ -37,7 +37,7 @@ const STRIPE_BITS: u32 = STRIPES.trailing_zeros();
 /// node to a random bucket — a stripe's table is about a megabyte under load, hundreds of
 /// megabytes over all stripes. Against foldhash, server CPU per create at 64 x 16 read 0.89,
 /// 0.90 and 0.98 in three runs (with `ino mod 1024` stripes of single numbers), where the same
-/// build against itself reads 0.96 to 1.03: a few percent (docs/BENCHMARKS.md). hashbrown
+/// build against itself reads 0.96 to 1.03: a few percent (docs/benchmarks/in-memory.md). hashbrown
 /// compares a tag taken from the hash's top seven bits (on a 64-bit target) before it compares
 /// keys, so those are mixed: neighbours, and numbers that share a home bucket, get different
 /// tags.
@@ -93,7 +93,7 @@ const REMOVED_PURGE_AT: usize = 64;
 /// all 1024 maps double within ~7% of each other's population, up to 590 of them within one
 /// run of 1024 creates: at 900k inodes each doubling moves ~150 KB of nodes into pages
 /// faulted in fresh, and every request in flight waited for the burst (20-150 ms at 64 x 16,
-/// the client's p99.9, docs/BENCHMARKS.md). Each stripe growing at its own point spreads the
+/// the client's p99.9, docs/benchmarks/tail.md). Each stripe growing at its own point spreads the
 /// doublings over the last eighth of each doubling of the population as well (at most ~160
 /// in a run of 1024 creates), for about 6% more bucket memory on average (the earliest
 /// stripe grows 7/8 full).
@@ -160,7 +160,7 @@ pub(crate) struct Table {
 fn stripe_of(ino: u64) -> usize {
     // A block of 64 consecutive numbers, one creating thread's run (`ino_run`), shares a
     // stripe: that thread's creates find its lock, control bytes and neighbouring slots in
-    // cache (LL misses a create at 64 x 16: 88.0 -> 80.8, docs/BENCHMARKS.md). Fibonacci hashing of the block
+    // cache (LL misses a create at 64 x 16: 88.0 -> 80.8, docs/benchmarks/in-memory.md). Fibonacci hashing of the block
     // spreads consecutive blocks over all stripes, and blocks at any regular stride too (with
     // `block mod STRIPES`, blocks 1024 apart would all meet in one stripe). A stripe's blocks
     // are 1024 apart on average, in gaps of at most three sizes (the three-distance theorem).

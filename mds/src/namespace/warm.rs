@@ -2,7 +2,7 @@
 //! store (`Journal::open_follower`), then brought up to date batch by batch from what that
 //! server commits (`Journal::follow`), so that taking the shard over needs no load of the
 //! namespace — the part of a start that grows with the store (about 5 s per million inodes
-//! here, docs/BENCHMARKS.md) — only RocksDB's own open and what `Recovered` says.
+//! here, docs/benchmarks/journal.md, "Restart of a large store") — only RocksDB's own open and what `Recovered` says.
 //!
 //! A batch is applied in the order that makes it whole whatever order the commit wrote it
 //! in: inode images first (a directory made in the batch must be there for its entries),

@@ -4,7 +4,7 @@
 //! answers, owns its queue of pending replies, and runs the writer task of each of its sockets
 //! (a drain on any thread may send to a socket directly while its writer is idle: `output.rs`).
 //!
-//! Hot path (marked as TiKV marks its own): the read loop and `deliver` in `serve.rs`,
+//! Hot path (marked as TiKV marks its own): the read loop and `deliver` in `partition/serve/mod.rs`,
 //! `dispatch`, and the drain in `drain.rs`. No logging above debug, no lock but the touched inodes' stripes, the
 //! session's and the connection's own small locks, and this partition's reply queue; one clock
 //! read per socket read and one per drain.

@@ -10,7 +10,7 @@
 //! Commit-on-share: every object an operation observes or builds on is shown to its caller's
 //! [`Cx`] (`cx.see(stamp)`), which remembers the newest transno of *another* client's change
 //! that is not durable yet; every object a mutation changes gets the caller's stamp. What each
-//! operation looks at follows DESIGN.md's table: LOOKUP the entry (or the removal of the name)
+//! operation looks at follows docs/design.md, "The operation table": LOOKUP the entry (or the removal of the name)
 //! and the inode; GETATTR, SETATTR and READDIR the inode and, for a directory, its content;
 //! CREATE the entry or the name's removal and the parent itself; UNLINK and RMDIR the entry,
 //! the inode, and for RMDIR the directory's content; RENAME both entries, both parents and

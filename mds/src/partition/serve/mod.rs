@@ -87,7 +87,7 @@ struct Refused;
 /// life, on the token both cancel ([`ConnOutput::ends`]), registered with it once. A future
 /// made for each read registered and unregistered itself with each token every time, under
 /// the token's lock: with the socket polled first, 22,896 -> 21,795 server instructions a
-/// create at one request in flight (docs/BENCHMARKS.md, "The ends a read waits for, made
+/// create at one request in flight (docs/benchmarks/create-path.md, "The ends a read waits for, made
 /// once"); and each poll of a registered one still takes that lock, so there is one, not
 /// one a token.
 struct Ending {
