@@ -79,7 +79,7 @@ def strip_code(text: str) -> str:
             out.append(c)
             i += 1
     code = "".join(out)
-    cut = re.search(r"#\[cfg\(test\)\]\s*(pub(\([^)]*\))?\s+)?mod\s+\w+\s*\{", code)
+    cut = re.search(r"#\[cfg\(test\)\]\s*(#\[[^\]]*\]\s*)*(pub(\([^)]*\))?\s+)?mod\s+\w+\s*\{", code)
     return code[: cut.start()] if cut else code
 
 

@@ -3,7 +3,7 @@
 //! open that shard's store with the claim's epoch (which fences off any older owner), keep
 //! the lease alive beside the data path, stop at once (fail-stop, as a crash) if etcd says
 //! the lease is gone, and release it after a clean stop so a standby takes over at once; the
-//! view of the owners that SHARD_MAP answers and SHARD_MAP_WAIT long-polls ([`ClusterView`]).
+//! view of the owners that SHARD_MAP answers and SHARD_MAP_WAIT long-polls ([`ShardView`]).
 //! And `mds cluster init` / `status`, which write and read the configuration.
 //!
 //! Everything here runs on one thread of its own ("mds-cluster"): no request waits for etcd.
@@ -16,173 +16,21 @@ use std::sync::Arc;
 
 use mds_client::auth::PeerKey;
 use mds_cluster::{Cluster, ClusterConfig, Lease, Owner, Ownership};
-use mds_proto::{Errno, Op, ShardLocation, ShardMap};
-use tracing::{error, info, warn};
+use tracing::{info, warn};
 
-use crate::committer::lease::OWNER_LEASE;
+use crate::committer::lease::{OWNER_LEASE, fail_stop};
 use crate::config::ServerConfig;
 use crate::error::{Error, IoContext, Result};
 use crate::metrics::{
     CLUSTER_SHARD_OWNED, LEASE_RENEWAL, LEASE_RENEWED_AT, LEASE_TTL, SHARD_EPOCH, SHARD_MAP_WAITS,
-    SHARD_OWNED,
+    SHARD_OWNED, unix_now,
 };
 use crate::server::{Listeners, Stop};
+use crate::shard::{Shard, ShardView};
 use crate::standby::Follower;
 
 /// How long one call to etcd may take.
 const ETCD_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// The exit status of a server that stopped because it lost its shard's lease (EX_TEMPFAIL:
-/// a service manager restarts it, and it claims again or waits as the owner it finds says).
-pub const EXIT_LEASE_LOST: i32 = 75;
-
-/// What the request path knows of the cluster: the shard this server serves, and which
-/// server serves each shard (from the owner keys' watch). Read by every request (one
-/// comparison of the shard bits); written at each change of owners.
-#[derive(Debug, Default)]
-pub struct ClusterView {
-    /// Set once the claim is won, before any request is served.
-    shard: std::sync::OnceLock<u16>,
-    map: parking_lot::RwLock<Vec<ShardLocation>>,
-    servers: parking_lot::RwLock<Vec<String>>,
-    /// What this server asks the other shards (remote directories).
-    pub peers: crate::peers::Peers,
-    /// The etcd revision of what `map` and `servers` say, published: a SHARD_MAP_WAIT waits
-    /// for it to pass its client's. `map` and `servers` change under its write lock, so a
-    /// reader holding it sees the three agree.
-    revision: tokio::sync::watch::Sender<u64>,
-}
-
-/// The longest a SHARD_MAP_WAIT is held, whatever its client asks: a client learns that its
-/// server is still there at least this often, and a connection nobody reads any more (its
-/// client went while it waited, which the server does not see until it answers) is let go.
-pub const MAX_MAP_WAIT: Duration = Duration::from_secs(60);
-
-impl ClusterView {
-    /// The shard this server serves from now on.
-    pub fn serve(&self, shard: u16) {
-        let _ = self.shard.set(shard);
-    }
-
-    /// Why this shard does not serve `op`, if it does not: EREMOTE when the inode that routes
-    /// it is another shard's (the client reads the map and goes there), EXDEV when the second
-    /// inode a RENAME or LINK names is (this version does neither across shards).
-    pub fn refuse(&self, op: &Op) -> Option<Errno> {
-        let &shard = self.shard.get()?;
-        let mine = |ino: u64| mds_proto::shard_of(ino) == shard;
-        if let Op::MakePendingDir { shard: asked, .. } = op {
-            return (*asked != shard).then_some(Errno::EREMOTE);
-        }
-        match (op.routing_ino(), op.second_ino()) {
-            (Some(ino), _) if !mine(ino) => Some(Errno::EREMOTE),
-            (_, Some(ino)) if !mine(ino) => Some(Errno::EXDEV),
-            _ => None,
-        }
-    }
-
-    /// The shard this server serves, once it does.
-    pub fn shard(&self) -> Option<u16> {
-        self.shard.get().copied()
-    }
-
-    /// Starts the scrub of this shard's pending directories (`peers::scrub`) on the cluster
-    /// thread's runtime.
-    pub fn start_scrub(
-        self: &Arc<Self>,
-        namespace: Arc<crate::namespace::Namespace>,
-        commit_tx: crossbeam_channel::Sender<crate::committer::CommitMsg>,
-    ) {
-        if let Some(runtime) = self.peers.runtime() {
-            runtime.spawn(crate::peers::scrub(namespace, commit_tx, self.clone()));
-        }
-    }
-
-    /// SHARD_MAP's answer.
-    pub fn shard_map(&self) -> ShardMap {
-        self.shard_map_at().1
-    }
-
-    /// The etcd revision of this server's view, and the map it says.
-    fn shard_map_at(&self) -> (u64, ShardMap) {
-        let revision = self.revision.borrow();
-        let map = ShardMap {
-            shard: self.shard.get().copied(),
-            shards: self.map.read().clone(),
-            servers: self.servers.read().clone(),
-        };
-        (*revision, map)
-    }
-
-    /// SHARD_MAP_WAIT's answer: the map once this server's view is newer than revision
-    /// `after`, or once `wait` (at most [`MAX_MAP_WAIT`]) has passed, or at once when the
-    /// server is stopping (`stop`) — with the revision it reflects. It holds no lock while it
-    /// waits; the owners' watch wakes it (`update`).
-    pub async fn shard_map_after(
-        &self,
-        after: u64,
-        wait: Duration,
-        stop: &tokio_util::sync::CancellationToken,
-    ) -> (u64, ShardMap) {
-        let mut newer = self.revision.subscribe();
-        if *newer.borrow() <= after && !wait.is_zero() {
-            let _held = HeldWait::count();
-            tokio::select! {
-                _ = newer.wait_for(|&revision| revision > after) => {}
-                () = tokio::time::sleep(wait.min(MAX_MAP_WAIT)) => {}
-                () = stop.cancelled() => {}
-            }
-        }
-        self.shard_map_at()
-    }
-
-    /// Takes what etcd said at `revision` (its owners, and its members read just after),
-    /// unless something newer was taken already: the claim's own read and the watch run
-    /// side by side, and an older read applied last would hide a server until the next
-    /// change. A newer revision wakes the SHARD_MAP_WAITs held.
-    fn update(&self, owners: &BTreeMap<u16, Ownership>, members: Option<&[Owner]>, revision: i64) {
-        let revision = revision.unsigned_abs();
-        self.revision.send_if_modified(|seen| {
-            if revision < *seen {
-                return false;
-            }
-            self.set(owners);
-            if let Some(members) = members {
-                *self.servers.write() = members.iter().map(|m| m.address.to_string()).collect();
-            }
-            let newer = revision > *seen;
-            *seen = revision;
-            newer
-        });
-    }
-
-    fn set(&self, owners: &BTreeMap<u16, Ownership>) {
-        *self.map.write() = owners
-            .iter()
-            .map(|(&shard, o)| ShardLocation {
-                shard,
-                address: o.owner.address.to_string(),
-                epoch: o.epoch,
-            })
-            .collect();
-    }
-}
-
-/// One SHARD_MAP_WAIT held, in `mds_shard_map_waits` until dropped (however its wait ends).
-struct HeldWait(metrics::Gauge);
-
-impl HeldWait {
-    fn count() -> HeldWait {
-        let waits = metrics::gauge!(SHARD_MAP_WAITS);
-        waits.increment(1.0);
-        HeldWait(waits)
-    }
-}
-
-impl Drop for HeldWait {
-    fn drop(&mut self) {
-        self.0.decrement(1.0);
-    }
-}
 
 fn cluster_error(what: impl Into<String>) -> impl FnOnce(mds_cluster::Error) -> Error {
     let what = what.into();
@@ -247,7 +95,7 @@ pub fn rotate_peer_secret(etcd: &str, name: &str) -> Result<()> {
 
 /// Reads the peer secret again every [`PEER_SECRET_REFRESH`] for as long as the process
 /// lives: a rotation reaches every server without a restart.
-async fn refresh_peer_secret(mut cluster: Cluster, view: Arc<ClusterView>) {
+async fn refresh_peer_secret(mut cluster: Cluster, view: Arc<ShardView>) {
     loop {
         tokio::time::sleep(PEER_SECRET_REFRESH).await;
         match read_peer_secret(&mut cluster).await {
@@ -330,8 +178,10 @@ fn runtime() -> Result<tokio::runtime::Runtime> {
         .doing(|| "building the cluster runtime".into())
 }
 
-/// Serves one shard of the cluster `config.keys.etcd` names until `stop`, then releases it.
-pub fn run(config: ServerConfig, listeners: Listeners, stop: Stop) -> Result<()> {
+/// Serves one shard of the cluster `config.keys.etcd` names until SIGTERM or SIGINT, then
+/// releases it.
+pub fn run(config: ServerConfig) -> Result<()> {
+    let (listeners, stop) = crate::server::listen(&config)?;
     // Before the first gauge: the recorder serve() uses (installed once per process).
     crate::metrics::install()?;
     let etcd = config.keys.etcd.clone().expect("run only with --etcd");
@@ -402,7 +252,7 @@ fn serve_a_shard(
     // Owners and standbys alike: a client whose server went away asks these who serves now.
     rt.block_on(cluster.register(&owner, lease))
         .map_err(cluster_error("registering in the cluster"))?;
-    let view = Arc::new(ClusterView::default());
+    let view = Arc::new(ShardView::default());
     // Before anything connects to this server or it to another: what its peers prove.
     let key = rt.block_on(read_peer_secret(cluster))?;
     view.peers.set_key(key);
@@ -495,7 +345,30 @@ fn serve_a_shard(
             cluster_config.shared_storage,
         ));
     }
-    config.shard = Some(identity);
+    serve_in_view(rt, cluster, &view, &owner, cluster_config, shard, &config);
+    if cluster_config.shared_storage {
+        wait_out_last_lease(cluster_config.ttl().max(lease.ttl), stop);
+    }
+    wait_for_store(&config, stop);
+    // The last owner has let go of the store: the follower reads its last commits.
+    let warm = follower.and_then(Follower::finish);
+    let shard = Shard { identity, view };
+    let served = crate::server::serve_warm(config, listeners, stop.clone(), warm, Some(shard));
+    metrics::gauge!(SHARD_OWNED, "shard" => label).set(0.0);
+    served
+}
+
+/// The view from the moment this server owns `shard`: the shard it serves, the other shards
+/// reachable through its peers, and itself in the map it answers.
+fn serve_in_view(
+    rt: &tokio::runtime::Runtime,
+    cluster: &mut Cluster,
+    view: &ShardView,
+    owner: &Owner,
+    cluster_config: &ClusterConfig,
+    shard: u16,
+    config: &ServerConfig,
+) {
     view.serve(shard);
     metrics::gauge!(SHARD_MAP_WAITS).set(0.0);
     // The peer secret, not the shared key, proves this server to the others.
@@ -512,16 +385,6 @@ fn serve_a_shard(
         let members = rt.block_on(cluster.members()).ok();
         view.update(&owners, members.as_deref(), revision);
     }
-    config.cluster = Some(view);
-    if cluster_config.shared_storage {
-        wait_out_last_lease(cluster_config.ttl().max(lease.ttl), stop);
-    }
-    wait_for_store(&config, stop);
-    // The last owner has let go of the store: the follower reads its last commits.
-    let warm = follower.and_then(Follower::finish);
-    let served = crate::server::serve_warm(config, listeners, stop.clone(), warm);
-    metrics::gauge!(SHARD_OWNED, "shard" => label).set(0.0);
-    served
 }
 
 /// A standby's metrics endpoint while it waits: the recorder's figures (the cluster's gauges,
@@ -689,7 +552,7 @@ async fn keep_lease(mut cluster: Cluster, lease: Lease, shared_storage: bool) {
 
 /// Every shard's owner as etcd has it: the shard map SHARD_MAP answers, and gauges (a shard
 /// without one shows 0 on every server that watches: the alert's input).
-async fn watch_owners(mut cluster: Cluster, shards: u16, view: Arc<ClusterView>) {
+async fn watch_owners(mut cluster: Cluster, shards: u16, view: Arc<ShardView>) {
     let mut last: BTreeMap<u16, Ownership> = BTreeMap::new();
     loop {
         let Ok((owners, revision)) = cluster.owners().await else {
@@ -716,80 +579,14 @@ async fn watch_owners(mut cluster: Cluster, shards: u16, view: Arc<ClusterView>)
     }
 }
 
-/// Ends the process now, without unwinding or flushing: another server may be given the
-/// shard at any moment, and nothing may be committed after that. The committer calls it too,
-/// when its lease's deadline passed before a write (`committer::lease`).
-pub(crate) fn fail_stop(why: &str) -> ! {
-    error!("lost the shard's lease: {why}; stopping at once (fail-stop)");
-    // SAFETY: _exit(2) ends the process; no destructor runs, as after SIGKILL, which the
-    // store survives by design.
-    unsafe { libc::_exit(EXIT_LEASE_LOST) }
-}
-
 fn hostname() -> String {
     std::fs::read_to_string("/proc/sys/kernel/hostname")
         .map_or_else(|_| "localhost".into(), |h| h.trim().to_owned())
 }
 
-/// Now, as Unix seconds: what the `*_timestamp_seconds` gauges hold.
-pub(crate) fn unix_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn owners(address: &str, epoch: u64) -> BTreeMap<u16, Ownership> {
-        let owner = Owner {
-            address: address.parse().unwrap(),
-            metrics: "127.0.0.1:9".parse().unwrap(),
-            node: "test".into(),
-        };
-        BTreeMap::from([(0, Ownership { owner, epoch })])
-    }
-
-    fn runtime() -> tokio::runtime::Runtime {
-        tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap()
-    }
-
-    #[test]
-    fn a_wait_is_answered_at_once_for_an_older_revision_and_woken_by_a_newer_one() {
-        let view = Arc::new(ClusterView::default());
-        view.serve(0);
-        view.update(&owners("127.0.0.1:1", 5), None, 5);
-        let stop = tokio_util::sync::CancellationToken::new();
-        runtime().block_on(async {
-            // Older than the view: at once, whatever the wait asked.
-            let (revision, map) = view.shard_map_after(4, MAX_MAP_WAIT, &stop).await;
-            assert_eq!((revision, map.shards[0].epoch), (5, 5));
-            // As new as the view: held until a newer revision comes, and only that wakes it
-            // (the same revision read again does not).
-            let held = tokio::spawn({
-                let (view, stop) = (view.clone(), stop.clone());
-                async move { view.shard_map_after(5, MAX_MAP_WAIT, &stop).await }
-            });
-            for _ in 0..10 {
-                tokio::task::yield_now().await;
-            }
-            view.update(&owners("127.0.0.1:1", 5), None, 5);
-            view.update(&owners("127.0.0.1:9", 3), None, 4); // older: not taken
-            for _ in 0..10 {
-                tokio::task::yield_now().await;
-            }
-            assert!(!held.is_finished(), "nothing newer than 5 came");
-            view.update(&owners("127.0.0.1:2", 7), None, 7);
-            let (revision, map) = held.await.unwrap();
-            assert_eq!(revision, 7);
-            assert_eq!(map.shards[0].address, "127.0.0.1:2");
-            assert_eq!(map.shard, Some(0));
-        });
-    }
 
     #[test]
     fn the_peer_secret_is_kept_in_etcd_as_hex_and_read_back_whole() {
@@ -804,20 +601,5 @@ mod tests {
         );
         assert_eq!(from_hex(&text[1..]), None);
         assert_eq!(from_hex(&text.replace(&text[..2], "zz")), None);
-    }
-
-    #[test]
-    fn a_wait_ends_with_its_time_or_the_servers_stop_and_answers_the_map_as_it_is() {
-        let view = ClusterView::default();
-        view.update(&owners("127.0.0.1:1", 5), None, 5);
-        let stop = tokio_util::sync::CancellationToken::new();
-        runtime().block_on(async {
-            let short = Duration::from_millis(20);
-            assert_eq!(view.shard_map_after(5, short, &stop).await.0, 5);
-            stop.cancel();
-            let stopping = view.shard_map_after(5, MAX_MAP_WAIT, &stop);
-            let answered = tokio::time::timeout(Duration::from_secs(10), stopping).await;
-            assert_eq!(answered.expect("answered once stopping").0, 5);
-        });
     }
 }

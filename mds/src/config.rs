@@ -371,7 +371,7 @@ pub struct Testing {
     /// Test hook: the server kills itself (SIGKILL) at this step of a MKDIR_REMOTE or a
     /// remote RMDIR.
     #[arg(long = "inject-crash-at", hide = true, value_enum)]
-    pub crash_at: Option<crate::peers::CrashPoint>,
+    pub crash_at: Option<crate::shard::CrashPoint>,
     /// Benchmark hook: each commit's synced write takes at least this long, as on a device
     /// whose sync is that slow (`bench/shards.sh` gives each shard of one machine a device
     /// of its own so).
@@ -406,12 +406,6 @@ pub struct ServerConfig {
     /// TLS on the client port; none: plain TCP.
     pub tls: Option<Arc<rustls::ServerConfig>>,
     pub limits: Limits,
-    /// The cluster shard this server claimed in etcd, with its epoch (`--etcd`); None
-    /// outside a cluster. Set by the claim, after the configuration is resolved.
-    pub shard: Option<journal::ShardIdentity>,
-    /// What the request path knows of the cluster (the shard it serves, the shard map),
-    /// kept up to date from etcd by the cluster thread. None outside a cluster.
-    pub cluster: Option<Arc<crate::cluster::ClusterView>>,
 }
 
 impl ServerConfig {
@@ -545,8 +539,6 @@ impl Config {
             auth_key,
             tls,
             limits,
-            shard: None,
-            cluster: None,
             keys: self,
         })
     }

@@ -25,6 +25,7 @@ use crate::partition::{self, DrainWakes, Net, Shared};
 use crate::queue::{Replies, ReplyPath};
 use crate::recovery::Recovery;
 use crate::session::Sessions;
+use crate::shard::Shard;
 
 /// The sockets a server serves on, bound before anything else happens — so a second server
 /// pointed at the same address fails before it touches the store.
@@ -99,10 +100,18 @@ impl Stop {
     }
 }
 
-/// Runs the server until SIGTERM or SIGINT, then shuts down cleanly. Returns an error if it
-/// could not start, or if the journal failed while it ran.
+/// Runs a server of its own (no `--etcd`; `cluster::run` serves a cluster's shard) until
+/// SIGTERM or SIGINT, then shuts down cleanly. Returns an error if it could not start, or if
+/// the journal failed while it ran.
 pub fn run(config: ServerConfig) -> Result<()> {
-    let listeners = Listeners::bind(&config)?;
+    let (listeners, stop) = listen(&config)?;
+    serve(config, listeners, stop)
+}
+
+/// Binds `config`'s addresses, and turns SIGTERM and SIGINT into the stop it returns: the
+/// start of every `mds serve`, in a cluster or not.
+pub fn listen(config: &ServerConfig) -> Result<(Listeners, Stop)> {
+    let listeners = Listeners::bind(config)?;
     let stop = Stop::new();
     std::thread::Builder::new()
         .name("mds-signals".into())
@@ -111,11 +120,7 @@ pub fn run(config: ServerConfig) -> Result<()> {
             move || forward_signals(stop)
         })
         .doing(|| "starting the signal thread".into())?;
-    if config.keys.etcd.is_some() {
-        crate::cluster::run(config, listeners, stop)
-    } else {
-        serve(config, listeners, stop)
-    }
+    Ok((listeners, stop))
 }
 
 /// Serves on `listeners` until `stop` is requested, then shuts down: no new connections or
@@ -123,37 +128,28 @@ pub fn run(config: ServerConfig) -> Result<()> {
 /// read cut after `config.keys.shutdown_grace` (or at a second request). Returns an error if it
 /// could not start, or if the journal failed while it ran. Tests call this in-process.
 pub fn serve(config: ServerConfig, listeners: Listeners, stop: Stop) -> Result<()> {
-    serve_warm(config, listeners, stop, None)
+    serve_warm(config, listeners, stop, None, None)
 }
 
 /// [`serve`], taking over `warm` — the namespace a standby kept loaded by following the
 /// store (`crate::standby`) — instead of loading it, if it holds what the store's open
-/// reads; otherwise (or with None) loading it as every start does.
+/// reads; otherwise (or with None) loading it as every start does. `shard`: the cluster's
+/// shard this server serves, as its supervisor claimed it (`cluster::run`); None for a
+/// server of its own.
 pub fn serve_warm(
     config: ServerConfig,
     listeners: Listeners,
     stop: Stop,
     warm: Option<WarmNamespace>,
+    shard: Option<Shard>,
 ) -> Result<()> {
     let prometheus = crate::metrics::install()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .doing(|| "building the main runtime".into())?;
-    let (journal, mut recovered) = open_journal(&config)?;
-    let namespace = Arc::new(
-        namespace_to_serve(&journal, &recovered, warm)?
-            .squashing_root(config.keys.root_squash.is_on())
-            .capping_open(config.open_caps())
-            .with_data(journal.clone(), config.keys.inline_data_max),
-    );
-    let counts = namespace.counts();
-    info!(
-        directories = counts.directories,
-        files = counts.files,
-        others = counts.others,
-        "namespace loaded"
-    );
+    let (journal, mut recovered) = open_journal(&config, shard.as_ref().map(|s| &s.identity))?;
+    let namespace = load_namespace(&config, &journal, &recovered, warm)?;
     let addr = listeners.client_addr();
     let progress = Arc::new(Notify::new());
     let wakes = DrainWakes::new(
@@ -178,8 +174,8 @@ pub fn serve_warm(
     // client may come back, replay and close it before the task that times it has started.
     let recovery_opened = std::time::Instant::now();
     let replay_key = crate::ticket::ReplayKey::new(&recovered.replay_key);
-    if let Some(view) = &config.cluster {
-        view.start_scrub(namespace.clone(), committer.sender());
+    if let Some(shard) = &shard {
+        crate::shard::scrub::start(&shard.view, namespace.clone(), committer.sender());
     }
     let shutdown = CancellationToken::new();
     let shared = Arc::new(Shared {
@@ -197,7 +193,7 @@ pub fn serve_warm(
             partitions: config.keys.partitions,
             max_uncommitted: config.limits.max_uncommitted,
             store_dir: config.keys.data.clone(),
-            cluster: config.cluster.clone(),
+            cluster: shard.map(|s| s.view),
             shutdown: shutdown.clone(),
         },
         net: Net {
@@ -222,24 +218,13 @@ pub fn serve_warm(
     rt.block_on(async {
         let metrics_task = serve_metrics(listeners.metrics, prometheus, &journal, &shared)?;
         log_serving(&config, addr);
-        if shared.core.recovery.is_open() {
-            info!(
-                clients = recovered.known_clients.len(),
-                window = ?config.keys.recovery_window,
-                "recovery: waiting for known clients to replay; new requests wait"
-            );
-            tokio::spawn(close_recovery_window(
-                shared.clone(),
-                recovery_opened,
-                config.keys.recovery_window,
-            ));
-        }
-        tokio::spawn(expire_sessions(shared.clone(), config.keys.session_expiry));
-        tokio::spawn(write_checkpoints(
-            shared.clone(),
-            stop.clone(),
-            config.keys.checkpoint_dir.clone(),
-        ));
+        spawn_background(
+            &config,
+            &shared,
+            &stop,
+            recovered.known_clients.len(),
+            recovery_opened,
+        );
         // systemd's Type=notify: serving from here on (a no-op without NOTIFY_SOCKET).
         notify_service_manager(&[
             sd_notify::NotifyState::Ready,
@@ -269,6 +254,59 @@ pub fn serve_warm(
     Ok(())
 }
 
+/// The namespace this start serves (`namespace_to_serve`), with the configuration's root
+/// squash, open-handle caps and file data.
+fn load_namespace(
+    config: &ServerConfig,
+    journal: &Arc<Journal>,
+    recovered: &journal::Recovered,
+    warm: Option<WarmNamespace>,
+) -> Result<Arc<Namespace>> {
+    let namespace = Arc::new(
+        namespace_to_serve(journal, recovered, warm)?
+            .squashing_root(config.keys.root_squash.is_on())
+            .capping_open(config.open_caps())
+            .with_data(journal.clone(), config.keys.inline_data_max),
+    );
+    let counts = namespace.counts();
+    info!(
+        directories = counts.directories,
+        files = counts.files,
+        others = counts.others,
+        "namespace loaded"
+    );
+    Ok(namespace)
+}
+
+/// The tasks beside the partitions, on the main runtime: the recovery window's end (when it
+/// is open, for `known_clients`), session expiry, and checkpoints.
+fn spawn_background(
+    config: &ServerConfig,
+    shared: &Arc<Shared>,
+    stop: &Stop,
+    known_clients: usize,
+    recovery_opened: std::time::Instant,
+) {
+    if shared.core.recovery.is_open() {
+        info!(
+            clients = known_clients,
+            window = ?config.keys.recovery_window,
+            "recovery: waiting for known clients to replay; new requests wait"
+        );
+        tokio::spawn(close_recovery_window(
+            shared.clone(),
+            recovery_opened,
+            config.keys.recovery_window,
+        ));
+    }
+    tokio::spawn(expire_sessions(shared.clone(), config.keys.session_expiry));
+    tokio::spawn(write_checkpoints(
+        shared.clone(),
+        stop.clone(),
+        config.keys.checkpoint_dir.clone(),
+    ));
+}
+
 /// The namespace a start serves: `warm` (a standby's, followed) if it holds what the
 /// store's open read, else the store's, loaded.
 fn namespace_to_serve(
@@ -291,7 +329,10 @@ fn namespace_to_serve(
 
 /// Opens the store in `config.keys.data` (refusing one a running server holds), with the leases
 /// the limits call for.
-fn open_journal(config: &ServerConfig) -> Result<(Arc<Journal>, journal::Recovered)> {
+fn open_journal(
+    config: &ServerConfig,
+    shard: Option<&journal::ShardIdentity>,
+) -> Result<(Arc<Journal>, journal::Recovered)> {
     if let Some(pid) = crate::fsck::lock_holder(&config.keys.data.join("LOCK")) {
         return Err(Error::InUse {
             path: config.keys.data.clone(),
@@ -301,7 +342,7 @@ fn open_journal(config: &ServerConfig) -> Result<(Arc<Journal>, journal::Recover
     std::fs::create_dir_all(&config.keys.data)
         .doing(|| format!("creating data directory {}", config.keys.data.display()))?;
     let options = JournalOptions {
-        shard: config.shard.clone(),
+        shard: shard.cloned(),
         leases: journal::Leases {
             // Past the cap on uncommitted work, with room for what each partition executes
             // between its look at the cap and its transno: the ceiling is never what stops
@@ -313,10 +354,7 @@ fn open_journal(config: &ServerConfig) -> Result<(Arc<Journal>, journal::Recover
             .keys
             .edit_log
             // On outside a cluster; a shard's store is followed from RocksDB's log.
-            .map_or(
-                config.shard.is_none() && config.keys.etcd.is_none(),
-                Switch::is_on,
-            )
+            .map_or(shard.is_none() && config.keys.etcd.is_none(), Switch::is_on)
             .then(|| journal::EditLog {
                 checkpoint_bytes: config
                     .keys

@@ -197,7 +197,7 @@ impl Gauges {
     fn read(&self, transno: u64) {
         self.following.set(1.0);
         self.followed.set(transno as f64);
-        self.followed_at.set(crate::cluster::unix_now());
+        self.followed_at.set(crate::metrics::unix_now());
     }
 }
 

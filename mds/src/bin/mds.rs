@@ -145,7 +145,15 @@ fn main() -> ExitCode {
         }
     };
     match cli.command {
-        Command::Serve(config) => match config.resolve().and_then(mds::server::run) {
+        // A cluster's shard is served by the cluster's supervisor, which runs the server
+        // below it; a server of its own is the server alone.
+        Command::Serve(config) => match config.resolve().and_then(|config| {
+            if config.keys.etcd.is_some() {
+                mds::cluster::run(config)
+            } else {
+                mds::server::run(config)
+            }
+        }) {
             Ok(()) => ExitCode::SUCCESS,
             Err(e) => {
                 eprintln!("mds: {}", mds::error::chain(&e));

@@ -19,6 +19,22 @@ use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use tracing::error;
+
+/// The exit status of a server that stopped because it lost its shard's lease (EX_TEMPFAIL:
+/// a service manager restarts it, and it claims again or waits as the owner it finds says).
+pub const EXIT_LEASE_LOST: i32 = 75;
+
+/// Ends the process now, without unwinding or flushing: another server may be given the
+/// shard at any moment, and nothing may be committed after that. The committer calls it too,
+/// when its lease's deadline passed before a write (`committer::lease`).
+pub fn fail_stop(why: &str) -> ! {
+    error!("lost the shard's lease: {why}; stopping at once (fail-stop)");
+    // SAFETY: _exit(2) ends the process; no destructor runs, as after SIGKILL, which the
+    // store survives by design.
+    unsafe { libc::_exit(EXIT_LEASE_LOST) }
+}
+
 /// This process's lease: unbounded until `cluster::keep_lease` binds it (shared storage only).
 pub static OWNER_LEASE: LeaseDeadline = LeaseDeadline::unbounded();
 

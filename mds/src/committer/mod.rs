@@ -344,7 +344,7 @@ impl Worker {
     /// manager restarts the server, which claims again or waits as its lease lets it.
     fn stop_unless_leased(&self, held: usize) {
         if let Err(expired) = lease::OWNER_LEASE.holds() {
-            crate::cluster::fail_stop(&format!(
+            lease::fail_stop(&format!(
                 "stopped committing: lease expired (its deadline, the TTL less a margin from \
                  the last renewal sent, passed {:?} ago); {held} records not written and \
                  never answered, last committed {}",

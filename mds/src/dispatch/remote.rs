@@ -27,12 +27,14 @@ use std::sync::Arc;
 
 use mds_proto::{Body, Errno, Op, Request};
 
-use super::{Answer, Core, begin_mutation, execute, journal};
+use super::answer::Answer;
+use super::core::Core;
+use super::execute::{begin_mutation, execute, journal};
 use crate::metrics::PartitionMetrics;
 use crate::namespace::{Caller, Exec};
-use crate::peers::{CrashPoint, InFlight};
 use crate::queue::Response;
 use crate::session::Session;
+use crate::shard::{CrashPoint, NameUnderWay};
 
 /// MKDIR_REMOTE of `request` (whose op it is) to another shard than this one, which holds
 /// the parent.
@@ -187,7 +189,7 @@ fn begin_under_way<'a>(
     (xid, opcode): (u64, u8),
     parent: u64,
     name: &str,
-) -> Result<InFlight<'a>, Box<Answer>> {
+) -> Result<NameUnderWay<'a>, Box<Answer>> {
     let Some(view) = core.cluster.as_ref() else {
         unreachable!("remote directories are a cluster's");
     };

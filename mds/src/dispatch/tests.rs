@@ -3,8 +3,12 @@
 //! its reply leaves, whether a commit notice is owed, and what went to the committer.
 
 use super::*;
+use crate::config::{Ack, Cos};
+use crate::namespace::Namespace;
 use crate::output::ConnOutput;
 use crate::queue::Replies;
+use crate::recovery::Recovery;
+use crate::session::Begin;
 use mds_proto::{Cred, ROOT_INO, Replay};
 
 /// Two clients, A and B, attached to a core in memory.
@@ -564,7 +568,7 @@ fn the_shard_map_is_answered_inside_the_recovery_window_and_a_wait_ends_at_shutd
     };
     let key = ReplayKey::new(&[7; journal::SECRET_LEN]);
     h.core.recovery = Recovery::new(vec![known], bounds, key, Box::new(|_, _| {}));
-    let view = Arc::new(crate::cluster::ClusterView::default());
+    let view = Arc::new(crate::shard::ShardView::default());
     view.serve(0);
     h.core.cluster = Some(view);
     let conn = Arc::new(ConnOutput::new(1 << 10));
@@ -635,7 +639,7 @@ fn in_cluster(shards: u16, squash: bool) -> Harness {
             .session
     };
     (h.a, h.b) = (attach(0xA), attach(0xB));
-    let view = Arc::new(crate::cluster::ClusterView::default());
+    let view = Arc::new(crate::shard::ShardView::default());
     view.serve(0);
     view.peers.start(
         h.rt.handle().clone(),

@@ -35,3 +35,10 @@ pub use handles::{CommitMetrics, PartitionMetrics, monotonic_ns};
 pub use http::{Health, MAX_CONNECTIONS as METRICS_MAX_CONNECTIONS, serve};
 pub use latency::{RequestLatency, write_request_durations};
 pub use scrape::{ScrapeExtras, write_family, write_process, write_state, write_store};
+
+/// Now, as Unix seconds: what the `*_timestamp_seconds` gauges hold.
+pub fn unix_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}

@@ -304,9 +304,19 @@ impl RefusedCounters {
         }
         .increment(1);
     }
+
+    /// Counts the eviction of the oldest connection in its handshake, for room.
+    pub fn count_eviction(&self) {
+        self.count(Refused::Handshakes);
+    }
 }
 
 impl Partition {
+    /// The refusal counters of the accept loop (`Partition::serve`), registered.
+    pub(super) fn refusal_counters() -> RefusedCounters {
+        RefusedCounters::register()
+    }
+
     /// A handshake slot for a connection from `peer`, or why there is none; `true` with it
     /// when an older connection in its handshake was evicted to make room.
     pub(super) fn handshake_slot(

@@ -142,7 +142,7 @@ impl Partition {
             .replies
             .per_cpu_engine()
             .map(|_| tokio::task::spawn_local(self.clone().drain_loop()));
-        let refused = admission::RefusedCounters::register();
+        let refused = Self::refusal_counters();
         let mut backoff = Duration::from_millis(1);
         loop {
             let accepted = tokio::select! {
@@ -160,7 +160,7 @@ impl Partition {
                         Ok((slot, evicted)) => {
                             if evicted {
                                 // The oldest connection in its handshake closes for it.
-                                refused.count(admission::Refused::Handshakes);
+                                refused.count_eviction();
                             }
                             // What a poll of the connection sends the committer leaves as
                             // one message: one hand-off a read, not one a request.

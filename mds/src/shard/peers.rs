@@ -3,8 +3,7 @@
 //! connects with PEER_CONNECT and proves the cluster's peer secret (which no client has, read
 //! from etcd), its requests carry root's credentials and run on the cluster thread's runtime,
 //! not on a partition's — the names a MKDIR_REMOTE or a remote RMDIR is under way for (which
-//! RESOLVE_REMOTE answers EBUSY for), and the scrub that keeps or deletes this shard's pending
-//! directories by asking their parents' shards.
+//! RESOLVE_REMOTE answers EBUSY for); the scrub over them is `scrub.rs`.
 
 use std::collections::HashSet;
 use std::sync::{Arc, OnceLock};
@@ -13,18 +12,11 @@ use std::time::Duration;
 use mds_client::auth::PeerKey;
 use mds_client::{ClientError, ConnectOptions, Router};
 use mds_proto::{Body, Errno, Op};
-use tracing::{info, warn};
-
-use crate::metrics::{REMOTE_DIRS_PENDING, REMOTE_DIRS_SCRUBBED};
+use tracing::warn;
 
 /// How long one request to another shard may take before the operation that needs it fails
 /// (EIO to its client; the pending directory it may have left is scrubbed).
 const PEER_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// How often the scrub looks at this shard's pending directories, and how old one must be
-/// before it is asked about (a MKDIR_REMOTE under way finishes in milliseconds; the parent's
-/// shard answers EBUSY for one that is still under way anyway).
-pub const SCRUB_EVERY: Duration = Duration::from_secs(2);
 
 /// Test hooks: where a server kills itself (SIGKILL, as a crash) in a MKDIR_REMOTE or a
 /// remote RMDIR.
@@ -69,12 +61,12 @@ pub struct Peers {
 }
 
 /// A MKDIR_REMOTE's or remote RMDIR's name, under way until dropped.
-pub struct InFlight<'a> {
+pub struct NameUnderWay<'a> {
     peers: &'a Peers,
     key: (u64, String),
 }
 
-impl Drop for InFlight<'_> {
+impl Drop for NameUnderWay<'_> {
     fn drop(&mut self) {
         self.peers.in_flight.lock().remove(&self.key);
     }
@@ -124,12 +116,12 @@ impl Peers {
     }
 
     /// Marks `(parent, name)` under way; None if another MKDIR_REMOTE or RMDIR of it is.
-    pub fn begin(&self, parent: u64, name: &str) -> Option<InFlight<'_>> {
+    pub fn begin(&self, parent: u64, name: &str) -> Option<NameUnderWay<'_>> {
         let key = (parent, name.to_owned());
         self.in_flight
             .lock()
             .insert(key.clone())
-            .then_some(InFlight { peers: self, key })
+            .then_some(NameUnderWay { peers: self, key })
     }
 
     pub fn is_in_flight(&self, parent: u64, name: &str) -> bool {
@@ -234,98 +226,5 @@ impl Peers {
     /// Whether a crash hook waits for `point`.
     pub fn crashes_at(&self, point: CrashPoint) -> bool {
         self.crash_at.get().copied().flatten() == Some(point)
-    }
-}
-
-/// The scrub, on the cluster thread's runtime: every [`SCRUB_EVERY`], each pending directory
-/// seen at the previous round too, and each being removed, is asked about on its parent's
-/// shard by its whole (parent, name, inode) triple (RESOLVE_REMOTE, which answers Done too
-/// when the parent names the inode under another name): kept when its entry is durable
-/// there, deleted when there is none,
-/// left for the next round when that shard is away or still changing the entry. One being
-/// removed need not wait a round: its RMDIR holds the name on the parent's shard (EBUSY)
-/// from before it was marked until its entry's removal executed. Runs until the process ends.
-pub async fn scrub(
-    namespace: Arc<crate::namespace::Namespace>,
-    commit_tx: crossbeam_channel::Sender<crate::committer::CommitMsg>,
-    view: Arc<crate::cluster::ClusterView>,
-) {
-    let commit = |record| {
-        // The committer outlives the server's runtimes; gone, nothing commits any more.
-        let _ = commit_tx.send(crate::committer::CommitMsg::Record(record));
-    };
-    let mut seen: HashSet<u64> = HashSet::new();
-    let outcome = |what: &'static str| {
-        let c = metrics::counter!(REMOTE_DIRS_SCRUBBED, "outcome" => what);
-        c.increment(0);
-        c
-    };
-    let (confirmed, deleted) = (outcome("confirmed"), outcome("deleted"));
-    // Of those being removed: the RMDIR's entry went (the usual end), or it is still there.
-    let (removed, kept) = (outcome("removed"), outcome("kept"));
-    loop {
-        let pending = namespace.pending_dirs();
-        metrics::gauge!(REMOTE_DIRS_PENDING).set(pending.len() as f64);
-        tokio::time::sleep(SCRUB_EVERY).await;
-        let pending = namespace.pending_dirs();
-        let mut next = HashSet::new();
-        for (dir, mark) in pending {
-            if !dir.removing && !seen.contains(&dir.ino) {
-                next.insert(dir.ino);
-                continue;
-            }
-            // A parent on a shard the cluster does not have can hold no entry: nothing is
-            // asked (no server would answer), the directory is deleted. (MAKE_PENDING_DIR
-            // refuses such a parent; a store written before it did may hold one.)
-            let asked = if view.peers.has_shard(mds_proto::shard_of(dir.parent)) {
-                view.peers
-                    .call(Op::ResolveRemote {
-                        parent: dir.parent,
-                        name: dir.name.clone(),
-                        ino: dir.ino,
-                    })
-                    .await
-            } else {
-                Err(Errno::ENOENT)
-            };
-            match asked {
-                Ok(_) => {
-                    if let Some(record) = namespace.confirm_pending(dir.ino, mark) {
-                        if dir.removing {
-                            info!(ino = dir.ino, parent = dir.parent, name = %dir.name, "remote directory kept: its entry is still there, its RMDIR did not happen");
-                            kept.increment(1);
-                        } else {
-                            info!(ino = dir.ino, parent = dir.parent, name = %dir.name, "remote directory confirmed");
-                            confirmed.increment(1);
-                        }
-                        commit(record);
-                    }
-                }
-                Err(Errno::ENOENT) => match namespace.drop_pending(dir.ino, mark) {
-                    Ok(Some(record)) => {
-                        if dir.removing {
-                            info!(ino = dir.ino, parent = dir.parent, name = %dir.name, "remote directory removed");
-                            removed.increment(1);
-                        } else {
-                            info!(ino = dir.ino, parent = dir.parent, name = %dir.name, "pending directory without an entry deleted");
-                            deleted.increment(1);
-                        }
-                        commit(record);
-                    }
-                    Ok(None) => {}
-                    Err(e) => {
-                        warn!(ino = dir.ino, parent = dir.parent, name = %dir.name, errno = ?e, "pending directory without an entry kept: it is not empty");
-                        next.insert(dir.ino);
-                    }
-                },
-                Err(e) => {
-                    if e != Errno::EBUSY {
-                        warn!(ino = dir.ino, errno = ?e, "could not ask about a pending directory; asking again");
-                    }
-                    next.insert(dir.ino);
-                }
-            }
-        }
-        seen = next;
     }
 }
