@@ -57,8 +57,8 @@ fn entry(reply: ReplyEntry, mount: &Mount, answer: Fallible<Attr>) {
         Ok(a) => {
             mount.recent_dirs.note(&a);
             reply.entry_with_ttls(
-            &mount.timeouts.attr,
-            &mount.timeouts.entry,
+                &mount.timeouts.attr,
+                &mount.timeouts.entry,
                 &file_attr(&a),
                 Generation(a.generation),
             );

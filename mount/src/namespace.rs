@@ -59,7 +59,11 @@ impl Mount {
 
     pub async fn getattr(&self, caller: Caller, ino: u64) -> Fallible<Attr> {
         let cred = self.cred(caller);
-        match self.call(&cred, Op::Getattr { ino }, &[]).await.and_then(attr) {
+        match self
+            .call(&cred, Op::Getattr { ino }, &[])
+            .await
+            .and_then(attr)
+        {
             // The kernel asks about an inode it holds; gone from the server, a directory this
             // mount has open is still there for its holder (an fstat) until the last close.
             Err(Errno::ESTALE | Errno::ENOENT) if let Some(kept) = self.removed_but_open(ino) => {

@@ -149,7 +149,12 @@ fn a_directory_removed_while_open_still_answers_fstat_until_its_last_close() {
                 let meta = held
                     .metadata()
                     .unwrap_or_else(|e| panic!("fstat of a removed open directory: {e}"));
-                (meta.is_dir(), meta.mode() & 0o7777, meta.ino(), meta.nlink())
+                (
+                    meta.is_dir(),
+                    meta.mode() & 0o7777,
+                    meta.ino(),
+                    meta.nlink(),
+                )
             })
             .collect();
         assert_ne!(
@@ -164,7 +169,11 @@ fn a_directory_removed_while_open_still_answers_fstat_until_its_last_close() {
     let (local_inos, on_disk) = removed_while_open(local.path());
     assert_eq!(on_disk, expect(local_inos), "the local kernel's answer");
     let (inos, on_mount) = removed_while_open(&m.at);
-    assert_eq!(on_mount, expect(inos), "the mount's answer, as the local disk's");
+    assert_eq!(
+        on_mount,
+        expect(inos),
+        "the mount's answer, as the local disk's"
+    );
     assert!(m.unmount().success());
 
     // Under default_permissions OPENDIR asks the server nothing: the attributes come from

@@ -787,9 +787,11 @@ fn fs_mark_with_fsync_survives_sigkill_of_the_server() {
         let answered: Vec<&str> = metrics
             .lines()
             .filter(|l| !l.starts_with('#'))
-            .filter(|l| ["resent", "replayed", "reconnects", "op=\"create\""]
-                .iter()
-                .any(|w| l.contains(w)))
+            .filter(|l| {
+                ["resent", "replayed", "reconnects", "op=\"create\""]
+                    .iter()
+                    .any(|w| l.contains(w))
+            })
             .collect();
         format!(
             "the restarted server's metrics:\n{}\n{}",
