@@ -10,7 +10,11 @@
 
 pub mod auth;
 mod client;
+mod connection;
+mod error;
 mod handles;
+mod ops;
+mod paths;
 mod reply_slots;
 pub mod resilient;
 mod router;
@@ -19,9 +23,11 @@ pub mod tls;
 pub mod units;
 pub mod watch;
 
-pub use client::{Client, ClientError, ConnectOptions, ROOT, Result, components};
+pub use client::{Client, ConnectOptions, ROOT};
+pub use error::{ClientError, Result};
 pub use handles::Handle;
 pub use mds_proto as proto;
+pub use paths::components;
 pub use router::Router;
 pub use session::{Replays, Rollback, Session, Unsafe, process_cred};
 pub use watch::{MapWatch, Watched};

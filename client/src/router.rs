@@ -23,8 +23,10 @@ use mds_proto::{
 };
 
 use crate::auth::PeerKey;
-use crate::client::{Client, ClientError, ConnectOptions, Result, components};
+use crate::client::{Client, ConnectOptions};
+use crate::error::{ClientError, Result};
 use crate::handles::Handle;
+use crate::paths::components;
 use crate::session::Session;
 use crate::watch::MapWatch;
 

@@ -6,7 +6,7 @@ use std::ffi::OsStr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use fuser::{Errno, FileAttr, FileType, INodeNo};
-use mds_client::proto::{self, Attr, Kind, MAX_IO, SetTime};
+use mds_client::proto::{self, Attr, Body, Kind, MAX_IO, SetTime};
 
 /// What every operation of the mount answers: a value, or the errno the caller sees.
 pub type Fallible<T> = Result<T, Errno>;
@@ -139,6 +139,15 @@ pub fn errno(e: proto::Errno) -> Errno {
         _ => libc::EIO,
     };
     Errno::from_i32(code)
+}
+
+/// The inode's attributes from an answer that must carry them.
+pub fn attr(body: Body) -> Fallible<Attr> {
+    match body {
+        Body::Attr(a) => Ok(a),
+        // A LOOKUP's answer is read by `lookup_as`, which follows a remote entry.
+        _ => Err(Errno::EIO),
+    }
 }
 
 #[cfg(test)]

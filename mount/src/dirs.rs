@@ -10,116 +10,24 @@
 //! (RMDIR, or replaced by a RENAME) while open still answers `fstat` until its last close, as
 //! it does on a local disk — with no links — though the server no longer has it.
 
-use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use fuser::Errno;
 use mds_client::proto::{Attr, Body, Kind, MAX_READDIR, Op};
 use tracing::warn;
 
-use crate::attr::Fallible;
+use crate::attr::{Fallible, attr};
 use crate::creds::Caller;
 use crate::mount::Mount;
-use crate::namespace::attr;
+use crate::open::{DirStream, Entry, OpenDir, UNKNOWN_INO};
 
 /// Dir handles are numbered from here up, apart from file handles (the server's numbers,
 /// from 1), so a file's SETATTR never takes a directory's handle for its own.
 const DIR_HANDLES: u64 = 1 << 63;
 
-/// The inode number "..", whose inode the server does not say, is listed with (libfuse's
-/// `FUSE_UNKNOWN_INO`; the kernel does not use it).
-const UNKNOWN_INO: u64 = 0xffff_ffff;
-
 /// Attributes fetched at a time for READDIRPLUS: a page-sized reply holds about this many.
 const PLUS_BATCH: usize = 32;
-
-/// One entry of a listing.
-pub struct Entry {
-    pub name: String,
-    pub ino: u64,
-    pub kind: Kind,
-    /// For READDIRPLUS, once fetched; `None` after a GETATTR that found it gone.
-    pub attr: Option<Attr>,
-    /// Its attributes were asked for.
-    pub fetched: bool,
-}
-
-/// Most directories whose attributes [`RecentDirs`] keeps; past it, it starts over.
-const RECENT_DIRS: usize = 4096;
-
-/// The attributes of the directories the kernel was last told of (LOOKUP, GETATTR, SETATTR,
-/// MKDIR answers): where OPENDIR takes an open directory's attributes from without asking
-/// the server, under `default_permissions` where it asks nothing else (the kernel looks a
-/// path up before it opens it). Bounded: a directory not found here is asked for.
-#[derive(Default)]
-pub struct RecentDirs(parking_lot::Mutex<HashMap<u64, Attr>>);
-
-impl RecentDirs {
-    /// Keeps `attr` if it is a directory's.
-    pub fn note(&self, attr: &Attr) {
-        if attr.kind != Kind::Directory {
-            return;
-        }
-        let mut recent = self.0.lock();
-        if recent.len() >= RECENT_DIRS && !recent.contains_key(&attr.ino) {
-            recent.clear();
-        }
-        recent.insert(attr.ino, attr.clone());
-    }
-
-    fn get(&self, ino: u64) -> Option<Attr> {
-        self.0.lock().get(&ino).cloned()
-    }
-}
-
-/// An open directory: its listing, and its attributes as they were when it was opened.
-pub struct OpenDir {
-    pub ino: u64,
-    pub opened: Attr,
-    stream: tokio::sync::Mutex<DirStream>,
-}
-
-pub struct DirStream {
-    ino: u64,
-    entries: Vec<Entry>,
-    /// The cursor of the next page, once one was fetched.
-    next: Option<String>,
-    /// Pages fetched since the listing (re)started.
-    pages: usize,
-    done: bool,
-    /// The last loss this directory was told of (see `durability`).
-    told: AtomicU64,
-}
-
-impl DirStream {
-    fn new(ino: u64, told: u64) -> DirStream {
-        let mut stream = DirStream {
-            ino,
-            entries: Vec::new(),
-            next: None,
-            pages: 0,
-            done: false,
-            told: AtomicU64::new(told),
-        };
-        stream.restart();
-        stream
-    }
-
-    fn restart(&mut self) {
-        let dot = |name: &str, ino| Entry {
-            name: name.to_owned(),
-            ino,
-            kind: Kind::Directory,
-            attr: None,
-            fetched: true,
-        };
-        self.entries = vec![dot(".", self.ino), dot("..", UNKNOWN_INO)];
-        self.next = None;
-        self.pages = 0;
-        self.done = false;
-    }
-}
 
 impl Mount {
     /// OPENDIR. Without `default_permissions` read permission is checked here, as open(2)
@@ -138,12 +46,7 @@ impl Mount {
             return Err(Errno::ENOTDIR);
         }
         let fh = DIR_HANDLES | self.next_dir.fetch_add(1, Ordering::Relaxed);
-        let stream = DirStream::new(ino, self.durability().losses());
-        let dir = OpenDir {
-            ino,
-            opened,
-            stream: tokio::sync::Mutex::new(stream),
-        };
+        let dir = OpenDir::new(ino, opened, self.durability().losses());
         self.dirs.lock().insert(fh, Arc::new(dir));
         Ok(fh)
     }
@@ -284,46 +187,5 @@ impl Mount {
 
     pub fn releasedir(&self, fh: u64) {
         self.dirs.lock().remove(&fh);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn attr(ino: u64, kind: Kind) -> Attr {
-        Attr {
-            ino,
-            kind,
-            mode: 0o750,
-            uid: 1,
-            gid: 2,
-            nlink: 2,
-            size: 0,
-            atime_ns: 0,
-            mtime_ns: 0,
-            ctime_ns: 0,
-            rdev: 0,
-            generation: 0,
-        }
-    }
-
-    #[test]
-    fn recent_dirs_keep_directories_only_the_newest_and_stay_bounded() {
-        let recent = RecentDirs::default();
-        recent.note(&attr(7, Kind::File));
-        assert_eq!(recent.get(7), None, "a file's attributes are not kept");
-        recent.note(&attr(8, Kind::Directory));
-        recent.note(&Attr {
-            mode: 0o700,
-            ..attr(8, Kind::Directory)
-        });
-        assert_eq!(recent.get(8).map(|a| a.mode), Some(0o700), "the newest");
-        for ino in 100..100 + RECENT_DIRS as u64 {
-            recent.note(&attr(ino, Kind::Directory));
-        }
-        assert!(recent.0.lock().len() <= RECENT_DIRS);
-        let newest = 99 + RECENT_DIRS as u64;
-        assert!(recent.get(newest).is_some(), "the last one noted is kept");
     }
 }

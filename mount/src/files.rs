@@ -16,21 +16,10 @@ use mds_client::proto::{
 };
 use tracing::warn;
 
-use crate::attr::{Fallible, errno};
+use crate::attr::{Fallible, attr, errno};
 use crate::creds::Caller;
 use crate::mount::Mount;
-use crate::namespace::attr;
-
-/// A file open on the mount.
-pub struct OpenFile {
-    pub handle: Handle,
-    /// The last loss (see `durability`) this file was told of, or the count when it opened:
-    /// a loss is reported once to each file open before it.
-    pub told: AtomicU64,
-    /// The file's permission bits as the last reply through this file showed them: a WRITE
-    /// whose reply shows others (its set-ID bits cleared) has the kernel forget what it keeps.
-    pub mode: AtomicU32,
-}
+use crate::open::OpenFile;
 
 /// How many times CREATE is tried when its name keeps coming and going between CREATE and
 /// LOOKUP (another client creating and removing it).

@@ -21,6 +21,7 @@ mod files;
 mod fs;
 mod mount;
 mod namespace;
+mod open;
 mod options;
 mod shards;
 

@@ -1,7 +1,8 @@
 //! The state every request of the mount shares: the connections (one per shard in a
 //! cluster), the callers' groups, what fsync must wait for, the files and directories open, and the cache timeouts the kernel is
 //! given. Operations are `async` methods of [`Mount`], one module per family (`namespace`,
-//! `files`, `dirs`); `fs` hands each FUSE request to one of them on the runtime.
+//! `files`, `dirs`), above this one; what an open file or directory keeps is in `open`,
+//! below it. `fs` hands each FUSE request to one of the operations on the runtime.
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -15,9 +16,8 @@ use tracing::warn;
 use crate::attr::{Fallible, errno};
 use crate::conn::Conn;
 use crate::creds::{Caller, Groups};
-use crate::dirs::{OpenDir, RecentDirs};
 use crate::durability::{Durability, touched_by};
-use crate::files::OpenFile;
+use crate::open::{OpenDir, OpenFile, RecentDirs};
 use crate::shards::Shards;
 
 /// How long the kernel may keep what it was told.

@@ -9,7 +9,7 @@ use mds_client::proto::{
     mode_with_umask,
 };
 
-use crate::attr::{Fallible, server_rdev};
+use crate::attr::{Fallible, attr, server_rdev};
 use crate::creds::Caller;
 use crate::mount::Mount;
 
@@ -322,14 +322,5 @@ impl Mount {
         self.call(&cred, Op::Removexattr { ino, name }, &[])
             .await
             .map(drop)
-    }
-}
-
-/// The inode's attributes from an answer that must carry them.
-pub fn attr(body: Body) -> Fallible<Attr> {
-    match body {
-        Body::Attr(a) => Ok(a),
-        // A LOOKUP's answer is read by `lookup_as`, which follows a remote entry.
-        _ => Err(Errno::EIO),
     }
 }

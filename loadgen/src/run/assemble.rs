@@ -17,8 +17,8 @@ use mds_proto::StatFs;
 
 use super::lanes::{LaneResult, OpTally};
 use super::latency::PerKind;
+use super::plan::{Plan, Stop};
 use super::setup::Spread;
-use super::{Plan, Stop};
 use crate::report::{self, Latency, OpCounts, Parameters, Report, ServerFigures, ShardPart};
 use crate::workload::Kind;
 

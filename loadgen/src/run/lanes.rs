@@ -18,8 +18,8 @@ use mds_proto::{
 };
 use tokio::task::JoinHandle;
 
-use super::Shared;
 use super::files::{self, FileWork, WriteOutcome};
+use super::shared::Shared;
 use crate::workload::{FALLBACK_TARGET, Kind, Mix, Rng, WorkingSet, XATTR_NAME};
 
 /// One kind's results in one lane.

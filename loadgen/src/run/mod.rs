@@ -4,129 +4,32 @@
 //! The measured window starts after `--warmup` and leaves out the time when every connection
 //! was down (that time is reported on its own).
 //!
-//! This file holds the plan and the order of the phases; each phase has its own file:
-//! `setup.rs` (connections, directories, existing files, lanes, ack log), `lanes.rs` (the
-//! request loops), `files.rs` (a `write`'s requests), `progress.rs` (the progress bar or lines) and `assemble.rs` (lane results
-//! into the report).
+//! This file holds the order of the phases; each phase has its own file: `setup.rs`
+//! (connections, directories, existing files, lanes, ack log), `lanes.rs` (the request
+//! loops), `files.rs` (a `write`'s requests), `progress.rs` (the progress bar or lines) and
+//! `assemble.rs` (lane results into the report). What they all read is below them:
+//! `plan.rs` (the run's description) and `shared.rs` (the state the running lanes share).
 
 mod assemble;
 mod files;
 mod lanes;
 mod latency;
+mod plan;
 mod progress;
 mod setup;
+mod shared;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant, SystemTime};
+use std::time::{Instant, SystemTime};
 
 use anyhow::Context;
-use mds_client::ConnectOptions;
 use mds_client::resilient::{Downtime, Outages};
 
+pub use plan::{Plan, Stop};
+use shared::Shared;
+
 use crate::report::Report;
-use crate::workload::Mix;
-
-/// When a run stops.
-#[derive(Clone, Copy, Debug)]
-pub enum Stop {
-    Duration(Duration),
-    /// Total successful-or-failed operations across all threads.
-    Count(u64),
-}
-
-/// A run's full description.
-// Its bools are the command line's switches, one each.
-#[allow(clippy::struct_excessive_bools)]
-#[derive(Clone, Debug)]
-pub struct Plan {
-    pub server: String,
-    /// TLS and the shared key, for every connection of the run (reconnects too).
-    pub connect: ConnectOptions,
-    pub workload: String,
-    pub mix: Mix,
-    pub threads: usize,
-    pub depth: usize,
-    pub conns_per_thread: usize,
-    pub stop: Stop,
-    pub dir: String,
-    pub shared_dir: bool,
-    /// Each thread on a shard of the cluster, round robin (`--spread-shards`).
-    pub spread_shards: bool,
-    pub rate: Option<f64>,
-    pub ack_log: Option<PathBuf>,
-    pub quiet: bool,
-    pub reconnect_timeout: Duration,
-    /// Run this long first without counting anything.
-    pub warmup: Duration,
-    /// How often to print a progress line when there is no terminal for the bar.
-    pub progress_interval: Duration,
-    /// Write every request's send time here (nanoseconds from the start, one a line): how the
-    /// tests see the open loop's pacing.
-    pub send_log: Option<PathBuf>,
-    /// Bytes of the value each `setxattr` sets.
-    pub xattr_size: usize,
-    /// Bytes each `write` puts in its new file.
-    pub write_size: u64,
-    /// Each `write` reads its file back and checks it.
-    pub read_back: bool,
-}
-
-impl Plan {
-    /// What the lanes' requests carry.
-    fn payloads(&self) -> lanes::Payloads {
-        lanes::Payloads {
-            xattr_size: self.xattr_size,
-            file: files::FileWork {
-                size: self.write_size,
-                read_back: self.read_back,
-            },
-        }
-    }
-
-    /// A new client (a fresh identity) on the server, as the run's options say.
-    pub async fn connect(&self) -> mds_client::Result<mds_client::Client> {
-        let session = Arc::new(mds_client::Session::new());
-        mds_client::Client::connect_with(&self.server, session, &self.connect).await
-    }
-}
-
-/// What the whole run shares.
-struct Shared {
-    stop: AtomicBool,
-    /// Operations left to start in a `--count` run.
-    budget: AtomicU64,
-    counted: bool,
-    /// Counted operations answered so far, and warm-up ones.
-    done: AtomicU64,
-    warmup_done: AtomicU64,
-    /// The end of the warm-up: requests intended from then on count.
-    measure_from: Instant,
-    outages: Arc<Outages>,
-    /// Down time as of `measure_from` (what the warm-up saw), once it has passed.
-    downtime_at_start: std::sync::Mutex<Option<Downtime>>,
-    send_log: bool,
-    ack_log: Option<std::sync::mpsc::Sender<String>>,
-    failure: std::sync::Mutex<Option<String>>,
-    latencies: latency::Latencies,
-}
-
-impl Shared {
-    /// Takes the right to start one more counted operation.
-    fn take_one(&self) -> bool {
-        if self.stop.load(Ordering::Relaxed) {
-            return false;
-        }
-        if self.counted {
-            return self
-                .budget
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |b| b.checked_sub(1))
-                .is_ok();
-        }
-        true
-    }
-}
 
 pub async fn run(plan: Plan) -> anyhow::Result<Report> {
     let outages = Outages::new();

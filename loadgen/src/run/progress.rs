@@ -7,7 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::{Plan, Shared, Stop};
+use super::plan::{Plan, Stop};
+use super::shared::Shared;
 
 /// The running progress display; [`Progress::finish`] takes it away before the report.
 pub(super) enum Progress {

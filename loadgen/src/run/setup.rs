@@ -13,8 +13,8 @@ use mds_client::resilient::{Outages, ResilientConn};
 use mds_client::{Client, ClientError, MapWatch, ROOT, Router, Session};
 use mds_proto::{Errno, Kind as FileKind, ShardLocation, shard_of};
 
-use super::Plan;
 use super::lanes::Lane;
+use super::plan::Plan;
 use crate::workload::{Kind, Rng, WorkingSet};
 
 /// `--spread-shards`: the cluster's shards that had an owner when the run started, and the

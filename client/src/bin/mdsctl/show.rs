@@ -164,6 +164,14 @@ pub(crate) fn print_attr(path: &str, a: &Attr) {
     println!("generation: {}", a.generation);
 }
 
+/// Prints one JSON document on stdout.
+pub(crate) fn print_json(v: &Value) {
+    println!(
+        "{}",
+        serde_json::to_string_pretty(v).expect("a Value always serializes")
+    );
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
