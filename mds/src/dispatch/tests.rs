@@ -9,7 +9,7 @@ use crate::output::ConnOutput;
 use crate::queue::Replies;
 use crate::recovery::Recovery;
 use crate::session::Begin;
-use mds_proto::{Cred, ROOT_INO, Replay};
+use mds_proto::{Cred, Kind, ROOT_INO, Replay};
 
 /// Two clients, A and B, attached to a core in memory.
 struct Harness {
@@ -858,4 +858,190 @@ fn a_step_naming_a_shard_the_cluster_does_not_have_is_refused() {
     assert_eq!(h.core.namespace.counts().inodes(), counts);
     assert!(h.core.namespace.pending_dirs().is_empty());
     assert_eq!(h.sent(), Vec::<&str>::new());
+}
+
+/// The other shards as a table answers them: what was sent to them, in order, and the
+/// answer each kind of step gets.
+struct TableShards {
+    sent: parking_lot::Mutex<Vec<Op>>,
+    answer: fn(&Op) -> Result<Body, Errno>,
+}
+
+impl crate::shard::OtherShards for TableShards {
+    fn call(
+        &self,
+        op: Op,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Body, Errno>> + Send + '_>> {
+        let answer = (self.answer)(&op);
+        self.sent.lock().push(op);
+        Box::pin(async move { answer })
+    }
+}
+
+impl TableShards {
+    fn sent(&self) -> Vec<&'static str> {
+        self.sent.lock().iter().map(Op::name).collect()
+    }
+}
+
+/// The directory shard 1 makes for a MKDIR_REMOTE.
+const REMOTE_DIR: u64 = 1 << mds_proto::SHARD_SHIFT | 0x40;
+
+fn pending_dir_made(op: &Op) -> Result<Body, Errno> {
+    let Op::MakePendingDir { mode, uid, gid, .. } = op else {
+        return Ok(Body::Done); // PREPARE_RMDIR: the directory is empty and marked
+    };
+    Ok(Body::Attr(mds_proto::Attr {
+        ino: REMOTE_DIR,
+        kind: Kind::Directory,
+        mode: *mode,
+        uid: *uid,
+        gid: *gid,
+        nlink: 2,
+        size: 0,
+        atime_ns: 0,
+        mtime_ns: 0,
+        ctime_ns: 0,
+        rdev: 0,
+        generation: 1,
+    }))
+}
+
+/// Shard 0 of a two-shard cluster, its other shard answered by `answer`, replies `ack`.
+fn reaching(ack: Ack, answer: fn(&Op) -> Result<Body, Errno>) -> (Harness, Arc<TableShards>) {
+    let mut h = in_cluster(2, false);
+    h.core.ack = ack;
+    let other = Arc::new(TableShards {
+        sent: parking_lot::Mutex::new(Vec::new()),
+        answer,
+    });
+    h.core
+        .cluster
+        .as_ref()
+        .unwrap()
+        .peers
+        .reach_through(other.clone());
+    (h, other)
+}
+
+fn mkdir_remote(name: &str, shard: u16) -> Op {
+    Op::MkdirRemote {
+        parent: ROOT_INO,
+        name: name.into(),
+        mode: 0o755,
+        shard,
+    }
+}
+
+/// Issue 54: the remote decisions, without etcd, a socket or a store — one row each.
+/// MKDIR_REMOTE asks the child's shard for the directory and makes the entry only once it
+/// answered, and is answered after its commit even under early replies (no replay could
+/// redo the other shard's half); the other shard's refusal is the client's answer, with no
+/// entry; a shard the cluster does not have is EINVAL, asked of nobody; a name under way is
+/// EBUSY to a second MKDIR_REMOTE and to the scrub's RESOLVE_REMOTE; a remote RMDIR asks
+/// PREPARE_RMDIR first and removes the entry only if it was granted.
+#[test]
+fn the_remote_decisions_answer_from_a_table_of_the_other_shards() {
+    // MKDIR_REMOTE, granted: entry made, answered at its commit even under --ack early.
+    for ack in [Ack::Commit, Ack::Early] {
+        let (h, other) = reaching(ack, pending_dir_made);
+        let answer = h.dispatch(&h.b, h.request(mkdir_remote("d", 1)));
+        assert!(
+            matches!(answer.deliver, Deliver::AtCommit { .. }),
+            "{ack:?}: never early: {answer:?}"
+        );
+        let Ok(Body::Attr(made)) = result(&answer) else {
+            panic!("{answer:?}")
+        };
+        assert_eq!(made.ino, REMOTE_DIR);
+        assert_eq!(other.sent(), ["make_pending_dir"]);
+        h.commit_all();
+        let found = h.dispatch(&h.b, h.request(lookup("d")));
+        assert_eq!(
+            result(&found),
+            &Ok(Body::Remote {
+                ino: REMOTE_DIR,
+                kind: Kind::Directory.into()
+            }),
+            "{ack:?}: the entry names the other shard's directory"
+        );
+    }
+
+    // Refused by the child's shard: that answer, and no entry.
+    let (h, other) = reaching(Ack::Commit, |_| Err(Errno::ENOSPC));
+    let answer = h.dispatch(&h.b, h.request(mkdir_remote("d", 1)));
+    assert_eq!(result(&answer), &Err(Errno::ENOSPC));
+    assert_eq!(other.sent(), ["make_pending_dir"]);
+    h.commit_all();
+    let found = h.dispatch(&h.b, h.request(lookup("d")));
+    assert_eq!(result(&found), &Err(Errno::ENOENT));
+
+    // A shard the cluster does not have: EINVAL, nobody asked.
+    let (h, other) = reaching(Ack::Commit, pending_dir_made);
+    let answer = h.dispatch(&h.b, h.request(mkdir_remote("d", 7)));
+    assert_eq!(result(&answer), &Err(Errno::EINVAL));
+    assert!(other.sent().is_empty());
+
+    // A name under way: EBUSY to a second MKDIR_REMOTE and to RESOLVE_REMOTE; asked again
+    // once it is not, each goes on.
+    let (h, other) = reaching(Ack::Commit, pending_dir_made);
+    let peers = &h.core.cluster.as_ref().unwrap().peers;
+    let held = peers.begin(ROOT_INO, "d").unwrap();
+    let answer = h.dispatch(&h.b, h.request(mkdir_remote("d", 1)));
+    assert_eq!(result(&answer), &Err(Errno::EBUSY));
+    let resolve = Op::ResolveRemote {
+        parent: ROOT_INO,
+        name: "d".into(),
+        ino: REMOTE_DIR,
+    };
+    let asked = h.dispatch_from(
+        &h.a,
+        Request {
+            cred: root(),
+            ..h.request(resolve.clone())
+        },
+        Origin::Peer,
+    );
+    assert_eq!(result(&asked), &Err(Errno::EBUSY));
+    assert!(
+        other.sent().is_empty(),
+        "nothing asked while the name is held"
+    );
+    drop(held);
+    let answer = h.dispatch(&h.b, h.request(mkdir_remote("d", 1)));
+    assert!(result(&answer).is_ok(), "{answer:?}");
+
+    // A remote RMDIR: PREPARE_RMDIR first; granted, the entry goes (at its commit).
+    h.commit_all();
+    let rmdir = Op::Rmdir {
+        parent: ROOT_INO,
+        name: "d".into(),
+    };
+    let answer = h.dispatch(&h.b, h.request(rmdir.clone()));
+    assert!(
+        matches!(answer.deliver, Deliver::AtCommit { .. }),
+        "{answer:?}"
+    );
+    assert_eq!(result(&answer), &Ok(Body::Done));
+    assert_eq!(other.sent(), ["make_pending_dir", "prepare_rmdir"]);
+    h.commit_all();
+    let found = h.dispatch(&h.b, h.request(lookup("d")));
+    assert_eq!(result(&found), &Err(Errno::ENOENT));
+
+    // Refused by the child's shard (not empty there): that answer, and the entry stays.
+    let (h, other) = reaching(Ack::Commit, |op| match op {
+        Op::PrepareRmdir { .. } => Err(Errno::ENOTEMPTY),
+        op => pending_dir_made(op),
+    });
+    h.dispatch(&h.b, h.request(mkdir_remote("d", 1)));
+    h.commit_all();
+    let answer = h.dispatch(&h.b, h.request(rmdir));
+    assert_eq!(result(&answer), &Err(Errno::ENOTEMPTY));
+    assert_eq!(other.sent(), ["make_pending_dir", "prepare_rmdir"]);
+    h.commit_all();
+    let found = h.dispatch(&h.b, h.request(lookup("d")));
+    assert!(
+        matches!(result(&found), Ok(Body::Remote { .. })),
+        "{found:?}"
+    );
 }

@@ -8,7 +8,7 @@ mod peers;
 pub mod scrub;
 mod view;
 
-pub use peers::{CrashPoint, NameUnderWay, Peers};
+pub use peers::{CrashPoint, NameUnderWay, OtherShards, Peers};
 pub use view::{MAX_MAP_WAIT, ShardView};
 
 use std::sync::Arc;

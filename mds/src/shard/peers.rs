@@ -6,6 +6,8 @@
 //! RESOLVE_REMOTE answers EBUSY for); the scrub over them is `scrub.rs`.
 
 use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
@@ -38,9 +40,21 @@ pub enum CrashPoint {
     EntryRemovedCommitted,
 }
 
+/// How a server's requests reach the other shards' servers. [`Peers`] sends them through the
+/// client library's router; the dispatch tests answer them from a table instead (TiKV's
+/// `TestPdClient` is the model), so that every remote decision runs without etcd, sockets
+/// or a store.
+pub trait OtherShards: Send + Sync {
+    /// `op`'s answer from the shard that serves it, as [`Peers::call`] gives it.
+    fn call(&self, op: Op) -> Pin<Box<dyn Future<Output = Result<Body, Errno>> + Send + '_>>;
+}
+
 /// The request path's side of the other shards.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub struct Peers {
+    /// Where requests to other shards go instead of the router, when set
+    /// ([`Peers::reach_through`]).
+    other_shards: OnceLock<Arc<dyn OtherShards>>,
     /// Where peer requests run, and how they connect (this server's own address as the
     /// seed of the router: it answers SHARD_MAP like any other).
     runtime: OnceLock<tokio::runtime::Handle>,
@@ -58,6 +72,16 @@ pub struct Peers {
     crash_at: OnceLock<Option<CrashPoint>>,
     /// The cluster's number of shards: a MKDIR_REMOTE to one past them is EINVAL.
     shards: OnceLock<u16>,
+}
+
+impl std::fmt::Debug for Peers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Peers")
+            .field("seed", &self.seed.get())
+            .field("shards", &self.shards.get())
+            .field("under_way", &self.in_flight.lock().len())
+            .finish_non_exhaustive()
+    }
 }
 
 /// A MKDIR_REMOTE's or remote RMDIR's name, under way until dropped.
@@ -118,19 +142,39 @@ impl Peers {
     /// Marks `(parent, name)` under way; None if another MKDIR_REMOTE or RMDIR of it is.
     pub fn begin(&self, parent: u64, name: &str) -> Option<NameUnderWay<'_>> {
         let key = (parent, name.to_owned());
-        self.in_flight
-            .lock()
-            .insert(key.clone())
-            .then_some(NameUnderWay { peers: self, key })
+        // The lock is let go before a guard is made: `then_some` would make (and drop) one
+        // for a name already under way, whose drop takes the lock again — a deadlock of the
+        // partition, and the other operation's name let go (issue 54's table found it).
+        let inserted = self.in_flight.lock().insert(key.clone());
+        inserted.then(|| NameUnderWay { peers: self, key })
     }
 
     pub fn is_in_flight(&self, parent: u64, name: &str) -> bool {
         self.in_flight.lock().contains(&(parent, name.to_owned()))
     }
 
+    /// Sends what [`Peers::call`] sends through `other_shards` instead of the router.
+    pub fn reach_through(&self, other_shards: Arc<dyn OtherShards>) {
+        let _ = self.other_shards.set(other_shards);
+    }
+
     /// Sends `op` as root to the shard that serves it (`shard`'s, for MAKE_PENDING_DIR): its
-    /// answer, or EIO when that shard cannot be reached within [`PEER_TIMEOUT`].
+    /// answer; EINVAL for a shard the cluster does not have; EIO when that shard cannot be
+    /// reached within [`PEER_TIMEOUT`].
     pub async fn call(&self, op: Op) -> Result<Body, Errno> {
+        if let Op::MakePendingDir { shard, .. } = &op
+            && !self.has_shard(*shard)
+        {
+            return Err(Errno::EINVAL);
+        }
+        match self.other_shards.get() {
+            Some(other_shards) => other_shards.call(op).await,
+            None => self.call_through_router(op).await,
+        }
+    }
+
+    /// [`Peers::call`] through the router, on the cluster thread's runtime.
+    async fn call_through_router(&self, op: Op) -> Result<Body, Errno> {
         let Some(runtime) = self.runtime.get() else {
             return Err(Errno::EIO);
         };
@@ -165,9 +209,6 @@ impl Peers {
             Op::MakePendingDir { shard, .. } => Some(*shard),
             _ => None,
         };
-        if shard.is_some_and(|s| s >= self.shards.get().copied().unwrap_or(0)) {
-            return Err(Errno::EINVAL);
-        }
         let asked = runtime.spawn(async move {
             let call = async {
                 loop {
