@@ -1,4 +1,4 @@
-//! Which shard of which cluster a store is, and the inode numbers that shard may hand out.
+//! Which shard of which cluster a store is, and whether a claim may open it.
 //!
 //! A store serves one shard of a cluster when its server claimed that shard in etcd: the claim
 //! gives the shard number and an epoch (the revision at which the owner key was created), and
@@ -9,40 +9,12 @@
 //! as it is, and may be adopted as shard 0; a store of a cluster is never opened for writing
 //! outside one, which would bypass the lease.
 //!
-//! Inode numbers carry their shard in their top 16 bits (`ino = shard << 48 | local`), so no
-//! two shards can ever hand out the same one. Shard 0 holds the root (1).
+//! The inode numbers a shard hands out are the protocol's layout (`mds_proto::first_ino`,
+//! `mds_proto::ino_limit`), defined there once for clients, servers and the journal alike.
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
-use crate::schema::ROOT_INO;
-
-/// Bits of an inode number below its shard.
-pub const SHARD_SHIFT: u32 = 48;
-
-/// The most shards a cluster can have (16 bits of inode number name one).
-pub const MAX_SHARDS: u32 = 1 << (64 - SHARD_SHIFT);
-
-/// The shard an inode number belongs to.
-pub const fn shard_of(ino: u64) -> u16 {
-    (ino >> SHARD_SHIFT) as u16
-}
-
-/// The first inode number shard `shard` hands out: after the root on shard 0, and
-/// `shard << 48 | 2` elsewhere (local numbers 0 and 1 are never used, so a local part reads
-/// the same on every shard).
-pub const fn first_ino(shard: u16) -> u64 {
-    ((shard as u64) << SHARD_SHIFT) | (ROOT_INO + 1)
-}
-
-/// The inode numbers below this one are shard `shard`'s (with [`first_ino`] the first); the
-/// last shard's end at `u64::MAX`, which is never handed out.
-pub const fn ino_limit(shard: u16) -> u64 {
-    match shard {
-        u16::MAX => u64::MAX,
-        _ => (shard as u64 + 1) << SHARD_SHIFT,
-    }
-}
 
 /// What a cluster's server claims when it opens the store of its shard.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -115,21 +87,6 @@ mod tests {
             cluster: cluster.into(),
             shard,
             epoch,
-        }
-    }
-
-    #[test]
-    fn inode_numbers_name_their_shard_and_never_overlap() {
-        assert_eq!(first_ino(0), 2);
-        assert_eq!(ino_limit(0), 1 << 48);
-        assert_eq!(first_ino(3), 3 << 48 | 2);
-        assert_eq!(shard_of(first_ino(3)), 3);
-        assert_eq!(shard_of(ino_limit(3) - 1), 3);
-        assert_eq!(shard_of(ROOT_INO), 0);
-        assert_eq!(ino_limit(u16::MAX), u64::MAX);
-        assert_eq!(shard_of(ino_limit(u16::MAX)), u16::MAX);
-        for shard in [0u16, 1, 7, 1000] {
-            assert!(ino_limit(shard) <= first_ino(shard + 1));
         }
     }
 

@@ -19,6 +19,7 @@ mod op;
 mod postcard_writer;
 mod reader;
 mod reply;
+mod shard;
 mod values;
 
 pub use errno::Errno;
@@ -30,11 +31,12 @@ pub use frame::{
 pub use names::{check_name, name_order, name_order_key};
 pub use op::{
     Cred, MAX_GROUPS, MODE_HAS_UMASK, Op, OpenFlags, RenameHow, Replay, Request, RequestRef,
-    SHARD_SHIFT, SetAttr, SetTime, XattrSet, mode_with_umask, opcode, shard_of, umask_of,
+    SetAttr, SetTime, XattrSet, mode_with_umask, opcode, umask_of,
 };
 pub use postcard_writer::{PostcardWriter, encode_body_with, encode_request_frame};
 pub use reader::{decode_reply, decode_request};
 pub use reply::{Attr, Body, DirEntry, Reply, ShardLocation, ShardMap, StatFs};
+pub use shard::{MAX_SHARDS, SHARD_SHIFT, first_ino, ino_limit, shard_of};
 pub use values::{Data, Kind, Target, XattrValue};
 
 /// Version carried in CONNECT; a server refuses any other with EPROTO.

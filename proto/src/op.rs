@@ -219,14 +219,6 @@ operations! {
     33 ACCESS "access" Access { ino: u64, mask: u32 };
 }
 
-/// The bits of an inode number below its shard: `ino = shard << 48 | local`.
-pub const SHARD_SHIFT: u32 = 48;
-
-/// The shard an inode number lives on.
-pub const fn shard_of(ino: u64) -> u16 {
-    (ino >> SHARD_SHIFT) as u16
-}
-
 impl Op {
     /// The inode whose shard serves this request: the directory of a name (its entry lives
     /// with its parent), the inode itself otherwise, the source directory of a RENAME and the

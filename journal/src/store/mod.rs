@@ -548,7 +548,7 @@ impl Journal {
         };
         let next_ino = match journal.db.get_cf(meta, META_NEXT_INO)? {
             Some(v) => decode_meta_u64("next_ino", &v)?,
-            None => crate::shard::first_ino(shard_number),
+            None => mds_proto::first_ino(shard_number),
         };
         let known_clients = journal.known_clients()?;
         let mut slots = Vec::new();
@@ -591,7 +591,7 @@ impl Journal {
                 sessions,
                 upgraded_from,
                 shard,
-                ino_limit: crate::shard::ino_limit(shard_number),
+                ino_limit: mds_proto::ino_limit(shard_number),
                 schema_version: if writable {
                     SCHEMA_VERSION
                 } else {
@@ -882,7 +882,7 @@ impl Journal {
     /// leaves no store numbered for a shard without saying which.
     fn initialize(&self, identity: Option<&ShardIdentity>) -> Result<()> {
         let shard = identity.map_or(0, |s| s.shard);
-        let first = crate::shard::first_ino(shard);
+        let first = mds_proto::first_ino(shard);
         let mut batch = WriteBatch::default();
         let meta = self.cf(CF_META);
         batch.put_cf(meta, META_SCHEMA_VERSION, SCHEMA_VERSION.to_le_bytes());
