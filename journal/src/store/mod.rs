@@ -38,7 +38,7 @@ pub struct JournalOptions {
     /// each commit raises the ceilings to this far above it ([`Ceilings`]).
     pub leases: Leases,
     /// The shard of a cluster this open serves, as its server claimed it; None outside a
-    /// cluster. Checked against the store's own ([`crate::shard`]) before anything is
+    /// cluster. Checked against the store's own (`claim.rs`) before anything is
     /// written, and written into it, synced, before the open returns.
     pub shard: Option<ShardIdentity>,
     /// Write each commit's changes to inodes and entries as one edit, and their images at
@@ -382,7 +382,7 @@ impl Journal {
             return Ok(());
         }
         let (_, recovered) = Self::open_read_only(path)?;
-        crate::shard::admit(
+        claim::admit(
             &path.display().to_string(),
             recovered.shard.as_ref(),
             Some(claim),
@@ -453,7 +453,7 @@ impl Journal {
         } else if is_new {
             journal.options.shard.clone()
         } else {
-            crate::shard::admit(
+            claim::admit(
                 &path.display().to_string(),
                 stored_shard.as_ref(),
                 journal.options.shard.as_ref(),
@@ -1722,6 +1722,7 @@ fn synced() -> WriteOptions {
     opts
 }
 
+mod claim;
 #[cfg(test)]
 mod edit_tests;
 mod edits;
