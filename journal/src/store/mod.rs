@@ -1,5 +1,8 @@
-//! The journal store: open with recovery, group commit, reads of committed state and scans
-//! for start-up and fsck.
+//! The journal store: open with recovery and group commit, here; each other part of the
+//! journal's work is an `impl Journal` block of its own file: reads of committed state and
+//! the scans of start-up and fsck (`read.rs`), what it keeps of its clients between commits
+//! (`clients.rs`), the transno and inode-number leases (`ceilings.rs`), and a standby's
+//! follower (`follow.rs`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -7,27 +10,25 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use rocksdb::{ColumnFamily, DB, FlushOptions, IteratorMode, WriteBatch, WriteOptions};
+use rocksdb::{ColumnFamily, DB, FlushOptions, WriteBatch, WriteOptions};
 
 use crate::error::InjectedFailure;
 use crate::error::{Error, Fault, Result};
-use crate::options::{Tuning, block_cache, cf_descriptors, cf_options, db_options, full_scan};
+use crate::options::{Tuning, block_cache, cf_descriptors, cf_options, db_options};
 use crate::resend::{ClientResend, ClientSlots};
 use crate::schema::{
-    ADDED_CFS, ALL_CFS, CF_CLIENTS, CF_DATA, CF_DENTRIES, CF_INODES, CF_META, CF_ORPHANS,
-    CF_XATTRS, Dentry, Inode, InodeV2, JournalOp, META_CLIENT_PREFIX, META_DENTRIES_TO_REKEY,
-    META_EDIT_LOG, META_INO_CEILING, META_LAST_COMMITTED, META_NEXT_INO, META_PENDING_PREFIX,
-    META_REPLAY_KEY, META_SCHEMA_VERSION, META_SESSION_PREFIX, META_SHARD, META_TRANSNO_CEILING,
-    PendingDir, ROOT_INO, ResendRecord, ResendSlot, ResendSlotRef, SCHEMA_VERSION,
+    ADDED_CFS, ALL_CFS, CF_CLIENTS, CF_DENTRIES, CF_INODES, CF_META, Dentry, Inode, InodeV2,
+    JournalOp, META_DENTRIES_TO_REKEY, META_EDIT_LOG, META_INO_CEILING, META_LAST_COMMITTED,
+    META_NEXT_INO, META_REPLAY_KEY, META_SCHEMA_VERSION, META_SESSION_PREFIX, META_SHARD,
+    META_TRANSNO_CEILING, ROOT_INO, ResendRecord, ResendSlotRef, SCHEMA_VERSION,
     SCHEMA_VERSION_BEFORE_DATA, SCHEMA_VERSION_IMAGES_APART, SCHEMA_VERSION_PARENT_KEYED_DENTRIES,
     SCHEMA_VERSION_SLOTS_APART, SCHEMA_VERSION_V2_INODES, SCHEMA_VERSION_WITHOUT_RESEND,
-    SECRET_LEN, TxRecord, client_key, data_key, data_key_end, decode, decode_dentry,
-    decode_meta_u64, decode_named_key, decode_resend_key, decode_u64_key, dentry_key,
-    dentry_key_into, encode, ino_key, is_child_keyed, named_key_into, now_ns, pending_key,
-    resend_key, session_key, xattr_key,
+    SECRET_LEN, TxRecord, client_key, data_key, data_key_end, decode, decode_meta_u64,
+    decode_named_key, dentry_key, dentry_key_into, encode, ino_key, is_child_keyed, named_key_into,
+    now_ns, pending_key, resend_key, session_key,
 };
 use crate::shard::ShardIdentity;
-use edits::{Checkpointer, Edit, EditKey, Overlaid, Overlay};
+use edits::{Checkpointer, Edit, EditKey};
 use images::{Births, creates, put_dentry, put_last_inode_images};
 use raw_batch::{Families, RawBatch};
 
@@ -709,15 +710,6 @@ impl Journal {
         Ok(moved)
     }
 
-    /// Decodes a stored inode in the layout this store holds.
-    fn decode_inode(&self, bytes: &[u8]) -> Result<Inode> {
-        if self.v2_inodes {
-            Ok(decode::<InodeV2>("version 2 inode", bytes)?.into())
-        } else {
-            decode("inode", bytes)
-        }
-    }
-
     /// The store's replay key; a writable open of a store without one (new, or written by a
     /// build before tickets) draws it and writes it, synced, before anyone can be given a
     /// ticket made with it.
@@ -735,146 +727,6 @@ impl Journal {
             self.db.put_cf_opt(meta, META_REPLAY_KEY, key, &synced())?;
         }
         Ok(key)
-    }
-
-    /// The ceilings at open. A store written by a build without them (or last by one) has
-    /// them missing or behind: then they are taken a lease above what is durable, which
-    /// bounds what such a build could hand out by its own limit on uncommitted work.
-    fn stored_ceilings(&self, last_committed: u64, next_ino: u64) -> Result<Ceilings> {
-        let meta = self.cf(CF_META);
-        let read = |key: &[u8], what| -> Result<Option<u64>> {
-            self.db
-                .get_cf(meta, key)?
-                .map(|v| decode_meta_u64(what, &v))
-                .transpose()
-        };
-        let leases = self.options.leases;
-        let transno = match read(META_TRANSNO_CEILING, "transno_ceiling")? {
-            Some(c) => c.max(last_committed),
-            None => last_committed.saturating_add(leases.transnos),
-        };
-        let ino = match read(META_INO_CEILING, "ino_ceiling")? {
-            Some(c) => c.max(next_ino),
-            None => next_ino.saturating_add(leases.inos),
-        };
-        Ok(Ceilings { transno, ino })
-    }
-
-    /// The session bindings at open. A binding whose client has neither resend records nor
-    /// a known-client key any more (its records were dropped by a build that did not know
-    /// bindings, or a crash came between) is deleted by a writable open.
-    fn sessions(
-        &self,
-        writable: bool,
-        known: &[u64],
-        slots: &HashMap<u64, ClientSlots>,
-    ) -> Result<Vec<(u64, [u8; SECRET_LEN])>> {
-        let meta = self.cf(CF_META);
-        let mut kept = Vec::new();
-        let mut stale = WriteBatch::default();
-        for item in self.db.prefix_iterator_cf(meta, META_SESSION_PREFIX) {
-            let (key, value) = item?;
-            let Some(id) = key.strip_prefix(META_SESSION_PREFIX) else {
-                break; // past the prefix
-            };
-            let client = decode_u64_key("session key", id)?;
-            let secret: [u8; SECRET_LEN] =
-                value.as_ref().try_into().map_err(|_| Error::Corrupt {
-                    what: "session secret",
-                    detail: format!("{} bytes", value.len()),
-                })?;
-            if slots.contains_key(&client) || known.contains(&client) {
-                kept.push((client, secret));
-            } else {
-                stale.delete_cf(meta, &key);
-            }
-        }
-        if writable && !stale.is_empty() {
-            self.db.write_opt(stale, &synced())?;
-        }
-        Ok(kept)
-    }
-
-    /// The ceilings durable now.
-    pub fn ceilings(&self) -> Ceilings {
-        Ceilings {
-            transno: self.transno_ceiling.load(Ordering::Acquire),
-            ino: self.ino_ceiling.load(Ordering::Acquire),
-        }
-    }
-
-    /// The server's inode counter (the next number it would hand out, burned ones
-    /// included): the next write keeps the ino ceiling a lease above it.
-    pub fn note_inode_counter(&self, counter: u64) {
-        self.inode_counter.fetch_max(counter, Ordering::AcqRel);
-    }
-
-    /// The ceilings a write made now should leave, never below the durable ones.
-    fn wanted_ceilings(&self, last_transno: u64, next_ino: u64) -> Ceilings {
-        let leases = self.options.leases;
-        let durable = self.ceilings();
-        let counter = self.inode_counter.load(Ordering::Acquire).max(next_ino);
-        Ceilings {
-            // Never u64::MAX: one past the ceiling must still be a number.
-            transno: durable
-                .transno
-                .max(last_transno.saturating_add(leases.transnos))
-                .min(u64::MAX - 1),
-            ino: durable
-                .ino
-                .max(counter.saturating_add(leases.inos))
-                .min(u64::MAX - 1),
-        }
-    }
-
-    fn put_ceilings(&self, batch: &mut RawBatch, ceilings: Ceilings) {
-        let meta = self.families.meta;
-        batch.put(meta, META_TRANSNO_CEILING, ceilings.transno.to_le_bytes());
-        batch.put(meta, META_INO_CEILING, ceilings.ino.to_le_bytes());
-    }
-
-    fn publish_ceilings(&self, ceilings: Ceilings) {
-        self.transno_ceiling
-            .fetch_max(ceilings.transno, Ordering::AcqRel);
-        self.ino_ceiling.fetch_max(ceilings.ino, Ordering::AcqRel);
-    }
-
-    /// Raises the ceilings alone, synced, when no commit is there to carry them (creates that
-    /// fail burn inode numbers without committing anything). Returns the new ones.
-    pub fn raise_ceilings(&self) -> Result<Ceilings> {
-        if self.is_failed() {
-            return Err(Error::Failed);
-        }
-        let ceilings =
-            self.wanted_ceilings(self.last_committed(), self.next_ino.load(Ordering::Relaxed));
-        let mut batch = RawBatch::with_capacity(64);
-        self.put_ceilings(&mut batch, ceilings);
-        if let Err(e) = self.db.write_opt(batch.into_write_batch(), &synced()) {
-            self.failed.store(true, Ordering::Release);
-            return Err(e.into());
-        }
-        self.publish_ceilings(ceilings);
-        Ok(ceilings)
-    }
-
-    /// Writes ceilings that cover exactly what was handed out, `last_transno` and inode
-    /// numbers below `inode_counter`: for a clean stop once everything is durable, so that
-    /// the next start wastes no inode numbers skipping a lease nobody used.
-    pub fn settle_ceilings(&self, last_transno: u64, inode_counter: u64) -> Result<()> {
-        if self.is_failed() {
-            return Err(Error::Failed);
-        }
-        let ceilings = Ceilings {
-            transno: last_transno.max(self.last_committed()),
-            ino: inode_counter.max(self.next_ino.load(Ordering::Relaxed)),
-        };
-        let mut batch = RawBatch::with_capacity(64);
-        self.put_ceilings(&mut batch, ceilings);
-        self.db.write_opt(batch.into_write_batch(), &synced())?;
-        self.transno_ceiling
-            .store(ceilings.transno, Ordering::Release);
-        self.ino_ceiling.store(ceilings.ino, Ordering::Release);
-        Ok(())
     }
 
     /// Writes the schema version of a new store, its first inode number (its shard's), the
@@ -932,55 +784,6 @@ impl Journal {
         Ok(())
     }
 
-    /// Writes client changes alone (`KnowClient`, `ForgetClient`, `DropResend`, `BindSession`),
-    /// synced, when
-    /// no transaction is there to carry them: they advance no transno. Other ops are refused.
-    pub fn write_client_changes(&self, ops: &[JournalOp]) -> Result<()> {
-        if self.is_failed() {
-            return Err(Error::Failed);
-        }
-        let meta = self.families.meta;
-        // Slot deletes apart from the rest: with the edit log they are an edit, as a
-        // commit's slot changes are, so that they are applied after those (a delete written
-        // straight to `clients` would be undone when a checkpoint applies an earlier put).
-        let mut resend = self.changes_batch(64 * ops.len());
-        let mut rest = RawBatch::with_capacity(64 * ops.len());
-        let mut slots = self.resend_slots.lock().expect("not poisoned");
-        for op in ops {
-            match op {
-                JournalOp::KnowClient { client } => rest.put(meta, client_key(*client), []),
-                JournalOp::ForgetClient { client } => rest.delete(meta, client_key(*client)),
-                JournalOp::DropResend { client } => {
-                    self.drop_resend(&mut resend, &mut rest, &mut slots, *client);
-                }
-                JournalOp::BindSession { client, secret } => {
-                    rest.put(meta, session_key(*client), secret);
-                }
-                other => {
-                    return Err(Error::Corrupt {
-                        what: "client change",
-                        detail: format!("not a client change: {other:?}"),
-                    });
-                }
-            }
-        }
-        drop(slots);
-        let (mut batch, edit) = self.as_edit(resend, || {
-            let seq = self.client_edits.fetch_add(1, Ordering::Relaxed);
-            EditKey::client(self.last_committed(), seq)
-        });
-        batch.append(&rest);
-        if batch.is_empty() {
-            return Ok(());
-        }
-        if let Err(e) = self.db.write_opt(batch.write_batch(), &synced()) {
-            self.failed.store(true, Ordering::Release);
-            return Err(e.into());
-        }
-        self.hand_over(batch, edit);
-        Ok(())
-    }
-
     /// A batch for changes that may become an edit ([`Journal::as_edit`]): with the edit log,
     /// with room kept in front for the put that wraps them.
     fn changes_batch(&self, capacity: usize) -> RawBatch {
@@ -1012,68 +815,6 @@ impl Journal {
         if let (Some(checkpointer), Some((key, edit))) = (&self.checkpointer, edit) {
             checkpointer.committed(key, Edit::within(batch.into_rep(), edit));
         }
-    }
-
-    /// The directories made for another shard's entries and not confirmed yet, in inode order.
-    pub fn pending_dirs(&self) -> Result<Vec<PendingDir>> {
-        let mut pending = Vec::new();
-        for item in self
-            .db
-            .prefix_iterator_cf(self.cf(CF_META), META_PENDING_PREFIX)
-        {
-            let (key, value) = item?;
-            let Some(id) = key.strip_prefix(META_PENDING_PREFIX) else {
-                break; // past the prefix
-            };
-            let ino = decode_u64_key("pending directory key", id)?;
-            let corrupt = |e: postcard::Error| Error::Corrupt {
-                what: "pending directory",
-                detail: format!("inode {ino}: {e}"),
-            };
-            let ((parent, name), rest): ((u64, String), _) =
-                postcard::take_from_bytes(&value).map_err(corrupt)?;
-            // Nothing more for a MKDIR_REMOTE's (the encoding before remote RMDIR).
-            let removing =
-                !rest.is_empty() && postcard::from_bytes::<bool>(rest).map_err(corrupt)?;
-            pending.push(PendingDir {
-                ino,
-                parent,
-                name,
-                removing,
-            });
-        }
-        Ok(pending)
-    }
-
-    /// The clients the journal knows: those that may hold replies sent before their commit.
-    pub fn known_clients(&self) -> Result<Vec<u64>> {
-        let mut known = Vec::new();
-        for item in self
-            .db
-            .prefix_iterator_cf(self.cf(CF_META), META_CLIENT_PREFIX)
-        {
-            let (key, _) = item?;
-            let Some(id) = key.strip_prefix(META_CLIENT_PREFIX) else {
-                break; // past the prefix
-            };
-            known.push(decode_u64_key("known client key", id)?);
-        }
-        Ok(known)
-    }
-
-    /// Forgets every known client, synced, and returns how many there were: for a clean stop
-    /// once every transno handed out is durable, when no client can hold a reply that is not
-    /// (the next start then opens no recovery window). Resend records stay.
-    pub fn forget_known_clients(&self) -> Result<usize> {
-        let forget: Vec<JournalOp> = self
-            .known_clients()?
-            .into_iter()
-            .map(|client| JournalOp::ForgetClient { client })
-            .collect();
-        if !forget.is_empty() {
-            self.write_client_changes(&forget)?;
-        }
-        Ok(forget.len())
     }
 
     /// Writes every memtable to table files and waits for it, so that the next open has no
@@ -1358,271 +1099,6 @@ impl Journal {
         })
     }
 
-    /// Reads one committed inode: under its own key, or (never changed since its creation)
-    /// in the entry it was created with, which is keyed by its number first.
-    /// Edits not yet written out are read over the images.
-    pub fn inode(&self, ino: u64) -> Result<Option<Inode>> {
-        let snapshot = self.snapshot();
-        let read = || {
-            let mut read = rocksdb::ReadOptions::default();
-            if let Some(snapshot) = &snapshot {
-                read.set_snapshot(snapshot);
-            }
-            read
-        };
-        let overlay = Overlay::read(&self.db, self.families, read())?;
-        let own = match overlay.inodes.get(&ino_key(ino)[..]) {
-            Some(change) => change.as_deref().map(<[u8]>::to_vec),
-            None => self
-                .db
-                .get_cf_opt(self.cf(CF_INODES), ino_key(ino), &read())?,
-        };
-        if let Some(v) = own {
-            return Ok(Some(self.decode_inode(&v)?));
-        }
-        if self.parent_keyed_dentries {
-            return Ok(None);
-        }
-        let prefix = ino_key(ino);
-        let images = self.db.iterator_cf_opt(
-            self.cf(CF_DENTRIES),
-            read(),
-            IteratorMode::From(&prefix, rocksdb::Direction::Forward),
-        );
-        for item in Overlaid::new(images, &overlay.dentries, &prefix) {
-            let (key, value) = item?;
-            if !key.starts_with(&prefix) {
-                break;
-            }
-            if let Some(image) = crate::schema::embedded_image(&value)? {
-                return Ok(Some(image));
-            }
-        }
-        Ok(None)
-    }
-
-    /// Reads one committed extended attribute.
-    pub fn xattr(&self, ino: u64, name: &str) -> Result<Option<Vec<u8>>> {
-        let Some(xattrs) = self.db.cf_handle(CF_XATTRS) else {
-            return Ok(None); // a read-only open of a store from before them
-        };
-        Ok(self.db.get_cf(xattrs, xattr_key(ino, name))?)
-    }
-
-    /// Reads one committed block of a file's data into `into` (cleared first): `false` if
-    /// the block is not stored (a hole, or past what was written).
-    pub fn read_block(&self, ino: u64, block: u32, into: &mut Vec<u8>) -> Result<bool> {
-        into.clear();
-        let Some(data) = self.db.cf_handle(CF_DATA) else {
-            return Ok(false); // a read-only open of a store from before file data
-        };
-        match self.db.get_pinned_cf(data, data_key(ino, block))? {
-            Some(v) => {
-                into.extend_from_slice(&v);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
-    }
-
-    /// Calls `f(ino, block, bytes)` on every committed data block, in inode then block order.
-    pub fn scan_data(&self, mut f: impl FnMut(u64, u32, &[u8]) -> Result<()>) -> Result<()> {
-        if self.db.cf_handle(CF_DATA).is_none() {
-            return Ok(());
-        }
-        for item in self.scan(CF_DATA) {
-            let (key, value) = item?;
-            let (ino, block) = decode_resend_key(&key)?;
-            f(ino, block, &value)?;
-        }
-        Ok(())
-    }
-
-    /// Calls `f(ino, owners)` on every orphan, in inode order.
-    pub fn scan_orphans(&self, mut f: impl FnMut(u64, Vec<u64>) -> Result<()>) -> Result<()> {
-        if self.db.cf_handle(CF_ORPHANS).is_none() {
-            return Ok(());
-        }
-        for item in self.scan(CF_ORPHANS) {
-            let (key, value) = item?;
-            f(
-                decode_u64_key("orphan key", &key)?,
-                decode("orphan owners", &value)?,
-            )?;
-        }
-        Ok(())
-    }
-
-    /// Deletes every slot `client` has, one point delete each (into `slots_batch`, with the
-    /// commit's other resend slot changes), and forgets them, with the binding of its
-    /// session (into `meta_batch`): the session ended.
-    fn drop_resend(
-        &self,
-        slots_batch: &mut RawBatch,
-        meta_batch: &mut RawBatch,
-        slots: &mut HashMap<u64, ClientSlots>,
-        client: u64,
-    ) {
-        if let Some(known) = slots.remove(&client) {
-            for slot in 0..known.written {
-                slots_batch.delete(self.families.clients, resend_key(client, slot));
-            }
-        }
-        meta_batch.delete(self.families.meta, session_key(client));
-    }
-
-    /// Calls `f` on every committed inode in inode-number order: those under their own key
-    /// in `inodes`, and those whose only image is the one their entry was created with
-    /// (`schema::embedded_image`). See [`Journal::scan_namespace`], which this is with the
-    /// entries passed over.
-    pub fn scan_inodes(&self, f: impl FnMut(Inode) -> Result<()>) -> Result<()> {
-        self.scan_namespace(|_, _, _| Ok(()), f)
-    }
-
-    /// Calls `entry(parent, name, dentry)` on every committed directory entry (as
-    /// [`Journal::scan_dentries`]) and `inode` on every committed inode, in inode-number
-    /// order, reading each family once: what a start-up loads. An inode's image is under its
-    /// own key in `inodes`, or (never changed since the commit that created it) in the value
-    /// of the entry it was created with. Both families are in inode order (`dentries` is
-    /// keyed by child first), so the two are merged as they are read; an inode with both has
-    /// been changed since its creation, and its own key holds the newer image.
-    pub fn scan_namespace(
-        &self,
-        mut entry: impl FnMut(u64, String, Dentry) -> Result<()>,
-        mut inode: impl FnMut(Inode) -> Result<()>,
-    ) -> Result<()> {
-        let view = self.namespace_view()?;
-        let mut own = view
-            .scan(self, CF_INODES)
-            .map(|item| {
-                let (key, value) = item?;
-                let image = self.decode_inode(&value)?;
-                let ino = decode_u64_key("inode key", &key)?;
-                if ino != image.ino {
-                    return Err(Error::Corrupt {
-                        what: "inode",
-                        detail: format!("key {ino} holds inode {}", image.ino),
-                    });
-                }
-                Ok(image)
-            })
-            .peekable();
-        for item in view.scan(self, CF_DENTRIES) {
-            let (key, value) = item?;
-            let (parent, name, dentry) = self.decode_stored_dentry(&key, &value)?;
-            // Entries of stores keyed by parent (before version 6) carry no image.
-            let embedded = if self.parent_keyed_dentries {
-                None
-            } else {
-                crate::schema::embedded_image(&value)?
-            };
-            if let Some(image) = embedded {
-                if image.ino != dentry.ino {
-                    return Err(Error::Corrupt {
-                        what: "dentry",
-                        detail: format!(
-                            "the entry {parent}/{name:?} of inode {} carries inode {}'s image",
-                            dentry.ino, image.ino
-                        ),
-                    });
-                }
-                let mut superseded = false;
-                while let Some(next) =
-                    own.next_if(|i| i.as_ref().map_or(true, |i| i.ino <= image.ino))
-                {
-                    let image_of_own = next?;
-                    superseded |= image_of_own.ino == image.ino;
-                    inode(image_of_own)?;
-                }
-                if !superseded {
-                    inode(image)?;
-                }
-            }
-            entry(parent, name, dentry)?;
-        }
-        for image in own {
-            inode(image?)?;
-        }
-        Ok(())
-    }
-
-    /// Calls `f(parent, name, entry)` on every committed directory entry, in the order of
-    /// the children's numbers (`dentries` is keyed by child: one directory's entries are not
-    /// together, and come in no name order).
-    pub fn scan_dentries(
-        &self,
-        mut f: impl FnMut(u64, String, Dentry) -> Result<()>,
-    ) -> Result<()> {
-        let view = self.namespace_view()?;
-        for item in view.scan(self, CF_DENTRIES) {
-            let (key, value) = item?;
-            let (parent, name, entry) = self.decode_stored_dentry(&key, &value)?;
-            f(parent, name, entry)?;
-        }
-        Ok(())
-    }
-
-    /// One stored entry as `(parent, name, entry)`, in whichever layout it is: a store whose
-    /// upgrade to child keys was cut short holds both.
-    fn decode_stored_dentry(&self, key: &[u8], value: &[u8]) -> Result<(u64, String, Dentry)> {
-        let parent_keyed =
-            self.parent_keyed_dentries && !is_child_keyed(key, &decode::<Dentry>("dentry", value)?);
-        decode_dentry(key, value, parent_keyed)
-    }
-
-    /// Calls `f(ino, name, value)` on every committed extended attribute, grouped by inode
-    /// and in name-byte order within one inode.
-    pub fn scan_xattrs(&self, mut f: impl FnMut(u64, String, Vec<u8>) -> Result<()>) -> Result<()> {
-        if self.db.cf_handle(CF_XATTRS).is_none() {
-            return Ok(()); // a read-only open of a store from before them
-        }
-        for item in self.scan(CF_XATTRS) {
-            let (key, value) = item?;
-            let (ino, name) = decode_named_key("extended attribute key", &key)?;
-            f(ino, name, value.into_vec())?;
-        }
-        Ok(())
-    }
-
-    /// Calls `f(client, slot, value)` on every resend slot, in client then slot order: those
-    /// in `clients`, with the edits not yet written out read over them.
-    pub fn scan_resend(&self, mut f: impl FnMut(u64, u32, ResendSlot) -> Result<()>) -> Result<()> {
-        let view = self.namespace_view()?;
-        for item in view.scan(self, CF_CLIENTS) {
-            let (key, value) = item?;
-            let (client, slot) = decode_resend_key(&key)?;
-            f(client, slot, decode("resend slot", &value)?)?;
-        }
-        Ok(())
-    }
-
-    /// What the scans of `inodes` and `dentries` read: one snapshot of the store, and the
-    /// edits in it not yet written out.
-    fn namespace_view(&self) -> Result<NamespaceView<'_>> {
-        let snapshot = self.snapshot();
-        let mut read = full_scan();
-        if let Some(snapshot) = &snapshot {
-            read.set_snapshot(snapshot);
-        }
-        let overlay = Overlay::read(&self.db, self.families, read)?;
-        Ok(NamespaceView { snapshot, overlay })
-    }
-
-    /// A snapshot for reads of the images and the edit log together, while a checkpointer
-    /// may write the one and delete from the other; None when none runs (a read-only or
-    /// secondary open, which RocksDB gives no snapshot, sees only what it opened or caught
-    /// up to).
-    fn snapshot(&self) -> Option<rocksdb::SnapshotWithThreadMode<'_, DB>> {
-        self.checkpointer.as_ref().map(|_| self.db.snapshot())
-    }
-
-    /// An iterator over a whole family, from its first key, that leaves the block cache alone
-    /// (`options::full_scan`).
-    fn scan(&self, family: &str) -> rocksdb::DBIteratorWithThreadMode<'_, DB> {
-        self.db
-            .iterator_cf_opt(self.cf(family), full_scan(), IteratorMode::Start)
-    }
-
     /// Sizes and counters for metrics: per-family key estimates and sizes, stall time, WAL
     /// syncs. Read per column family, or RocksDB reports only the default one.
     pub fn stats(&self) -> StoreStats {
@@ -1665,37 +1141,6 @@ impl Journal {
     }
 }
 
-/// One snapshot of the store with the edit log's changes in it, for scans of the namespace
-/// families ([`Journal::namespace_view`]).
-struct NamespaceView<'a> {
-    snapshot: Option<rocksdb::SnapshotWithThreadMode<'a, DB>>,
-    overlay: Overlay,
-}
-
-impl NamespaceView<'_> {
-    /// `inodes`, `dentries` or `clients` from its first key, with the edit log read over it.
-    fn scan<'v>(
-        &'v self,
-        journal: &'v Journal,
-        family: &str,
-    ) -> Overlaid<'v, rocksdb::DBIteratorWithThreadMode<'v, DB>> {
-        let mut read = full_scan();
-        if let Some(snapshot) = &self.snapshot {
-            read.set_snapshot(snapshot);
-        }
-        let changes = match family {
-            CF_INODES => &self.overlay.inodes,
-            CF_DENTRIES => &self.overlay.dentries,
-            CF_CLIENTS => &self.overlay.clients,
-            other => unreachable!("no edit changes {other}"),
-        };
-        let images = journal
-            .db
-            .iterator_cf_opt(journal.cf(family), read, IteratorMode::Start);
-        Overlaid::new(images, changes, &[])
-    }
-}
-
 /// A writable open must name every column family in the store, so a store of a newer schema
 /// with a family added fails inside RocksDB ("Column families not opened"), before
 /// `finish_open` can read its version; say what that most likely means. (A read-only open may
@@ -1722,13 +1167,16 @@ fn synced() -> WriteOptions {
     opts
 }
 
+mod ceilings;
 mod claim;
+mod clients;
 #[cfg(test)]
 mod edit_tests;
 mod edits;
 mod follow;
 mod images;
 mod raw_batch;
+mod read;
 pub use follow::Change;
 
 #[cfg(test)]
