@@ -1,8 +1,8 @@
-//! The journal store: open with recovery and group commit, here; each other part of the
-//! journal's work is an `impl Journal` block of its own file: reads of committed state and
-//! the scans of start-up and fsck (`read.rs`), what it keeps of its clients between commits
-//! (`clients.rs`), the transno and inode-number leases (`ceilings.rs`), and a standby's
-//! follower (`follow.rs`).
+//! The journal store: the group commit, here; each other part of the journal's work is an
+//! `impl Journal` block of its own file: opening a store with recovery (`open.rs`, with
+//! `claim.rs` and `upgrade.rs`), reads of committed state and the scans of start-up and fsck
+//! (`read.rs`), what it keeps of its clients between commits (`clients.rs`), the transno and
+//! inode-number leases (`ceilings.rs`), and a standby's follower (`follow.rs`).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -14,18 +14,11 @@ use rocksdb::{ColumnFamily, DB, FlushOptions, WriteBatch, WriteOptions};
 
 use crate::error::InjectedFailure;
 use crate::error::{Error, Fault, Result};
-use crate::options::{Tuning, block_cache, cf_descriptors, cf_options, db_options};
 use crate::resend::{ClientResend, ClientSlots};
 use crate::schema::{
-    ADDED_CFS, ALL_CFS, CF_CLIENTS, CF_DENTRIES, CF_INODES, CF_META, Dentry, Inode, InodeV2,
-    JournalOp, META_DENTRIES_TO_REKEY, META_EDIT_LOG, META_INO_CEILING, META_LAST_COMMITTED,
-    META_NEXT_INO, META_REPLAY_KEY, META_SCHEMA_VERSION, META_SESSION_PREFIX, META_SHARD,
-    META_TRANSNO_CEILING, ROOT_INO, ResendRecord, ResendSlotRef, SCHEMA_VERSION,
-    SCHEMA_VERSION_BEFORE_DATA, SCHEMA_VERSION_IMAGES_APART, SCHEMA_VERSION_PARENT_KEYED_DENTRIES,
-    SCHEMA_VERSION_SLOTS_APART, SCHEMA_VERSION_V2_INODES, SCHEMA_VERSION_WITHOUT_RESEND,
-    SECRET_LEN, TxRecord, client_key, data_key, data_key_end, decode, decode_meta_u64,
-    decode_named_key, dentry_key, dentry_key_into, encode, ino_key, is_child_keyed, named_key_into,
-    now_ns, pending_key, resend_key, session_key,
+    ALL_CFS, CF_META, JournalOp, META_LAST_COMMITTED, META_NEXT_INO, ResendRecord, ResendSlotRef,
+    SECRET_LEN, TxRecord, client_key, data_key, data_key_end, dentry_key_into, encode, ino_key,
+    named_key_into, pending_key, resend_key, session_key,
 };
 use crate::shard::ShardIdentity;
 use edits::{Checkpointer, Edit, EditKey};
@@ -176,28 +169,10 @@ pub struct Checkpoints {
 /// family would have to step over until compaction.
 const POINT_DELETES_MAX: u32 = 16;
 
-/// Entries an upgrade moves to their new keys per write batch (`Journal::rekey_dentries`):
-/// a few MiB of batch, whatever the store's size.
-/// (Four in tests, so that a few entries take several batches.)
-const REKEY_BATCH: usize = if cfg!(test) { 4 } else { 65_536 };
-
 /// Bytes of write batch a commit reserves per record: a create's inode, entry and share of
 /// its resend slot and directory image come to ~150 (the entry with its inode's image
 /// embedded ~120 of them).
 const COMMIT_BYTES_PER_RECORD: usize = 192;
-
-/// How long a cluster's store keeps a log file its memtables no longer need
-/// (`open_tuned`): a following standby reads the batches in it. Its reads come every 100 ms,
-/// and its last one a moment after the owner stopped.
-const ARCHIVED_LOG_TTL: Duration = Duration::from_secs(60);
-/// And at most this many MiB of them, whatever their age.
-const ARCHIVED_LOG_MB: u64 = 1024;
-
-/// Log files kept to be written over with the edit log on ([`Journal::open_tuned`]): at 64
-/// outstanding creates, 70–72k -> 78–83k creates a second once they are reused (the server on
-/// a core of its own; docs/BENCHMARKS.md, "Resend slots in the commit's edit"). A few are
-/// enough, one reused at each new log file; each is disk kept, up to its old length.
-const RECYCLED_LOGS: usize = 4;
 
 /// The journal: a RocksDB database with the mds schema.
 pub struct Journal {
@@ -257,13 +232,6 @@ impl std::fmt::Debug for Journal {
 }
 
 impl Journal {
-    /// Opens (creating if needed) the store at `path`, checks its schema version and recovers
-    /// `last_committed` and the next inode number. A new store gets its root directory in its
-    /// first, synced, batch.
-    pub fn open(path: &Path, options: JournalOptions) -> Result<(Journal, Recovered)> {
-        Self::open_tuned(path, options, &Tuning::default())
-    }
-
     /// Test hook: the commit after `failure.after_commits` successful ones fails with its
     /// fault, and the journal stops, as after a disk error. Never set in production.
     pub fn inject_failure(&mut self, failure: InjectedFailure) {
@@ -286,487 +254,12 @@ impl Journal {
         self.sync_latency = Some(latency);
     }
 
-    /// [`Journal::open`] with other RocksDB sizes (tests shrink them).
-    pub(crate) fn open_tuned(
-        path: &Path,
-        options: JournalOptions,
-        tuning: &Tuning,
-    ) -> Result<(Journal, Recovered)> {
-        if options.edit_log.is_some() && options.shard.is_some() {
-            return Err(Error::EditLogInCluster);
-        }
-        let mut opts = db_options(tuning);
-        if options.edit_log.is_some() {
-            // Log files are written over from their start once no family needs them, within
-            // their old length: a sync then writes the data alone, where an append also wrote
-            // the inode's new size (a second device round trip a commit, on this ext4). Not in
-            // a cluster, where the edit log is refused (above): a standby's reader of the log
-            // spins on a file written over under it (docs/BENCHMARKS.md, "Reused log
-            // files").
-            opts.set_recycle_log_file_num(RECYCLED_LOGS);
-        }
-        if options.shard.is_some() {
-            // A cluster's standby may follow this store (`follow.rs`): the log files a flush
-            // makes obsolete are archived a while instead of deleted, so that a follower reads
-            // the last batches of an owner that flushed as it stopped (a planned handover).
-            opts.set_wal_ttl_seconds(ARCHIVED_LOG_TTL.as_secs());
-            opts.set_wal_size_limit_mb(ARCHIVED_LOG_MB);
-        }
-        let cache = block_cache();
-        // A store of an older schema lacks the families later versions added (`xattrs` in
-        // version 3, `data` and `orphans` in 4). It is opened with the families it has, so
-        // that one the checks below refuse is left as it was — its own build could not open
-        // it again with a family it does not know — and gets them once it is current (a
-        // crash in between leaves a current store without them: the next open adds them).
-        let present = path
-            .join("CURRENT")
-            .is_file()
-            .then(|| DB::list_cf(&opts, path))
-            .transpose()?;
-        let missing: Vec<&str> = ADDED_CFS
-            .into_iter()
-            .filter(|name| {
-                present
-                    .as_ref()
-                    .is_some_and(|p| !p.iter().any(|f| f == name))
-            })
-            .collect();
-        let families = cf_descriptors(&cache, tuning)
-            .into_iter()
-            .filter(|d| !missing.contains(&d.name()));
-        let db = DB::open_cf_descriptors(&opts, path, families)
-            .map_err(|e| explain_open_failure(&opts, path, e))?;
-        let (mut journal, recovered) = Self::finish_open(db, opts, path, options, true)?;
-        for name in missing {
-            Arc::get_mut(&mut journal.db)
-                .expect("no thread holds the store yet")
-                .create_cf(name, &cf_options(&cache, tuning, name))?;
-        }
-        if [
-            journal.families.data,
-            journal.families.xattrs,
-            journal.families.edits,
-        ]
-        .contains(&u32::MAX)
-        {
-            journal.families = Families::of(&journal.db); // the families just added
-        }
-        // Before anything reads the namespace: the images alone hold it from here on. A
-        // checkpoint cut short may have left its files.
-        let _ = std::fs::remove_dir_all(journal.checkpoint_dir());
-        edits::apply_stored(&journal.db, journal.families, &journal.checkpoint_dir())?;
-        let meta = journal.cf(CF_META);
-        match journal.options.edit_log {
-            Some(edit_log) => {
-                journal.put_synced(META_EDIT_LOG, &[])?;
-                journal.checkpointer = Some(Checkpointer::start(
-                    Arc::clone(&journal.db),
-                    journal.families,
-                    journal.checkpoint_dir(),
-                    edit_log.checkpoint_bytes,
-                )?);
-            }
-            None if journal.db.get_cf(meta, META_EDIT_LOG)?.is_some() => {
-                journal.db.delete_cf_opt(meta, META_EDIT_LOG, &synced())?;
-            }
-            None => {}
-        }
-        Ok((journal, recovered))
-    }
-
-    /// Whether a claim may open the store at `path` (none there yet: it may), read without
-    /// writing and without RocksDB's lock: a claimant learns it is fenced off at once, even
-    /// while the store's current owner still holds it. The writable open checks again, under
-    /// the lock.
-    pub fn check_claim(path: &Path, claim: &ShardIdentity) -> Result<()> {
-        if !path.join("CURRENT").is_file() {
-            return Ok(());
-        }
-        let (_, recovered) = Self::open_read_only(path)?;
-        claim::admit(
-            &path.display().to_string(),
-            recovered.shard.as_ref(),
-            Some(claim),
-        )
-        .map(drop)
-    }
-
-    /// Opens an existing store read-only (for `mds fsck` and other offline tools).
-    pub fn open_read_only(path: &Path) -> Result<(Journal, Recovered)> {
-        if !path.join("CURRENT").is_file() {
-            return Err(Error::NoStore {
-                path: path.display().to_string(),
-            });
-        }
-        let tuning = Tuning::default();
-        let mut opts = db_options(&tuning);
-        opts.create_if_missing(false);
-        let cache = block_cache();
-        // A store of an older schema may lack families this build added (`ADDED_CFS`): a
-        // read-only open cannot create them, so it opens what is there, and reads of a
-        // missing family find nothing.
-        let present = DB::list_cf(&opts, path)?;
-        let families = cf_descriptors(&cache, &tuning)
-            .into_iter()
-            .filter(|d| present.iter().any(|p| p == d.name()));
-        let db = DB::open_cf_descriptors_read_only(&opts, path, families, false)?;
-        Self::finish_open(db, opts, path, JournalOptions::default(), false)
-    }
-
-    fn finish_open(
-        db: DB,
-        opts: rocksdb::Options,
-        path: &Path,
-        options: JournalOptions,
-        writable: bool,
-    ) -> Result<(Journal, Recovered)> {
-        let families = Families::of(&db);
-        let mut journal = Journal {
-            db: Arc::new(db),
-            path: path.to_owned(),
-            last_committed: AtomicU64::new(0),
-            next_ino: AtomicU64::new(ROOT_INO + 1),
-            commits: AtomicU64::new(0),
-            failed: AtomicBool::new(false),
-            options,
-            injected: None,
-            sync_latency: None,
-            opts,
-            resend_slots: Mutex::new(HashMap::new()),
-            transno_ceiling: AtomicU64::new(0),
-            ino_ceiling: AtomicU64::new(0),
-            inode_counter: AtomicU64::new(0),
-            v2_inodes: false,
-            parent_keyed_dentries: false,
-            families,
-            checkpointer: None,
-            client_edits: AtomicU64::new(0),
-        };
-        let meta = journal.cf(CF_META);
-        let stored_shard = match journal.db.get_cf(meta, META_SHARD)? {
-            Some(v) => Some(decode::<ShardIdentity>("shard identity", &v)?),
-            None => None,
-        };
-        let is_new = journal.db.get_cf(meta, META_SCHEMA_VERSION)?.is_none();
-        // Whose store it is, checked before anything is written to it (an upgrade included).
-        let shard = if !writable {
-            stored_shard.clone()
-        } else if is_new {
-            journal.options.shard.clone()
-        } else {
-            claim::admit(
-                &path.display().to_string(),
-                stored_shard.as_ref(),
-                journal.options.shard.as_ref(),
-            )?
-        };
-        let shard_number = shard.as_ref().map_or(0, |s| s.shard);
-        let meta = journal.cf(CF_META);
-        let (mut upgraded_from, mut v2_inodes) = (None, false);
-        let mut schema_version = SCHEMA_VERSION;
-        let created = match journal.db.get_cf(meta, META_SCHEMA_VERSION)? {
-            Some(v) => {
-                let found =
-                    u32::from_le_bytes(v.as_slice().try_into().map_err(|_| Error::Corrupt {
-                        what: "schema version",
-                        detail: format!("{} bytes", v.len()),
-                    })?);
-                // Version 1 never wrote resend records; versions 1 and 2 share the inode
-                // layout that version 3 extended.
-                let old_inodes = found == SCHEMA_VERSION_V2_INODES
-                    || (found == SCHEMA_VERSION_WITHOUT_RESEND
-                        && journal.resend_family_is_empty()?);
-                if old_inodes
-                    || found == SCHEMA_VERSION_BEFORE_DATA
-                    || found == SCHEMA_VERSION_PARENT_KEYED_DENTRIES
-                {
-                    schema_version = found;
-                    if writable {
-                        journal.upgrade(path, found, old_inodes)?;
-                        upgraded_from = Some(found);
-                    } else {
-                        v2_inodes = old_inodes;
-                        journal.parent_keyed_dentries = true;
-                    }
-                } else if found == SCHEMA_VERSION_IMAGES_APART
-                    || found == SCHEMA_VERSION_SLOTS_APART
-                {
-                    // Nothing stored changes but the version: from now on new inodes' images
-                    // may be in their entries (7: resend slots in the edits), which a build of
-                    // version 5 (6) would not read. An upgrade to 5 or 6 cut short while it
-                    // moved the entries is finished first.
-                    let moving = journal.db.get_cf(meta, META_DENTRIES_TO_REKEY)?.is_some();
-                    if writable {
-                        if moving {
-                            journal.finish_rekey()?;
-                        }
-                        journal.put_synced(META_SCHEMA_VERSION, &SCHEMA_VERSION.to_le_bytes())?;
-                        upgraded_from = Some(found);
-                    } else {
-                        schema_version = found;
-                        journal.parent_keyed_dentries = moving;
-                    }
-                } else if found == SCHEMA_VERSION
-                    && journal.db.get_cf(meta, META_DENTRIES_TO_REKEY)?.is_some()
-                {
-                    // An upgrade that stopped while it moved the entries.
-                    if writable {
-                        journal.finish_rekey()?;
-                    } else {
-                        journal.parent_keyed_dentries = true;
-                    }
-                } else if found != SCHEMA_VERSION {
-                    return Err(Error::SchemaVersion {
-                        path: path.display().to_string(),
-                        found,
-                        expected: SCHEMA_VERSION,
-                    });
-                }
-                false
-            }
-            None if writable => {
-                journal.initialize(shard.as_ref())?;
-                true
-            }
-            None => {
-                return Err(Error::Corrupt {
-                    what: "store",
-                    detail: format!("{} has no schema version", path.display()),
-                });
-            }
-        };
-        journal.v2_inodes = v2_inodes;
-        if let Some(claimed) = shard
-            .as_ref()
-            .filter(|_| writable && !created && shard != stored_shard)
-        {
-            journal.put_synced(META_SHARD, &encode(claimed))?;
-        }
-        let meta = journal.cf(CF_META);
-        let last_committed = match journal.db.get_cf(meta, META_LAST_COMMITTED)? {
-            Some(v) => decode_meta_u64("last_committed", &v)?,
-            None => 0,
-        };
-        let next_ino = match journal.db.get_cf(meta, META_NEXT_INO)? {
-            Some(v) => decode_meta_u64("next_ino", &v)?,
-            None => mds_proto::first_ino(shard_number),
-        };
-        let known_clients = journal.known_clients()?;
-        let mut slots = Vec::new();
-        journal.scan_resend(|client, slot, value| {
-            slots.push((client, slot, value));
-            Ok(())
-        })?;
-        let (resend_slots, resend) = crate::resend::recover(slots);
-        let replay_key = journal.replay_key(writable)?;
-        let ceilings = journal.stored_ceilings(last_committed, next_ino)?;
-        journal
-            .last_committed
-            .store(last_committed, Ordering::SeqCst);
-        journal.next_ino.store(next_ino, Ordering::SeqCst);
-        journal
-            .transno_ceiling
-            .store(ceilings.transno, Ordering::SeqCst);
-        journal.ino_ceiling.store(ceilings.ino, Ordering::SeqCst);
-        let leased = if writable {
-            // This start's inode numbers begin above every one the last start may have handed
-            // out; room for them is on disk before anyone is served.
-            journal.note_inode_counter(next_ino.max(ceilings.ino));
-            journal.raise_ceilings()?
-        } else {
-            ceilings
-        };
-        let sessions = journal.sessions(writable, &known_clients, &resend_slots)?;
-        *journal.resend_slots.lock().expect("not poisoned") = resend_slots;
-        Ok((
-            journal,
-            Recovered {
-                last_committed,
-                next_ino,
-                created,
-                known_clients,
-                resend,
-                replay_key,
-                ceilings,
-                leased,
-                sessions,
-                upgraded_from,
-                shard,
-                ino_limit: mds_proto::ino_limit(shard_number),
-                schema_version: if writable {
-                    SCHEMA_VERSION
-                } else {
-                    schema_version
-                },
-            },
-        ))
-    }
-
-    /// Upgrades a store of an older version: for versions 1 and 2 (`old_inodes`) every inode
-    /// rewritten in the current layout, and the current version recorded with
-    /// [`META_DENTRIES_TO_REKEY`], in one synced batch (version 3 differs otherwise only in
-    /// the families the open adds) — a crash leaves the inodes either as they were or
-    /// upgraded, never with the two layouts mixed (which one decoding could not tell apart).
-    /// That batch holds the whole inode family once: a one-time cost at the first start of a
-    /// new build. Then every entry is moved under its child's key ([`Journal::finish_rekey`]).
-    /// The version goes first so that a build of the old one, which would misread an entry
-    /// already moved, never opens a store part way through: it refuses version 5 by name.
-    ///
-    /// From versions before 4, sessions go: resend records hold replies encoded in the
-    /// protocol of the build that wrote them, and no client of that protocol can reach this
-    /// build (it refuses other versions at CONNECT), so none could ever resend. A store with
-    /// known clients — it was not stopped cleanly, and clients may still replay early
-    /// replies into it, which only the old build can take — is refused, before anything is
-    /// written. Version 4 speaks this build's protocol: its sessions, resend records and
-    /// known clients are kept, and its clients resend and replay into this build.
-    fn upgrade(&self, path: &Path, found: u32, old_inodes: bool) -> Result<()> {
-        let old_protocol = found < SCHEMA_VERSION_PARENT_KEYED_DENTRIES;
-        let known = self.known_clients()?;
-        if old_protocol && !known.is_empty() {
-            return Err(Error::UpgradeWithKnownClients {
-                path: path.display().to_string(),
-                found,
-                clients: known.len(),
-            });
-        }
-        let (inodes, clients, meta) = (self.cf(CF_INODES), self.cf(CF_CLIENTS), self.cf(CF_META));
-        let mut batch = WriteBatch::default();
-        for item in self.scan(CF_INODES).take_while(|_| old_inodes) {
-            let (key, value) = item?;
-            let old: InodeV2 = decode("version 2 inode", &value)?;
-            batch.put_cf(inodes, &key, encode(&Inode::from(old)));
-        }
-        for item in self.scan(CF_CLIENTS).take_while(|_| old_protocol) {
-            batch.delete_cf(clients, item?.0);
-        }
-        for item in self
-            .db
-            .prefix_iterator_cf(meta, META_SESSION_PREFIX)
-            .take_while(|_| old_protocol)
-        {
-            let (key, _) = item?;
-            if !key.starts_with(META_SESSION_PREFIX) {
-                break; // past the prefix
-            }
-            batch.delete_cf(meta, key);
-        }
-        batch.put_cf(meta, META_SCHEMA_VERSION, SCHEMA_VERSION.to_le_bytes());
-        batch.put_cf(meta, META_DENTRIES_TO_REKEY, []);
-        self.db.write_opt(batch, &synced())?;
-        self.finish_rekey()
-    }
-
-    /// Moves the entries an upgrade left in the old layout ([`Journal::rekey_dentries`]),
-    /// then deletes [`META_DENTRIES_TO_REKEY`], synced: the batches before it in the log are
-    /// durable with it.
-    fn finish_rekey(&self) -> Result<()> {
-        self.rekey_dentries()?;
-        let mut batch = WriteBatch::default();
-        batch.delete_cf(self.cf(CF_META), META_DENTRIES_TO_REKEY);
-        self.db.write_opt(batch, &synced())?;
-        Ok(())
-    }
-
-    /// Moves every entry of the layout before version 5 (parent ++ name) under its child's
-    /// key (child ++ parent ++ name), [`REKEY_BATCH`] entries to a write batch, each old key
-    /// deleted and its new one put in the same batch; returns how many moved. The batches
-    /// are not synced: the synced batch that ends the move follows them in the same log. A
-    /// crash part way leaves both layouts in the family, which read unambiguously key by key
-    /// ([`is_child_keyed`]), and [`META_DENTRIES_TO_REKEY`] set: the next open moves what is
-    /// left. An old key is never a new one's bytes: that needs a name that begins with the
-    /// eight bytes of the new key's parent, and names hold no NUL, while every inode number
-    /// has a zero byte (its shard's number is below 256, or its number within the shard
-    /// below 2^40).
-    fn rekey_dentries(&self) -> Result<u64> {
-        let dentries = self.cf(CF_DENTRIES);
-        let mut moved = 0;
-        let mut new_keys: Vec<(Vec<u8>, Box<[u8]>)> = Vec::with_capacity(REKEY_BATCH);
-        let mut batch = WriteBatch::default();
-        let write = |batch: &mut WriteBatch, new_keys: &mut Vec<(Vec<u8>, Box<[u8]>)>| {
-            // In key order: the memtable's insert hint then holds across the batch.
-            new_keys.sort_unstable();
-            for (key, value) in new_keys.drain(..) {
-                batch.put_cf(dentries, key, value);
-            }
-            self.db.write(std::mem::take(batch))
-        };
-        for item in self.scan(CF_DENTRIES) {
-            let (key, value) = item?;
-            let entry: Dentry = decode("dentry", &value)?;
-            if is_child_keyed(&key, &entry) {
-                continue;
-            }
-            let (parent, name) = decode_named_key("dentry key", &key)?;
-            batch.delete_cf(dentries, &key);
-            new_keys.push((dentry_key(entry.ino, parent, &name), value));
-            moved += 1;
-            if new_keys.len() == REKEY_BATCH {
-                write(&mut batch, &mut new_keys)?;
-            }
-        }
-        if !new_keys.is_empty() {
-            write(&mut batch, &mut new_keys)?;
-        }
-        Ok(moved)
-    }
-
-    /// The store's replay key; a writable open of a store without one (new, or written by a
-    /// build before tickets) draws it and writes it, synced, before anyone can be given a
-    /// ticket made with it.
-    fn replay_key(&self, writable: bool) -> Result<[u8; SECRET_LEN]> {
-        let meta = self.cf(CF_META);
-        if let Some(v) = self.db.get_cf(meta, META_REPLAY_KEY)? {
-            return v.as_slice().try_into().map_err(|_| Error::Corrupt {
-                what: "replay key",
-                detail: format!("{} bytes", v.len()),
-            });
-        }
-        let mut key = [0u8; SECRET_LEN];
-        if writable {
-            getrandom::fill(&mut key).map_err(|e| Error::Random(e.to_string()))?;
-            self.db.put_cf_opt(meta, META_REPLAY_KEY, key, &synced())?;
-        }
-        Ok(key)
-    }
-
-    /// Writes the schema version of a new store, its first inode number (its shard's), the
-    /// shard's identity and, on shard 0, the root directory: one synced batch, so that a crash
-    /// leaves no store numbered for a shard without saying which.
-    fn initialize(&self, identity: Option<&ShardIdentity>) -> Result<()> {
-        let shard = identity.map_or(0, |s| s.shard);
-        let first = mds_proto::first_ino(shard);
-        let mut batch = WriteBatch::default();
-        let meta = self.cf(CF_META);
-        batch.put_cf(meta, META_SCHEMA_VERSION, SCHEMA_VERSION.to_le_bytes());
-        batch.put_cf(meta, META_LAST_COMMITTED, 0u64.to_le_bytes());
-        batch.put_cf(meta, META_NEXT_INO, first.to_le_bytes());
-        // Nothing handed out yet: the first commit raises them.
-        batch.put_cf(meta, META_TRANSNO_CEILING, 0u64.to_le_bytes());
-        batch.put_cf(meta, META_INO_CEILING, first.to_le_bytes());
-        if let Some(identity) = identity {
-            batch.put_cf(meta, META_SHARD, encode(identity));
-        }
-        if shard == 0 {
-            let root = Inode::root(now_ns());
-            batch.put_cf(self.cf(CF_INODES), ino_key(ROOT_INO), encode(&root));
-        }
-        self.db.write_opt(batch, &synced())?;
-        Ok(())
-    }
-
     /// One meta key, synced (start-up writes only).
     fn put_synced(&self, key: &[u8], value: &[u8]) -> Result<()> {
         let mut batch = WriteBatch::default();
         batch.put_cf(self.cf(CF_META), key, value);
         self.db.write_opt(batch, &synced())?;
         Ok(())
-    }
-
-    fn resend_family_is_empty(&self) -> Result<bool> {
-        let mut iter = self.db.raw_iterator_cf(self.cf(CF_CLIENTS));
-        iter.seek_to_first();
-        iter.status()?;
-        Ok(!iter.valid())
     }
 
     fn cf(&self, name: &str) -> &ColumnFamily {
@@ -1141,26 +634,6 @@ impl Journal {
     }
 }
 
-/// A writable open must name every column family in the store, so a store of a newer schema
-/// with a family added fails inside RocksDB ("Column families not opened"), before
-/// `finish_open` can read its version; say what that most likely means. (A read-only open may
-/// leave families out, so it gets as far as the version check.)
-fn explain_open_failure(opts: &rocksdb::Options, path: &Path, e: rocksdb::Error) -> Error {
-    let unknown: Vec<String> = DB::list_cf(opts, path)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|f| f != "default" && !ALL_CFS.contains(&f.as_str()))
-        .collect();
-    if unknown.is_empty() {
-        return e.into();
-    }
-    Error::UnknownFamilies {
-        path: path.display().to_string(),
-        families: unknown.join(", "),
-        expected: SCHEMA_VERSION,
-    }
-}
-
 fn synced() -> WriteOptions {
     let mut opts = WriteOptions::default();
     opts.set_sync(true);
@@ -1175,8 +648,10 @@ mod edit_tests;
 mod edits;
 mod follow;
 mod images;
+mod open;
 mod raw_batch;
 mod read;
+mod upgrade;
 pub use follow::Change;
 
 #[cfg(test)]
