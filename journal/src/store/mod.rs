@@ -1,28 +1,32 @@
-//! The journal store: the group commit, here; each other part of the journal's work is an
-//! `impl Journal` block of its own file: opening a store with recovery (`open.rs`, with
-//! `claim.rs` and `upgrade.rs`), reads of committed state and the scans of start-up and fsck
-//! (`read.rs`), what it keeps of its clients between commits (`clients.rs`), the transno and
-//! inode-number leases (`ceilings.rs`), and a standby's follower (`follow.rs`).
+//! The journal store: the [`Journal`] over one RocksDB database, what it is opened with, and
+//! what it reports. Its work is one `impl Journal` block per file, each owning one part:
+//!
+//! - `open.rs`: opening a store, with recovery; `claim.rs` admits a cluster's claim, and
+//!   `upgrade.rs` brings an older schema current;
+//! - `commit.rs`: the group commit, one synced batch per group of transactions;
+//! - `clients.rs`: known clients, session bindings and resend slots written between commits;
+//! - `ceilings.rs`: the transno and inode-number leases;
+//! - `read.rs`: reads of committed state, and the scans of start-up and fsck;
+//! - `follow.rs`: a standby's follower of a store another process owns;
+//! - `hooks.rs`: failure injection and the other test and benchmark hooks.
+//!
+//! Below them: `raw_batch.rs` (write batches by hand), `images.rs` (a commit's last inode
+//! images) and `edits.rs` (the edit log and its checkpointer). This file keeps what they
+//! share: the types, the journal's state, and the edit log's part in every write.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use rocksdb::{ColumnFamily, DB, FlushOptions, WriteBatch, WriteOptions};
 
-use crate::error::InjectedFailure;
-use crate::error::{Error, Fault, Result};
+use crate::error::{Error, InjectedFailure, Result};
 use crate::resend::{ClientResend, ClientSlots};
-use crate::schema::{
-    ALL_CFS, CF_META, JournalOp, META_LAST_COMMITTED, META_NEXT_INO, ResendRecord, ResendSlotRef,
-    SECRET_LEN, TxRecord, client_key, data_key, data_key_end, dentry_key_into, encode, ino_key,
-    named_key_into, pending_key, resend_key, session_key,
-};
+use crate::schema::{ALL_CFS, CF_META, SECRET_LEN};
 use crate::shard::ShardIdentity;
 use edits::{Checkpointer, Edit, EditKey};
-use images::{Births, creates, put_dentry, put_last_inode_images};
 use raw_batch::{Families, RawBatch};
 
 /// How the journal is opened.
@@ -32,8 +36,8 @@ pub struct JournalOptions {
     /// each commit raises the ceilings to this far above it ([`Ceilings`]).
     pub leases: Leases,
     /// The shard of a cluster this open serves, as its server claimed it; None outside a
-    /// cluster. Checked against the store's own (`claim.rs`) before anything is
-    /// written, and written into it, synced, before the open returns.
+    /// cluster. Checked against the store's own (`claim.rs`) before anything is written, and
+    /// written into it, synced, before the open returns.
     pub shard: Option<ShardIdentity>,
     /// Write each commit's changes to inodes and entries as one edit, and their images at
     /// checkpoints (`store/edits.rs`), rather than a key each in every commit. Not for a
@@ -119,7 +123,7 @@ pub struct Recovered {
     pub shard: Option<ShardIdentity>,
     /// Inode numbers at or above this one are not this store's shard's to hand out.
     pub ino_limit: u64,
-    /// The store's schema version as this open found it: older than [`SCHEMA_VERSION`] only
+    /// The store's schema version as this open found it: older than [`crate::SCHEMA_VERSION`] only
     /// for a read-only open of a store no build of this version has opened for writing.
     pub schema_version: u32,
 }
@@ -164,16 +168,6 @@ pub struct Checkpoints {
     pub held_bytes: u64,
 }
 
-/// A `DeleteData` of at most this many blocks is point deletes: a small file's removal (a
-/// 16-block file is 64 KiB) leaves no range tombstone behind, which RocksDB's reads of the
-/// family would have to step over until compaction.
-const POINT_DELETES_MAX: u32 = 16;
-
-/// Bytes of write batch a commit reserves per record: a create's inode, entry and share of
-/// its resend slot and directory image come to ~150 (the entry with its inode's image
-/// embedded ~120 of them).
-const COMMIT_BYTES_PER_RECORD: usize = 192;
-
 /// The journal: a RocksDB database with the mds schema.
 pub struct Journal {
     db: Arc<DB>,
@@ -196,8 +190,8 @@ pub struct Journal {
     /// The server's inode counter as last reported (`Journal::note_inode_counter`): the ino
     /// ceiling is kept a lease above it, whatever the creates that burned numbers left behind.
     inode_counter: AtomicU64,
-    /// Inodes are in the layout of schema version 2 ([`InodeV2`]): a read-only open of a store
-    /// no build of version 3 has opened for writing yet.
+    /// Inodes are in the layout of schema version 2 ([`crate::schema::InodeV2`]): a read-only
+    /// open of a store no build of version 3 has opened for writing yet.
     v2_inodes: bool,
     /// Entries may be in the layout of schema versions before 5 ([`crate::schema::named_key`]):
     /// a read-only open of a store no build of version 5 has opened for writing yet (or whose
@@ -232,40 +226,19 @@ impl std::fmt::Debug for Journal {
 }
 
 impl Journal {
-    /// Test hook: the commit after `failure.after_commits` successful ones fails with its
-    /// fault, and the journal stops, as after a disk error. Never set in production.
-    pub fn inject_failure(&mut self, failure: InjectedFailure) {
-        self.injected = Some(failure);
+    /// Every transno up to this one is durable.
+    pub fn last_committed(&self) -> u64 {
+        self.last_committed.load(Ordering::Acquire)
     }
 
-    /// Test hook: closes the journal as a crash would leave the edit log: the edits the
-    /// checkpointer holds are not written out (the next open does that). Never used in
-    /// production.
-    pub fn close_without_checkpoint(mut self) {
-        if let Some(mut checkpointer) = self.checkpointer.take() {
-            let _ = checkpointer.abandon();
-        }
+    /// Whether an earlier write failed and the journal stopped.
+    pub fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
     }
 
-    /// Benchmark hook: each commit's synced write takes at least `latency`, as on a device
-    /// whose sync takes that long: several servers on one machine's one disk can then be
-    /// bound each by a device of its own (`bench/shards.sh`). Never set in production.
-    pub fn emulate_sync_latency(&mut self, latency: Duration) {
-        self.sync_latency = Some(latency);
-    }
-
-    /// One meta key, synced (start-up writes only).
-    fn put_synced(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        let mut batch = WriteBatch::default();
-        batch.put_cf(self.cf(CF_META), key, value);
-        self.db.write_opt(batch, &synced())?;
-        Ok(())
-    }
-
-    fn cf(&self, name: &str) -> &ColumnFamily {
-        self.db
-            .cf_handle(name)
-            .expect("every column family is created at open")
+    /// The directory the store lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Writes a consistent copy of the store to `dir` (which must not exist yet) while the
@@ -275,39 +248,6 @@ impl Journal {
     pub fn checkpoint(&self, dir: &Path) -> Result<()> {
         rocksdb::checkpoint::Checkpoint::new(&self.db)?.create_checkpoint(dir)?;
         Ok(())
-    }
-
-    /// A batch for changes that may become an edit ([`Journal::as_edit`]): with the edit log,
-    /// with room kept in front for the put that wraps them.
-    fn changes_batch(&self, capacity: usize) -> RawBatch {
-        match self.checkpointer {
-            Some(_) => RawBatch::wrappable(capacity),
-            None => RawBatch::with_capacity(capacity),
-        }
-    }
-
-    /// With the edit log, `changes` (if any) as one edit keyed `key()`, at the head of a new
-    /// batch that may grow on, and the edit's key and place in it; else the batch they are.
-    fn as_edit(
-        &self,
-        changes: RawBatch,
-        key: impl FnOnce() -> EditKey,
-    ) -> (RawBatch, Option<(EditKey, std::ops::Range<usize>)>) {
-        match &self.checkpointer {
-            Some(_) if !changes.is_empty() => {
-                let key = key();
-                let (batch, edit) = changes.into_value_of(self.families.edits, key.as_bytes());
-                (batch, Some((key, edit)))
-            }
-            _ => (changes, None),
-        }
-    }
-
-    /// After `batch` is durable: its edit ([`Journal::as_edit`]) to the checkpointer.
-    fn hand_over(&self, batch: RawBatch, edit: Option<(EditKey, std::ops::Range<usize>)>) {
-        if let (Some(checkpointer), Some((key, edit))) = (&self.checkpointer, edit) {
-            checkpointer.committed(key, Edit::within(batch.into_rep(), edit));
-        }
     }
 
     /// Writes every memtable to table files and waits for it, so that the next open has no
@@ -328,268 +268,6 @@ impl Journal {
         wait.set_wait(true);
         self.db.flush_cfs_opt(&families, &wait)?;
         Ok(())
-    }
-
-    /// Every transno up to this one is durable.
-    pub fn last_committed(&self) -> u64 {
-        self.last_committed.load(Ordering::Acquire)
-    }
-
-    /// Whether an earlier write failed and the journal stopped.
-    pub fn is_failed(&self) -> bool {
-        self.failed.load(Ordering::Acquire)
-    }
-
-    /// The directory the store lives in.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Where a checkpoint writes its table files before they are ingested.
-    fn checkpoint_dir(&self) -> PathBuf {
-        self.path.join("checkpoint")
-    }
-
-    /// Makes a group of transactions durable in one synced `WriteBatch`, together with the new
-    /// `last_committed` and inode high-water mark.
-    ///
-    /// `records` must be in transno order and contiguous from `last_committed + 1`: that is
-    /// what keeps `last_committed` contiguous and makes later updates of one key win, as the
-    /// serial order says. Any failure stops the journal for good (fail-stop); it is never
-    /// retried, because after a failed fsync the state of the disk is unknown.
-    pub fn commit(&self, records: &[TxRecord]) -> Result<CommitInfo> {
-        if self.is_failed() {
-            return Err(Error::Failed);
-        }
-        if let Some(failure) = self.checkpointer.as_ref().and_then(Checkpointer::failure) {
-            self.failed.store(true, Ordering::Release);
-            return Err(Error::Checkpoint(failure));
-        }
-        let Some(last) = records.last() else {
-            return Ok(CommitInfo {
-                last_committed: self.last_committed(),
-                transactions: 0,
-                bytes: 0,
-                ceilings: self.ceilings(),
-                build: Duration::ZERO,
-                write_sync: Duration::ZERO,
-            });
-        };
-        let started = Instant::now();
-        for (expected, record) in (self.last_committed() + 1..).zip(records) {
-            if record.transno != expected {
-                return Err(Error::OutOfOrder {
-                    expected,
-                    got: record.transno,
-                });
-            }
-        }
-        let Families {
-            inodes: _,
-            dentries,
-            clients,
-            meta,
-            xattrs,
-            data,
-            orphans,
-            edits: _,
-        } = self.families;
-        let mut next_ino = self.next_ino.load(Ordering::Relaxed);
-        // The changes to `inodes` and `dentries` first: with the edit log they become the
-        // commit's edit, one value at the head of its batch, else its first records; the rest
-        // of the batch follows them in the same bytes, so they are never copied. Sized once:
-        // grown by doubling, a busy commit's batch was copied a dozen times.
-        let capacity = COMMIT_BYTES_PER_RECORD * records.len();
-        let mut ns = self.changes_batch(capacity);
-        // What the loop writes to other families, appended after the namespace's and the
-        // resend slots' changes (a create writes none there).
-        let mut others = RawBatch::with_capacity(0);
-        let mut key = Vec::with_capacity(64);
-        let mut slots = self.resend_slots.lock().expect("not poisoned");
-        // Resend records with their client and its watermark, written after the loop, one
-        // slot per client per commit: sorted by client then, rather than hashed per record.
-        // Nearly every record of a busy batch carries one: sized once, not grown by doubling
-        // (a dozen reallocations and copies a commit, counted).
-        let mut resend: Vec<(u64, u64, &ResendRecord)> = Vec::with_capacity(records.len());
-        // The entries of inodes this commit creates, written after the loop with the inode's
-        // last image in their value (`schema::embedded_image`), which then needs no key of its
-        // own: one key a create, not two. Any other change to such an entry in the commit
-        // writes it first, as it came, and the inode's image goes under its own key.
-        let mut births = Births::default();
-        for record in records {
-            for op in &record.ops {
-                match op {
-                    // Written once per inode, with its last state: below.
-                    JournalOp::PutInode(_) | JournalOp::DeleteInode(_) => {}
-                    JournalOp::PutDentry {
-                        parent,
-                        name,
-                        entry,
-                    } => {
-                        if creates(record, entry.ino) {
-                            births.add(entry.ino, *parent, name, *entry);
-                        } else {
-                            births.write_plain(&mut ns, dentries, &mut key, entry.ino);
-                            put_dentry(&mut ns, dentries, &mut key, *parent, name, entry);
-                        }
-                    }
-                    JournalOp::DeleteDentry {
-                        parent,
-                        name,
-                        child,
-                    } => {
-                        births.write_plain(&mut ns, dentries, &mut key, *child);
-                        dentry_key_into(&mut key, *child, *parent, name);
-                        ns.delete(dentries, &key);
-                    }
-                    JournalOp::PutResend {
-                        client,
-                        acked_xid,
-                        record,
-                    } => {
-                        resend.push((*client, *acked_xid, record));
-                    }
-                    JournalOp::DropResend { client } => {
-                        // Earlier records of the batch go with the rest (their client has
-                        // their replies, or its session would not have ended); later ones are
-                        // a new session's and are kept.
-                        resend.retain(|(c, _, _)| c != client);
-                        self.drop_resend(&mut ns, &mut others, &mut slots, *client);
-                    }
-                    JournalOp::KnowClient { client } => others.put(meta, client_key(*client), []),
-                    JournalOp::ForgetClient { client } => {
-                        others.delete(meta, client_key(*client));
-                    }
-                    JournalOp::BindSession { client, secret } => {
-                        others.put(meta, session_key(*client), secret);
-                    }
-                    JournalOp::PutXattr { ino, name, value } => {
-                        named_key_into(&mut key, *ino, name);
-                        others.put(xattrs, &key, value);
-                    }
-                    JournalOp::DeleteXattr { ino, name } => {
-                        named_key_into(&mut key, *ino, name);
-                        others.delete(xattrs, &key);
-                    }
-                    JournalOp::PutData { ino, block, bytes } => {
-                        others.put(data, data_key(*ino, *block), bytes);
-                    }
-                    JournalOp::DeleteData { ino, from, to } => {
-                        if to.saturating_sub(*from) <= POINT_DELETES_MAX {
-                            for block in *from..*to {
-                                others.delete(data, data_key(*ino, block));
-                            }
-                        } else {
-                            others.delete_range(
-                                data,
-                                data_key(*ino, *from),
-                                data_key_end(*ino, *to),
-                            );
-                        }
-                    }
-                    JournalOp::PutOrphan { ino, owners } => {
-                        others.put(orphans, ino_key(*ino), encode(owners));
-                    }
-                    JournalOp::DeleteOrphan(ino) => others.delete(orphans, ino_key(*ino)),
-                    JournalOp::PutPendingDir(p) => {
-                        let mut value = encode(&(p.parent, &p.name));
-                        if p.removing {
-                            value.extend(encode(&true));
-                        }
-                        others.put(meta, pending_key(p.ino), value);
-                    }
-                    JournalOp::DeletePendingDir(ino) => others.delete(meta, pending_key(*ino)),
-                }
-            }
-        }
-        next_ino = next_ino.max(put_last_inode_images(
-            &mut ns,
-            self.families,
-            records,
-            births,
-        ));
-        // The resend slots go with the namespace's changes: with the edit log, in the
-        // commit's edit, which the checkpointer writes to `clients` with the images. At one
-        // request in flight a client's slot is rewritten by every commit, and as a key of the
-        // commit's own it cost RocksDB an in-place memtable update and a record of the batch
-        // (~1,900 instructions a create at 64 x 1, counted: docs/BENCHMARKS.md, "Resend
-        // slots in the commit's edit").
-        // Stable: one client's records stay in the order they came.
-        resend.sort_by_key(|(client, _, _)| *client);
-        let mut group = Vec::new();
-        for run in resend.chunk_by(|a, b| a.0 == b.0) {
-            let client = run[0].0;
-            let known = slots.entry(client).or_default();
-            known.ack(run.iter().map(|(_, acked, _)| *acked).max().unwrap_or(0));
-            group.clear();
-            group.extend(
-                run.iter()
-                    .map(|(_, _, r)| *r)
-                    .filter(|r| r.xid > known.acked_xid),
-            );
-            let Some(highest) = group.iter().map(|r| r.xid).max() else {
-                continue; // every reply already at the client
-            };
-            let Some(slot) = known.take(highest) else {
-                // The server caps a session's records far below this: a bug, not a client.
-                return Err(Error::TooManyResendSlots { client });
-            };
-            let value = ResendSlotRef {
-                acked_xid: known.acked_xid,
-                records: std::mem::take(&mut group),
-            };
-            crate::schema::with_slot_bytes(&value, |bytes| {
-                ns.put(clients, resend_key(client, slot), bytes);
-            });
-            group = value.records;
-        }
-        drop(slots);
-        let (mut batch, edit) = self.as_edit(ns, || EditKey::commit(last.transno));
-        batch.append(&others);
-        batch.put(meta, META_LAST_COMMITTED, last.transno.to_le_bytes());
-        batch.put(meta, META_NEXT_INO, next_ino.to_le_bytes());
-        let ceilings = self.wanted_ceilings(last.transno, next_ino);
-        self.put_ceilings(&mut batch, ceilings);
-        let bytes = batch.size_in_bytes();
-        let build = started.elapsed();
-
-        if let Some(injected) = self.injected
-            && self.commits.load(Ordering::Relaxed) >= injected.after_commits
-        {
-            self.failed.store(true, Ordering::Release);
-            if injected.fault == Fault::Sync {
-                // Written, never synced: in the page cache, as after a failed fsync.
-                let mut unsynced = WriteOptions::default();
-                unsynced.set_sync(false);
-                let _ = self.db.write_opt(batch.into_write_batch(), &unsynced);
-            }
-            return Err(Error::Injected(injected.fault));
-        }
-        let write_started = Instant::now();
-        if let Err(e) = self.db.write_opt(batch.write_batch(), &synced()) {
-            self.failed.store(true, Ordering::Release);
-            return Err(e.into());
-        }
-        if let Some(left) = self
-            .sync_latency
-            .and_then(|latency| latency.checked_sub(write_started.elapsed()))
-        {
-            std::thread::sleep(left);
-        }
-        let write_sync = write_started.elapsed();
-        self.hand_over(batch, edit);
-        self.commits.fetch_add(1, Ordering::Relaxed);
-        self.next_ino.store(next_ino, Ordering::Relaxed);
-        self.publish_ceilings(ceilings);
-        self.last_committed.store(last.transno, Ordering::Release);
-        Ok(CommitInfo {
-            last_committed: last.transno,
-            transactions: records.len(),
-            bytes,
-            ceilings,
-            build,
-            write_sync,
-        })
     }
 
     /// Sizes and counters for metrics: per-family key estimates and sizes, stall time, WAL
@@ -632,8 +310,62 @@ impl Journal {
             }),
         }
     }
+
+    /// A batch for changes that may become an edit ([`Journal::as_edit`]): with the edit log,
+    /// with room kept in front for the put that wraps them.
+    fn changes_batch(&self, capacity: usize) -> RawBatch {
+        match self.checkpointer {
+            Some(_) => RawBatch::wrappable(capacity),
+            None => RawBatch::with_capacity(capacity),
+        }
+    }
+
+    /// With the edit log, `changes` (if any) as one edit keyed `key()`, at the head of a new
+    /// batch that may grow on, and the edit's key and place in it; else the batch they are.
+    fn as_edit(
+        &self,
+        changes: RawBatch,
+        key: impl FnOnce() -> EditKey,
+    ) -> (RawBatch, Option<(EditKey, std::ops::Range<usize>)>) {
+        match &self.checkpointer {
+            Some(_) if !changes.is_empty() => {
+                let key = key();
+                let (batch, edit) = changes.into_value_of(self.families.edits, key.as_bytes());
+                (batch, Some((key, edit)))
+            }
+            _ => (changes, None),
+        }
+    }
+
+    /// After `batch` is durable: its edit ([`Journal::as_edit`]) to the checkpointer.
+    fn hand_over(&self, batch: RawBatch, edit: Option<(EditKey, std::ops::Range<usize>)>) {
+        if let (Some(checkpointer), Some((key, edit))) = (&self.checkpointer, edit) {
+            checkpointer.committed(key, Edit::within(batch.into_rep(), edit));
+        }
+    }
+
+    /// One meta key, synced (start-up writes only).
+    fn put_synced(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.cf(CF_META), key, value);
+        self.db.write_opt(batch, &synced())?;
+        Ok(())
+    }
+
+    /// A column family's handle, by name.
+    fn cf(&self, name: &str) -> &ColumnFamily {
+        self.db
+            .cf_handle(name)
+            .expect("every column family is created at open")
+    }
+
+    /// Where a checkpoint writes its table files before they are ingested.
+    fn checkpoint_dir(&self) -> PathBuf {
+        self.path.join("checkpoint")
+    }
 }
 
+/// Write options of a synced write: durable when it returns.
 fn synced() -> WriteOptions {
     let mut opts = WriteOptions::default();
     opts.set_sync(true);
@@ -643,10 +375,12 @@ fn synced() -> WriteOptions {
 mod ceilings;
 mod claim;
 mod clients;
+mod commit;
 #[cfg(test)]
 mod edit_tests;
 mod edits;
 mod follow;
+mod hooks;
 mod images;
 mod open;
 mod raw_batch;
