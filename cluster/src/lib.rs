@@ -91,10 +91,10 @@ impl ClusterConfig {
         if self.shards == 0 {
             return Err(Error::Invalid("a cluster has at least one shard".into()));
         }
-        if u32::from(self.shards) > journal::MAX_SHARDS {
+        if u32::from(self.shards) > mds_proto::MAX_SHARDS {
             return Err(Error::Invalid(format!(
                 "at most {} shards",
-                journal::MAX_SHARDS
+                mds_proto::MAX_SHARDS
             )));
         }
         if self.lease_ttl_secs < Self::MIN_TTL_SECS || self.lease_ttl_secs > 600 {

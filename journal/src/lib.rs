@@ -25,7 +25,10 @@ pub use schema::{
     REPLY_INLINE, ROOT_INO, ReplyBytes, ResendRecord, ResendSlot, SCHEMA_VERSION, SECRET_LEN,
     TxRecord, now_ns,
 };
-pub use shard::{MAX_SHARDS, SHARD_SHIFT, ShardIdentity, first_ino, ino_limit, shard_of};
+// The inode-number layout is the protocol's, defined once there; named here too because the
+// server reads a shard's range off the journal it opens (`Recovered::ino_limit`).
+pub use mds_proto::{MAX_SHARDS, SHARD_SHIFT, first_ino, ino_limit, shard_of};
+pub use shard::ShardIdentity;
 pub use store::{
     Ceilings, Change, Checkpoints, CommitInfo, EditLog, Journal, JournalOptions, Leases, Recovered,
     StoreStats,

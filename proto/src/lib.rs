@@ -19,6 +19,8 @@ mod op;
 mod postcard_writer;
 mod reader;
 mod reply;
+mod shard;
+mod values;
 
 pub use errno::Errno;
 pub use frame::{
@@ -28,13 +30,14 @@ pub use frame::{
 };
 pub use names::{check_name, name_order, name_order_key};
 pub use op::{
-    Cred, Data, MAX_GROUPS, MODE_HAS_UMASK, Op, OpenFlags, RenameHow, Replay, Request, RequestRef,
-    SHARD_SHIFT, SetAttr, SetTime, Target, XattrSet, XattrValue, mode_with_umask, opcode, shard_of,
-    umask_of,
+    Cred, MAX_GROUPS, MODE_HAS_UMASK, Op, OpenFlags, RenameHow, Replay, Request, RequestRef,
+    SetAttr, SetTime, XattrSet, mode_with_umask, opcode, umask_of,
 };
 pub use postcard_writer::{PostcardWriter, encode_body_with, encode_request_frame};
 pub use reader::{decode_reply, decode_request};
-pub use reply::{Attr, Body, DirEntry, Kind, Reply, ShardLocation, ShardMap, StatFs};
+pub use reply::{Attr, Body, DirEntry, Reply, ShardLocation, ShardMap, StatFs};
+pub use shard::{MAX_SHARDS, SHARD_SHIFT, first_ino, ino_limit, shard_of};
+pub use values::{Data, Kind, Target, XattrValue};
 
 /// Version carried in CONNECT; a server refuses any other with EPROTO.
 pub const PROTOCOL_VERSION: u32 = 8;
@@ -53,12 +56,6 @@ pub const MAX_IO: usize = 65536;
 /// Most links a non-directory may have (ext4's `EXT4_LINK_MAX`): EMLINK beyond.
 pub const MAX_LINKS: u32 = 65000;
 
-/// Writes a byte vector in one piece. postcard encodes bytes exactly as a sequence of `u8` (a
-/// varint length, then the bytes), so this changes no byte on the wire, only the work: a
-/// sequence goes through the serializer one element at a time.
-pub(crate) fn as_bytes<S: serde::Serializer>(bytes: &[u8], s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_bytes(bytes)
-}
 /// Bytes of the nonce in a [`Body::Challenge`].
 pub const NONCE_LEN: usize = 32;
 /// Bytes of the proof in an [`Op::Authenticate`] (an HMAC-SHA256 tag).

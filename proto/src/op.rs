@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::Kind;
+use crate::values::{Data, Kind, Target, XattrValue};
 
 /// Most supplementary groups a request may carry (NFS's AUTH_SYS carries 16, Linux allows
 /// 65536; 64 covers real users and keeps a request small).
@@ -219,14 +219,6 @@ operations! {
     33 ACCESS "access" Access { ino: u64, mask: u32 };
 }
 
-/// The bits of an inode number below its shard: `ino = shard << 48 | local`.
-pub const SHARD_SHIFT: u32 = 48;
-
-/// The shard an inode number lives on.
-pub const fn shard_of(ino: u64) -> u16 {
-    (ino >> SHARD_SHIFT) as u16
-}
-
 impl Op {
     /// The inode whose shard serves this request: the directory of a name (its entry lives
     /// with its parent), the inode itself otherwise, the source directory of a RENAME and the
@@ -387,18 +379,6 @@ pub struct OpenFlags {
     /// for instead of read, as Linux's `do_open_execat` asks, though the handle reads.
     pub exec: bool,
 }
-
-/// File data: bytes, at most [`crate::MAX_IO`] in one READ or WRITE.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Data(#[serde(serialize_with = "crate::as_bytes")] pub Vec<u8>);
-
-/// A symbolic link's target: bytes, as Linux keeps them (not necessarily UTF-8).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Target(#[serde(serialize_with = "crate::as_bytes")] pub Vec<u8>);
-
-/// An extended attribute's value: bytes, at most [`crate::MAX_XATTR_VALUE`].
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct XattrValue(#[serde(serialize_with = "crate::as_bytes")] pub Vec<u8>);
 
 /// A time SETATTR sets: the server's clock when it executes (`utimensat`'s `UTIME_NOW`,
 /// which the owner or anyone with write permission may ask for) or a given time (the owner's

@@ -18,7 +18,8 @@
 use crate::frame::{DecodeError, decode};
 use crate::op::{Cred, MAX_GROUPS, Op, Request, opcode};
 use crate::postcard_writer::BODY_ATTR;
-use crate::reply::{Attr, Body, Kind, Reply};
+use crate::reply::{Attr, Body, Reply};
+use crate::values::Kind;
 
 /// Decodes a request's payload: by hand for the common operations, by postcard otherwise.
 /// The same result as [`decode::<Request>`] for every input.

@@ -3,65 +3,7 @@
 use serde::{Deserialize, Serialize};
 
 use crate::Errno;
-
-/// What an inode is: the file-type bits of `st_mode`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-pub enum Kind {
-    Directory,
-    /// A regular file.
-    File,
-    Symlink,
-    Fifo,
-    Socket,
-    CharDevice,
-    BlockDevice,
-}
-
-impl Kind {
-    /// Every kind, in wire order.
-    pub const ALL: [Kind; 7] = [
-        Kind::Directory,
-        Kind::File,
-        Kind::Symlink,
-        Kind::Fifo,
-        Kind::Socket,
-        Kind::CharDevice,
-        Kind::BlockDevice,
-    ];
-
-    /// The `S_IFMT` bits of `st_mode` for this kind.
-    pub fn mode_bits(self) -> u32 {
-        match self {
-            Kind::Directory => 0o040_000,
-            Kind::File => 0o100_000,
-            Kind::Symlink => 0o120_000,
-            Kind::Fifo => 0o010_000,
-            Kind::Socket => 0o140_000,
-            Kind::CharDevice => 0o020_000,
-            Kind::BlockDevice => 0o060_000,
-        }
-    }
-
-    /// The kind of `S_IFMT` bits, `None` for bits that name no kind.
-    pub fn from_mode_bits(mode: u32) -> Option<Kind> {
-        Kind::ALL
-            .into_iter()
-            .find(|k| k.mode_bits() == mode & 0o170_000)
-    }
-
-    /// The letter `ls -l` shows for it.
-    pub fn letter(self) -> char {
-        match self {
-            Kind::Directory => 'd',
-            Kind::File => '-',
-            Kind::Symlink => 'l',
-            Kind::Fifo => 'p',
-            Kind::Socket => 's',
-            Kind::CharDevice => 'c',
-            Kind::BlockDevice => 'b',
-        }
-    }
-}
+use crate::values::{Data, Kind, Target, XattrValue};
 
 /// An inode's attributes as clients see them.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -185,18 +127,18 @@ pub enum Body {
         session: bool,
     },
     /// 8: READLINK's target.
-    Target(crate::Target),
+    Target(Target),
     /// 9: GETXATTR's value.
-    Xattr(crate::XattrValue),
+    Xattr(XattrValue),
     /// 10: LISTXATTR's names, in byte order.
     XattrNames(Vec<String>),
     /// 11: READ's bytes.
-    Data(crate::Data),
+    Data(Data),
     /// 12: SHARD_MAP's answer.
     ShardMap(ShardMap),
     /// 13: LOOKUP of an entry that names another shard's directory (MKDIR_REMOTE): its
     /// attributes are on the shard of `ino`, which a client asks next (GETATTR).
-    Remote { ino: u64, kind: crate::Kind },
+    Remote { ino: u64, kind: Kind },
     /// 14: SHARD_MAP_WAIT's answer: the map, and the etcd revision of the answering server's
     /// view it reflects (0 outside a cluster). A revision no newer than the one asked about
     /// means nothing changed within the wait.

@@ -10,7 +10,10 @@ use super::tests::{
     resend_xids, wait_for_flushes,
 };
 use super::*;
-use crate::schema::{CF_EDITS, FileKind, hex};
+use crate::options::full_scan;
+use crate::schema::{
+    CF_DENTRIES, CF_EDITS, CF_INODES, Dentry, FileKind, JournalOp, ROOT_INO, TxRecord, hex,
+};
 use proptest::prelude::*;
 
 fn edit_log(checkpoint_bytes: usize) -> JournalOptions {

@@ -1,34 +1,32 @@
-//! The journal store: open with recovery, group commit, reads of committed state and scans
-//! for start-up and fsck.
+//! The journal store: the [`Journal`] over one RocksDB database, what it is opened with, and
+//! what it reports. Its work is one `impl Journal` block per file, each owning one part:
+//!
+//! - `open.rs`: opening a store, with recovery; `claim.rs` admits a cluster's claim, and
+//!   `upgrade.rs` brings an older schema current;
+//! - `commit.rs`: the group commit, one synced batch per group of transactions;
+//! - `clients.rs`: known clients, session bindings and resend slots written between commits;
+//! - `ceilings.rs`: the transno and inode-number leases;
+//! - `read.rs`: reads of committed state, and the scans of start-up and fsck;
+//! - `follow.rs`: a standby's follower of a store another process owns;
+//! - `hooks.rs`: failure injection and the other test and benchmark hooks.
+//!
+//! Below them: `raw_batch.rs` (write batches by hand), `images.rs` (a commit's last inode
+//! images) and `edits.rs` (the edit log and its checkpointer). This file keeps what they
+//! share: the types, the journal's state, and the edit log's part in every write.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use rocksdb::{ColumnFamily, DB, FlushOptions, IteratorMode, WriteBatch, WriteOptions};
+use rocksdb::{ColumnFamily, DB, FlushOptions, WriteBatch, WriteOptions};
 
-use crate::error::InjectedFailure;
-use crate::error::{Error, Fault, Result};
-use crate::options::{Tuning, block_cache, cf_descriptors, cf_options, db_options, full_scan};
+use crate::error::{Error, InjectedFailure, Result};
 use crate::resend::{ClientResend, ClientSlots};
-use crate::schema::{
-    ADDED_CFS, ALL_CFS, CF_CLIENTS, CF_DATA, CF_DENTRIES, CF_INODES, CF_META, CF_ORPHANS,
-    CF_XATTRS, Dentry, Inode, InodeV2, JournalOp, META_CLIENT_PREFIX, META_DENTRIES_TO_REKEY,
-    META_EDIT_LOG, META_INO_CEILING, META_LAST_COMMITTED, META_NEXT_INO, META_PENDING_PREFIX,
-    META_REPLAY_KEY, META_SCHEMA_VERSION, META_SESSION_PREFIX, META_SHARD, META_TRANSNO_CEILING,
-    PendingDir, ROOT_INO, ResendRecord, ResendSlot, ResendSlotRef, SCHEMA_VERSION,
-    SCHEMA_VERSION_BEFORE_DATA, SCHEMA_VERSION_IMAGES_APART, SCHEMA_VERSION_PARENT_KEYED_DENTRIES,
-    SCHEMA_VERSION_SLOTS_APART, SCHEMA_VERSION_V2_INODES, SCHEMA_VERSION_WITHOUT_RESEND,
-    SECRET_LEN, TxRecord, client_key, data_key, data_key_end, decode, decode_dentry,
-    decode_meta_u64, decode_named_key, decode_resend_key, decode_u64_key, dentry_key,
-    dentry_key_into, encode, ino_key, is_child_keyed, named_key_into, now_ns, pending_key,
-    resend_key, session_key, xattr_key,
-};
+use crate::schema::{ALL_CFS, CF_META, SECRET_LEN};
 use crate::shard::ShardIdentity;
-use edits::{Checkpointer, Edit, EditKey, Overlaid, Overlay};
-use images::{Births, creates, put_dentry, put_last_inode_images};
+use edits::{Checkpointer, Edit, EditKey};
 use raw_batch::{Families, RawBatch};
 
 /// How the journal is opened.
@@ -38,8 +36,8 @@ pub struct JournalOptions {
     /// each commit raises the ceilings to this far above it ([`Ceilings`]).
     pub leases: Leases,
     /// The shard of a cluster this open serves, as its server claimed it; None outside a
-    /// cluster. Checked against the store's own ([`crate::shard`]) before anything is
-    /// written, and written into it, synced, before the open returns.
+    /// cluster. Checked against the store's own (`claim.rs`) before anything is written, and
+    /// written into it, synced, before the open returns.
     pub shard: Option<ShardIdentity>,
     /// Write each commit's changes to inodes and entries as one edit, and their images at
     /// checkpoints (`store/edits.rs`), rather than a key each in every commit. Not for a
@@ -125,7 +123,7 @@ pub struct Recovered {
     pub shard: Option<ShardIdentity>,
     /// Inode numbers at or above this one are not this store's shard's to hand out.
     pub ino_limit: u64,
-    /// The store's schema version as this open found it: older than [`SCHEMA_VERSION`] only
+    /// The store's schema version as this open found it: older than [`crate::SCHEMA_VERSION`] only
     /// for a read-only open of a store no build of this version has opened for writing.
     pub schema_version: u32,
 }
@@ -170,34 +168,6 @@ pub struct Checkpoints {
     pub held_bytes: u64,
 }
 
-/// A `DeleteData` of at most this many blocks is point deletes: a small file's removal (a
-/// 16-block file is 64 KiB) leaves no range tombstone behind, which RocksDB's reads of the
-/// family would have to step over until compaction.
-const POINT_DELETES_MAX: u32 = 16;
-
-/// Entries an upgrade moves to their new keys per write batch (`Journal::rekey_dentries`):
-/// a few MiB of batch, whatever the store's size.
-/// (Four in tests, so that a few entries take several batches.)
-const REKEY_BATCH: usize = if cfg!(test) { 4 } else { 65_536 };
-
-/// Bytes of write batch a commit reserves per record: a create's inode, entry and share of
-/// its resend slot and directory image come to ~150 (the entry with its inode's image
-/// embedded ~120 of them).
-const COMMIT_BYTES_PER_RECORD: usize = 192;
-
-/// How long a cluster's store keeps a log file its memtables no longer need
-/// (`open_tuned`): a following standby reads the batches in it. Its reads come every 100 ms,
-/// and its last one a moment after the owner stopped.
-const ARCHIVED_LOG_TTL: Duration = Duration::from_secs(60);
-/// And at most this many MiB of them, whatever their age.
-const ARCHIVED_LOG_MB: u64 = 1024;
-
-/// Log files kept to be written over with the edit log on ([`Journal::open_tuned`]): at 64
-/// outstanding creates, 70–72k -> 78–83k creates a second once they are reused (the server on
-/// a core of its own; docs/BENCHMARKS.md, "Resend slots in the commit's edit"). A few are
-/// enough, one reused at each new log file; each is disk kept, up to its old length.
-const RECYCLED_LOGS: usize = 4;
-
 /// The journal: a RocksDB database with the mds schema.
 pub struct Journal {
     db: Arc<DB>,
@@ -220,8 +190,8 @@ pub struct Journal {
     /// The server's inode counter as last reported (`Journal::note_inode_counter`): the ino
     /// ceiling is kept a lease above it, whatever the creates that burned numbers left behind.
     inode_counter: AtomicU64,
-    /// Inodes are in the layout of schema version 2 ([`InodeV2`]): a read-only open of a store
-    /// no build of version 3 has opened for writing yet.
+    /// Inodes are in the layout of schema version 2 ([`crate::schema::InodeV2`]): a read-only
+    /// open of a store no build of version 3 has opened for writing yet.
     v2_inodes: bool,
     /// Entries may be in the layout of schema versions before 5 ([`crate::schema::named_key`]):
     /// a read-only open of a store no build of version 5 has opened for writing yet (or whose
@@ -256,671 +226,19 @@ impl std::fmt::Debug for Journal {
 }
 
 impl Journal {
-    /// Opens (creating if needed) the store at `path`, checks its schema version and recovers
-    /// `last_committed` and the next inode number. A new store gets its root directory in its
-    /// first, synced, batch.
-    pub fn open(path: &Path, options: JournalOptions) -> Result<(Journal, Recovered)> {
-        Self::open_tuned(path, options, &Tuning::default())
+    /// Every transno up to this one is durable.
+    pub fn last_committed(&self) -> u64 {
+        self.last_committed.load(Ordering::Acquire)
     }
 
-    /// Test hook: the commit after `failure.after_commits` successful ones fails with its
-    /// fault, and the journal stops, as after a disk error. Never set in production.
-    pub fn inject_failure(&mut self, failure: InjectedFailure) {
-        self.injected = Some(failure);
+    /// Whether an earlier write failed and the journal stopped.
+    pub fn is_failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
     }
 
-    /// Test hook: closes the journal as a crash would leave the edit log: the edits the
-    /// checkpointer holds are not written out (the next open does that). Never used in
-    /// production.
-    pub fn close_without_checkpoint(mut self) {
-        if let Some(mut checkpointer) = self.checkpointer.take() {
-            let _ = checkpointer.abandon();
-        }
-    }
-
-    /// Benchmark hook: each commit's synced write takes at least `latency`, as on a device
-    /// whose sync takes that long: several servers on one machine's one disk can then be
-    /// bound each by a device of its own (`bench/shards.sh`). Never set in production.
-    pub fn emulate_sync_latency(&mut self, latency: Duration) {
-        self.sync_latency = Some(latency);
-    }
-
-    /// [`Journal::open`] with other RocksDB sizes (tests shrink them).
-    pub(crate) fn open_tuned(
-        path: &Path,
-        options: JournalOptions,
-        tuning: &Tuning,
-    ) -> Result<(Journal, Recovered)> {
-        if options.edit_log.is_some() && options.shard.is_some() {
-            return Err(Error::EditLogInCluster);
-        }
-        let mut opts = db_options(tuning);
-        if options.edit_log.is_some() {
-            // Log files are written over from their start once no family needs them, within
-            // their old length: a sync then writes the data alone, where an append also wrote
-            // the inode's new size (a second device round trip a commit, on this ext4). Not in
-            // a cluster, where the edit log is refused (above): a standby's reader of the log
-            // spins on a file written over under it (docs/BENCHMARKS.md, "Reused log
-            // files").
-            opts.set_recycle_log_file_num(RECYCLED_LOGS);
-        }
-        if options.shard.is_some() {
-            // A cluster's standby may follow this store (`follow.rs`): the log files a flush
-            // makes obsolete are archived a while instead of deleted, so that a follower reads
-            // the last batches of an owner that flushed as it stopped (a planned handover).
-            opts.set_wal_ttl_seconds(ARCHIVED_LOG_TTL.as_secs());
-            opts.set_wal_size_limit_mb(ARCHIVED_LOG_MB);
-        }
-        let cache = block_cache();
-        // A store of an older schema lacks the families later versions added (`xattrs` in
-        // version 3, `data` and `orphans` in 4). It is opened with the families it has, so
-        // that one the checks below refuse is left as it was — its own build could not open
-        // it again with a family it does not know — and gets them once it is current (a
-        // crash in between leaves a current store without them: the next open adds them).
-        let present = path
-            .join("CURRENT")
-            .is_file()
-            .then(|| DB::list_cf(&opts, path))
-            .transpose()?;
-        let missing: Vec<&str> = ADDED_CFS
-            .into_iter()
-            .filter(|name| {
-                present
-                    .as_ref()
-                    .is_some_and(|p| !p.iter().any(|f| f == name))
-            })
-            .collect();
-        let families = cf_descriptors(&cache, tuning)
-            .into_iter()
-            .filter(|d| !missing.contains(&d.name()));
-        let db = DB::open_cf_descriptors(&opts, path, families)
-            .map_err(|e| explain_open_failure(&opts, path, e))?;
-        let (mut journal, recovered) = Self::finish_open(db, opts, path, options, true)?;
-        for name in missing {
-            Arc::get_mut(&mut journal.db)
-                .expect("no thread holds the store yet")
-                .create_cf(name, &cf_options(&cache, tuning, name))?;
-        }
-        if [
-            journal.families.data,
-            journal.families.xattrs,
-            journal.families.edits,
-        ]
-        .contains(&u32::MAX)
-        {
-            journal.families = Families::of(&journal.db); // the families just added
-        }
-        // Before anything reads the namespace: the images alone hold it from here on. A
-        // checkpoint cut short may have left its files.
-        let _ = std::fs::remove_dir_all(journal.checkpoint_dir());
-        edits::apply_stored(&journal.db, journal.families, &journal.checkpoint_dir())?;
-        let meta = journal.cf(CF_META);
-        match journal.options.edit_log {
-            Some(edit_log) => {
-                journal.put_synced(META_EDIT_LOG, &[])?;
-                journal.checkpointer = Some(Checkpointer::start(
-                    Arc::clone(&journal.db),
-                    journal.families,
-                    journal.checkpoint_dir(),
-                    edit_log.checkpoint_bytes,
-                )?);
-            }
-            None if journal.db.get_cf(meta, META_EDIT_LOG)?.is_some() => {
-                journal.db.delete_cf_opt(meta, META_EDIT_LOG, &synced())?;
-            }
-            None => {}
-        }
-        Ok((journal, recovered))
-    }
-
-    /// Whether a claim may open the store at `path` (none there yet: it may), read without
-    /// writing and without RocksDB's lock: a claimant learns it is fenced off at once, even
-    /// while the store's current owner still holds it. The writable open checks again, under
-    /// the lock.
-    pub fn check_claim(path: &Path, claim: &ShardIdentity) -> Result<()> {
-        if !path.join("CURRENT").is_file() {
-            return Ok(());
-        }
-        let (_, recovered) = Self::open_read_only(path)?;
-        crate::shard::admit(
-            &path.display().to_string(),
-            recovered.shard.as_ref(),
-            Some(claim),
-        )
-        .map(drop)
-    }
-
-    /// Opens an existing store read-only (for `mds fsck` and other offline tools).
-    pub fn open_read_only(path: &Path) -> Result<(Journal, Recovered)> {
-        if !path.join("CURRENT").is_file() {
-            return Err(Error::NoStore {
-                path: path.display().to_string(),
-            });
-        }
-        let tuning = Tuning::default();
-        let mut opts = db_options(&tuning);
-        opts.create_if_missing(false);
-        let cache = block_cache();
-        // A store of an older schema may lack families this build added (`ADDED_CFS`): a
-        // read-only open cannot create them, so it opens what is there, and reads of a
-        // missing family find nothing.
-        let present = DB::list_cf(&opts, path)?;
-        let families = cf_descriptors(&cache, &tuning)
-            .into_iter()
-            .filter(|d| present.iter().any(|p| p == d.name()));
-        let db = DB::open_cf_descriptors_read_only(&opts, path, families, false)?;
-        Self::finish_open(db, opts, path, JournalOptions::default(), false)
-    }
-
-    fn finish_open(
-        db: DB,
-        opts: rocksdb::Options,
-        path: &Path,
-        options: JournalOptions,
-        writable: bool,
-    ) -> Result<(Journal, Recovered)> {
-        let families = Families::of(&db);
-        let mut journal = Journal {
-            db: Arc::new(db),
-            path: path.to_owned(),
-            last_committed: AtomicU64::new(0),
-            next_ino: AtomicU64::new(ROOT_INO + 1),
-            commits: AtomicU64::new(0),
-            failed: AtomicBool::new(false),
-            options,
-            injected: None,
-            sync_latency: None,
-            opts,
-            resend_slots: Mutex::new(HashMap::new()),
-            transno_ceiling: AtomicU64::new(0),
-            ino_ceiling: AtomicU64::new(0),
-            inode_counter: AtomicU64::new(0),
-            v2_inodes: false,
-            parent_keyed_dentries: false,
-            families,
-            checkpointer: None,
-            client_edits: AtomicU64::new(0),
-        };
-        let meta = journal.cf(CF_META);
-        let stored_shard = match journal.db.get_cf(meta, META_SHARD)? {
-            Some(v) => Some(decode::<ShardIdentity>("shard identity", &v)?),
-            None => None,
-        };
-        let is_new = journal.db.get_cf(meta, META_SCHEMA_VERSION)?.is_none();
-        // Whose store it is, checked before anything is written to it (an upgrade included).
-        let shard = if !writable {
-            stored_shard.clone()
-        } else if is_new {
-            journal.options.shard.clone()
-        } else {
-            crate::shard::admit(
-                &path.display().to_string(),
-                stored_shard.as_ref(),
-                journal.options.shard.as_ref(),
-            )?
-        };
-        let shard_number = shard.as_ref().map_or(0, |s| s.shard);
-        let meta = journal.cf(CF_META);
-        let (mut upgraded_from, mut v2_inodes) = (None, false);
-        let mut schema_version = SCHEMA_VERSION;
-        let created = match journal.db.get_cf(meta, META_SCHEMA_VERSION)? {
-            Some(v) => {
-                let found =
-                    u32::from_le_bytes(v.as_slice().try_into().map_err(|_| Error::Corrupt {
-                        what: "schema version",
-                        detail: format!("{} bytes", v.len()),
-                    })?);
-                // Version 1 never wrote resend records; versions 1 and 2 share the inode
-                // layout that version 3 extended.
-                let old_inodes = found == SCHEMA_VERSION_V2_INODES
-                    || (found == SCHEMA_VERSION_WITHOUT_RESEND
-                        && journal.resend_family_is_empty()?);
-                if old_inodes
-                    || found == SCHEMA_VERSION_BEFORE_DATA
-                    || found == SCHEMA_VERSION_PARENT_KEYED_DENTRIES
-                {
-                    schema_version = found;
-                    if writable {
-                        journal.upgrade(path, found, old_inodes)?;
-                        upgraded_from = Some(found);
-                    } else {
-                        v2_inodes = old_inodes;
-                        journal.parent_keyed_dentries = true;
-                    }
-                } else if found == SCHEMA_VERSION_IMAGES_APART
-                    || found == SCHEMA_VERSION_SLOTS_APART
-                {
-                    // Nothing stored changes but the version: from now on new inodes' images
-                    // may be in their entries (7: resend slots in the edits), which a build of
-                    // version 5 (6) would not read. An upgrade to 5 or 6 cut short while it
-                    // moved the entries is finished first.
-                    let moving = journal.db.get_cf(meta, META_DENTRIES_TO_REKEY)?.is_some();
-                    if writable {
-                        if moving {
-                            journal.finish_rekey()?;
-                        }
-                        journal.put_synced(META_SCHEMA_VERSION, &SCHEMA_VERSION.to_le_bytes())?;
-                        upgraded_from = Some(found);
-                    } else {
-                        schema_version = found;
-                        journal.parent_keyed_dentries = moving;
-                    }
-                } else if found == SCHEMA_VERSION
-                    && journal.db.get_cf(meta, META_DENTRIES_TO_REKEY)?.is_some()
-                {
-                    // An upgrade that stopped while it moved the entries.
-                    if writable {
-                        journal.finish_rekey()?;
-                    } else {
-                        journal.parent_keyed_dentries = true;
-                    }
-                } else if found != SCHEMA_VERSION {
-                    return Err(Error::SchemaVersion {
-                        path: path.display().to_string(),
-                        found,
-                        expected: SCHEMA_VERSION,
-                    });
-                }
-                false
-            }
-            None if writable => {
-                journal.initialize(shard.as_ref())?;
-                true
-            }
-            None => {
-                return Err(Error::Corrupt {
-                    what: "store",
-                    detail: format!("{} has no schema version", path.display()),
-                });
-            }
-        };
-        journal.v2_inodes = v2_inodes;
-        if let Some(claimed) = shard
-            .as_ref()
-            .filter(|_| writable && !created && shard != stored_shard)
-        {
-            journal.put_synced(META_SHARD, &encode(claimed))?;
-        }
-        let meta = journal.cf(CF_META);
-        let last_committed = match journal.db.get_cf(meta, META_LAST_COMMITTED)? {
-            Some(v) => decode_meta_u64("last_committed", &v)?,
-            None => 0,
-        };
-        let next_ino = match journal.db.get_cf(meta, META_NEXT_INO)? {
-            Some(v) => decode_meta_u64("next_ino", &v)?,
-            None => crate::shard::first_ino(shard_number),
-        };
-        let known_clients = journal.known_clients()?;
-        let mut slots = Vec::new();
-        journal.scan_resend(|client, slot, value| {
-            slots.push((client, slot, value));
-            Ok(())
-        })?;
-        let (resend_slots, resend) = crate::resend::recover(slots);
-        let replay_key = journal.replay_key(writable)?;
-        let ceilings = journal.stored_ceilings(last_committed, next_ino)?;
-        journal
-            .last_committed
-            .store(last_committed, Ordering::SeqCst);
-        journal.next_ino.store(next_ino, Ordering::SeqCst);
-        journal
-            .transno_ceiling
-            .store(ceilings.transno, Ordering::SeqCst);
-        journal.ino_ceiling.store(ceilings.ino, Ordering::SeqCst);
-        let leased = if writable {
-            // This start's inode numbers begin above every one the last start may have handed
-            // out; room for them is on disk before anyone is served.
-            journal.note_inode_counter(next_ino.max(ceilings.ino));
-            journal.raise_ceilings()?
-        } else {
-            ceilings
-        };
-        let sessions = journal.sessions(writable, &known_clients, &resend_slots)?;
-        *journal.resend_slots.lock().expect("not poisoned") = resend_slots;
-        Ok((
-            journal,
-            Recovered {
-                last_committed,
-                next_ino,
-                created,
-                known_clients,
-                resend,
-                replay_key,
-                ceilings,
-                leased,
-                sessions,
-                upgraded_from,
-                shard,
-                ino_limit: crate::shard::ino_limit(shard_number),
-                schema_version: if writable {
-                    SCHEMA_VERSION
-                } else {
-                    schema_version
-                },
-            },
-        ))
-    }
-
-    /// Upgrades a store of an older version: for versions 1 and 2 (`old_inodes`) every inode
-    /// rewritten in the current layout, and the current version recorded with
-    /// [`META_DENTRIES_TO_REKEY`], in one synced batch (version 3 differs otherwise only in
-    /// the families the open adds) — a crash leaves the inodes either as they were or
-    /// upgraded, never with the two layouts mixed (which one decoding could not tell apart).
-    /// That batch holds the whole inode family once: a one-time cost at the first start of a
-    /// new build. Then every entry is moved under its child's key ([`Journal::finish_rekey`]).
-    /// The version goes first so that a build of the old one, which would misread an entry
-    /// already moved, never opens a store part way through: it refuses version 5 by name.
-    ///
-    /// From versions before 4, sessions go: resend records hold replies encoded in the
-    /// protocol of the build that wrote them, and no client of that protocol can reach this
-    /// build (it refuses other versions at CONNECT), so none could ever resend. A store with
-    /// known clients — it was not stopped cleanly, and clients may still replay early
-    /// replies into it, which only the old build can take — is refused, before anything is
-    /// written. Version 4 speaks this build's protocol: its sessions, resend records and
-    /// known clients are kept, and its clients resend and replay into this build.
-    fn upgrade(&self, path: &Path, found: u32, old_inodes: bool) -> Result<()> {
-        let old_protocol = found < SCHEMA_VERSION_PARENT_KEYED_DENTRIES;
-        let known = self.known_clients()?;
-        if old_protocol && !known.is_empty() {
-            return Err(Error::UpgradeWithKnownClients {
-                path: path.display().to_string(),
-                found,
-                clients: known.len(),
-            });
-        }
-        let (inodes, clients, meta) = (self.cf(CF_INODES), self.cf(CF_CLIENTS), self.cf(CF_META));
-        let mut batch = WriteBatch::default();
-        for item in self.scan(CF_INODES).take_while(|_| old_inodes) {
-            let (key, value) = item?;
-            let old: InodeV2 = decode("version 2 inode", &value)?;
-            batch.put_cf(inodes, &key, encode(&Inode::from(old)));
-        }
-        for item in self.scan(CF_CLIENTS).take_while(|_| old_protocol) {
-            batch.delete_cf(clients, item?.0);
-        }
-        for item in self
-            .db
-            .prefix_iterator_cf(meta, META_SESSION_PREFIX)
-            .take_while(|_| old_protocol)
-        {
-            let (key, _) = item?;
-            if !key.starts_with(META_SESSION_PREFIX) {
-                break; // past the prefix
-            }
-            batch.delete_cf(meta, key);
-        }
-        batch.put_cf(meta, META_SCHEMA_VERSION, SCHEMA_VERSION.to_le_bytes());
-        batch.put_cf(meta, META_DENTRIES_TO_REKEY, []);
-        self.db.write_opt(batch, &synced())?;
-        self.finish_rekey()
-    }
-
-    /// Moves the entries an upgrade left in the old layout ([`Journal::rekey_dentries`]),
-    /// then deletes [`META_DENTRIES_TO_REKEY`], synced: the batches before it in the log are
-    /// durable with it.
-    fn finish_rekey(&self) -> Result<()> {
-        self.rekey_dentries()?;
-        let mut batch = WriteBatch::default();
-        batch.delete_cf(self.cf(CF_META), META_DENTRIES_TO_REKEY);
-        self.db.write_opt(batch, &synced())?;
-        Ok(())
-    }
-
-    /// Moves every entry of the layout before version 5 (parent ++ name) under its child's
-    /// key (child ++ parent ++ name), [`REKEY_BATCH`] entries to a write batch, each old key
-    /// deleted and its new one put in the same batch; returns how many moved. The batches
-    /// are not synced: the synced batch that ends the move follows them in the same log. A
-    /// crash part way leaves both layouts in the family, which read unambiguously key by key
-    /// ([`is_child_keyed`]), and [`META_DENTRIES_TO_REKEY`] set: the next open moves what is
-    /// left. An old key is never a new one's bytes: that needs a name that begins with the
-    /// eight bytes of the new key's parent, and names hold no NUL, while every inode number
-    /// has a zero byte (its shard's number is below 256, or its number within the shard
-    /// below 2^40).
-    fn rekey_dentries(&self) -> Result<u64> {
-        let dentries = self.cf(CF_DENTRIES);
-        let mut moved = 0;
-        let mut new_keys: Vec<(Vec<u8>, Box<[u8]>)> = Vec::with_capacity(REKEY_BATCH);
-        let mut batch = WriteBatch::default();
-        let write = |batch: &mut WriteBatch, new_keys: &mut Vec<(Vec<u8>, Box<[u8]>)>| {
-            // In key order: the memtable's insert hint then holds across the batch.
-            new_keys.sort_unstable();
-            for (key, value) in new_keys.drain(..) {
-                batch.put_cf(dentries, key, value);
-            }
-            self.db.write(std::mem::take(batch))
-        };
-        for item in self.scan(CF_DENTRIES) {
-            let (key, value) = item?;
-            let entry: Dentry = decode("dentry", &value)?;
-            if is_child_keyed(&key, &entry) {
-                continue;
-            }
-            let (parent, name) = decode_named_key("dentry key", &key)?;
-            batch.delete_cf(dentries, &key);
-            new_keys.push((dentry_key(entry.ino, parent, &name), value));
-            moved += 1;
-            if new_keys.len() == REKEY_BATCH {
-                write(&mut batch, &mut new_keys)?;
-            }
-        }
-        if !new_keys.is_empty() {
-            write(&mut batch, &mut new_keys)?;
-        }
-        Ok(moved)
-    }
-
-    /// Decodes a stored inode in the layout this store holds.
-    fn decode_inode(&self, bytes: &[u8]) -> Result<Inode> {
-        if self.v2_inodes {
-            Ok(decode::<InodeV2>("version 2 inode", bytes)?.into())
-        } else {
-            decode("inode", bytes)
-        }
-    }
-
-    /// The store's replay key; a writable open of a store without one (new, or written by a
-    /// build before tickets) draws it and writes it, synced, before anyone can be given a
-    /// ticket made with it.
-    fn replay_key(&self, writable: bool) -> Result<[u8; SECRET_LEN]> {
-        let meta = self.cf(CF_META);
-        if let Some(v) = self.db.get_cf(meta, META_REPLAY_KEY)? {
-            return v.as_slice().try_into().map_err(|_| Error::Corrupt {
-                what: "replay key",
-                detail: format!("{} bytes", v.len()),
-            });
-        }
-        let mut key = [0u8; SECRET_LEN];
-        if writable {
-            getrandom::fill(&mut key).map_err(|e| Error::Random(e.to_string()))?;
-            self.db.put_cf_opt(meta, META_REPLAY_KEY, key, &synced())?;
-        }
-        Ok(key)
-    }
-
-    /// The ceilings at open. A store written by a build without them (or last by one) has
-    /// them missing or behind: then they are taken a lease above what is durable, which
-    /// bounds what such a build could hand out by its own limit on uncommitted work.
-    fn stored_ceilings(&self, last_committed: u64, next_ino: u64) -> Result<Ceilings> {
-        let meta = self.cf(CF_META);
-        let read = |key: &[u8], what| -> Result<Option<u64>> {
-            self.db
-                .get_cf(meta, key)?
-                .map(|v| decode_meta_u64(what, &v))
-                .transpose()
-        };
-        let leases = self.options.leases;
-        let transno = match read(META_TRANSNO_CEILING, "transno_ceiling")? {
-            Some(c) => c.max(last_committed),
-            None => last_committed.saturating_add(leases.transnos),
-        };
-        let ino = match read(META_INO_CEILING, "ino_ceiling")? {
-            Some(c) => c.max(next_ino),
-            None => next_ino.saturating_add(leases.inos),
-        };
-        Ok(Ceilings { transno, ino })
-    }
-
-    /// The session bindings at open. A binding whose client has neither resend records nor
-    /// a known-client key any more (its records were dropped by a build that did not know
-    /// bindings, or a crash came between) is deleted by a writable open.
-    fn sessions(
-        &self,
-        writable: bool,
-        known: &[u64],
-        slots: &HashMap<u64, ClientSlots>,
-    ) -> Result<Vec<(u64, [u8; SECRET_LEN])>> {
-        let meta = self.cf(CF_META);
-        let mut kept = Vec::new();
-        let mut stale = WriteBatch::default();
-        for item in self.db.prefix_iterator_cf(meta, META_SESSION_PREFIX) {
-            let (key, value) = item?;
-            let Some(id) = key.strip_prefix(META_SESSION_PREFIX) else {
-                break; // past the prefix
-            };
-            let client = decode_u64_key("session key", id)?;
-            let secret: [u8; SECRET_LEN] =
-                value.as_ref().try_into().map_err(|_| Error::Corrupt {
-                    what: "session secret",
-                    detail: format!("{} bytes", value.len()),
-                })?;
-            if slots.contains_key(&client) || known.contains(&client) {
-                kept.push((client, secret));
-            } else {
-                stale.delete_cf(meta, &key);
-            }
-        }
-        if writable && !stale.is_empty() {
-            self.db.write_opt(stale, &synced())?;
-        }
-        Ok(kept)
-    }
-
-    /// The ceilings durable now.
-    pub fn ceilings(&self) -> Ceilings {
-        Ceilings {
-            transno: self.transno_ceiling.load(Ordering::Acquire),
-            ino: self.ino_ceiling.load(Ordering::Acquire),
-        }
-    }
-
-    /// The server's inode counter (the next number it would hand out, burned ones
-    /// included): the next write keeps the ino ceiling a lease above it.
-    pub fn note_inode_counter(&self, counter: u64) {
-        self.inode_counter.fetch_max(counter, Ordering::AcqRel);
-    }
-
-    /// The ceilings a write made now should leave, never below the durable ones.
-    fn wanted_ceilings(&self, last_transno: u64, next_ino: u64) -> Ceilings {
-        let leases = self.options.leases;
-        let durable = self.ceilings();
-        let counter = self.inode_counter.load(Ordering::Acquire).max(next_ino);
-        Ceilings {
-            // Never u64::MAX: one past the ceiling must still be a number.
-            transno: durable
-                .transno
-                .max(last_transno.saturating_add(leases.transnos))
-                .min(u64::MAX - 1),
-            ino: durable
-                .ino
-                .max(counter.saturating_add(leases.inos))
-                .min(u64::MAX - 1),
-        }
-    }
-
-    fn put_ceilings(&self, batch: &mut RawBatch, ceilings: Ceilings) {
-        let meta = self.families.meta;
-        batch.put(meta, META_TRANSNO_CEILING, ceilings.transno.to_le_bytes());
-        batch.put(meta, META_INO_CEILING, ceilings.ino.to_le_bytes());
-    }
-
-    fn publish_ceilings(&self, ceilings: Ceilings) {
-        self.transno_ceiling
-            .fetch_max(ceilings.transno, Ordering::AcqRel);
-        self.ino_ceiling.fetch_max(ceilings.ino, Ordering::AcqRel);
-    }
-
-    /// Raises the ceilings alone, synced, when no commit is there to carry them (creates that
-    /// fail burn inode numbers without committing anything). Returns the new ones.
-    pub fn raise_ceilings(&self) -> Result<Ceilings> {
-        if self.is_failed() {
-            return Err(Error::Failed);
-        }
-        let ceilings =
-            self.wanted_ceilings(self.last_committed(), self.next_ino.load(Ordering::Relaxed));
-        let mut batch = RawBatch::with_capacity(64);
-        self.put_ceilings(&mut batch, ceilings);
-        if let Err(e) = self.db.write_opt(batch.into_write_batch(), &synced()) {
-            self.failed.store(true, Ordering::Release);
-            return Err(e.into());
-        }
-        self.publish_ceilings(ceilings);
-        Ok(ceilings)
-    }
-
-    /// Writes ceilings that cover exactly what was handed out, `last_transno` and inode
-    /// numbers below `inode_counter`: for a clean stop once everything is durable, so that
-    /// the next start wastes no inode numbers skipping a lease nobody used.
-    pub fn settle_ceilings(&self, last_transno: u64, inode_counter: u64) -> Result<()> {
-        if self.is_failed() {
-            return Err(Error::Failed);
-        }
-        let ceilings = Ceilings {
-            transno: last_transno.max(self.last_committed()),
-            ino: inode_counter.max(self.next_ino.load(Ordering::Relaxed)),
-        };
-        let mut batch = RawBatch::with_capacity(64);
-        self.put_ceilings(&mut batch, ceilings);
-        self.db.write_opt(batch.into_write_batch(), &synced())?;
-        self.transno_ceiling
-            .store(ceilings.transno, Ordering::Release);
-        self.ino_ceiling.store(ceilings.ino, Ordering::Release);
-        Ok(())
-    }
-
-    /// Writes the schema version of a new store, its first inode number (its shard's), the
-    /// shard's identity and, on shard 0, the root directory: one synced batch, so that a crash
-    /// leaves no store numbered for a shard without saying which.
-    fn initialize(&self, identity: Option<&ShardIdentity>) -> Result<()> {
-        let shard = identity.map_or(0, |s| s.shard);
-        let first = crate::shard::first_ino(shard);
-        let mut batch = WriteBatch::default();
-        let meta = self.cf(CF_META);
-        batch.put_cf(meta, META_SCHEMA_VERSION, SCHEMA_VERSION.to_le_bytes());
-        batch.put_cf(meta, META_LAST_COMMITTED, 0u64.to_le_bytes());
-        batch.put_cf(meta, META_NEXT_INO, first.to_le_bytes());
-        // Nothing handed out yet: the first commit raises them.
-        batch.put_cf(meta, META_TRANSNO_CEILING, 0u64.to_le_bytes());
-        batch.put_cf(meta, META_INO_CEILING, first.to_le_bytes());
-        if let Some(identity) = identity {
-            batch.put_cf(meta, META_SHARD, encode(identity));
-        }
-        if shard == 0 {
-            let root = Inode::root(now_ns());
-            batch.put_cf(self.cf(CF_INODES), ino_key(ROOT_INO), encode(&root));
-        }
-        self.db.write_opt(batch, &synced())?;
-        Ok(())
-    }
-
-    /// One meta key, synced (start-up writes only).
-    fn put_synced(&self, key: &[u8], value: &[u8]) -> Result<()> {
-        let mut batch = WriteBatch::default();
-        batch.put_cf(self.cf(CF_META), key, value);
-        self.db.write_opt(batch, &synced())?;
-        Ok(())
-    }
-
-    fn resend_family_is_empty(&self) -> Result<bool> {
-        let mut iter = self.db.raw_iterator_cf(self.cf(CF_CLIENTS));
-        iter.seek_to_first();
-        iter.status()?;
-        Ok(!iter.valid())
-    }
-
-    fn cf(&self, name: &str) -> &ColumnFamily {
-        self.db
-            .cf_handle(name)
-            .expect("every column family is created at open")
+    /// The directory the store lives in.
+    pub fn path(&self) -> &Path {
+        &self.path
     }
 
     /// Writes a consistent copy of the store to `dir` (which must not exist yet) while the
@@ -930,150 +248,6 @@ impl Journal {
     pub fn checkpoint(&self, dir: &Path) -> Result<()> {
         rocksdb::checkpoint::Checkpoint::new(&self.db)?.create_checkpoint(dir)?;
         Ok(())
-    }
-
-    /// Writes client changes alone (`KnowClient`, `ForgetClient`, `DropResend`, `BindSession`),
-    /// synced, when
-    /// no transaction is there to carry them: they advance no transno. Other ops are refused.
-    pub fn write_client_changes(&self, ops: &[JournalOp]) -> Result<()> {
-        if self.is_failed() {
-            return Err(Error::Failed);
-        }
-        let meta = self.families.meta;
-        // Slot deletes apart from the rest: with the edit log they are an edit, as a
-        // commit's slot changes are, so that they are applied after those (a delete written
-        // straight to `clients` would be undone when a checkpoint applies an earlier put).
-        let mut resend = self.changes_batch(64 * ops.len());
-        let mut rest = RawBatch::with_capacity(64 * ops.len());
-        let mut slots = self.resend_slots.lock().expect("not poisoned");
-        for op in ops {
-            match op {
-                JournalOp::KnowClient { client } => rest.put(meta, client_key(*client), []),
-                JournalOp::ForgetClient { client } => rest.delete(meta, client_key(*client)),
-                JournalOp::DropResend { client } => {
-                    self.drop_resend(&mut resend, &mut rest, &mut slots, *client);
-                }
-                JournalOp::BindSession { client, secret } => {
-                    rest.put(meta, session_key(*client), secret);
-                }
-                other => {
-                    return Err(Error::Corrupt {
-                        what: "client change",
-                        detail: format!("not a client change: {other:?}"),
-                    });
-                }
-            }
-        }
-        drop(slots);
-        let (mut batch, edit) = self.as_edit(resend, || {
-            let seq = self.client_edits.fetch_add(1, Ordering::Relaxed);
-            EditKey::client(self.last_committed(), seq)
-        });
-        batch.append(&rest);
-        if batch.is_empty() {
-            return Ok(());
-        }
-        if let Err(e) = self.db.write_opt(batch.write_batch(), &synced()) {
-            self.failed.store(true, Ordering::Release);
-            return Err(e.into());
-        }
-        self.hand_over(batch, edit);
-        Ok(())
-    }
-
-    /// A batch for changes that may become an edit ([`Journal::as_edit`]): with the edit log,
-    /// with room kept in front for the put that wraps them.
-    fn changes_batch(&self, capacity: usize) -> RawBatch {
-        match self.checkpointer {
-            Some(_) => RawBatch::wrappable(capacity),
-            None => RawBatch::with_capacity(capacity),
-        }
-    }
-
-    /// With the edit log, `changes` (if any) as one edit keyed `key()`, at the head of a new
-    /// batch that may grow on, and the edit's key and place in it; else the batch they are.
-    fn as_edit(
-        &self,
-        changes: RawBatch,
-        key: impl FnOnce() -> EditKey,
-    ) -> (RawBatch, Option<(EditKey, std::ops::Range<usize>)>) {
-        match &self.checkpointer {
-            Some(_) if !changes.is_empty() => {
-                let key = key();
-                let (batch, edit) = changes.into_value_of(self.families.edits, key.as_bytes());
-                (batch, Some((key, edit)))
-            }
-            _ => (changes, None),
-        }
-    }
-
-    /// After `batch` is durable: its edit ([`Journal::as_edit`]) to the checkpointer.
-    fn hand_over(&self, batch: RawBatch, edit: Option<(EditKey, std::ops::Range<usize>)>) {
-        if let (Some(checkpointer), Some((key, edit))) = (&self.checkpointer, edit) {
-            checkpointer.committed(key, Edit::within(batch.into_rep(), edit));
-        }
-    }
-
-    /// The directories made for another shard's entries and not confirmed yet, in inode order.
-    pub fn pending_dirs(&self) -> Result<Vec<PendingDir>> {
-        let mut pending = Vec::new();
-        for item in self
-            .db
-            .prefix_iterator_cf(self.cf(CF_META), META_PENDING_PREFIX)
-        {
-            let (key, value) = item?;
-            let Some(id) = key.strip_prefix(META_PENDING_PREFIX) else {
-                break; // past the prefix
-            };
-            let ino = decode_u64_key("pending directory key", id)?;
-            let corrupt = |e: postcard::Error| Error::Corrupt {
-                what: "pending directory",
-                detail: format!("inode {ino}: {e}"),
-            };
-            let ((parent, name), rest): ((u64, String), _) =
-                postcard::take_from_bytes(&value).map_err(corrupt)?;
-            // Nothing more for a MKDIR_REMOTE's (the encoding before remote RMDIR).
-            let removing =
-                !rest.is_empty() && postcard::from_bytes::<bool>(rest).map_err(corrupt)?;
-            pending.push(PendingDir {
-                ino,
-                parent,
-                name,
-                removing,
-            });
-        }
-        Ok(pending)
-    }
-
-    /// The clients the journal knows: those that may hold replies sent before their commit.
-    pub fn known_clients(&self) -> Result<Vec<u64>> {
-        let mut known = Vec::new();
-        for item in self
-            .db
-            .prefix_iterator_cf(self.cf(CF_META), META_CLIENT_PREFIX)
-        {
-            let (key, _) = item?;
-            let Some(id) = key.strip_prefix(META_CLIENT_PREFIX) else {
-                break; // past the prefix
-            };
-            known.push(decode_u64_key("known client key", id)?);
-        }
-        Ok(known)
-    }
-
-    /// Forgets every known client, synced, and returns how many there were: for a clean stop
-    /// once every transno handed out is durable, when no client can hold a reply that is not
-    /// (the next start then opens no recovery window). Resend records stay.
-    pub fn forget_known_clients(&self) -> Result<usize> {
-        let forget: Vec<JournalOp> = self
-            .known_clients()?
-            .into_iter()
-            .map(|client| JournalOp::ForgetClient { client })
-            .collect();
-        if !forget.is_empty() {
-            self.write_client_changes(&forget)?;
-        }
-        Ok(forget.len())
     }
 
     /// Writes every memtable to table files and waits for it, so that the next open has no
@@ -1094,533 +268,6 @@ impl Journal {
         wait.set_wait(true);
         self.db.flush_cfs_opt(&families, &wait)?;
         Ok(())
-    }
-
-    /// Every transno up to this one is durable.
-    pub fn last_committed(&self) -> u64 {
-        self.last_committed.load(Ordering::Acquire)
-    }
-
-    /// Whether an earlier write failed and the journal stopped.
-    pub fn is_failed(&self) -> bool {
-        self.failed.load(Ordering::Acquire)
-    }
-
-    /// The directory the store lives in.
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
-    /// Where a checkpoint writes its table files before they are ingested.
-    fn checkpoint_dir(&self) -> PathBuf {
-        self.path.join("checkpoint")
-    }
-
-    /// Makes a group of transactions durable in one synced `WriteBatch`, together with the new
-    /// `last_committed` and inode high-water mark.
-    ///
-    /// `records` must be in transno order and contiguous from `last_committed + 1`: that is
-    /// what keeps `last_committed` contiguous and makes later updates of one key win, as the
-    /// serial order says. Any failure stops the journal for good (fail-stop); it is never
-    /// retried, because after a failed fsync the state of the disk is unknown.
-    pub fn commit(&self, records: &[TxRecord]) -> Result<CommitInfo> {
-        if self.is_failed() {
-            return Err(Error::Failed);
-        }
-        if let Some(failure) = self.checkpointer.as_ref().and_then(Checkpointer::failure) {
-            self.failed.store(true, Ordering::Release);
-            return Err(Error::Checkpoint(failure));
-        }
-        let Some(last) = records.last() else {
-            return Ok(CommitInfo {
-                last_committed: self.last_committed(),
-                transactions: 0,
-                bytes: 0,
-                ceilings: self.ceilings(),
-                build: Duration::ZERO,
-                write_sync: Duration::ZERO,
-            });
-        };
-        let started = Instant::now();
-        for (expected, record) in (self.last_committed() + 1..).zip(records) {
-            if record.transno != expected {
-                return Err(Error::OutOfOrder {
-                    expected,
-                    got: record.transno,
-                });
-            }
-        }
-        let Families {
-            inodes: _,
-            dentries,
-            clients,
-            meta,
-            xattrs,
-            data,
-            orphans,
-            edits: _,
-        } = self.families;
-        let mut next_ino = self.next_ino.load(Ordering::Relaxed);
-        // The changes to `inodes` and `dentries` first: with the edit log they become the
-        // commit's edit, one value at the head of its batch, else its first records; the rest
-        // of the batch follows them in the same bytes, so they are never copied. Sized once:
-        // grown by doubling, a busy commit's batch was copied a dozen times.
-        let capacity = COMMIT_BYTES_PER_RECORD * records.len();
-        let mut ns = self.changes_batch(capacity);
-        // What the loop writes to other families, appended after the namespace's and the
-        // resend slots' changes (a create writes none there).
-        let mut others = RawBatch::with_capacity(0);
-        let mut key = Vec::with_capacity(64);
-        let mut slots = self.resend_slots.lock().expect("not poisoned");
-        // Resend records with their client and its watermark, written after the loop, one
-        // slot per client per commit: sorted by client then, rather than hashed per record.
-        // Nearly every record of a busy batch carries one: sized once, not grown by doubling
-        // (a dozen reallocations and copies a commit, counted).
-        let mut resend: Vec<(u64, u64, &ResendRecord)> = Vec::with_capacity(records.len());
-        // The entries of inodes this commit creates, written after the loop with the inode's
-        // last image in their value (`schema::embedded_image`), which then needs no key of its
-        // own: one key a create, not two. Any other change to such an entry in the commit
-        // writes it first, as it came, and the inode's image goes under its own key.
-        let mut births = Births::default();
-        for record in records {
-            for op in &record.ops {
-                match op {
-                    // Written once per inode, with its last state: below.
-                    JournalOp::PutInode(_) | JournalOp::DeleteInode(_) => {}
-                    JournalOp::PutDentry {
-                        parent,
-                        name,
-                        entry,
-                    } => {
-                        if creates(record, entry.ino) {
-                            births.add(entry.ino, *parent, name, *entry);
-                        } else {
-                            births.write_plain(&mut ns, dentries, &mut key, entry.ino);
-                            put_dentry(&mut ns, dentries, &mut key, *parent, name, entry);
-                        }
-                    }
-                    JournalOp::DeleteDentry {
-                        parent,
-                        name,
-                        child,
-                    } => {
-                        births.write_plain(&mut ns, dentries, &mut key, *child);
-                        dentry_key_into(&mut key, *child, *parent, name);
-                        ns.delete(dentries, &key);
-                    }
-                    JournalOp::PutResend {
-                        client,
-                        acked_xid,
-                        record,
-                    } => {
-                        resend.push((*client, *acked_xid, record));
-                    }
-                    JournalOp::DropResend { client } => {
-                        // Earlier records of the batch go with the rest (their client has
-                        // their replies, or its session would not have ended); later ones are
-                        // a new session's and are kept.
-                        resend.retain(|(c, _, _)| c != client);
-                        self.drop_resend(&mut ns, &mut others, &mut slots, *client);
-                    }
-                    JournalOp::KnowClient { client } => others.put(meta, client_key(*client), []),
-                    JournalOp::ForgetClient { client } => {
-                        others.delete(meta, client_key(*client));
-                    }
-                    JournalOp::BindSession { client, secret } => {
-                        others.put(meta, session_key(*client), secret);
-                    }
-                    JournalOp::PutXattr { ino, name, value } => {
-                        named_key_into(&mut key, *ino, name);
-                        others.put(xattrs, &key, value);
-                    }
-                    JournalOp::DeleteXattr { ino, name } => {
-                        named_key_into(&mut key, *ino, name);
-                        others.delete(xattrs, &key);
-                    }
-                    JournalOp::PutData { ino, block, bytes } => {
-                        others.put(data, data_key(*ino, *block), bytes);
-                    }
-                    JournalOp::DeleteData { ino, from, to } => {
-                        if to.saturating_sub(*from) <= POINT_DELETES_MAX {
-                            for block in *from..*to {
-                                others.delete(data, data_key(*ino, block));
-                            }
-                        } else {
-                            others.delete_range(
-                                data,
-                                data_key(*ino, *from),
-                                data_key_end(*ino, *to),
-                            );
-                        }
-                    }
-                    JournalOp::PutOrphan { ino, owners } => {
-                        others.put(orphans, ino_key(*ino), encode(owners));
-                    }
-                    JournalOp::DeleteOrphan(ino) => others.delete(orphans, ino_key(*ino)),
-                    JournalOp::PutPendingDir(p) => {
-                        let mut value = encode(&(p.parent, &p.name));
-                        if p.removing {
-                            value.extend(encode(&true));
-                        }
-                        others.put(meta, pending_key(p.ino), value);
-                    }
-                    JournalOp::DeletePendingDir(ino) => others.delete(meta, pending_key(*ino)),
-                }
-            }
-        }
-        next_ino = next_ino.max(put_last_inode_images(
-            &mut ns,
-            self.families,
-            records,
-            births,
-        ));
-        // The resend slots go with the namespace's changes: with the edit log, in the
-        // commit's edit, which the checkpointer writes to `clients` with the images. At one
-        // request in flight a client's slot is rewritten by every commit, and as a key of the
-        // commit's own it cost RocksDB an in-place memtable update and a record of the batch
-        // (~1,900 instructions a create at 64 x 1, counted: docs/BENCHMARKS.md, "Resend
-        // slots in the commit's edit").
-        // Stable: one client's records stay in the order they came.
-        resend.sort_by_key(|(client, _, _)| *client);
-        let mut group = Vec::new();
-        for run in resend.chunk_by(|a, b| a.0 == b.0) {
-            let client = run[0].0;
-            let known = slots.entry(client).or_default();
-            known.ack(run.iter().map(|(_, acked, _)| *acked).max().unwrap_or(0));
-            group.clear();
-            group.extend(
-                run.iter()
-                    .map(|(_, _, r)| *r)
-                    .filter(|r| r.xid > known.acked_xid),
-            );
-            let Some(highest) = group.iter().map(|r| r.xid).max() else {
-                continue; // every reply already at the client
-            };
-            let Some(slot) = known.take(highest) else {
-                // The server caps a session's records far below this: a bug, not a client.
-                return Err(Error::TooManyResendSlots { client });
-            };
-            let value = ResendSlotRef {
-                acked_xid: known.acked_xid,
-                records: std::mem::take(&mut group),
-            };
-            crate::schema::with_slot_bytes(&value, |bytes| {
-                ns.put(clients, resend_key(client, slot), bytes);
-            });
-            group = value.records;
-        }
-        drop(slots);
-        let (mut batch, edit) = self.as_edit(ns, || EditKey::commit(last.transno));
-        batch.append(&others);
-        batch.put(meta, META_LAST_COMMITTED, last.transno.to_le_bytes());
-        batch.put(meta, META_NEXT_INO, next_ino.to_le_bytes());
-        let ceilings = self.wanted_ceilings(last.transno, next_ino);
-        self.put_ceilings(&mut batch, ceilings);
-        let bytes = batch.size_in_bytes();
-        let build = started.elapsed();
-
-        if let Some(injected) = self.injected
-            && self.commits.load(Ordering::Relaxed) >= injected.after_commits
-        {
-            self.failed.store(true, Ordering::Release);
-            if injected.fault == Fault::Sync {
-                // Written, never synced: in the page cache, as after a failed fsync.
-                let mut unsynced = WriteOptions::default();
-                unsynced.set_sync(false);
-                let _ = self.db.write_opt(batch.into_write_batch(), &unsynced);
-            }
-            return Err(Error::Injected(injected.fault));
-        }
-        let write_started = Instant::now();
-        if let Err(e) = self.db.write_opt(batch.write_batch(), &synced()) {
-            self.failed.store(true, Ordering::Release);
-            return Err(e.into());
-        }
-        if let Some(left) = self
-            .sync_latency
-            .and_then(|latency| latency.checked_sub(write_started.elapsed()))
-        {
-            std::thread::sleep(left);
-        }
-        let write_sync = write_started.elapsed();
-        self.hand_over(batch, edit);
-        self.commits.fetch_add(1, Ordering::Relaxed);
-        self.next_ino.store(next_ino, Ordering::Relaxed);
-        self.publish_ceilings(ceilings);
-        self.last_committed.store(last.transno, Ordering::Release);
-        Ok(CommitInfo {
-            last_committed: last.transno,
-            transactions: records.len(),
-            bytes,
-            ceilings,
-            build,
-            write_sync,
-        })
-    }
-
-    /// Reads one committed inode: under its own key, or (never changed since its creation)
-    /// in the entry it was created with, which is keyed by its number first.
-    /// Edits not yet written out are read over the images.
-    pub fn inode(&self, ino: u64) -> Result<Option<Inode>> {
-        let snapshot = self.snapshot();
-        let read = || {
-            let mut read = rocksdb::ReadOptions::default();
-            if let Some(snapshot) = &snapshot {
-                read.set_snapshot(snapshot);
-            }
-            read
-        };
-        let overlay = Overlay::read(&self.db, self.families, read())?;
-        let own = match overlay.inodes.get(&ino_key(ino)[..]) {
-            Some(change) => change.as_deref().map(<[u8]>::to_vec),
-            None => self
-                .db
-                .get_cf_opt(self.cf(CF_INODES), ino_key(ino), &read())?,
-        };
-        if let Some(v) = own {
-            return Ok(Some(self.decode_inode(&v)?));
-        }
-        if self.parent_keyed_dentries {
-            return Ok(None);
-        }
-        let prefix = ino_key(ino);
-        let images = self.db.iterator_cf_opt(
-            self.cf(CF_DENTRIES),
-            read(),
-            IteratorMode::From(&prefix, rocksdb::Direction::Forward),
-        );
-        for item in Overlaid::new(images, &overlay.dentries, &prefix) {
-            let (key, value) = item?;
-            if !key.starts_with(&prefix) {
-                break;
-            }
-            if let Some(image) = crate::schema::embedded_image(&value)? {
-                return Ok(Some(image));
-            }
-        }
-        Ok(None)
-    }
-
-    /// Reads one committed extended attribute.
-    pub fn xattr(&self, ino: u64, name: &str) -> Result<Option<Vec<u8>>> {
-        let Some(xattrs) = self.db.cf_handle(CF_XATTRS) else {
-            return Ok(None); // a read-only open of a store from before them
-        };
-        Ok(self.db.get_cf(xattrs, xattr_key(ino, name))?)
-    }
-
-    /// Reads one committed block of a file's data into `into` (cleared first): `false` if
-    /// the block is not stored (a hole, or past what was written).
-    pub fn read_block(&self, ino: u64, block: u32, into: &mut Vec<u8>) -> Result<bool> {
-        into.clear();
-        let Some(data) = self.db.cf_handle(CF_DATA) else {
-            return Ok(false); // a read-only open of a store from before file data
-        };
-        match self.db.get_pinned_cf(data, data_key(ino, block))? {
-            Some(v) => {
-                into.extend_from_slice(&v);
-                Ok(true)
-            }
-            None => Ok(false),
-        }
-    }
-
-    /// Calls `f(ino, block, bytes)` on every committed data block, in inode then block order.
-    pub fn scan_data(&self, mut f: impl FnMut(u64, u32, &[u8]) -> Result<()>) -> Result<()> {
-        if self.db.cf_handle(CF_DATA).is_none() {
-            return Ok(());
-        }
-        for item in self.scan(CF_DATA) {
-            let (key, value) = item?;
-            let (ino, block) = decode_resend_key(&key)?;
-            f(ino, block, &value)?;
-        }
-        Ok(())
-    }
-
-    /// Calls `f(ino, owners)` on every orphan, in inode order.
-    pub fn scan_orphans(&self, mut f: impl FnMut(u64, Vec<u64>) -> Result<()>) -> Result<()> {
-        if self.db.cf_handle(CF_ORPHANS).is_none() {
-            return Ok(());
-        }
-        for item in self.scan(CF_ORPHANS) {
-            let (key, value) = item?;
-            f(
-                decode_u64_key("orphan key", &key)?,
-                decode("orphan owners", &value)?,
-            )?;
-        }
-        Ok(())
-    }
-
-    /// Deletes every slot `client` has, one point delete each (into `slots_batch`, with the
-    /// commit's other resend slot changes), and forgets them, with the binding of its
-    /// session (into `meta_batch`): the session ended.
-    fn drop_resend(
-        &self,
-        slots_batch: &mut RawBatch,
-        meta_batch: &mut RawBatch,
-        slots: &mut HashMap<u64, ClientSlots>,
-        client: u64,
-    ) {
-        if let Some(known) = slots.remove(&client) {
-            for slot in 0..known.written {
-                slots_batch.delete(self.families.clients, resend_key(client, slot));
-            }
-        }
-        meta_batch.delete(self.families.meta, session_key(client));
-    }
-
-    /// Calls `f` on every committed inode in inode-number order: those under their own key
-    /// in `inodes`, and those whose only image is the one their entry was created with
-    /// (`schema::embedded_image`). See [`Journal::scan_namespace`], which this is with the
-    /// entries passed over.
-    pub fn scan_inodes(&self, f: impl FnMut(Inode) -> Result<()>) -> Result<()> {
-        self.scan_namespace(|_, _, _| Ok(()), f)
-    }
-
-    /// Calls `entry(parent, name, dentry)` on every committed directory entry (as
-    /// [`Journal::scan_dentries`]) and `inode` on every committed inode, in inode-number
-    /// order, reading each family once: what a start-up loads. An inode's image is under its
-    /// own key in `inodes`, or (never changed since the commit that created it) in the value
-    /// of the entry it was created with. Both families are in inode order (`dentries` is
-    /// keyed by child first), so the two are merged as they are read; an inode with both has
-    /// been changed since its creation, and its own key holds the newer image.
-    pub fn scan_namespace(
-        &self,
-        mut entry: impl FnMut(u64, String, Dentry) -> Result<()>,
-        mut inode: impl FnMut(Inode) -> Result<()>,
-    ) -> Result<()> {
-        let view = self.namespace_view()?;
-        let mut own = view
-            .scan(self, CF_INODES)
-            .map(|item| {
-                let (key, value) = item?;
-                let image = self.decode_inode(&value)?;
-                let ino = decode_u64_key("inode key", &key)?;
-                if ino != image.ino {
-                    return Err(Error::Corrupt {
-                        what: "inode",
-                        detail: format!("key {ino} holds inode {}", image.ino),
-                    });
-                }
-                Ok(image)
-            })
-            .peekable();
-        for item in view.scan(self, CF_DENTRIES) {
-            let (key, value) = item?;
-            let (parent, name, dentry) = self.decode_stored_dentry(&key, &value)?;
-            // Entries of stores keyed by parent (before version 6) carry no image.
-            let embedded = if self.parent_keyed_dentries {
-                None
-            } else {
-                crate::schema::embedded_image(&value)?
-            };
-            if let Some(image) = embedded {
-                if image.ino != dentry.ino {
-                    return Err(Error::Corrupt {
-                        what: "dentry",
-                        detail: format!(
-                            "the entry {parent}/{name:?} of inode {} carries inode {}'s image",
-                            dentry.ino, image.ino
-                        ),
-                    });
-                }
-                let mut superseded = false;
-                while let Some(next) =
-                    own.next_if(|i| i.as_ref().map_or(true, |i| i.ino <= image.ino))
-                {
-                    let image_of_own = next?;
-                    superseded |= image_of_own.ino == image.ino;
-                    inode(image_of_own)?;
-                }
-                if !superseded {
-                    inode(image)?;
-                }
-            }
-            entry(parent, name, dentry)?;
-        }
-        for image in own {
-            inode(image?)?;
-        }
-        Ok(())
-    }
-
-    /// Calls `f(parent, name, entry)` on every committed directory entry, in the order of
-    /// the children's numbers (`dentries` is keyed by child: one directory's entries are not
-    /// together, and come in no name order).
-    pub fn scan_dentries(
-        &self,
-        mut f: impl FnMut(u64, String, Dentry) -> Result<()>,
-    ) -> Result<()> {
-        let view = self.namespace_view()?;
-        for item in view.scan(self, CF_DENTRIES) {
-            let (key, value) = item?;
-            let (parent, name, entry) = self.decode_stored_dentry(&key, &value)?;
-            f(parent, name, entry)?;
-        }
-        Ok(())
-    }
-
-    /// One stored entry as `(parent, name, entry)`, in whichever layout it is: a store whose
-    /// upgrade to child keys was cut short holds both.
-    fn decode_stored_dentry(&self, key: &[u8], value: &[u8]) -> Result<(u64, String, Dentry)> {
-        let parent_keyed =
-            self.parent_keyed_dentries && !is_child_keyed(key, &decode::<Dentry>("dentry", value)?);
-        decode_dentry(key, value, parent_keyed)
-    }
-
-    /// Calls `f(ino, name, value)` on every committed extended attribute, grouped by inode
-    /// and in name-byte order within one inode.
-    pub fn scan_xattrs(&self, mut f: impl FnMut(u64, String, Vec<u8>) -> Result<()>) -> Result<()> {
-        if self.db.cf_handle(CF_XATTRS).is_none() {
-            return Ok(()); // a read-only open of a store from before them
-        }
-        for item in self.scan(CF_XATTRS) {
-            let (key, value) = item?;
-            let (ino, name) = decode_named_key("extended attribute key", &key)?;
-            f(ino, name, value.into_vec())?;
-        }
-        Ok(())
-    }
-
-    /// Calls `f(client, slot, value)` on every resend slot, in client then slot order: those
-    /// in `clients`, with the edits not yet written out read over them.
-    pub fn scan_resend(&self, mut f: impl FnMut(u64, u32, ResendSlot) -> Result<()>) -> Result<()> {
-        let view = self.namespace_view()?;
-        for item in view.scan(self, CF_CLIENTS) {
-            let (key, value) = item?;
-            let (client, slot) = decode_resend_key(&key)?;
-            f(client, slot, decode("resend slot", &value)?)?;
-        }
-        Ok(())
-    }
-
-    /// What the scans of `inodes` and `dentries` read: one snapshot of the store, and the
-    /// edits in it not yet written out.
-    fn namespace_view(&self) -> Result<NamespaceView<'_>> {
-        let snapshot = self.snapshot();
-        let mut read = full_scan();
-        if let Some(snapshot) = &snapshot {
-            read.set_snapshot(snapshot);
-        }
-        let overlay = Overlay::read(&self.db, self.families, read)?;
-        Ok(NamespaceView { snapshot, overlay })
-    }
-
-    /// A snapshot for reads of the images and the edit log together, while a checkpointer
-    /// may write the one and delete from the other; None when none runs (a read-only or
-    /// secondary open, which RocksDB gives no snapshot, sees only what it opened or caught
-    /// up to).
-    fn snapshot(&self) -> Option<rocksdb::SnapshotWithThreadMode<'_, DB>> {
-        self.checkpointer.as_ref().map(|_| self.db.snapshot())
-    }
-
-    /// An iterator over a whole family, from its first key, that leaves the block cache alone
-    /// (`options::full_scan`).
-    fn scan(&self, family: &str) -> rocksdb::DBIteratorWithThreadMode<'_, DB> {
-        self.db
-            .iterator_cf_opt(self.cf(family), full_scan(), IteratorMode::Start)
     }
 
     /// Sizes and counters for metrics: per-family key estimates and sizes, stall time, WAL
@@ -1663,71 +310,82 @@ impl Journal {
             }),
         }
     }
-}
 
-/// One snapshot of the store with the edit log's changes in it, for scans of the namespace
-/// families ([`Journal::namespace_view`]).
-struct NamespaceView<'a> {
-    snapshot: Option<rocksdb::SnapshotWithThreadMode<'a, DB>>,
-    overlay: Overlay,
-}
-
-impl NamespaceView<'_> {
-    /// `inodes`, `dentries` or `clients` from its first key, with the edit log read over it.
-    fn scan<'v>(
-        &'v self,
-        journal: &'v Journal,
-        family: &str,
-    ) -> Overlaid<'v, rocksdb::DBIteratorWithThreadMode<'v, DB>> {
-        let mut read = full_scan();
-        if let Some(snapshot) = &self.snapshot {
-            read.set_snapshot(snapshot);
+    /// A batch for changes that may become an edit ([`Journal::as_edit`]): with the edit log,
+    /// with room kept in front for the put that wraps them.
+    fn changes_batch(&self, capacity: usize) -> RawBatch {
+        match self.checkpointer {
+            Some(_) => RawBatch::wrappable(capacity),
+            None => RawBatch::with_capacity(capacity),
         }
-        let changes = match family {
-            CF_INODES => &self.overlay.inodes,
-            CF_DENTRIES => &self.overlay.dentries,
-            CF_CLIENTS => &self.overlay.clients,
-            other => unreachable!("no edit changes {other}"),
-        };
-        let images = journal
-            .db
-            .iterator_cf_opt(journal.cf(family), read, IteratorMode::Start);
-        Overlaid::new(images, changes, &[])
+    }
+
+    /// With the edit log, `changes` (if any) as one edit keyed `key()`, at the head of a new
+    /// batch that may grow on, and the edit's key and place in it; else the batch they are.
+    fn as_edit(
+        &self,
+        changes: RawBatch,
+        key: impl FnOnce() -> EditKey,
+    ) -> (RawBatch, Option<(EditKey, std::ops::Range<usize>)>) {
+        match &self.checkpointer {
+            Some(_) if !changes.is_empty() => {
+                let key = key();
+                let (batch, edit) = changes.into_value_of(self.families.edits, key.as_bytes());
+                (batch, Some((key, edit)))
+            }
+            _ => (changes, None),
+        }
+    }
+
+    /// After `batch` is durable: its edit ([`Journal::as_edit`]) to the checkpointer.
+    fn hand_over(&self, batch: RawBatch, edit: Option<(EditKey, std::ops::Range<usize>)>) {
+        if let (Some(checkpointer), Some((key, edit))) = (&self.checkpointer, edit) {
+            checkpointer.committed(key, Edit::within(batch.into_rep(), edit));
+        }
+    }
+
+    /// One meta key, synced (start-up writes only).
+    fn put_synced(&self, key: &[u8], value: &[u8]) -> Result<()> {
+        let mut batch = WriteBatch::default();
+        batch.put_cf(self.cf(CF_META), key, value);
+        self.db.write_opt(batch, &synced())?;
+        Ok(())
+    }
+
+    /// A column family's handle, by name.
+    fn cf(&self, name: &str) -> &ColumnFamily {
+        self.db
+            .cf_handle(name)
+            .expect("every column family is created at open")
+    }
+
+    /// Where a checkpoint writes its table files before they are ingested.
+    fn checkpoint_dir(&self) -> PathBuf {
+        self.path.join("checkpoint")
     }
 }
 
-/// A writable open must name every column family in the store, so a store of a newer schema
-/// with a family added fails inside RocksDB ("Column families not opened"), before
-/// `finish_open` can read its version; say what that most likely means. (A read-only open may
-/// leave families out, so it gets as far as the version check.)
-fn explain_open_failure(opts: &rocksdb::Options, path: &Path, e: rocksdb::Error) -> Error {
-    let unknown: Vec<String> = DB::list_cf(opts, path)
-        .unwrap_or_default()
-        .into_iter()
-        .filter(|f| f != "default" && !ALL_CFS.contains(&f.as_str()))
-        .collect();
-    if unknown.is_empty() {
-        return e.into();
-    }
-    Error::UnknownFamilies {
-        path: path.display().to_string(),
-        families: unknown.join(", "),
-        expected: SCHEMA_VERSION,
-    }
-}
-
+/// Write options of a synced write: durable when it returns.
 fn synced() -> WriteOptions {
     let mut opts = WriteOptions::default();
     opts.set_sync(true);
     opts
 }
 
+mod ceilings;
+mod claim;
+mod clients;
+mod commit;
 #[cfg(test)]
 mod edit_tests;
 mod edits;
 mod follow;
+mod hooks;
 mod images;
+mod open;
 mod raw_batch;
+mod read;
+mod upgrade;
 pub use follow::Change;
 
 #[cfg(test)]

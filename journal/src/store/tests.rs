@@ -2,8 +2,16 @@
 //! versions and upgrades; and how the write-ahead log and the block cache behave under load.
 
 use super::*;
-use crate::schema::{CF_EDITS, ENCODING_CHANGED, FileKind, hex};
+use crate::options::Tuning;
+use crate::schema::{
+    CF_CLIENTS, CF_DATA, CF_DENTRIES, CF_EDITS, CF_INODES, CF_ORPHANS, CF_XATTRS, Dentry,
+    ENCODING_CHANGED, FileKind, Inode, InodeV2, JournalOp, META_DENTRIES_TO_REKEY,
+    META_INO_CEILING, META_REPLAY_KEY, META_SCHEMA_VERSION, META_TRANSNO_CEILING, PendingDir,
+    ROOT_INO, ResendRecord, SCHEMA_VERSION, TxRecord, decode, dentry_key, encode, hex, ino_key,
+    is_child_keyed,
+};
 use images::last_images;
+use rocksdb::IteratorMode;
 use std::path::Path;
 
 /// The store itself, to change its families (no checkpointer holds it in these tests).
