@@ -14,7 +14,8 @@ Test code is left out of both (files named tests.rs or *_tests.rs, and everythin
 file's `#[cfg(test)]` module on). Prints every finding and exits 1 if there is one.
 
     scripts/check-structure.py            # the whole workspace
-    scripts/check-structure.py --list     # also each crate's files from the top down
+    scripts/check-structure.py --list     # also each crate's count of files and imports
+    scripts/check-structure.py --self-test  # the checker on a made-up crate
 """
 
 import re
@@ -86,7 +87,13 @@ def strip_code(text: str) -> str:
 class Crate:
     def __init__(self, src: Path):
         self.src = src
-        self.files = sorted(p for p in src.rglob("*.rs") if not is_test_file(p.relative_to(src)))
+        # A crate's own files: not those of a binary under src/bin/NAME/ (a crate of its own,
+        # checked as one), nor its tests.
+        self.files = sorted(
+            p for p in src.rglob("*.rs")
+            if not is_test_file(p.relative_to(src))
+            and not (p.relative_to(src).parts[0] == "bin" and len(p.relative_to(src).parts) > 2)
+        )
         self.code = {p: strip_code(p.read_text()) for p in self.files}
 
     def module_of(self, path: Path) -> list:
@@ -119,7 +126,8 @@ class Crate:
                 if use.group(1):
                     continue  # a re-export: followed where it is used (`reexports`)
                 for p in expand_use(use.group(2).replace("\n", " ")):
-                    targets.append(p)
+                    # `use child::X` in the file that declares `mod child;`.
+                    targets.append(["self"] + p if p and p[0] in children else p)
             # Re-exports are not uses (see `reexports`), and `use` lines were read above.
             code = re.sub(r"\b(pub(?:\([^)]*\))?\s+)?use\s+[^;]+;", " ", code)
             for m in re.finditer(r"(?<![\w:])((?:crate|super|self)(?:::\w+)+)", code):
@@ -296,13 +304,52 @@ def long_functions(path: Path, code: str):
     return found
 
 
+def self_test():
+    """The checker on a made-up crate: it must find the circle and the long function that are
+    there, and nothing in the same crate once they are gone."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / "src"
+        (src / "a").mkdir(parents=True)
+        (src / "lib.rs").write_text("mod a;\nmod b;\npub use a::Thing;\n")
+        (src / "a" / "mod.rs").write_text("mod child;\nuse child::Leaf;\npub struct Thing;\n")
+        (src / "a" / "child.rs").write_text("pub struct Leaf;\n")
+        body = "\n".join("    let _ = 1;" for _ in range(MAX_FN_LINES + 5))
+        (src / "b.rs").write_text(
+            "// crate::a::Thing in a comment is no import\n"
+            "fn long() {\n" + body + "\n}\n"
+            "#[cfg(test)]\nmod tests {\n    use crate::a::Thing;\n}\n"
+        )
+        crate = Crate(src)
+        assert circles(crate.edges()) == [], "no circle yet"
+        assert [f for f, _, _ in long_functions(src / "b.rs", crate.code[src / "b.rs"])] == ["long"]
+        # The child takes something of its parent, which uses the child: a circle.
+        (src / "a" / "child.rs").write_text("use super::Thing;\npub struct Leaf(Thing);\n")
+        found = circles(Crate(src).edges())
+        assert [[p.name for p in c] for c in found] == [["child.rs", "mod.rs"]], found
+        # A re-export is followed to where the item is defined: b -> a/mod.rs, not lib.rs.
+        (src / "b.rs").write_text("use crate::Thing;\n")
+        graph = Crate(src).edges()
+        assert graph[src / "b.rs"] == {src / "a" / "mod.rs"}, graph[src / "b.rs"]
+    print("check-structure: self-test passed")
+
+
 def main():
+    if "--self-test" in sys.argv:
+        self_test()
+        return
     listing = "--list" in sys.argv
     problems = []
+    roots = []
     for name in CRATES:
         src = ROOT / name / "src"
-        if not src.is_dir():
-            continue
+        if src.is_dir():
+            roots.append((name, src))
+            # A binary with modules of its own (src/bin/NAME/main.rs) is a crate of its own.
+            bins = src / "bin"
+            if bins.is_dir():
+                roots += [(f"{name}/bin/{b.name}", b) for b in sorted(bins.iterdir()) if (b / "main.rs").exists()]
+    for name, src in roots:
         crate = Crate(src)
         graph = crate.edges()
         for comp in circles(graph):
@@ -315,7 +362,7 @@ def main():
             problems.append(f"import circle in {name}: {len(comp)} files: {', '.join(rel)}\n" + "\n".join(ties))
         if listing:
             print(f"{name}: {len(crate.files)} files, {sum(len(v) for v in graph.values())} edges")
-        if name in LONG_FN_CRATES:
+        if name.split("/")[0] in LONG_FN_CRATES:
             for path, code in crate.code.items():
                 for fn, line, lines in long_functions(path, code):
                     problems.append(f"{path.relative_to(ROOT)}:{line}: fn {fn} is {lines} lines (most: {MAX_FN_LINES})")

@@ -43,6 +43,9 @@ cargo fmt --all -- --check
 cargo clippy --release --workspace --all-targets -- -D warnings
 # No crate declares a dependency it does not use (the fuzz crate is checked with the rest).
 cargo machete
+# No import circle among a crate's files, no function over 120 lines in mds, journal, client.
+python3 scripts/check-structure.py --self-test
+python3 scripts/check-structure.py
 # The mount's tests (mount/tests/) mount FUSE file systems as root and must unmount every one,
 # failed or not: a mount of mdsmount that appears during the run and is still there after it
 # fails the run (and is detached).

@@ -12,13 +12,15 @@ use mds_proto::{self as protocol, Body, Errno, Op, PROTOCOL_VERSION, Request};
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, warn};
 
-use super::Refused;
 use crate::auth::{AuthFailure, Authenticator};
 use crate::dispatch::Origin;
 use crate::output::ConnOutput;
 use crate::partition::Partition;
 use crate::partition::admission::{Credentials, HandshakeSlot};
 use crate::session::{AttachRefused, Session};
+
+/// A request was refused and the connection must close (an EPROTO reply is queued).
+pub(super) struct Refused;
 
 /// A connection before its session exists, and what it holds of the partition's limits:
 /// who is at the other end, the challenge its CONNECT was sent while it waits for the proof,

@@ -26,7 +26,7 @@ use crate::dispatch::{Answer, Closing, Deliver, dispatch};
 use crate::output::{ConnOutput, WriteHalf, write_loop};
 use crate::queue::{HeldReply, Queued, Response};
 use crate::session::Session;
-use handshake::Handshaking;
+use handshake::{Handshaking, Refused};
 
 /// Longest frame a connection may send before its handshake completes: CONNECT and
 /// AUTHENTICATE are a few hundred bytes at most, and a connection nobody has authenticated
@@ -78,9 +78,6 @@ enum Ended {
     /// there.
     Replaced,
 }
-
-/// A request was refused and the connection must close (an EPROTO reply is queued).
-struct Refused;
 
 /// The ends a connection's reads wait for besides its socket, the server's shutdown and the
 /// connection's replacement by a newer one of its session: one future for the connection's
