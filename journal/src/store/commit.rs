@@ -209,7 +209,10 @@ impl<'r> CommitChanges<'r> {
     }
 
     /// Adds one operation of `record` to the batches. Inodes are not written here: each once
-    /// per commit, with its last state ([`put_last_inode_images`]).
+    /// per commit, with its last state ([`put_last_inode_images`]). Inlined into the loop of
+    /// `build_commit`, as the match was before it had a name: called a few times a create, a
+    /// call of its own cost the commit ~90 instructions a create (`bench/cachegrind.sh`).
+    #[inline]
     fn add(
         &mut self,
         journal: &Journal,
@@ -276,6 +279,7 @@ impl<'r> CommitChanges<'r> {
 
     /// An entry put: kept back as a birth when `record` creates its inode, else written as it
     /// comes (after the entry's birth, if this commit made one).
+    #[inline]
     fn put_entry(&mut self, record: &TxRecord, parent: u64, name: &'r str, entry: &Dentry) {
         let dentries = self.families.dentries;
         if creates(record, entry.ino) {
