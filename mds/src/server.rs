@@ -193,7 +193,7 @@ pub fn serve_warm(
             partitions: config.keys.partitions,
             max_uncommitted: config.limits.max_uncommitted,
             store_dir: config.keys.data.clone(),
-            cluster: shard.map(|s| s.view),
+            shard_view: shard.map(|s| s.view),
             shutdown: shutdown.clone(),
         },
         net: Net {

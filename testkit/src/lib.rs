@@ -206,6 +206,40 @@ pub fn package_dir() -> PathBuf {
         .expect("CARGO_MANIFEST_DIR: run the tests through cargo test")
 }
 
+/// What `package` depends on through the `edges` kinds (`normal`, `normal,build`), as
+/// `cargo tree --offline --prefix none` lists it: the text, and the crate each line names.
+/// Run with the cargo running the test, read when it runs: the one named at build time may be
+/// gone (a target directory shared by two checkouts keeps binaries another checkout built).
+pub fn dependency_tree(package: &str, edges: &str) -> (String, Vec<String>) {
+    let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+    let out = Command::new(cargo)
+        .args([
+            "tree",
+            "--offline",
+            "-p",
+            package,
+            "-e",
+            edges,
+            "--prefix",
+            "none",
+        ])
+        .current_dir(package_dir())
+        .output()
+        .expect("running cargo tree");
+    assert!(
+        out.status.success(),
+        "cargo tree failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tree = String::from_utf8_lossy(&out.stdout).into_owned();
+    let crates = tree
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .map(str::to_owned)
+        .collect();
+    (tree, crates)
+}
+
 /// `bin fsck --data DIR`: (exit code, stdout and stderr).
 pub fn fsck(bin: &Path, data: &Path) -> (i32, String) {
     let out = Command::new(bin)

@@ -52,7 +52,18 @@ impl Answer {
         }
     }
 
-    pub(super) fn at_commit(until: u64, response: Response, cos: bool) -> Answer {
+    /// Once `until` — the request's own change, or what it built on — is durable.
+    pub(super) fn at_commit(until: u64, response: Response) -> Answer {
+        Answer::held(until, response, false)
+    }
+
+    /// Once `until` is durable: a read or an error held back by commit-on-share, because it
+    /// saw another client's change not durable yet.
+    pub(super) fn held_by_sharing(until: u64, response: Response) -> Answer {
+        Answer::held(until, response, true)
+    }
+
+    fn held(until: u64, response: Response, cos: bool) -> Answer {
         Answer {
             deliver: Deliver::AtCommit {
                 until,

@@ -46,9 +46,10 @@ pub struct Core {
     pub max_uncommitted: u64,
     /// The store's directory: STATFS reports the space of the file system it is on.
     pub store_dir: std::path::PathBuf,
-    /// The cluster this server is a shard of (`--etcd`): which requests are another shard's,
-    /// and the shard map SHARD_MAP answers. None outside a cluster.
-    pub cluster: Option<Arc<crate::shard::ShardView>>,
+    /// The view of the cluster this server serves a shard of (`--etcd`): which requests are
+    /// another shard's, the shard map SHARD_MAP answers, and the peers. None outside a
+    /// cluster.
+    pub shard_view: Option<Arc<crate::shard::ShardView>>,
     /// Cancelled at the first SIGTERM (the partitions' `Shared::shutdown`): a request that
     /// waits for no commit, only for news (SHARD_MAP_WAIT), is answered at once, so that its
     /// connection closes with the others.
@@ -184,7 +185,7 @@ impl Core {
             partitions,
             max_uncommitted: 1 << 16,
             store_dir: std::env::temp_dir(),
-            cluster: None,
+            shard_view: None,
             shutdown: tokio_util::sync::CancellationToken::new(),
         };
         (core, commit_rx)

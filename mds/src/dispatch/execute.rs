@@ -98,7 +98,6 @@ pub(super) fn sync(
             transno: upto,
             ..done
         },
-        false,
     )
 }
 
@@ -244,7 +243,7 @@ pub(super) fn answer_unchanged(
         // A copy of it resent on a newer connection may have joined it while it waited for
         // its turn (or executed): the answer goes through the reply queue, which releases it
         // to the session's connection of now (at once: what it waits for is durable).
-        Answer::at_commit(wait.max(core.replies.last_committed()), response, false)
+        Answer::at_commit(wait.max(core.replies.last_committed()), response)
     } else if wait == 0 {
         session.note_replied(xid);
         Answer::now(response)
@@ -252,7 +251,7 @@ pub(super) fn answer_unchanged(
         // Built on another client's uncommitted change: the answer waits for that change's
         // commit, which is asked for now.
         core.cos_conflict(metrics, opcode, Some(wait));
-        Answer::at_commit(wait, response, true)
+        Answer::held_by_sharing(wait, response)
     }
 }
 
@@ -263,7 +262,7 @@ pub(super) fn answer_unchanged(
 /// wherever the client is.
 pub(super) fn answer_begun(core: &Core, session: &Session, response: Response) -> Answer {
     if session.abandon(response.xid) {
-        Answer::at_commit(core.replies.last_committed(), response, false)
+        Answer::at_commit(core.replies.last_committed(), response)
     } else {
         Answer::now(response)
     }
@@ -352,7 +351,7 @@ pub(super) fn answer_mutation(
         if built_on > 0 {
             core.cos_conflict(metrics, opcode, Some(transno));
         }
-        return Answer::at_commit(transno, response, false);
+        return Answer::at_commit(transno, response);
     };
     // Early. Its commit will be announced to the client by a notice.
     let answer = if know.first {
@@ -363,7 +362,7 @@ pub(super) fn answer_mutation(
         if built_on > 0 {
             core.cos_conflict(metrics, opcode, None);
         }
-        Answer::at_commit(until, response, false)
+        Answer::at_commit(until, response)
     } else {
         // Not before the journal knows the client (the commit of its first early mutation,
         // which may still be in flight when a pipelined second one executes: a crash before
@@ -378,7 +377,7 @@ pub(super) fn answer_mutation(
                 core.cos_conflict(metrics, opcode, Some(built_on));
             }
             let until = built_on.max(unknown_until).max(last_committed);
-            Answer::at_commit(until, response, false)
+            Answer::at_commit(until, response)
         } else {
             answer_begun(core, session, response)
         }

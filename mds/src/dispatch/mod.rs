@@ -70,7 +70,7 @@ fn refused_before_admission(
     }
     // Another shard's request is refused before anything else, recovery window included: no
     // request of this store's was ever another shard's, so it has no record to answer from.
-    if let Some(refused) = core.cluster.as_ref().and_then(|c| c.refuse(&request.op)) {
+    if let Some(refused) = core.shard_view.as_ref().and_then(|c| c.refuse(&request.op)) {
         session.note_replied(request.xid);
         return Some(Answer::now(Response::new(
             request.xid,
@@ -120,7 +120,7 @@ pub async fn dispatch(
         Op::Connect { .. } => second("CONNECT"),
         Op::PeerConnect { .. } => second("PEER_CONNECT"),
         Op::ShardMap => now(Ok(Body::ShardMap(
-            core.cluster
+            core.shard_view
                 .as_ref()
                 .map(|c| c.shard_map())
                 .unwrap_or_default(),
@@ -128,7 +128,7 @@ pub async fn dispatch(
         Op::ShardMapWait { after, wait_ms } => {
             // Held on this connection alone (its later requests wait behind it): watchers
             // send it on a connection of their own. Outside a cluster nothing ever changes.
-            let (revision, map) = match &core.cluster {
+            let (revision, map) = match &core.shard_view {
                 Some(cluster) => {
                     let wait = std::time::Duration::from_millis(wait_ms.into());
                     cluster.shard_map_after(after, wait, &core.shutdown).await
@@ -142,7 +142,7 @@ pub async fn dispatch(
         Op::Statfs => now(Ok(Body::StatFs(Box::new(core.statfs())))),
         Op::Sync => sync(core, metrics, session, xid, opcode),
         Op::MkdirRemote { shard, .. } => {
-            let own = core.cluster.as_ref().map(|c| c.shard().unwrap_or(0));
+            let own = core.shard_view.as_ref().map(|c| c.shard().unwrap_or(0));
             match own {
                 Some(own) if own != shard => {
                     remote::mkdir_remote(core, metrics, session, request).await
@@ -164,14 +164,14 @@ pub async fn dispatch(
         }
         Op::ResolveRemote { .. } => remote::resolve_remote(core, session, &request)
             .unwrap_or_else(|| now(Err(Errno::EINVAL))),
-        Op::MakePendingDir { .. } | Op::PrepareRmdir { .. } if core.cluster.is_none() => {
+        Op::MakePendingDir { .. } | Op::PrepareRmdir { .. } if core.shard_view.is_none() => {
             now(Err(Errno::EINVAL))
         }
         // The parent it names must be on a shard the cluster has: no entry could ever name
         // the directory otherwise, and the scrub would ask a shard nobody serves.
         Op::MakePendingDir { parent, .. } | Op::PrepareRmdir { parent, .. }
             if !core
-                .cluster
+                .shard_view
                 .as_ref()
                 .is_some_and(|c| c.peers.has_shard(mds_proto::shard_of(parent))) =>
         {
@@ -186,7 +186,7 @@ pub async fn dispatch(
         }
         // In a cluster, the entry may name another shard's directory. Not for a replay: what
         // was answered early was never a remote directory's (those are answered at commit).
-        Op::Rmdir { .. } if core.cluster.is_some() && turn.is_none() => {
+        Op::Rmdir { .. } if core.shard_view.is_some() && turn.is_none() => {
             remote::rmdir(core, metrics, session, request).await
         }
         _ => execute(core, metrics, session, request, turn),

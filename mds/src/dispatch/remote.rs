@@ -55,7 +55,7 @@ pub(super) async fn mkdir_remote(
         unreachable!("called for MKDIR_REMOTE only");
     };
     let opcode = mds_proto::opcode::MKDIR_REMOTE;
-    let Some(view) = core.cluster.as_ref() else {
+    let Some(view) = core.shard_view.as_ref() else {
         unreachable!("dispatch makes it a MKDIR outside a cluster");
     };
     let _under_way = match begin_under_way(core, metrics, session, (xid, opcode), parent, &name) {
@@ -111,7 +111,7 @@ pub(super) async fn rmdir(
     session: &Arc<Session>,
     request: Request,
 ) -> Answer {
-    let Some(view) = core.cluster.as_ref() else {
+    let Some(view) = core.shard_view.as_ref() else {
         unreachable!("dispatch sends only a cluster's RMDIR here");
     };
     let Op::Rmdir { parent, name } = &request.op else {
@@ -190,7 +190,7 @@ fn begin_under_way<'a>(
     parent: u64,
     name: &str,
 ) -> Result<NameUnderWay<'a>, Box<Answer>> {
-    let Some(view) = core.cluster.as_ref() else {
+    let Some(view) = core.shard_view.as_ref() else {
         unreachable!("remote directories are a cluster's");
     };
     // Boxed: the refusals are rare, the guard is the usual way out.
@@ -219,7 +219,6 @@ fn answer_queued(
     Answer::at_commit(
         core.replies.last_committed(),
         Response::new(xid, opcode, 0, result),
-        false,
     )
 }
 
@@ -256,7 +255,11 @@ async fn answer_entry_change(
         } => {
             let (_, encoded) = journal(core, session, record, xid, &body, false);
             session.remember(xid, opcode, transno, body.clone(), 0);
-            if let Some(view) = core.cluster.as_ref().filter(|v| v.peers.crashes_at(crash)) {
+            if let Some(view) = core
+                .shard_view
+                .as_ref()
+                .filter(|v| v.peers.crashes_at(crash))
+            {
                 wait_until_durable(core, transno).await;
                 view.peers.crash_if(crash);
             }
@@ -264,7 +267,7 @@ async fn answer_entry_change(
                 encoded: Some(encoded),
                 ..Response::new(xid, opcode, transno, Ok(body))
             };
-            Answer::at_commit(transno.max(built_on), response, false)
+            Answer::at_commit(transno.max(built_on), response)
         }
     }
 }
@@ -274,10 +277,10 @@ pub(super) fn resolve_remote(core: &Core, session: &Session, request: &Request) 
     let Op::ResolveRemote { parent, name, .. } = &request.op else {
         return None;
     };
-    let view = core.cluster.as_ref()?;
+    let view = core.shard_view.as_ref()?;
     let (xid, opcode) = (request.xid, request.op.opcode());
     session.note_replied(xid);
-    if view.peers.is_in_flight(*parent, name) {
+    if view.peers.is_under_way(*parent, name) {
         return Some(Answer::now(Response::new(
             xid,
             opcode,
@@ -302,7 +305,6 @@ pub(super) fn resolve_remote(core: &Core, session: &Session, request: &Request) 
     Some(Answer::at_commit(
         until.max(core.replies.last_committed()),
         Response::new(xid, opcode, 0, result),
-        false,
     ))
 }
 
@@ -314,7 +316,11 @@ pub(super) async fn crash_after_child_step(core: &Core, opcode: u8, transno: u64
     } else {
         CrashPoint::RmdirPrepared
     };
-    if let Some(view) = core.cluster.as_ref().filter(|v| v.peers.crashes_at(point)) {
+    if let Some(view) = core
+        .shard_view
+        .as_ref()
+        .filter(|v| v.peers.crashes_at(point))
+    {
         wait_until_durable(core, transno).await;
         view.peers.crash_if(point);
     }

@@ -570,7 +570,7 @@ fn the_shard_map_is_answered_inside_the_recovery_window_and_a_wait_ends_at_shutd
     h.core.recovery = Recovery::new(vec![known], bounds, key, Box::new(|_, _| {}));
     let view = Arc::new(crate::shard::ShardView::default());
     view.serve(0);
-    h.core.cluster = Some(view);
+    h.core.shard_view = Some(view);
     let conn = Arc::new(ConnOutput::new(1 << 10));
     let c = h
         .core
@@ -648,7 +648,7 @@ fn in_cluster(shards: u16, squash: bool) -> Harness {
         shards,
         None,
     );
-    h.core.cluster = Some(view);
+    h.core.shard_view = Some(view);
     h
 }
 
@@ -699,7 +699,7 @@ fn server_only_operations_are_refused_on_a_clients_connection_whatever_uid_it_cl
     h.sent();
     let pending = h.core.namespace.pending_dirs();
     let counts = h.core.namespace.counts();
-    let view = h.core.cluster.clone().unwrap();
+    let view = h.core.shard_view.clone().unwrap();
     let _under_way = view.peers.begin(ROOT_INO, "busy").unwrap();
     let server_only = [
         Op::MakePendingDir {
@@ -795,7 +795,7 @@ fn a_peers_steps_run_as_root_under_root_squash() {
         owner: None,
     });
     assert_eq!(result(&prepared), &Ok(Body::Done));
-    let view = h.core.cluster.clone().unwrap();
+    let view = h.core.shard_view.clone().unwrap();
     let _under_way = view.peers.begin(ROOT_INO, "busy").unwrap();
     let busy = peer(Op::ResolveRemote {
         parent: ROOT_INO,
@@ -917,7 +917,7 @@ fn reaching(ack: Ack, answer: fn(&Op) -> Result<Body, Errno>) -> (Harness, Arc<T
         answer,
     });
     h.core
-        .cluster
+        .shard_view
         .as_ref()
         .unwrap()
         .peers
@@ -986,7 +986,7 @@ fn the_remote_decisions_answer_from_a_table_of_the_other_shards() {
     // A name under way: EBUSY to a second MKDIR_REMOTE and to RESOLVE_REMOTE; asked again
     // once it is not, each goes on.
     let (h, other) = reaching(Ack::Commit, pending_dir_made);
-    let peers = &h.core.cluster.as_ref().unwrap().peers;
+    let peers = &h.core.shard_view.as_ref().unwrap().peers;
     let held = peers.begin(ROOT_INO, "d").unwrap();
     let answer = h.dispatch(&h.b, h.request(mkdir_remote("d", 1)));
     assert_eq!(result(&answer), &Err(Errno::EBUSY));

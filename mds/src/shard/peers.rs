@@ -68,7 +68,7 @@ pub struct Peers {
     key: parking_lot::RwLock<Option<Arc<PeerKey>>>,
     /// (parent, name) of each MKDIR_REMOTE or remote RMDIR between its first look and its
     /// change to the entry.
-    in_flight: parking_lot::Mutex<HashSet<(u64, String)>>,
+    under_way: parking_lot::Mutex<HashSet<(u64, String)>>,
     crash_at: OnceLock<Option<CrashPoint>>,
     /// The cluster's number of shards: a MKDIR_REMOTE to one past them is EINVAL.
     shards: OnceLock<u16>,
@@ -79,7 +79,7 @@ impl std::fmt::Debug for Peers {
         f.debug_struct("Peers")
             .field("seed", &self.seed.get())
             .field("shards", &self.shards.get())
-            .field("under_way", &self.in_flight.lock().len())
+            .field("under_way", &self.under_way.lock().len())
             .finish_non_exhaustive()
     }
 }
@@ -92,7 +92,7 @@ pub struct NameUnderWay<'a> {
 
 impl Drop for NameUnderWay<'_> {
     fn drop(&mut self) {
-        self.peers.in_flight.lock().remove(&self.key);
+        self.peers.under_way.lock().remove(&self.key);
     }
 }
 
@@ -145,12 +145,12 @@ impl Peers {
         // The lock is let go before a guard is made: `then_some` would make (and drop) one
         // for a name already under way, whose drop takes the lock again — a deadlock of the
         // partition, and the other operation's name let go (issue 54's table found it).
-        let inserted = self.in_flight.lock().insert(key.clone());
+        let inserted = self.under_way.lock().insert(key.clone());
         inserted.then(|| NameUnderWay { peers: self, key })
     }
 
-    pub fn is_in_flight(&self, parent: u64, name: &str) -> bool {
-        self.in_flight.lock().contains(&(parent, name.to_owned()))
+    pub fn is_under_way(&self, parent: u64, name: &str) -> bool {
+        self.under_way.lock().contains(&(parent, name.to_owned()))
     }
 
     /// Sends what [`Peers::call`] sends through `other_shards` instead of the router.

@@ -245,7 +245,7 @@ impl Partition {
             let peer_key = self
                 .shared
                 .core
-                .cluster
+                .shard_view
                 .as_ref()
                 .and_then(|c| c.peers.key());
             let proved = proof.is_some_and(|proof| {
