@@ -235,7 +235,7 @@ pub fn run(config: ServerConfig) -> Result<()> {
 /// Claims a shard (`--shard`, or as a standby the first without owner), opens its store with
 /// the claim's epoch and serves it until `stop`.
 fn serve_a_shard(
-    mut config: ServerConfig,
+    config: ServerConfig,
     listeners: Listeners,
     stop: &Stop,
     rt: &tokio::runtime::Runtime,
@@ -323,18 +323,16 @@ fn serve_a_shard(
             "--data is not used with --etcd: the cluster's configuration names the store"
         );
     }
-    config.keys.data = cluster_config.store(shard);
+    let store = cluster_config.store(shard);
     let identity = journal::ShardIdentity {
         cluster: name.clone(),
         shard,
         epoch,
     };
     // Fenced off before anything else, even while the store's current owner holds it.
-    journal::Journal::check_claim(&config.keys.data, &identity).map_err(|source| {
-        Error::Journal {
-            what: format!("opening {}", config.keys.data.display()),
-            source,
-        }
+    journal::Journal::check_claim(&store, &identity).map_err(|source| Error::Journal {
+        what: format!("opening {}", store.display()),
+        source,
     })?;
     if config.keys.testing.pause_after_claim.is_some() {
         // Renewal starts only now, as in a process that was stopped: a lease that ran out
@@ -345,14 +343,18 @@ fn serve_a_shard(
             cluster_config.shared_storage,
         ));
     }
-    serve_in_view(rt, cluster, &view, &owner, cluster_config, shard, &config);
+    serve_in_view(rt, cluster, &view, &owner, cluster_config, shard);
     if cluster_config.shared_storage {
         wait_out_last_lease(cluster_config.ttl().max(lease.ttl), stop);
     }
-    wait_for_store(&config, stop);
+    wait_for_store(&store, stop);
     // The last owner has let go of the store: the follower reads its last commits.
     let warm = follower.and_then(Follower::finish);
-    let shard = Shard { identity, view };
+    let shard = Shard {
+        identity,
+        store,
+        view,
+    };
     let served = crate::server::serve_warm(config, listeners, stop.clone(), warm, Some(shard));
     metrics::gauge!(SHARD_OWNED, "shard" => label).set(0.0);
     served
@@ -367,7 +369,6 @@ fn serve_in_view(
     owner: &Owner,
     cluster_config: &ClusterConfig,
     shard: u16,
-    config: &ServerConfig,
 ) {
     view.serve(shard);
     metrics::gauge!(SHARD_MAP_WAITS).set(0.0);
@@ -377,7 +378,6 @@ fn serve_in_view(
         owner.address.to_string(),
         mds_client::ConnectOptions::default(),
         cluster_config.shards,
-        config.keys.testing.crash_at,
     );
     // The map this server answers includes itself from its first request on (the watch
     // follows within milliseconds, but a client may ask sooner).
@@ -507,8 +507,8 @@ fn wait_out_last_lease(ttl: Duration, stop: &Stop) {
 /// A taken-over store may still be open in the process that owned it (same host, stopped
 /// but not dead): RocksDB's lock keeps it out until that process is gone, which happens once
 /// it learns its lease is gone. Waits for the lock rather than failing on it.
-fn wait_for_store(config: &ServerConfig, stop: &Stop) {
-    let lock = config.keys.data.join("LOCK");
+fn wait_for_store(store: &std::path::Path, stop: &Stop) {
+    let lock = store.join("LOCK");
     let mut told = false;
     while let Some(pid) = crate::fsck::lock_holder(&lock) {
         if stop.is_requested() {
@@ -517,7 +517,7 @@ fn wait_for_store(config: &ServerConfig, stop: &Stop) {
         if !told {
             warn!(
                 pid,
-                store = %config.keys.data.display(),
+                store = %store.display(),
                 "the shard's store is still open in its last owner; waiting for it to exit"
             );
             told = true;

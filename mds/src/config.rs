@@ -371,7 +371,7 @@ pub struct Testing {
     /// Test hook: the server kills itself (SIGKILL) at this step of a MKDIR_REMOTE or a
     /// remote RMDIR.
     #[arg(long = "inject-crash-at", hide = true, value_enum)]
-    pub crash_at: Option<crate::shard::CrashPoint>,
+    pub crash_at: Option<crate::crash::CrashPoint>,
     /// Benchmark hook: each commit's synced write takes at least this long, as on a device
     /// whose sync is that slow (`bench/shards.sh` gives each shard of one machine a device
     /// of its own so).

@@ -19,6 +19,7 @@ pub mod cluster;
 pub mod commit_wait;
 pub mod committer;
 pub mod config;
+pub mod crash;
 pub mod dispatch;
 pub mod error;
 pub mod fsck;

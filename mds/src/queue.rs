@@ -79,6 +79,9 @@ pub enum Queued {
     /// An early reply with this transno was sent before its commit: the session's client is
     /// owed a commit notice, and may be forgotten by the journal once it is durable.
     Notice { session: Arc<Session>, transno: u64 },
+    /// Someone waits for its transno to be durable ([`crate::dispatch::Core::durable`]):
+    /// told true once it is, false if the journal failed first.
+    Durable(tokio::sync::oneshot::Sender<bool>),
 }
 
 /// A reply held back until the commit it depends on is durable.

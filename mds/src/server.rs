@@ -59,25 +59,23 @@ impl Listeners {
     }
 }
 
-/// What an operator asks of a running server. To stop: the first request stops accepting and
-/// reading and lets what is pending be committed and answered (within the grace period); a
-/// second one cuts connections whose clients do not read at once. Signals, or a test, call
-/// [`Stop::request`]. And to write a checkpoint ([`Stop::checkpoint`], SIGUSR1).
+/// An operator's stop of a running server: the first request stops accepting and reading
+/// and lets what is pending be committed and answered (within the grace period); a second
+/// one cuts connections whose clients do not read at once. Signals, or a test, call
+/// [`Stop::request`].
 #[derive(Clone, Debug, Default)]
 pub struct Stop {
     first: CancellationToken,
     second: CancellationToken,
-    checkpoint: Arc<Notify>,
 }
+
+/// An operator's asks for a checkpoint of the store into `--checkpoint-dir` (SIGUSR1):
+/// process-wide, as the signal is; the server that runs takes them.
+static CHECKPOINT_ASKED: Notify = Notify::const_new();
 
 impl Stop {
     pub fn new() -> Stop {
         Stop::default()
-    }
-
-    /// Asks the server to write a checkpoint of its store into `--checkpoint-dir`.
-    pub fn checkpoint(&self) {
-        self.checkpoint.notify_one();
     }
 
     /// Whether a stop was asked for.
@@ -143,12 +141,18 @@ pub fn serve_warm(
     warm: Option<WarmNamespace>,
     shard: Option<Shard>,
 ) -> Result<()> {
+    crate::crash::arm(config.keys.testing.crash_at);
     let prometheus = crate::metrics::install()?;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .doing(|| "building the main runtime".into())?;
-    let (journal, mut recovered) = open_journal(&config, shard.as_ref().map(|s| &s.identity))?;
+    // The store: a cluster's shard's own, or `--data`.
+    let store = shard
+        .as_ref()
+        .map_or_else(|| config.keys.data.clone(), |s| s.store.clone());
+    let (journal, mut recovered) =
+        open_journal(&config, &store, shard.as_ref().map(|s| &s.identity))?;
     let namespace = load_namespace(&config, &journal, &recovered, warm)?;
     let addr = listeners.client_addr();
     let progress = Arc::new(Notify::new());
@@ -192,7 +196,7 @@ pub fn serve_warm(
             cos_conflicts: AtomicU64::default(),
             partitions: config.keys.partitions,
             max_uncommitted: config.limits.max_uncommitted,
-            store_dir: config.keys.data.clone(),
+            store_dir: store.clone(),
             shard_view: shard.map(|s| s.view),
             shutdown: shutdown.clone(),
         },
@@ -217,11 +221,10 @@ pub fn serve_warm(
     let service_threads = start_service_threads(&config, &shared)?;
     rt.block_on(async {
         let metrics_task = serve_metrics(listeners.metrics, prometheus, &journal, &shared)?;
-        log_serving(&config, addr);
+        log_serving(&config, &store, addr);
         spawn_background(
             &config,
             &shared,
-            &stop,
             recovered.known_clients.len(),
             recovery_opened,
         );
@@ -283,7 +286,6 @@ fn load_namespace(
 fn spawn_background(
     config: &ServerConfig,
     shared: &Arc<Shared>,
-    stop: &Stop,
     known_clients: usize,
     recovery_opened: std::time::Instant,
 ) {
@@ -302,7 +304,6 @@ fn spawn_background(
     tokio::spawn(expire_sessions(shared.clone(), config.keys.session_expiry));
     tokio::spawn(write_checkpoints(
         shared.clone(),
-        stop.clone(),
         config.keys.checkpoint_dir.clone(),
     ));
 }
@@ -327,20 +328,21 @@ fn namespace_to_serve(
     }
 }
 
-/// Opens the store in `config.keys.data` (refusing one a running server holds), with the leases
-/// the limits call for.
+/// Opens the store in `store` (refusing one a running server holds), with the leases the
+/// limits call for.
 fn open_journal(
     config: &ServerConfig,
+    store: &std::path::Path,
     shard: Option<&journal::ShardIdentity>,
 ) -> Result<(Arc<Journal>, journal::Recovered)> {
-    if let Some(pid) = crate::fsck::lock_holder(&config.keys.data.join("LOCK")) {
+    if let Some(pid) = crate::fsck::lock_holder(&store.join("LOCK")) {
         return Err(Error::InUse {
-            path: config.keys.data.clone(),
+            path: store.to_path_buf(),
             pid,
         });
     }
-    std::fs::create_dir_all(&config.keys.data)
-        .doing(|| format!("creating data directory {}", config.keys.data.display()))?;
+    std::fs::create_dir_all(store)
+        .doing(|| format!("creating data directory {}", store.display()))?;
     let options = JournalOptions {
         shard: shard.cloned(),
         leases: journal::Leases {
@@ -364,8 +366,8 @@ fn open_journal(
             }),
     };
     let (mut journal, recovered) =
-        Journal::open(&config.keys.data, options).map_err(|source| Error::Journal {
-            what: format!("opening the journal in {}", config.keys.data.display()),
+        Journal::open(store, options).map_err(|source| Error::Journal {
+            what: format!("opening the journal in {}", store.display()),
             source,
         })?;
     if let Some(failure) = config.keys.testing.journal_failure() {
@@ -379,7 +381,7 @@ fn open_journal(
         journal.emulate_sync_latency(latency);
     }
     info!(
-        data = %config.keys.data.display(),
+        data = %store.display(),
         last_committed = recovered.last_committed,
         next_ino = recovered.next_ino,
         created = recovered.created,
@@ -483,10 +485,7 @@ fn open_recovery(
             warn!(from, to, "recovery: skipping transnos nobody replayed");
             namespace.skip_to(to);
             metrics::counter!(crate::metrics::SKIPPED).increment(to - from + 1);
-            if commit_tx.send(CommitMsg::Skip { from, to }).is_err() {
-                tracing::error!("the committer is gone; stopping rather than hang every client");
-                std::process::abort();
-            }
+            commit_tx.send(CommitMsg::Skip { from, to });
         })
     };
     // Besides the clients that may replay, those that held orphans open: the window waits
@@ -622,11 +621,11 @@ fn scrape_state(out: &mut String, journal: &Journal, shared: &Shared) {
 }
 
 /// The lines an operator looks for at start: what runs, how, and where it listens.
-fn log_serving(config: &ServerConfig, addr: SocketAddr) {
+fn log_serving(config: &ServerConfig, store: &std::path::Path, addr: SocketAddr) {
     info!(partitions = config.keys.partitions, "partitions started");
     info!(
         version = env!("CARGO_PKG_VERSION"),
-        data = %config.keys.data.display(),
+        data = %store.display(),
         listen = %addr,
         partitions = config.keys.partitions,
         commit_interval = ?config.keys.commit_interval,
@@ -650,9 +649,9 @@ fn log_serving(config: &ServerConfig, addr: SocketAddr) {
 }
 
 /// Writes a checkpoint into a new directory under `dir` each time one is asked for (SIGUSR1).
-async fn write_checkpoints(shared: Arc<Shared>, stop: Stop, dir: Option<std::path::PathBuf>) {
+async fn write_checkpoints(shared: Arc<Shared>, dir: Option<std::path::PathBuf>) {
     loop {
-        stop.checkpoint.notified().await;
+        CHECKPOINT_ASKED.notified().await;
         let Some(dir) = &dir else {
             warn!("checkpoint asked for, but no --checkpoint-dir is set");
             continue;
@@ -873,7 +872,7 @@ fn forward_signals(stop: Stop) {
                 }
                 _ = usr1.recv() => {
                     info!("SIGUSR1: writing a checkpoint");
-                    stop.checkpoint();
+                    CHECKPOINT_ASKED.notify_one();
                     continue;
                 }
             }

@@ -36,7 +36,7 @@ use crate::commit_wait::{SiblingWait, Waited};
 use crate::metrics::CommitMetrics;
 use crate::namespace::Namespace;
 use held::Held;
-pub use outbox::{Gathering, send};
+pub use outbox::{CommitterGone, Gathering, ToCommitter};
 
 /// Who learns what the committer made durable. The committer names no reader of its own (the
 /// TiKV write worker's `PersistedNotifier`): the reply engine is one.
@@ -187,9 +187,9 @@ impl Committer {
         }
     }
 
-    /// A sender for partitions.
-    pub fn sender(&self) -> Sender<CommitMsg> {
-        self.tx.clone()
+    /// The way to the committer, for partitions and whatever else commits.
+    pub fn sender(&self) -> ToCommitter {
+        ToCommitter::new(self.tx.clone())
     }
 
     pub fn stats(&self) -> Arc<CommitStats> {

@@ -11,7 +11,10 @@
 //!
 //! The outbox is the thread's own (partitions run one current-thread runtime each, so one
 //! task is polled at a time): [`Gathering`] opens it around each poll of the future it wraps,
-//! and [`send`] puts a message there while it is open and on the channel otherwise. A poll
+//! and [`send`] puts a message there while it is open and on the channel otherwise.
+//! [`ToCommitter`] is the only way the rest of the server reaches the committer: the
+//! partitions, the recovery window's skips and the scrub all send through it, so every
+//! message passes the outbox and a committer that is gone is handled in one place. A poll
 //! that gathered one message sends it alone and keeps the outbox's room for the next poll: at
 //! one request in flight that is every poll, and a fresh outbox each time was an allocation
 //! and a free of 32 messages' room a create (~500 instructions, counted).
@@ -45,9 +48,51 @@ thread_local! {
     };
 }
 
+/// The committer's address: the one route of every message to it.
+#[derive(Clone, Debug)]
+pub struct ToCommitter(Sender<CommitMsg>);
+
+/// The committer has ended (the process is shutting down, or its thread failed).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CommitterGone;
+
+impl ToCommitter {
+    pub fn new(tx: Sender<CommitMsg>) -> ToCommitter {
+        ToCommitter(tx)
+    }
+
+    /// Sends `msg`. The committer never goes away while partitions run; if it has, the
+    /// journal can no longer make anything durable, and waiting would hang every client:
+    /// stop the process (fail-stop).
+    pub fn send(&self, msg: CommitMsg) {
+        if send(&self.0, msg).is_err() {
+            committer_gone();
+        }
+    }
+
+    /// Sends `msg` from work that may outlive the committer at shutdown (the scrub, on the
+    /// cluster thread's runtime): [`CommitterGone`] tells it to end.
+    pub fn offer(&self, msg: CommitMsg) -> Result<(), CommitterGone> {
+        send(&self.0, msg).map_err(|_| CommitterGone)
+    }
+
+    /// `inner`, whose messages each poll gathers into one ([`Gathering`]).
+    pub fn gathering<F: Future>(&self, inner: F) -> Gathering<F> {
+        Gathering {
+            inner: Box::pin(inner),
+            tx: self.0.clone(),
+        }
+    }
+}
+
+fn committer_gone() -> ! {
+    error!("the committer is gone; stopping rather than hang every client");
+    std::process::abort();
+}
+
 /// Sends `msg` to the committer: into this thread's outbox while a [`Gathering`] poll is under
 /// way (it leaves, in order with the rest, when the poll returns), on `tx` at once otherwise.
-pub fn send(tx: &Sender<CommitMsg>, msg: CommitMsg) -> Result<(), SendError<CommitMsg>> {
+fn send(tx: &Sender<CommitMsg>, msg: CommitMsg) -> Result<(), SendError<CommitMsg>> {
     let direct = OUTBOX.with(|outbox| {
         let mut outbox = outbox.borrow_mut();
         if !outbox.open {
@@ -69,16 +114,6 @@ pub fn send(tx: &Sender<CommitMsg>, msg: CommitMsg) -> Result<(), SendError<Comm
 pub struct Gathering<F> {
     inner: Pin<Box<F>>,
     tx: Sender<CommitMsg>,
-}
-
-impl<F: Future> Gathering<F> {
-    /// Wraps `inner`, whose messages go to `tx`.
-    pub fn new(tx: Sender<CommitMsg>, inner: F) -> Gathering<F> {
-        Gathering {
-            inner: Box::pin(inner),
-            tx,
-        }
-    }
 }
 
 impl<F: Future> Future for Gathering<F> {
@@ -114,11 +149,8 @@ impl Drop for HandOver<'_> {
         let Some(msg) = msg else {
             return;
         };
-        let sent = self.tx.send(msg);
-        if sent.is_err() {
-            // As `Core::to_committer`: nothing could become durable any more.
-            error!("the committer is gone; stopping rather than hang every client");
-            std::process::abort();
+        if self.tx.send(msg).is_err() {
+            committer_gone();
         }
     }
 }
@@ -168,7 +200,7 @@ mod tests {
                 assert!(rx.is_empty());
             }
         };
-        block_on(Gathering::new(tx.clone(), inner));
+        block_on(ToCommitter::new(tx.clone()).gathering(inner));
         let msg = rx.try_recv().unwrap();
         assert!(matches!(&msg, CommitMsg::Batch(m) if m.len() == 40));
         assert_eq!(flushes(msg), (1..=40).collect::<Vec<_>>());
@@ -185,7 +217,7 @@ mod tests {
             let tx = tx.clone();
             async move { send(&tx, flush(7)).unwrap() }
         };
-        block_on(Gathering::new(tx, inner));
+        block_on(ToCommitter::new(tx).gathering(inner));
         assert!(matches!(rx.try_recv().unwrap(), CommitMsg::Flush(7)));
     }
 
@@ -198,7 +230,7 @@ mod tests {
                 let tx = tx.clone();
                 async move { send(&tx, flush(upto)).unwrap() }
             };
-            block_on(Gathering::new(tx.clone(), inner));
+            block_on(ToCommitter::new(tx.clone()).gathering(inner));
             assert!(matches!(rx.try_recv().unwrap(), CommitMsg::Flush(u) if u == upto));
             assert!(room() >= GATHERED_CAPACITY, "kept, not freed");
         }
@@ -210,7 +242,7 @@ mod tests {
                 send(&tx, flush(5)).unwrap();
             }
         };
-        block_on(Gathering::new(tx, inner));
+        block_on(ToCommitter::new(tx).gathering(inner));
         assert_eq!(flushes(rx.try_recv().unwrap()), [4, 5]);
         assert_eq!(room(), 0);
     }
@@ -235,7 +267,7 @@ mod tests {
                 send(&tx, flush(seen + 2)).unwrap();
             }
         };
-        block_on(Gathering::new(tx, inner));
+        block_on(ToCommitter::new(tx).gathering(inner));
         assert_eq!(committer.join().unwrap(), [2, 3]);
     }
 
@@ -251,12 +283,12 @@ mod tests {
                     let tx = tx.clone();
                     async move { send(&tx, flush(2)).unwrap() }
                 };
-                Gathering::new(tx.clone(), nested).await;
+                ToCommitter::new(tx.clone()).gathering(nested).await;
                 assert!(rx.is_empty(), "the nested poll handed over early");
                 send(&tx, flush(3)).unwrap();
             }
         };
-        block_on(Gathering::new(tx, inner));
+        block_on(ToCommitter::new(tx).gathering(inner));
         assert_eq!(flushes(rx.try_recv().unwrap()), [1, 2, 3]);
         assert!(rx.is_empty());
     }
@@ -273,7 +305,7 @@ mod tests {
             }
         };
         let unwound = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            block_on(Gathering::new(tx.clone(), inner));
+            block_on(ToCommitter::new(tx.clone()).gathering(inner));
         }));
         assert!(unwound.is_err());
         assert_eq!(flushes(rx.try_recv().unwrap()), [1, 2]);

@@ -5,15 +5,13 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use crossbeam_channel::Sender;
 use mds_proto::StatFs;
-use tracing::error;
 
-use crate::committer::{CommitMsg, CommitStats};
+use crate::committer::{CommitMsg, CommitStats, ToCommitter};
 use crate::config::{Ack, Cos};
 use crate::metrics::PartitionMetrics;
 use crate::namespace::Namespace;
-use crate::queue::Replies;
+use crate::queue::{Queued, Replies};
 use crate::recovery::Recovery;
 use crate::session::Sessions;
 use crate::ticket::ReplayKey;
@@ -28,7 +26,7 @@ pub struct Core {
     /// Pending replies: the per-CPU engine or the global baseline (`--reply-path`); dispatch
     /// reads its `last_committed`.
     pub replies: Arc<Replies>,
-    pub commit_tx: Sender<CommitMsg>,
+    pub commit_tx: ToCommitter,
     pub commit_stats: Arc<CommitStats>,
     pub sessions: Arc<Sessions>,
     pub cos: Cos,
@@ -101,14 +99,19 @@ impl Core {
     }
 
     /// Hands a message to the committer: at once, or with the rest of this poll of the
-    /// connection's task when a partition gathers them (`committer/outbox.rs`). The committer
-    /// never goes away while partitions run; if it has, the journal can no longer make
-    /// anything durable, and waiting would hang every client: stop the process (fail-stop).
+    /// connection's task when a partition gathers them (`committer/outbox.rs`).
     pub fn to_committer(&self, msg: CommitMsg) {
-        if crate::committer::send(&self.commit_tx, msg).is_err() {
-            error!("the committer is gone; stopping rather than hang every client");
-            std::process::abort();
-        }
+        self.commit_tx.send(msg);
+    }
+
+    /// Resolves once `transno` is durable (true), or the journal failed first (false): asks
+    /// for its commit now and waits in the reply queue, woken by the commit's drain as a
+    /// held reply is.
+    pub async fn durable(&self, transno: u64) -> bool {
+        let (tell, told) = tokio::sync::oneshot::channel();
+        self.to_committer(CommitMsg::Flush(transno));
+        self.replies.push(0, transno, Queued::Durable(tell));
+        told.await.unwrap_or(false)
     }
 
     /// A request built on another client's uncommitted change: count it and, when `upto` is
@@ -174,7 +177,7 @@ impl Core {
         let core = Core {
             namespace: Arc::new(namespace),
             replies: Arc::new(Replies::per_cpu(wakers, 0)),
-            commit_tx,
+            commit_tx: ToCommitter::new(commit_tx),
             commit_stats: Arc::default(),
             sessions: Arc::new(Sessions::new(usize::MAX)),
             cos,

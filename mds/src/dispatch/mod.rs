@@ -100,7 +100,7 @@ pub async fn dispatch(
     }
     let turn = match admit(core, metrics, session, &request).await {
         Admitted::Go(turn) => turn,
-        Admitted::Answered(answer) => return answer,
+        Admitted::Settled(answer) => return answer,
     };
     // A peer speaks as root for the cluster (a step of a client's operation the asking
     // server checked already): never squashed.
@@ -141,22 +141,28 @@ pub async fn dispatch(
         Op::Ping => now(Ok(Body::Pong)),
         Op::Statfs => now(Ok(Body::StatFs(Box::new(core.statfs())))),
         Op::Sync => sync(core, metrics, session, xid, opcode),
-        Op::MkdirRemote { shard, .. } => {
-            let own = core.shard_view.as_ref().map(|c| c.shard().unwrap_or(0));
-            match own {
-                Some(own) if own != shard => {
-                    remote::mkdir_remote(core, metrics, session, request).await
+        Op::MkdirRemote {
+            parent,
+            name,
+            mode,
+            shard,
+        } => {
+            let view = core.shard_view.as_deref();
+            match view.map(|v| (v, v.shard().unwrap_or(0))) {
+                Some((view, own)) if own != shard => {
+                    let dir = remote::RemoteMkdir {
+                        parent,
+                        name,
+                        mode,
+                        shard,
+                    };
+                    let asker = (xid, request.cred);
+                    remote::mkdir_remote(core, view, metrics, session, asker, dir).await
                 }
                 // On the parent's own shard: a MKDIR. Outside a cluster shard 0 is the only
                 // one there is.
                 None if shard != 0 => now(Err(Errno::EINVAL)),
                 _ => {
-                    let Op::MkdirRemote {
-                        parent, name, mode, ..
-                    } = request.op
-                    else {
-                        unreachable!("matched above")
-                    };
                     request.op = Op::Mkdir { parent, name, mode };
                     execute(core, metrics, session, request, turn)
                 }
@@ -186,9 +192,13 @@ pub async fn dispatch(
         }
         // In a cluster, the entry may name another shard's directory. Not for a replay: what
         // was answered early was never a remote directory's (those are answered at commit).
-        Op::Rmdir { .. } if core.shard_view.is_some() && turn.is_none() => {
-            remote::rmdir(core, metrics, session, request).await
-        }
+        Op::Rmdir { parent, ref name } if turn.is_none() => match core.shard_view.as_deref() {
+            Some(view) => {
+                let entry = (parent, name.clone());
+                remote::rmdir(core, view, metrics, session, request, entry).await
+            }
+            None => execute(core, metrics, session, request, turn),
+        },
         _ => execute(core, metrics, session, request, turn),
     }
 }
@@ -200,8 +210,9 @@ pub async fn dispatch(
 enum Admitted<'a> {
     /// Execute it, with its recovery turn if it is a replay.
     Go(Option<Turn<'a>>),
-    /// Answered already (joined, from its record, refused, forged).
-    Answered(Answer),
+    /// Not executed: its answer is settled already (joined, from its record, refused,
+    /// forged).
+    Settled(Answer),
 }
 
 /// What a request waits for before it executes. While the recovery window is open, a
@@ -252,19 +263,19 @@ async fn admit<'a>(
     };
     let (xid, opcode) = (request.xid, request.op.opcode());
     if !request.op.is_mutation() {
-        return Admitted::Answered(Answer::close(
+        return Admitted::Settled(Answer::close(
             xid,
             opcode,
             Closing::Forged("a replay of a request that changes nothing"),
         ));
     }
     if let Some(answer) = begin_mutation(metrics, session, xid, opcode, true) {
-        return Admitted::Answered(answer);
+        return Admitted::Settled(answer);
     }
     let refused = || {
         // Too late (the window closed, or its transno was durable, skipped or taken by a
         // copy that did not execute), and it did not execute in this start: lost.
-        Admitted::Answered(answer_begun(
+        Admitted::Settled(answer_begun(
             core,
             session,
             Response::new(xid, opcode, 0, Err(Errno::EINVAL)),
@@ -281,7 +292,7 @@ async fn admit<'a>(
         Err(Refusal::Forged(why)) => {
             // A copy that joined it goes unanswered: the connection of a forger closes.
             let _ = session.abandon(xid);
-            Admitted::Answered(Answer::close(xid, opcode, Closing::Forged(why)))
+            Admitted::Settled(Answer::close(xid, opcode, Closing::Forged(why)))
         }
     }
 }

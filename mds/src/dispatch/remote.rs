@@ -30,38 +30,43 @@ use mds_proto::{Body, Errno, Op, Request};
 use super::answer::Answer;
 use super::core::Core;
 use super::execute::{begin_mutation, execute, journal};
+use crate::crash::{self, CrashPoint};
 use crate::metrics::PartitionMetrics;
 use crate::namespace::{Caller, Exec};
 use crate::queue::Response;
 use crate::session::Session;
-use crate::shard::{CrashPoint, NameUnderWay};
+use crate::shard::{NameUnderWay, ShardView};
 
-/// MKDIR_REMOTE of `request` (whose op it is) to another shard than this one, which holds
-/// the parent.
+/// A MKDIR_REMOTE's directory: `name` in `parent` (on this shard), made on `shard`.
+pub(super) struct RemoteMkdir {
+    pub parent: u64,
+    pub name: String,
+    pub mode: u32,
+    pub shard: u16,
+}
+
+/// MKDIR_REMOTE `xid` of `dir` to another shard than this one (`view`'s), which holds the
+/// parent.
 pub(super) async fn mkdir_remote(
     core: &Core,
+    view: &ShardView,
     metrics: &PartitionMetrics,
     session: &Arc<Session>,
-    request: Request,
+    (xid, cred): (u64, mds_proto::Cred),
+    dir: RemoteMkdir,
 ) -> Answer {
-    let Request { xid, op, cred, .. } = request;
-    let Op::MkdirRemote {
+    let RemoteMkdir {
         parent,
         name,
         mode,
         shard,
-    } = op
-    else {
-        unreachable!("called for MKDIR_REMOTE only");
-    };
+    } = dir;
     let opcode = mds_proto::opcode::MKDIR_REMOTE;
-    let Some(view) = core.shard_view.as_ref() else {
-        unreachable!("dispatch makes it a MKDIR outside a cluster");
-    };
-    let _under_way = match begin_under_way(core, metrics, session, (xid, opcode), parent, &name) {
-        Ok(held) => held,
-        Err(answer) => return *answer,
-    };
+    let _under_way =
+        match begin_under_way(view, core, metrics, session, (xid, opcode), parent, &name) {
+            Ok(held) => held,
+            Err(answer) => return *answer,
+        };
     let through_queue = |result| answer_queued(core, session, xid, opcode, result);
     let caller = Caller {
         client: session.client(),
@@ -93,7 +98,7 @@ pub(super) async fn mkdir_remote(
         Ok(_) => return through_queue(Err(Errno::EIO)),
         Err(e) => return through_queue(Err(e)),
     };
-    view.peers.crash_if(CrashPoint::BeforeEntry);
+    crash::now(CrashPoint::BeforeEntry);
     let caller = Caller {
         last_committed: core.replies.last_committed(),
         ..caller
@@ -104,20 +109,16 @@ pub(super) async fn mkdir_remote(
     answer_entry_change(core, session, xid, opcode, made, CrashPoint::EntryCommitted).await
 }
 
-/// RMDIR, on the parent's shard of a cluster (`request`'s op).
+/// RMDIR of `name` in `parent`, on the parent's shard of a cluster (`view`'s); `request` is
+/// the RMDIR itself, executed as one server's when the entry names this shard's directory.
 pub(super) async fn rmdir(
     core: &Core,
+    view: &ShardView,
     metrics: &PartitionMetrics,
     session: &Arc<Session>,
     request: Request,
+    (parent, name): (u64, String),
 ) -> Answer {
-    let Some(view) = core.shard_view.as_ref() else {
-        unreachable!("dispatch sends only a cluster's RMDIR here");
-    };
-    let Op::Rmdir { parent, name } = &request.op else {
-        unreachable!("called for RMDIR only");
-    };
-    let (parent, name) = (*parent, name.clone());
     // A first look tells the two kinds of entry apart. Whatever else it finds (no entry, a
     // refusal) RMDIR answers itself, after the session's records: a resend of a removal
     // that happened finds no entry, and is answered from its record.
@@ -129,10 +130,11 @@ pub(super) async fn rmdir(
     }
     let Request { xid, cred, .. } = request;
     let opcode = mds_proto::opcode::RMDIR;
-    let _under_way = match begin_under_way(core, metrics, session, (xid, opcode), parent, &name) {
-        Ok(held) => held,
-        Err(answer) => return *answer,
-    };
+    let _under_way =
+        match begin_under_way(view, core, metrics, session, (xid, opcode), parent, &name) {
+            Ok(held) => held,
+            Err(answer) => return *answer,
+        };
     let through_queue = |result| answer_queued(core, session, xid, opcode, result);
     // Looked at again now that the name is held: the first look was before the session's
     // records, and nothing held the name.
@@ -160,7 +162,7 @@ pub(super) async fn rmdir(
         Ok(_) => return through_queue(Err(Errno::EIO)),
         Err(e) => return through_queue(Err(e)),
     }
-    view.peers.crash_if(CrashPoint::BeforeEntryRemoved);
+    crash::now(CrashPoint::BeforeEntryRemoved);
     let removed =
         core.namespace
             .unlink_remote_dir(&caller(core, session, &cred), parent, name, ino);
@@ -183,16 +185,14 @@ pub(super) async fn rmdir(
 /// when the store is read-only, EBUSY while another client's MKDIR_REMOTE or remote RMDIR
 /// of the name is under way (asked again, it finds the name as that one left it).
 fn begin_under_way<'a>(
-    core: &'a Core,
+    view: &'a ShardView,
+    core: &Core,
     metrics: &PartitionMetrics,
     session: &Session,
     (xid, opcode): (u64, u8),
     parent: u64,
     name: &str,
 ) -> Result<NameUnderWay<'a>, Box<Answer>> {
-    let Some(view) = core.shard_view.as_ref() else {
-        unreachable!("remote directories are a cluster's");
-    };
     // Boxed: the refusals are rare, the guard is the usual way out.
     if let Some(answer) = begin_mutation(metrics, session, xid, opcode, false) {
         return Err(Box::new(answer));
@@ -255,13 +255,8 @@ async fn answer_entry_change(
         } => {
             let (_, encoded) = journal(core, session, record, xid, &body, false);
             session.remember(xid, opcode, transno, body.clone(), 0);
-            if let Some(view) = core
-                .shard_view
-                .as_ref()
-                .filter(|v| v.peers.crashes_at(crash))
-            {
-                wait_until_durable(core, transno).await;
-                view.peers.crash_if(crash);
+            if crash::armed(crash) && core.durable(transno).await {
+                crash::now(crash);
             }
             let response = Response {
                 encoded: Some(encoded),
@@ -316,19 +311,7 @@ pub(super) async fn crash_after_child_step(core: &Core, opcode: u8, transno: u64
     } else {
         CrashPoint::RmdirPrepared
     };
-    if let Some(view) = core
-        .shard_view
-        .as_ref()
-        .filter(|v| v.peers.crashes_at(point))
-    {
-        wait_until_durable(core, transno).await;
-        view.peers.crash_if(point);
-    }
-}
-
-async fn wait_until_durable(core: &Core, transno: u64) {
-    core.to_committer(crate::committer::CommitMsg::Flush(transno));
-    while core.replies.last_committed() < transno {
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    if crash::armed(point) && core.durable(transno).await {
+        crash::now(point);
     }
 }

@@ -646,7 +646,6 @@ fn in_cluster(shards: u16, squash: bool) -> Harness {
         "127.0.0.1:9".into(),
         mds_client::ConnectOptions::default(),
         shards,
-        None,
     );
     h.core.shard_view = Some(view);
     h

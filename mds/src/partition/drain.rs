@@ -85,6 +85,10 @@ fn release(
 ) {
     let held = match queued {
         Queued::Reply(held) => held,
+        Queued::Durable(waiter) => {
+            let _ = waiter.send(matches!(outcome, Outcome::Committed { .. }));
+            return;
+        }
         Queued::Notice { session, transno } => {
             metrics.unsafe_replies.decrement(1.0);
             // Gone, and nothing it was told early is pending any more: the journal may
@@ -390,6 +394,68 @@ mod tests {
             cos: false,
         };
         core.replies.push(0, t, Queued::Reply(held));
+    }
+
+    /// `Core::durable`, the remote steps' wait for their own commit: a notification through
+    /// the reply queue, told when the commit's drain passes it — not before, and false when
+    /// the journal failed instead.
+    #[test]
+    fn a_wait_for_durability_is_woken_by_the_commits_drain() {
+        let (core, commits) = Core::for_tests(Namespace::empty(), 2, Cos::On, Ack::Commit);
+        let core = Arc::new(core);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let engine = || core.replies.per_cpu_engine().unwrap();
+        let metrics = PartitionMetrics::register(0);
+        let drain = || drain_partition(&core, 0, &metrics, &mut Vec::new());
+        rt.block_on(async {
+            let waiting = tokio::spawn({
+                let core = core.clone();
+                async move { core.durable(5).await }
+            });
+            tokio::task::yield_now().await;
+            // It asked for the commit it waits for.
+            assert!(matches!(commits.try_recv(), Ok(CommitMsg::Flush(5))));
+            engine().publish(4);
+            drain();
+            tokio::task::yield_now().await;
+            assert!(
+                !waiting.is_finished(),
+                "woken before its transno was durable"
+            );
+            engine().publish(5);
+            assert_eq!(drain(), 1);
+            assert!(waiting.await.unwrap());
+
+            let failing = tokio::spawn({
+                let core = core.clone();
+                async move { core.durable(9).await }
+            });
+            tokio::task::yield_now().await;
+            engine().fail();
+            drain();
+            assert!(
+                !failing.await.unwrap(),
+                "a failed journal is not durability"
+            );
+            // Already durable: answered at the next drain, at once.
+            let (core2, _c) = Core::for_tests(Namespace::empty(), 1, Cos::On, Ack::Commit);
+            core2.replies.per_cpu_engine().unwrap().publish(3);
+            let done = tokio::spawn(async move {
+                let metrics = PartitionMetrics::register(0);
+                let core2 = Arc::new(core2);
+                let waiter = {
+                    let core2 = core2.clone();
+                    tokio::spawn(async move { core2.durable(2).await })
+                };
+                tokio::task::yield_now().await;
+                drain_partition(&core2, 0, &metrics, &mut Vec::new());
+                waiter.await.unwrap()
+            });
+            assert!(done.await.unwrap());
+        });
     }
 
     /// The owner's drain and a partner's drain race over one partition's queue while the

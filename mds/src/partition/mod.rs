@@ -164,10 +164,11 @@ impl Partition {
                             }
                             // What a poll of the connection sends the committer leaves as
                             // one message: one hand-off a read, not one a request.
-                            let served = crate::committer::Gathering::new(
-                                self.shared.core.commit_tx.clone(),
-                                self.clone().accept(stream, peer, slot),
-                            );
+                            let served = self
+                                .shared
+                                .core
+                                .commit_tx
+                                .gathering(self.clone().accept(stream, peer, slot));
                             self.connections.spawn_local(served);
                         }
                         Err(why) => {

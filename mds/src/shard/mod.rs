@@ -8,16 +8,18 @@ mod peers;
 pub mod scrub;
 mod view;
 
-pub use peers::{CrashPoint, NameUnderWay, OtherShards, Peers};
+pub use peers::{NameUnderWay, OtherShards, Peers};
 pub use view::{MAX_MAP_WAIT, ShardView};
 
 use std::sync::Arc;
 
 /// The shard a server serves in a cluster, as the supervisor hands it to the server: the
-/// claim's identity (which the store's open checks and fences with) and the view of the
-/// cluster the request path reads.
+/// claim's identity (which the store's open checks and fences with), the shard's store (the
+/// cluster's configuration names it; `--data` is not used) and the view of the cluster the
+/// request path reads.
 #[derive(Debug)]
 pub struct Shard {
     pub identity: journal::ShardIdentity,
+    pub store: std::path::PathBuf,
     pub view: Arc<ShardView>,
 }

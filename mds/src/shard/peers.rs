@@ -20,26 +20,6 @@ use tracing::warn;
 /// (EIO to its client; the pending directory it may have left is scrubbed).
 const PEER_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Test hooks: where a server kills itself (SIGKILL, as a crash) in a MKDIR_REMOTE or a
-/// remote RMDIR.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum CrashPoint {
-    /// The child's shard, once the pending directory is durable, before it answers.
-    PendingDirCommitted,
-    /// The parent's shard, once the child's shard answered, before the entry is made.
-    BeforeEntry,
-    /// The parent's shard, once the entry is durable, before the client's reply leaves.
-    EntryCommitted,
-    /// RMDIR: the child's shard, once the directory is durably being removed, before it
-    /// answers.
-    RmdirPrepared,
-    /// RMDIR: the parent's shard, once the child's shard answered, before the entry goes.
-    BeforeEntryRemoved,
-    /// RMDIR: the parent's shard, once the entry's removal is durable, before the client's
-    /// reply leaves.
-    EntryRemovedCommitted,
-}
-
 /// How a server's requests reach the other shards' servers. [`Peers`] sends them through the
 /// client library's router; the dispatch tests answer them from a table instead (TiKV's
 /// `TestPdClient` is the model), so that every remote decision runs without etcd, sockets
@@ -69,7 +49,6 @@ pub struct Peers {
     /// (parent, name) of each MKDIR_REMOTE or remote RMDIR between its first look and its
     /// change to the entry.
     under_way: parking_lot::Mutex<HashSet<(u64, String)>>,
-    crash_at: OnceLock<Option<CrashPoint>>,
     /// The cluster's number of shards: a MKDIR_REMOTE to one past them is EINVAL.
     shards: OnceLock<u16>,
 }
@@ -104,13 +83,11 @@ impl Peers {
         seed: String,
         options: ConnectOptions,
         shards: u16,
-        crash_at: Option<CrashPoint>,
     ) {
         let _ = self.shards.set(shards);
         let _ = self.runtime.set(runtime);
         let _ = self.seed.set(seed);
         let _ = self.options.set(options);
-        let _ = self.crash_at.set(crash_at);
     }
 
     /// The runtime peer requests and the scrub run on, once started.
@@ -250,22 +227,5 @@ impl Peers {
             }
             Err(_) => Err(Errno::EIO),
         }
-    }
-
-    /// The test hook's crash at `point`, if it is the one asked for.
-    pub fn crash_if(&self, point: CrashPoint) {
-        if self.crash_at.get().copied().flatten() == Some(point) {
-            warn!(?point, "test hook: killing the server (SIGKILL)");
-            // SAFETY: kill(2) on this process has no memory-safety preconditions.
-            unsafe {
-                libc::kill(libc::getpid(), libc::SIGKILL);
-            }
-            std::thread::sleep(Duration::from_secs(60));
-        }
-    }
-
-    /// Whether a crash hook waits for `point`.
-    pub fn crashes_at(&self, point: CrashPoint) -> bool {
-        self.crash_at.get().copied().flatten() == Some(point)
     }
 }

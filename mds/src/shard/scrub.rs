@@ -11,7 +11,7 @@ use mds_proto::{Errno, Op};
 use tracing::{info, warn};
 
 use super::view::ShardView;
-use crate::committer::CommitMsg;
+use crate::committer::{CommitMsg, ToCommitter};
 use crate::metrics::{REMOTE_DIRS_PENDING, REMOTE_DIRS_SCRUBBED};
 use crate::namespace::Namespace;
 
@@ -22,11 +22,7 @@ pub const SCRUB_EVERY: Duration = Duration::from_secs(2);
 
 /// Starts [`scrub`] on the runtime peer requests run on (none before the server serves its
 /// shard, and then nothing is started).
-pub fn start(
-    view: &Arc<ShardView>,
-    namespace: Arc<Namespace>,
-    commit_tx: crossbeam_channel::Sender<CommitMsg>,
-) {
+pub fn start(view: &Arc<ShardView>, namespace: Arc<Namespace>, commit_tx: ToCommitter) {
     if let Some(runtime) = view.peers.runtime() {
         runtime.spawn(scrub(namespace, commit_tx, view.clone()));
     }
@@ -40,15 +36,10 @@ pub fn start(
 /// left for the next round when that shard is away or still changing the entry. One being
 /// removed need not wait a round: its RMDIR holds the name on the parent's shard (EBUSY)
 /// from before it was marked until its entry's removal executed. Runs until the process ends.
-pub async fn scrub(
-    namespace: Arc<Namespace>,
-    commit_tx: crossbeam_channel::Sender<CommitMsg>,
-    view: Arc<ShardView>,
-) {
-    let commit = |record| {
-        // The committer outlives the server's runtimes; gone, nothing commits any more.
-        let _ = commit_tx.send(CommitMsg::Record(record));
-    };
+pub async fn scrub(namespace: Arc<Namespace>, commit_tx: ToCommitter, view: Arc<ShardView>) {
+    // The committer ends before the cluster thread's runtime at shutdown: then so does the
+    // scrub (nothing it changed would become durable any more).
+    let commit = |record| commit_tx.offer(CommitMsg::Record(record)).is_ok();
     let mut seen: HashSet<u64> = HashSet::new();
     let outcome = |what: &'static str| {
         let c = metrics::counter!(REMOTE_DIRS_SCRUBBED, "outcome" => what);
@@ -93,7 +84,9 @@ pub async fn scrub(
                             info!(ino = dir.ino, parent = dir.parent, name = %dir.name, "remote directory confirmed");
                             confirmed.increment(1);
                         }
-                        commit(record);
+                        if !commit(record) {
+                            return;
+                        }
                     }
                 }
                 Err(Errno::ENOENT) => match namespace.drop_pending(dir.ino, mark) {
@@ -105,7 +98,9 @@ pub async fn scrub(
                             info!(ino = dir.ino, parent = dir.parent, name = %dir.name, "pending directory without an entry deleted");
                             deleted.increment(1);
                         }
-                        commit(record);
+                        if !commit(record) {
+                            return;
+                        }
                     }
                     Ok(None) => {}
                     Err(e) => {

@@ -56,13 +56,13 @@ async fn read_into<R: AsyncRead + Unpin>(
 
 /// The opcode and result of each reply appended at once during one read, so their latency is
 /// recorded with one clock read per read.
-type Answered = Vec<(u8, Result<(), Errno>)>;
+type AnsweredAtOnce = Vec<(u8, Result<(), Errno>)>;
 
 /// What [`Partition::check`] found of a request.
 enum Checked {
     Valid,
     /// Refused with an answer; the connection goes on.
-    Answered,
+    RefusedWithAnswer,
     /// Refused with EPROTO; the connection closes.
     Refused,
 }
@@ -115,7 +115,7 @@ struct Reader {
     /// Set once the handshake completes.
     session: Option<Arc<Session>>,
     handshaking: Handshaking,
-    answered: Answered,
+    answered: AnsweredAtOnce,
     /// Frames already read but not executed: the output passed its high-water mark midway
     /// through a read, or the next one is a mutation and the server's uncommitted work is at
     /// its cap.
@@ -415,7 +415,7 @@ impl Partition {
             let credentials = &reader.handshaking.credentials;
             match self.check(conn, session, credentials, &request, &mut reader.answered) {
                 Checked::Valid => {}
-                Checked::Answered => continue,
+                Checked::RefusedWithAnswer => continue,
                 Checked::Refused => return Some(Ended::Normally),
             }
             if self.shared.core.recovery.is_open()
@@ -443,7 +443,7 @@ impl Partition {
         session: &Arc<Session>,
         received: quanta::Instant,
         answer: Answer,
-        answered: &mut Answered,
+        answered: &mut AnsweredAtOnce,
     ) -> Result<(), Refused> {
         let Answer { deliver, notice } = answer;
         let delivered = match deliver {
@@ -622,7 +622,7 @@ impl Partition {
         session: &Session,
         credentials: &Credentials,
         request: &Request,
-        answered: &mut Answered,
+        answered: &mut AnsweredAtOnce,
     ) -> Checked {
         let (xid, opcode) = (request.xid, request.op.opcode());
         let groups = request.cred.groups.len();
@@ -654,7 +654,7 @@ impl Partition {
         if refusal == Errno::EPROTO {
             Checked::Refused
         } else {
-            Checked::Answered
+            Checked::RefusedWithAnswer
         }
     }
 
