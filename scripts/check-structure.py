@@ -136,7 +136,7 @@ class Crate:
                 if m.group(1) in children:
                     targets.append(["self", m.group(1)])
             for t in targets:
-                module = resolve(me, t, path)
+                module = resolve(me, t)
                 if module is None:
                     continue
                 f = self.follow(module)
@@ -151,7 +151,7 @@ class Crate:
         for use in re.finditer(r"\bpub(?:\([^)]*\))?\s+use\s+([^;]+);", self.code[path]):
             for p in expand_use(use.group(1).replace("\n", " ")):
                 if p and p[-1] != "*":
-                    target = resolve(me, p, path)
+                    target = resolve(me, p)
                     if target is None and p[0] not in ("crate", "super", "self"):
                         target = me + p  # a child module's item: `pub use child::Item`
                     if target is not None:
@@ -204,7 +204,7 @@ def expand_use(tree: str):
     return out
 
 
-def resolve(me: list, path: list, file: Path):
+def resolve(me: list, path: list):
     """The module path (from the crate root) a `use` or inline path names, or None for
     another crate's."""
     path = [p for p in path if p != "self" or path.index(p) == 0]

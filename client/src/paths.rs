@@ -14,27 +14,54 @@ pub fn components(path: &str) -> Result<Vec<&str>> {
     Ok(path.split('/').filter(|c| !c.is_empty()).collect())
 }
 
+/// What resolving a path asks of the namespace: LOOKUP and GETATTR — of one server
+/// ([`Client`]) or of the shard that serves each inode ([`crate::Router`]).
+pub(crate) trait Lookups {
+    async fn getattr(&self, ino: u64) -> Result<Attr>;
+    async fn lookup(&self, parent: u64, name: &str) -> Result<Attr>;
+}
+
+/// Resolves an absolute path by LOOKUP from the root.
+pub(crate) async fn resolve(ns: &impl Lookups, path: &str) -> Result<Attr> {
+    let mut current = ns.getattr(ROOT).await?;
+    for name in components(path)? {
+        current = ns.lookup(current.ino, name).await?;
+    }
+    Ok(current)
+}
+
+/// Resolves all but the last component of `path`: (parent inode, last name).
+pub(crate) async fn resolve_parent<'p>(ns: &impl Lookups, path: &'p str) -> Result<(u64, &'p str)> {
+    let parts = components(path)?;
+    let Some((last, dirs)) = parts.split_last() else {
+        return Err(ClientError::Errno(Errno::EINVAL)); // "/" has no parent entry
+    };
+    let mut ino = ROOT;
+    for name in dirs {
+        ino = ns.lookup(ino, name).await?.ino;
+    }
+    Ok((ino, last))
+}
+
+impl Lookups for Client {
+    async fn getattr(&self, ino: u64) -> Result<Attr> {
+        Client::getattr(self, ino).await
+    }
+
+    async fn lookup(&self, parent: u64, name: &str) -> Result<Attr> {
+        Client::lookup(self, parent, name).await
+    }
+}
+
 impl Client {
     /// Resolves an absolute path by LOOKUP from the root.
     pub async fn resolve(&self, path: &str) -> Result<Attr> {
-        let mut current = self.getattr(ROOT).await?;
-        for name in components(path)? {
-            current = self.lookup(current.ino, name).await?;
-        }
-        Ok(current)
+        resolve(self, path).await
     }
 
     /// Resolves all but the last component of `path`: (parent inode, last name).
     pub async fn resolve_parent<'p>(&self, path: &'p str) -> Result<(u64, &'p str)> {
-        let parts = components(path)?;
-        let Some((last, dirs)) = parts.split_last() else {
-            return Err(ClientError::Errno(Errno::EINVAL)); // "/" has no parent entry
-        };
-        let mut ino = ROOT;
-        for name in dirs {
-            ino = self.lookup(ino, name).await?.ino;
-        }
-        Ok((ino, last))
+        resolve_parent(self, path).await
     }
 }
 

@@ -26,7 +26,6 @@ use crate::auth::PeerKey;
 use crate::client::{Client, ConnectOptions};
 use crate::error::{ClientError, Result};
 use crate::handles::Handle;
-use crate::paths::components;
 use crate::session::Session;
 use crate::watch::MapWatch;
 
@@ -490,23 +489,21 @@ impl Router {
 
     /// Resolves an absolute path from the root, each LOOKUP on its directory's shard.
     pub async fn resolve(&self, path: &str) -> Result<Attr> {
-        let mut attr = self.getattr(crate::ROOT).await?;
-        for name in components(path)? {
-            attr = self.lookup(attr.ino, name).await?;
-        }
-        Ok(attr)
+        crate::paths::resolve(self, path).await
     }
 
     /// Resolves all but the last component: (parent inode, last name).
     pub async fn resolve_parent<'p>(&self, path: &'p str) -> Result<(u64, &'p str)> {
-        let parts = components(path)?;
-        let Some((last, dirs)) = parts.split_last() else {
-            return Err(ClientError::Errno(Errno::EINVAL));
-        };
-        let mut ino = crate::ROOT;
-        for name in dirs {
-            ino = self.lookup(ino, name).await?.ino;
-        }
-        Ok((ino, last))
+        crate::paths::resolve_parent(self, path).await
+    }
+}
+
+impl crate::paths::Lookups for Router {
+    async fn getattr(&self, ino: u64) -> Result<Attr> {
+        Router::getattr(self, ino).await
+    }
+
+    async fn lookup(&self, parent: u64, name: &str) -> Result<Attr> {
+        Router::lookup(self, parent, name).await
     }
 }
