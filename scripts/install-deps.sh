@@ -19,6 +19,8 @@
 #   cargo-machete         from crates.io, pinned, to keep unused dependencies out
 #   pjdfstest             from crates.io, pinned: the POSIX suite mount/tests/suites.rs runs
 #                         with mount/tests/pjdfstest.toml (its expected failures name its tests)
+#   garage                from crates.io, pinned: the S3-compatible object store the object-store
+#                         tests start (testkit/src/garage.rs); a test tool, never linked (AGPL)
 # Extra Debian packages may be named as arguments. Packages are installed with
 # --no-install-recommends. Also checks that rustc is at least the workspace's rust-version.
 # Safe to run again: installs only what is missing.
@@ -116,6 +118,20 @@ if [ "${MDS_TEST_DEPS:-0}" = 1 ] \
   echo "installing pjdfstest $PJDFSTEST_VERSION (cargo install, a minute the first time)"
   CARGO_TARGET_DIR="${TMPDIR:-/tmp}/pjdfstest-build" \
     cargo install pjdfstest --locked --version "$PJDFSTEST_VERSION"
+fi
+
+# Garage, the S3-compatible store testkit::garage starts three nodes of, into cargo's bin
+# directory. Pinned: testkit/src/garage.rs drives its CLI and admin API, whose commands and
+# answers change between releases (`garage --version` says `garage cargo:2.5.0 [features: ...]`).
+# Its build (525 crates, bundled SQLite and libsodium: 47 minutes on 2 busy cores) is the longest
+# here, so its target directory is a persistent one that reruns and CI reuse.
+GARAGE_VERSION=2.5.0
+if [ "${MDS_TEST_DEPS:-0}" = 1 ] \
+  && ! "${CARGO_HOME:-$HOME/.cargo}/bin/garage" --version 2>/dev/null \
+    | grep -qE "(^|[ :v])${GARAGE_VERSION//./\\.}( |\$)"; then
+  echo "installing garage $GARAGE_VERSION (cargo install, tens of minutes the first time)"
+  CARGO_TARGET_DIR="${GARAGE_BUILD_DIR:-/var/tmp/garage-build}" \
+    cargo install garage --locked --version "$GARAGE_VERSION"
 fi
 
 # cargo-fuzz runs the decode fuzzer for a bounded time in scripts/test.sh, where a nightly

@@ -1,7 +1,8 @@
 //! Test support shared by the integration tests of every crate (a dev-dependency only): starts the real `mds` binary
 //! on 127.0.0.1 with OS-picked ports (or a given one), reads the addresses it logs, and stops
 //! or kills it; the process is killed when the handle drops. Not used by the server itself.
-//! `MDS_TEST_REPLY_PATH` (e.g. `global`) starts every server on that reply path.
+//! `MDS_TEST_REPLY_PATH` (e.g. `global`) starts every server on that reply path. [`garage`]
+//! starts a Garage cluster, the S3-compatible object store the object-store tests run against.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -11,6 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use mds_client::Client;
+
+pub mod garage;
 
 pub struct Server {
     child: Option<Child>,
