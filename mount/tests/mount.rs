@@ -11,7 +11,8 @@ mod common;
 use std::ffi::CString;
 use std::fs::{self, File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileExt, FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -112,6 +113,72 @@ fn data_goes_in_and_comes_back_through_the_mount() {
     assert_eq!(st.f_bsize, 4096);
     assert!(st.f_blocks > 0 && st.f_files > 0 && st.f_namemax == 255);
 
+    assert!(m.unmount().success());
+}
+
+/// Issue 55 (found by `tests/fsx.rs`): pages of a shared writable map go back through a
+/// handle of the file open to write — that of a descriptor opened `O_APPEND`, too — and must
+/// land where they were mapped, not at the end; and a descriptor whose `O_APPEND` fcntl(2)
+/// turned off writes where pwrite(2) says. The same steps on the local disk are the answer.
+/// On 1a4e689 the server appended both, because the mount opened its handles to append: the
+/// map's page went to the end (8 KiB of `a` became 12 KiB, the write lost).
+#[test]
+fn a_map_of_a_file_opened_o_append_writes_back_in_place() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = server(dir.path(), &[]);
+    let m = Mounted::new(&server, &[]);
+    let local = tempfile::tempdir_in("/var/tmp").unwrap();
+
+    let steps = |root: &Path| {
+        let path = root.join("appended");
+        fs::write(&path, vec![b'a'; 8192]).unwrap();
+        let f = OpenOptions::new()
+            .read(true)
+            .append(true)
+            .open(&path)
+            .unwrap();
+        // SAFETY: a fresh shared map of 8 KiB of an open file of that size, unmapped below.
+        let map = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                8192,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED,
+                f.as_raw_fd(),
+                0,
+            )
+        };
+        assert_ne!(map, libc::MAP_FAILED, "{}", std::io::Error::last_os_error());
+        // SAFETY: within the map; then msync and munmap of the whole of it.
+        unsafe {
+            std::ptr::copy_nonoverlapping(b"XYZW".as_ptr(), map.cast::<u8>().add(4096), 4);
+            assert_eq!(libc::msync(map, 8192, libc::MS_SYNC), 0);
+            assert_eq!(libc::munmap(map, 8192), 0);
+        }
+        // O_APPEND on, then off again.
+        (&f).write_all(b"end").unwrap();
+        // SAFETY: fcntl(F_SETFL) of a descriptor this test holds.
+        assert_eq!(unsafe { libc::fcntl(f.as_raw_fd(), libc::F_SETFL, 0) }, 0);
+        f.write_all_at(b"0", 0).unwrap();
+        drop(f);
+        fs::read(&path).unwrap()
+    };
+    let mut expect = vec![b'a'; 8192];
+    expect[..1].copy_from_slice(b"0");
+    expect[4096..4100].copy_from_slice(b"XYZW");
+    expect.extend_from_slice(b"end");
+    assert_eq!(steps(local.path()), expect, "the local kernel's answer");
+    let on_mount = steps(&m.at);
+    assert_eq!(
+        (on_mount.len(), &on_mount[4096..4100], &on_mount[..1]),
+        (expect.len(), &b"XYZW"[..], &b"0"[..]),
+        "the mount's answer, as the local disk's"
+    );
+    assert_eq!(on_mount, expect);
+    // And from the server, past the page cache of this mount.
+    let other = Mounted::new(&server, &[]);
+    assert_eq!(fs::read(other.path("appended")).unwrap(), expect);
+    assert!(other.unmount().success());
     assert!(m.unmount().success());
 }
 
