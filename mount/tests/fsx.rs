@@ -135,10 +135,13 @@ fn exercise(test: &str, flags: &[&str], extra: Extra) {
         );
         fsx.switching = extra == Extra::TwoMounts;
         if let Err(failure) = fsx.run(settings.ops) {
+            drop(fsx);
             panic!(
-                "{failure} -- --exact {test}\nthe first mount's log:\n{}\nthe other's:\n{}",
+                "{failure} -- --exact {test}\nthe first mount's log:\n{}\nthe other's:\n{}\n\
+                 the server's:\n{}",
                 m.log_text(),
-                other.log_text()
+                other.log_text(),
+                served.log_text()
             );
         }
         eprintln!(
@@ -160,6 +163,8 @@ struct Served {
     server: Option<Server>,
     data: PathBuf,
     flags: Vec<String>,
+    /// The logs of the servers killed before this one.
+    before: String,
 }
 
 impl Served {
@@ -170,14 +175,26 @@ impl Served {
             server: Some(Server::start(&mds_testkit::bin("mds"), &data, &args)),
             data,
             flags,
+            before: String::new(),
         }
     }
 
     /// SIGKILL, then a start on the same store and address.
     fn restart(&mut self) {
-        self.server.take().unwrap().kill();
+        let server = self.server.take().unwrap();
+        self.before += &server.log_text();
+        self.before += "\n--- SIGKILL ---\n";
+        server.kill();
         let args: Vec<&str> = self.flags.iter().map(String::as_str).collect();
         self.server = Some(Server::start(&mds_testkit::bin("mds"), &self.data, &args));
+    }
+
+    fn log_text(&self) -> String {
+        format!(
+            "{}{}",
+            self.before,
+            self.server.as_ref().unwrap().log_text()
+        )
     }
 }
 
