@@ -18,7 +18,7 @@
 //! On the first difference it fails with the seed, the operation's index, the last 30
 //! operations, the first differing offset (with the bytes on both sides and the last
 //! operation that wrote there) and the line that replays it. Bounded by default (3 seeds of
-//! 1,000 operations a run, ~12 s in all on 2 cores); for long runs:
+//! 1,000 operations a run, ~13 s in all on 2 cores); for long runs:
 //!
 //! - `FSX_SEED=N` — the first seed (decimal or 0x hex); with it alone, only that seed runs.
 //! - `FSX_SEEDS=N` — how many seeds, counting up from the first.
