@@ -2,13 +2,18 @@
 //! shard): the client library's reconnecting connection (`ResilientConn`: on a break it
 //! reconnects as the same session, replays what was answered early, reopens the handles and
 //! resends, and in a cluster follows its shard to a standby), with every request sent on
-//! behalf of its caller's credentials. Two things a mount needs beyond it: a server that stays
-//! away past the reconnect timeout makes the library give up on that connection for good, so
-//! the next request tries a fresh one (as the same session, where the shard was last served)
-//! and the mount comes back when the server does; and a server that is full (EBUSY) is asked
-//! again after a pause instead of failing a program's system call.
+//! behalf of its caller's credentials. Three things a mount needs beyond it: a server that
+//! stays away past the reconnect timeout makes the library give up on that connection for
+//! good, so the next request tries a fresh one (as the same session, where the shard was last
+//! served) and the mount comes back when the server does; a server that is full (EBUSY) is
+//! asked again after a pause instead of failing a program's system call; and the library
+//! notices a break only when it sends, so a mount nobody uses that has something at stake in
+//! a restart of its server — changes to replay, handles to reopen — sends a PING now and then
+//! ([`Conn::ping`], from `Mount::keep_connected`): a restarted server waits for the clients it
+//! knew only as long as its recovery window.
 
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use anyhow::Context as _;
@@ -45,6 +50,8 @@ pub struct Conn {
     /// Held while a fresh connection is tried, so that one request tries and the others
     /// wait for its outcome.
     replacing: tokio::sync::Mutex<()>,
+    /// A [`Conn::ping`] is under way.
+    pinging: AtomicBool,
 }
 
 impl Conn {
@@ -80,6 +87,7 @@ impl Conn {
             watch,
             current: parking_lot::RwLock::new(Arc::new(conn)),
             replacing: tokio::sync::Mutex::new(()),
+            pinging: AtomicBool::new(false),
         })
     }
 
@@ -96,6 +104,26 @@ impl Conn {
     /// The session every connection of the mount speaks for.
     pub fn session(&self) -> &Arc<Session> {
         &self.session
+    }
+
+    /// Whether a restart of the server would cost this session something if it came back
+    /// only after the server's recovery window: changes answered early and not known to be
+    /// durable (a reconnect replays them; the window's end refuses them), or handles (a
+    /// reconnect reopens them; a file unlinked while open is reclaimed when the window ends
+    /// unless its holders came back).
+    pub fn has_stake(&self) -> bool {
+        self.session.unsafe_count() > 0 || self.session.open_handles() > 0
+    }
+
+    /// A PING on behalf of `cred`, unless one is under way: on a connection a restart of the
+    /// server broke, the library reconnects, replays and reopens before it is answered.
+    pub async fn ping(&self, cred: &Cred) {
+        if self.pinging.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        // A failure is the server staying away, which `call` logs.
+        let _ = self.call(cred, Op::Ping).await;
+        self.pinging.store(false, Ordering::Release);
     }
 
     /// Sends `op` on behalf of `cred`: the server's whole reply (its transno and

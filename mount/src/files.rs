@@ -153,21 +153,23 @@ impl Mount {
         Ok(data)
     }
 
-    /// WRITE of `data` at `offset` (at the end for a file opened `O_APPEND`: the handle sends
-    /// the server's "at the end"); with `O_SYNC` or `O_DSYNC` durable before it returns.
+    /// WRITE of `data` at `offset`, or at the end of the file for a write(2) through a
+    /// descriptor that is `O_APPEND` now (`flags`, the descriptor's), unless the kernel is
+    /// writing back cached pages (`from_cache`); with `O_SYNC` or `O_DSYNC` durable before it
+    /// returns.
     pub async fn write(
         &self,
         caller: Caller,
         fh: u64,
-        offset: u64,
-        data: &[u8],
+        (offset, data): (u64, &[u8]),
         flags: i32,
+        from_cache: bool,
     ) -> Fallible<u32> {
         let file = self.file(fh)?;
         let cred = self.cred(caller);
         let ino = file.handle.ino();
         let (shard, conn) = self.conn_of(ino).await?;
-        let mut at = offset;
+        let mut at = write_offset(offset, flags, from_cache);
         for piece in data.chunks(MAX_IO) {
             let op = file.handle.write_op(at, piece.to_vec());
             let reply = conn.call_on(&cred, file.handle, op).await?;
@@ -181,7 +183,7 @@ impl Mount {
             {
                 self.forget_attributes(ino);
             }
-            at += piece.len() as u64;
+            at = at.saturating_add(piece.len() as u64);
         }
         if flags & (libc::O_SYNC | libc::O_DSYNC) != 0 {
             self.fsync(ino, &file.told).await?;
@@ -246,15 +248,32 @@ pub fn fh_of(handle: Handle) -> u64 {
 /// `do_open_execat`); no open(2) flag has this bit.
 const FMODE_EXEC: i32 = 0x20;
 
-/// open(2)'s flags as OPEN takes them.
+/// open(2)'s flags as OPEN takes them. Never `append`: the server would append every WRITE
+/// through such a handle, and the kernel also writes back pages of shared writable maps
+/// through it (FUSE_WRITE_CACHE, with any handle open to write) — those must land where they
+/// were mapped. Each appending write(2) is sent to the end instead ([`write_offset`]), which
+/// also follows `fcntl(F_SETFL)` turning `O_APPEND` on or off.
 fn open_flags(flags: i32) -> OpenFlags {
     let access = flags & libc::O_ACCMODE;
     OpenFlags {
         read: access == libc::O_RDONLY || access == libc::O_RDWR,
         write: access == libc::O_WRONLY || access == libc::O_RDWR,
         truncate: flags & libc::O_TRUNC != 0,
-        append: flags & libc::O_APPEND != 0,
+        append: false,
         exec: flags & FMODE_EXEC != 0,
+    }
+}
+
+/// Where a WRITE goes: `offset`, or `u64::MAX` — the server's "at the end of the file as it
+/// is", which a replay after a restart appends again — for a write(2) through a descriptor
+/// whose flags (`flags`) hold `O_APPEND`. The kernel's own offset for those is the size it
+/// knows, which another client may have changed. A write-back of cached pages
+/// (`from_cache`) carries no descriptor's flags and always goes where its pages are.
+fn write_offset(offset: u64, flags: i32, from_cache: bool) -> u64 {
+    if flags & libc::O_APPEND != 0 && !from_cache {
+        u64::MAX
+    } else {
+        offset
     }
 }
 
@@ -272,16 +291,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn open_flags_carry_access_truncate_and_append() {
+    fn open_flags_carry_access_and_truncate_but_never_append() {
         let f = open_flags(libc::O_WRONLY | libc::O_TRUNC | libc::O_CREAT);
         assert_eq!(
             (f.read, f.write, f.truncate, f.append),
             (false, true, true, false)
         );
+        // Appending is each write's (`write_offset`), not the handle's.
         let f = open_flags(libc::O_RDWR | libc::O_APPEND);
         assert_eq!(
             (f.read, f.write, f.truncate, f.append),
-            (true, true, false, true)
+            (true, true, false, false)
         );
         let f = open_flags(libc::O_RDONLY);
         assert_eq!((f.read, f.write, f.exec), (true, false, false));
@@ -306,6 +326,16 @@ mod tests {
             | libc::O_TMPFILE
             | 0o100_000; // the kernel's O_LARGEFILE
         assert_eq!(every_open_flag & FMODE_EXEC, 0);
+    }
+
+    #[test]
+    fn a_write_through_o_append_goes_to_the_end_but_a_write_back_where_its_pages_are() {
+        let append = libc::O_RDWR | libc::O_APPEND;
+        assert_eq!(write_offset(4096, append, false), u64::MAX, "write(2)");
+        assert_eq!(write_offset(4096, libc::O_RDWR, false), 4096);
+        // The pages of a map written back through a handle opened O_APPEND (issue 55).
+        assert_eq!(write_offset(0, append, true), 0);
+        assert_eq!(write_offset(8192, 0, true), 8192);
     }
 
     #[test]

@@ -360,15 +360,19 @@ impl Filesystem for MdsFs {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
     ) {
         let caller = Caller::of(req);
         let data = data.to_vec();
+        // Pages the kernel writes back (a shared writable map's), through any handle open to
+        // write: never appended, whatever that handle was opened with.
+        let from_cache = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
         self.spawn(move |m| async move {
-            match m.write(caller, fh.0, offset, &data, flags.0).await {
+            let write = (offset, data.as_slice());
+            match m.write(caller, fh.0, write, flags.0, from_cache).await {
                 Ok(written) => reply.written(written),
                 Err(e) => reply.error(e),
             }

@@ -154,6 +154,7 @@ fn run(settings: &Settings, options: ConnectOptions, ready: &Ready) -> anyhow::R
         warn!(mountpoint = %mountpoint.display(), "{warning}");
     }
     runtime.spawn(stop_on_signals(mount.clone(), mountpoint.clone()));
+    runtime.spawn(mount.clone().keep_connected());
     ready.up();
     // Nothing may keep the directory we were started in busy.
     if let Err(e) = std::env::set_current_dir("/") {

@@ -20,6 +20,10 @@ use crate::durability::{Durability, touched_by};
 use crate::open::{OpenDir, OpenFile, RecentDirs};
 use crate::shards::Shards;
 
+/// How often [`Mount::keep_connected`] looks at the connections: well within a server's
+/// recovery window (30 s by default), reconnect and replays included.
+const KEEP_EVERY: Duration = Duration::from_secs(1);
+
 /// How long the kernel may keep what it was told.
 #[derive(Clone, Copy, Debug)]
 pub struct Timeouts {
@@ -80,6 +84,25 @@ impl Mount {
             && let Err(e) = notifier.inval_inode(fuser::INodeNo(ino), -1, 0)
         {
             tracing::debug!(ino, cause = %e, "the kernel did not take an invalidation");
+        }
+    }
+
+    /// For the mount's life: every [`KEEP_EVERY`], a PING on each connection whose session
+    /// has something at stake in a restart of its server (`Conn::has_stake`). The client
+    /// library notices a restart only when it sends, and a restarted server waits for the
+    /// clients it knew only as long as its recovery window: a mount nobody used in that time
+    /// lost what it had answered early, though it was up all along (issue 55).
+    pub async fn keep_connected(self: Arc<Mount>) {
+        let mut tick = tokio::time::interval(KEEP_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            for (_, conn) in self.shards.open() {
+                if conn.has_stake() {
+                    let cred = self.own.clone();
+                    tokio::spawn(async move { conn.ping(&cred).await });
+                }
+            }
         }
     }
 
