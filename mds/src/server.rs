@@ -147,10 +147,7 @@ pub fn serve_warm(
         .enable_all()
         .build()
         .doing(|| "building the main runtime".into())?;
-    // The store: a cluster's shard's own, or `--data`.
-    let store = shard
-        .as_ref()
-        .map_or_else(|| config.keys.data.clone(), |s| s.store.clone());
+    let store = store_of(&config, shard.as_ref());
     let (journal, mut recovered) =
         open_journal(&config, &store, shard.as_ref().map(|s| &s.identity))?;
     let namespace = load_namespace(&config, &journal, &recovered, warm)?;
@@ -326,6 +323,11 @@ fn namespace_to_serve(
         }
         None => Namespace::load(journal, recovered),
     }
+}
+
+/// The store a server serves: its cluster's shard's own, or `--data`.
+fn store_of(config: &ServerConfig, shard: Option<&Shard>) -> std::path::PathBuf {
+    shard.map_or_else(|| config.keys.data.clone(), |s| s.store.clone())
 }
 
 /// Opens the store in `store` (refusing one a running server holds), with the leases the
