@@ -6,10 +6,17 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use mds_proto::Placed;
 
 /// Bumped whenever a key layout or a record encoding changes incompatibly: what counts, and
 /// how, is in `docs/schema.md`; the golden-bytes tests below and in `store.rs` fail first.
-pub const SCHEMA_VERSION: u32 = 7;
+pub const SCHEMA_VERSION: u32 = 8;
+
+/// The version before file data could be in an object store (layouts, their garbage and the
+/// slice counter in `meta`): nothing stored changes, so a writable open records the new
+/// version, and a read-only open reads such a store as it is. A build of version 7 refuses a
+/// store of version 8, whose files in objects it would read as holes.
+pub(crate) const SCHEMA_VERSION_INLINE_ONLY: u32 = 7;
 
 /// The version before the edit log carried resend slots (`clients`) in a commit's edit, and
 /// client changes in edits of their own keyed after a commit's (`store::edits`): nothing
@@ -128,6 +135,19 @@ pub(crate) const META_EDIT_LOG: &[u8] = b"edit_log";
 /// before remote RMDIR ignores, reading it as pending from a MKDIR_REMOTE: its scrub resolves
 /// both alike). Only in a cluster's store.
 pub(crate) const META_PENDING_PREFIX: &[u8] = b"pending_dir/";
+/// Layouts of files whose data is in the object store: key = this prefix ++ inode (u64 BE),
+/// value = postcard `Vec<Placed>`, oldest piece first. Present exactly for such files (an
+/// empty list for one with no data yet), and kept after the file is deleted until the
+/// collector has deleted its slices ([`META_GONE_PREFIX`]).
+pub(crate) const META_LAYOUT_PREFIX: &[u8] = b"layout/";
+/// Deleted files whose layouts' slices are to be deleted from the object store: key = this
+/// prefix ++ inode (u64 BE), value = postcard `u64`, the deletion's Unix time in seconds.
+pub(crate) const META_GONE_PREFIX: &[u8] = b"layout_gone/";
+/// Slices no layout names any more (a truncate cut them off): key = this prefix ++ slice id
+/// (u64 BE), value = postcard `(size, since)`, since in Unix seconds.
+pub(crate) const META_GARBAGE_PREFIX: &[u8] = b"garbage/";
+/// No slice id at or above this one has been handed out (u64 LE).
+pub(crate) const META_NEXT_SLICE: &[u8] = b"next_slice";
 /// Bytes of a session secret and of the replay key.
 pub const SECRET_LEN: usize = 32;
 
@@ -137,6 +157,18 @@ pub(crate) fn client_key(client: u64) -> Vec<u8> {
 
 pub(crate) fn pending_key(ino: u64) -> Vec<u8> {
     prefixed_key(META_PENDING_PREFIX, ino)
+}
+
+pub(crate) fn layout_key(ino: u64) -> Vec<u8> {
+    prefixed_key(META_LAYOUT_PREFIX, ino)
+}
+
+pub(crate) fn gone_key(ino: u64) -> Vec<u8> {
+    prefixed_key(META_GONE_PREFIX, ino)
+}
+
+pub(crate) fn garbage_key(slice: u64) -> Vec<u8> {
+    prefixed_key(META_GARBAGE_PREFIX, slice)
 }
 
 pub(crate) fn session_key(client: u64) -> Vec<u8> {
@@ -182,7 +214,9 @@ pub struct Inode {
     pub generation: u64,
     /// Directories: the parent directory (the root is its own parent). Others: 0.
     pub parent: u64,
-    /// Directories: how many entries they hold, so emptiness and size need no scan.
+    /// Directories: how many entries they hold, so emptiness and size need no scan. Regular
+    /// files: 1 when their data is in the object store (a layout under
+    /// [`META_LAYOUT_PREFIX`]), 0 when it is in the `data` family.
     pub entries: u64,
     /// The transno of the last mutation that changed this inode; never above
     /// `last_committed` in a consistent store.
@@ -470,6 +504,29 @@ pub enum JournalOp {
     PutPendingDir(PendingDir),
     /// The pending directory's entry was found (or the directory deleted): it is not pending.
     DeletePendingDir(u64),
+    /// A regular file's whole layout: its data is in the object store.
+    PutLayout {
+        ino: u64,
+        placed: Vec<Placed>,
+    },
+    /// The file in objects `ino` was deleted at `since` (Unix seconds): its layout stays until
+    /// the collector has deleted its slices ([`JournalOp::DeleteLayout`]).
+    LayoutGone {
+        ino: u64,
+        since: u64,
+    },
+    /// A deleted file's slices are gone from the object store: its layout and gone mark too.
+    DeleteLayout(u64),
+    /// A slice no layout names any more, of `size` bytes, since `since` (Unix seconds).
+    PutGarbage {
+        slice: u64,
+        size: u64,
+        since: u64,
+    },
+    /// The slice is gone from the object store.
+    DeleteGarbage(u64),
+    /// Slice ids below `next` have been handed out.
+    NextSlice(u64),
 }
 
 /// A directory of this shard whose entry lives on another shard, and which waits for that

@@ -84,6 +84,9 @@ errnos! {
     /// OPEN past the handles the whole server may hold open (`--max-open-files`), as Linux
     /// past its `fs.file-max`.
     ENFILE,
+    /// READ or WRITE of a file whose data is in the object store, not on the server: LAYOUT
+    /// says where it is (Linux's name for a wrong medium; a mount never passes it on).
+    EMEDIUMTYPE,
 }
 
 impl std::fmt::Display for Errno {

@@ -30,17 +30,17 @@ pub use frame::{
 };
 pub use names::{check_name, name_order, name_order_key};
 pub use op::{
-    Cred, MAX_GROUPS, MODE_HAS_UMASK, Op, OpenFlags, RenameHow, Replay, Request, RequestRef,
-    SetAttr, SetTime, XattrSet, mode_with_umask, opcode, umask_of,
+    Cred, MAX_GROUPS, MAX_PLACED, MAX_SLICE_IDS, MODE_HAS_UMASK, Op, OpenFlags, RenameHow, Replay,
+    Request, RequestRef, SetAttr, SetTime, XattrSet, mode_with_umask, opcode, umask_of,
 };
 pub use postcard_writer::{PostcardWriter, encode_body_with, encode_request_frame};
 pub use reader::{decode_reply, decode_request};
-pub use reply::{Attr, Body, DirEntry, Reply, ShardLocation, ShardMap, StatFs};
+pub use reply::{Attr, Body, DirEntry, FileLayout, Reply, ShardLocation, ShardMap, StatFs};
 pub use shard::{MAX_SHARDS, SHARD_SHIFT, first_ino, ino_limit, shard_of};
-pub use values::{Data, Kind, Target, XattrValue};
+pub use values::{Data, Kind, Placed, Target, XattrValue};
 
 /// Version carried in CONNECT; a server refuses any other with EPROTO.
-pub const PROTOCOL_VERSION: u32 = 8;
+pub const PROTOCOL_VERSION: u32 = 9;
 /// Largest frame payload either side accepts, in bytes: an extended attribute's largest
 /// value ([`MAX_XATTR_VALUE`]) and 4 KiB for the rest of its request.
 pub const MAX_FRAME: usize = MAX_XATTR_VALUE + 4096;
@@ -255,6 +255,20 @@ mod tests {
                 client: 9,
             },
             Op::Access { ino: 2, mask: 4 },
+            Op::AllocSlices { count: 64 },
+            Op::WriteSlices {
+                ino: 2,
+                handle: 8,
+                size: 10,
+                placed: vec![Placed {
+                    slice: 5,
+                    slice_size: 10,
+                    slice_off: 0,
+                    file_off: 0,
+                    len: 10,
+                }],
+            },
+            Op::Layout { ino: 2, handle: 8 },
         ]
     }
 
@@ -353,6 +367,9 @@ mod tests {
                 ("shard_map_wait", None),
                 ("peer_connect", None),
                 ("access", Some(2)),
+                ("alloc_slices", None),
+                ("write_slices", Some(2)),
+                ("layout", Some(2)),
             ]
         );
         let rename = Op::Rename {
@@ -399,7 +416,9 @@ mod tests {
                 "write",
                 "mkdir_remote",
                 "make_pending_dir",
-                "prepare_rmdir"
+                "prepare_rmdir",
+                "alloc_slices",
+                "write_slices"
             ]
         );
         let plain_open = Op::Open {
@@ -446,7 +465,8 @@ mod tests {
                 "EREMOTE",
                 "EXDEV",
                 "EMFILE",
-                "ENFILE"
+                "ENFILE",
+                "EMEDIUMTYPE"
             ]
         );
         for (code, errno) in Errno::ALL.iter().enumerate() {

@@ -3,7 +3,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::values::{Data, Kind, Target, XattrValue};
+use crate::values::{Data, Kind, Placed, Target, XattrValue};
 
 /// Most supplementary groups a request may carry (NFS's AUTH_SYS carries 16, Linux allows
 /// 65536; 64 covers real users and keeps a request small).
@@ -217,13 +217,37 @@ operations! {
     /// inode's attributes if so, EACCES if not. What a mount without `default_permissions`
     /// asks for access(2) and OPENDIR, since only the server holds the ACLs.
     33 ACCESS "access" Access { ino: u64, mask: u32 };
+    /// `count` (1 to [`MAX_SLICE_IDS`]) slice ids for the caller's uploads to the object
+    /// store ([`crate::Body::Slices`]): never handed out before, by this server or another
+    /// shard's. Answered after its commit, never early (a replay could not hand the same ids
+    /// out again). A client names an object by one before it uploads it, and only then tells
+    /// the server where it belongs (WRITE_SLICES).
+    34 ALLOC_SLICES "alloc_slices" AllocSlices { count: u32 };
+    /// Pieces of slices already in the object store become part of the regular file `ino`,
+    /// after what its layout holds (newer wins), through `handle` opened to write (0: no
+    /// handle; the caller needs write permission, as truncate(2)); the size becomes at least
+    /// `size` and the end of every piece. A file whose data was on the server (inline) moves
+    /// to the object store with it: the client uploaded those bytes as one of the pieces, and
+    /// the server drops its own copy. At most [`MAX_PLACED`] pieces.
+    35 WRITE_SLICES "write_slices" WriteSlices { ino: u64, handle: u64, size: u64, placed: Vec<Placed> };
+    /// The regular file `ino`'s layout ([`crate::Body::Layout`]), through `handle` opened to
+    /// read (0: read permission is checked). A file whose data is on the server says so
+    /// (`objects: false`, no pieces): READ it.
+    36 LAYOUT "layout" Layout { ino: u64, handle: u64 };
 }
+
+/// Most slice ids one ALLOC_SLICES hands out.
+pub const MAX_SLICE_IDS: u32 = 4096;
+
+/// Most pieces one WRITE_SLICES carries.
+pub const MAX_PLACED: usize = 4096;
 
 impl Op {
     /// The inode whose shard serves this request: the directory of a name (its entry lives
     /// with its parent), the inode itself otherwise, the source directory of a RENAME and the
     /// new name's directory of a LINK. None for what any server answers (PING, STATFS, SYNC,
-    /// the handshake, SHARD_MAP, SHARD_MAP_WAIT), for RELEASE, which goes where its handle
+    /// the handshake, SHARD_MAP, SHARD_MAP_WAIT, ALLOC_SLICES: each shard hands out ids
+    /// of its own range), for RELEASE, which goes where its handle
     /// was opened, and for MAKE_PENDING_DIR, which names its shard.
     pub fn routing_ino(&self) -> Option<u64> {
         match self {
@@ -250,6 +274,8 @@ impl Op {
             | Op::Open { ino, .. }
             | Op::Read { ino, .. }
             | Op::Write { ino, .. }
+            | Op::WriteSlices { ino, .. }
+            | Op::Layout { ino, .. }
             | Op::PrepareRmdir { ino, .. } => Some(*ino),
             Op::Connect { .. }
             | Op::Ping
@@ -259,6 +285,7 @@ impl Op {
             | Op::Release { .. }
             | Op::ShardMap
             | Op::ShardMapWait { .. }
+            | Op::AllocSlices { .. }
             | Op::PeerConnect { .. }
             | Op::MakePendingDir { .. } => None,
         }
@@ -327,6 +354,8 @@ impl Op {
                 | Op::Removexattr { .. }
                 | Op::Release { .. }
                 | Op::Write { .. }
+                | Op::AllocSlices { .. }
+                | Op::WriteSlices { .. }
         ) || matches!(self, Op::Open { flags, .. } if flags.truncate)
     }
 }

@@ -48,8 +48,13 @@ pub struct StatFs {
     /// The sizes of every regular file added up (holes included): what the files' data
     /// kept on the server amounts to at most.
     pub file_bytes: u64,
-    /// Most bytes one file may hold (`--inline-data-max`); 0: READ and WRITE are refused.
+    /// Most bytes one file keeps on the server (`--inline-data-max`); a file that grows past
+    /// it moves to the object store. 0: READ and WRITE are refused.
     pub inline_data_max: u64,
+    /// The object store file data beyond the inline cap goes to, as a client opens it
+    /// (`mds_objects::Address`, without credentials: a client brings its own); empty: none,
+    /// and no file grows past the cap.
+    pub object_store: String,
     /// Handles open, and files whose last name is gone while a handle keeps them.
     pub open_handles: u64,
     pub orphans: u64,
@@ -143,6 +148,19 @@ pub enum Body {
     /// view it reflects (0 outside a cluster). A revision no newer than the one asked about
     /// means nothing changed within the wait.
     ShardMapAt { revision: u64, map: ShardMap },
+    /// 15: ALLOC_SLICES' ids, `first..first + count`.
+    Slices { first: u64, count: u32 },
+    /// 16: LAYOUT's answer.
+    Layout(FileLayout),
+}
+
+/// Where a regular file's data is: on the server (`objects: false`, READ and WRITE it), or in
+/// the object store as `placed` says ([`crate::Placed`], oldest first) up to `size`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileLayout {
+    pub size: u64,
+    pub objects: bool,
+    pub placed: Vec<crate::Placed>,
 }
 
 /// Which server serves each shard, as the answering server's watch of the cluster sees it.

@@ -69,6 +69,37 @@ impl Kind {
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Data(#[serde(serialize_with = "as_bytes")] pub Vec<u8>);
 
+/// One piece of a regular file's data in the object store: bytes `file_off..file_off + len` of
+/// the file are bytes `slice_off..slice_off + len` of slice `slice`, an object of `slice_size`
+/// bytes that is written once and never changed. A file's layout is a list of these, oldest
+/// first: where two overlap, the later one is what the file holds; a byte no piece covers
+/// (below the file's size) is a hole and reads as zero.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Placed {
+    pub slice: u64,
+    pub slice_size: u64,
+    pub slice_off: u64,
+    pub file_off: u64,
+    pub len: u64,
+}
+
+impl Placed {
+    /// The first byte of the file past this piece.
+    pub fn file_end(&self) -> u64 {
+        self.file_off.saturating_add(self.len)
+    }
+
+    /// Whether it names bytes inside its slice, and no byte past `u64::MAX`.
+    pub fn is_valid(&self) -> bool {
+        self.len > 0
+            && self
+                .slice_off
+                .checked_add(self.len)
+                .is_some_and(|end| end <= self.slice_size)
+            && self.file_off.checked_add(self.len).is_some()
+    }
+}
+
 /// A symbolic link's target: bytes, as Linux keeps them (not necessarily UTF-8).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Target(#[serde(serialize_with = "as_bytes")] pub Vec<u8>);

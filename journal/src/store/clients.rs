@@ -2,7 +2,8 @@
 //! knows (those that may hold replies sent before their commit), their sessions' bindings,
 //! and their resend slots dropped when a session ends. Written with a commit when one is
 //! there to carry them, else on their own ([`Journal::write_client_changes`]); the bindings
-//! are read back, and the stale ones deleted, at open.
+//! are read back, and the stale ones deleted, at open. The object collector's forgets of
+//! what it deleted from the object store ride the same way.
 
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
@@ -16,12 +17,12 @@ use crate::error::{Error, Result};
 use crate::resend::ClientSlots;
 use crate::schema::{
     CF_META, JournalOp, META_CLIENT_PREFIX, META_SESSION_PREFIX, SECRET_LEN, client_key,
-    decode_u64_key, resend_key, session_key,
+    decode_u64_key, garbage_key, gone_key, layout_key, resend_key, session_key,
 };
 
 impl Journal {
     /// Writes client changes alone (`KnowClient`, `ForgetClient`, `DropResend`, `BindSession`),
-    /// synced, when
+    /// and the object collector's (`DeleteLayout`, `DeleteGarbage`), synced, when
     /// no transaction is there to carry them: they advance no transno. Other ops are refused.
     pub fn write_client_changes(&self, ops: &[JournalOp]) -> Result<()> {
         if self.is_failed() {
@@ -44,6 +45,12 @@ impl Journal {
                 JournalOp::BindSession { client, secret } => {
                     rest.put(meta, session_key(*client), secret);
                 }
+                // The collector's: slices gone from the object store.
+                JournalOp::DeleteLayout(ino) => {
+                    rest.delete(meta, layout_key(*ino));
+                    rest.delete(meta, gone_key(*ino));
+                }
+                JournalOp::DeleteGarbage(slice) => rest.delete(meta, garbage_key(*slice)),
                 other => {
                     return Err(Error::Corrupt {
                         what: "client change",

@@ -16,9 +16,10 @@ use super::{CommitInfo, Journal, synced};
 use crate::error::{Error, Result};
 use crate::resend::ClientSlots;
 use crate::schema::{
-    Dentry, JournalOp, META_LAST_COMMITTED, META_NEXT_INO, PendingDir, ResendRecord, ResendSlotRef,
-    TxRecord, client_key, data_key, data_key_end, dentry_key_into, encode, ino_key, named_key_into,
-    pending_key, resend_key, session_key,
+    Dentry, JournalOp, META_LAST_COMMITTED, META_NEXT_INO, META_NEXT_SLICE, PendingDir,
+    ResendRecord, ResendSlotRef, TxRecord, client_key, data_key, data_key_end, dentry_key_into,
+    encode, garbage_key, gone_key, ino_key, layout_key, named_key_into, pending_key, resend_key,
+    session_key,
 };
 
 /// A `DeleteData` of at most this many blocks is point deletes: a small file's removal (a
@@ -274,6 +275,24 @@ impl<'r> CommitChanges<'r> {
             JournalOp::DeleteOrphan(ino) => self.others.delete(orphans, ino_key(*ino)),
             JournalOp::PutPendingDir(p) => self.put_pending_dir(p),
             JournalOp::DeletePendingDir(ino) => self.others.delete(meta, pending_key(*ino)),
+            JournalOp::PutLayout { ino, placed } => {
+                self.others.put(meta, layout_key(*ino), encode(placed));
+            }
+            JournalOp::LayoutGone { ino, since } => {
+                self.others.put(meta, gone_key(*ino), encode(since));
+            }
+            JournalOp::DeleteLayout(ino) => {
+                self.others.delete(meta, layout_key(*ino));
+                self.others.delete(meta, gone_key(*ino));
+            }
+            JournalOp::PutGarbage { slice, size, since } => {
+                self.others
+                    .put(meta, garbage_key(*slice), encode(&(*size, *since)));
+            }
+            JournalOp::DeleteGarbage(slice) => self.others.delete(meta, garbage_key(*slice)),
+            JournalOp::NextSlice(next) => {
+                self.others.put(meta, META_NEXT_SLICE, next.to_le_bytes());
+            }
         }
     }
 

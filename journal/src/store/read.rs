@@ -11,9 +11,12 @@ use crate::error::{Error, Result};
 use crate::options::full_scan;
 use crate::schema::{
     CF_CLIENTS, CF_DATA, CF_DENTRIES, CF_INODES, CF_META, CF_ORPHANS, CF_XATTRS, Dentry, Inode,
-    InodeV2, META_PENDING_PREFIX, PendingDir, ResendSlot, data_key, decode, decode_dentry,
-    decode_named_key, decode_resend_key, decode_u64_key, ino_key, is_child_keyed, xattr_key,
+    InodeV2, META_GARBAGE_PREFIX, META_GONE_PREFIX, META_LAYOUT_PREFIX, META_NEXT_SLICE,
+    META_PENDING_PREFIX, PendingDir, ResendSlot, data_key, decode, decode_dentry, decode_meta_u64,
+    decode_named_key, decode_resend_key, decode_u64_key, ino_key, is_child_keyed, layout_key,
+    xattr_key,
 };
+use mds_proto::Placed;
 
 impl Journal {
     /// Reads one committed inode: under its own key, or (never changed since its creation)
@@ -90,6 +93,68 @@ impl Journal {
             }
             None => Ok(false),
         }
+    }
+
+    /// The committed layout of the file `ino`, if its data is in the object store.
+    pub fn layout(&self, ino: u64) -> Result<Option<Vec<Placed>>> {
+        match self.db.get_pinned_cf(self.cf(CF_META), layout_key(ino))? {
+            Some(v) => decode("layout", &v).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The first slice id never handed out (None: none ever was).
+    pub fn next_slice(&self) -> Result<Option<u64>> {
+        match self.db.get_pinned_cf(self.cf(CF_META), META_NEXT_SLICE)? {
+            Some(v) => decode_meta_u64("next slice id", &v).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Calls `f(ino, layout)` on every committed layout (deleted files' too, until the
+    /// collector is done with them), in inode order.
+    pub fn scan_layouts(&self, mut f: impl FnMut(u64, Vec<Placed>) -> Result<()>) -> Result<()> {
+        self.scan_meta(META_LAYOUT_PREFIX, "layout key", |ino, value| {
+            f(ino, decode("layout", value)?)
+        })
+    }
+
+    /// Deleted files whose slices are still to delete: (inode, deleted at, in Unix seconds).
+    pub fn gone_layouts(&self) -> Result<Vec<(u64, u64)>> {
+        let mut gone = Vec::new();
+        self.scan_meta(META_GONE_PREFIX, "gone layout key", |ino, value| {
+            gone.push((ino, decode("gone layout", value)?));
+            Ok(())
+        })?;
+        Ok(gone)
+    }
+
+    /// Slices no layout names: (slice id, size, since in Unix seconds).
+    pub fn garbage(&self) -> Result<Vec<(u64, u64, u64)>> {
+        let mut garbage = Vec::new();
+        self.scan_meta(META_GARBAGE_PREFIX, "garbage key", |slice, value| {
+            let (size, since): (u64, u64) = decode("garbage", value)?;
+            garbage.push((slice, size, since));
+            Ok(())
+        })?;
+        Ok(garbage)
+    }
+
+    /// `f(id, value)` for every `meta` key of `prefix` ++ id (u64 BE), in id order.
+    fn scan_meta(
+        &self,
+        prefix: &[u8],
+        what: &'static str,
+        mut f: impl FnMut(u64, &[u8]) -> Result<()>,
+    ) -> Result<()> {
+        for item in self.db.prefix_iterator_cf(self.cf(CF_META), prefix) {
+            let (key, value) = item?;
+            let Some(id) = key.strip_prefix(prefix) else {
+                break; // past the prefix
+            };
+            f(decode_u64_key(what, id)?, &value)?;
+        }
+        Ok(())
     }
 
     /// The directories made for another shard's entries and not confirmed yet, in inode order.

@@ -139,6 +139,26 @@ fn what_a_commit_writes_is_pinned() {
                     ino: 3,
                     owners: vec![7],
                 },
+                JournalOp::PutLayout {
+                    ino: 3,
+                    placed: vec![mds_proto::Placed {
+                        slice: 9,
+                        slice_size: 300,
+                        slice_off: 1,
+                        file_off: 2,
+                        len: 3,
+                    }],
+                },
+                JournalOp::LayoutGone {
+                    ino: 5,
+                    since: 1000,
+                },
+                JournalOp::PutGarbage {
+                    slice: 8,
+                    size: 200,
+                    since: 1001,
+                },
+                JournalOp::NextSlice(16),
                 resend(2),
             ],
         },
@@ -160,11 +180,19 @@ fn what_a_commit_writes_is_pinned() {
         // "last_committed", "next_ino" (one past the highest inode put), "replay_key" (32
         // random bytes), "schema_version", "transno_ceiling" (a lease of 2^17 above the last
         // transno committed): u64, u64, u64, raw, u32 and u64, little-endian.
+        // "garbage/" ++ slice u64 BE: postcard (size, since).
+        "meta 676172626167652f0000000000000008 = c801e907",
         "meta 696e6f5f6365696c696e67 = 0500100000000000",
         "meta 6c6173745f636f6d6d6974746564 = 0200000000000000",
+        // "layout/" ++ ino u64 BE: postcard Vec<Placed> (slice, slice_size, slice_off,
+        // file_off, len); "layout_gone/" ++ ino: postcard since.
+        "meta 6c61796f75742f0000000000000003 = 0109ac02010203",
+        "meta 6c61796f75745f676f6e652f0000000000000005 = e807",
         "meta 6e6578745f696e6f = 0500000000000000",
+        // "next_slice": u64 LE.
+        "meta 6e6578745f736c696365 = 1000000000000000",
         "meta 7265706c61795f6b6579 = (32 random bytes)",
-        "meta 736368656d615f76657273696f6e = 07000000",
+        "meta 736368656d615f76657273696f6e = 08000000",
         "meta 7472616e736e6f5f6365696c696e67 = 0200020000000000",
         // key: ino u64 BE ++ name's bytes ("user.k"). value: the bytes as given.
         "xattrs 0000000000000003757365722e6b = ab",

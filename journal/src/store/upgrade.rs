@@ -13,9 +13,9 @@ use crate::schema::{
     CF_CLIENTS, CF_DENTRIES, CF_INODES, CF_META, Dentry, Inode, InodeV2, META_DENTRIES_TO_REKEY,
     META_INO_CEILING, META_LAST_COMMITTED, META_NEXT_INO, META_SCHEMA_VERSION, META_SESSION_PREFIX,
     META_SHARD, META_TRANSNO_CEILING, ROOT_INO, SCHEMA_VERSION, SCHEMA_VERSION_BEFORE_DATA,
-    SCHEMA_VERSION_IMAGES_APART, SCHEMA_VERSION_PARENT_KEYED_DENTRIES, SCHEMA_VERSION_SLOTS_APART,
-    SCHEMA_VERSION_V2_INODES, SCHEMA_VERSION_WITHOUT_RESEND, decode, decode_named_key, dentry_key,
-    encode, ino_key, is_child_keyed, now_ns,
+    SCHEMA_VERSION_IMAGES_APART, SCHEMA_VERSION_INLINE_ONLY, SCHEMA_VERSION_PARENT_KEYED_DENTRIES,
+    SCHEMA_VERSION_SLOTS_APART, SCHEMA_VERSION_V2_INODES, SCHEMA_VERSION_WITHOUT_RESEND, decode,
+    decode_named_key, dentry_key, encode, ino_key, is_child_keyed, now_ns,
 };
 use crate::shard::ShardIdentity;
 
@@ -100,10 +100,14 @@ impl Journal {
                 self.v2_inodes = old_inodes;
                 self.parent_keyed_dentries = true;
             }
-        } else if found == SCHEMA_VERSION_IMAGES_APART || found == SCHEMA_VERSION_SLOTS_APART {
+        } else if found == SCHEMA_VERSION_IMAGES_APART
+            || found == SCHEMA_VERSION_SLOTS_APART
+            || found == SCHEMA_VERSION_INLINE_ONLY
+        {
             // Nothing stored changes but the version: from now on new inodes' images
             // may be in their entries (7: resend slots in the edits), which a build of
-            // version 5 (6) would not read. An upgrade to 5 or 6 cut short while it
+            // version 5 (6) would not read; from version 8 on, layouts of files in the
+            // object store, which a build of version 7 would read as holes. An upgrade to 5 or 6 cut short while it
             // moved the entries is finished first.
             let moving = self.db.get_cf(meta, META_DENTRIES_TO_REKEY)?.is_some();
             if writable {
