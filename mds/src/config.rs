@@ -199,9 +199,24 @@ pub struct Config {
     /// Most bytes of data one regular file may hold on the server (e.g. 64k, 1MiB; EFBIG
     /// beyond), kept in the store with the file's metadata and journaled in the same commits
     /// (Lustre's Data-on-MDT, for small files); 0 turns file data off (READ and WRITE are
-    /// refused), as a pure metadata benchmark wants. At most 1GiB.
+    /// refused), as a pure metadata benchmark wants. At most 1GiB. A file that grows past it
+    /// moves to the object store (`--object-store`).
     #[arg(long, value_parser = parse_bytes)]
     pub inline_data_max: u64,
+    /// Where file data past `--inline-data-max` goes, which every mount reads and writes
+    /// directly: `file:///DIR` or an absolute path (a directory on this host, which mounts on
+    /// other hosts cannot reach), or `s3://BUCKET[/PREFIX]?endpoint=URL&region=R` (credentials
+    /// from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, for the server's collector and each
+    /// mount alike). Default: the directory `objects` inside `--data`. `none`: no object
+    /// store (a write past the cap is EFBIG).
+    #[arg(long)]
+    pub object_store: Option<String>,
+    /// How long an object nothing names is left in the object store before the collector
+    /// deletes it (e.g. 1h): a deleted file's and a truncated one's after that long, and an
+    /// upload whose layout change never came (a mount that died between the two).
+    #[arg(long, value_parser = parse_duration)]
+    #[serde(with = "duration_text")]
+    pub object_grace: Duration,
     /// Most handles one client session may hold open (e.g. 512k; EMFILE past it, as a
     /// process past its RLIMIT_NOFILE). A mount is one session for every process on its
     /// host, so the default is systemd's hard RLIMIT_NOFILE, which no single process passes.
@@ -322,6 +337,8 @@ impl Default for Config {
             recovery_window: Duration::from_secs(30),
             session_expiry: Duration::from_secs(300),
             inline_data_max: 1 << 20,
+            object_store: None,
+            object_grace: Duration::from_secs(3600),
             max_open_per_session: DEFAULT_MAX_OPEN_PER_SESSION,
             max_open_files: default_max_open_files(),
             max_sessions: DEFAULT_MAX_SESSIONS,

@@ -25,6 +25,7 @@ pub mod error;
 pub mod fsck;
 pub mod metrics;
 pub mod namespace;
+pub mod objects;
 pub mod output;
 pub mod partition;
 pub mod queue;

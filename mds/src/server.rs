@@ -21,6 +21,7 @@ use crate::config::{ServerConfig, Switch};
 use crate::dispatch::Core;
 use crate::error::{Error, IoContext, Result};
 use crate::namespace::{Namespace, WarmNamespace};
+use crate::objects::Collector;
 use crate::partition::{self, DrainWakes, Net, Shared};
 use crate::queue::{Replies, ReplyPath};
 use crate::recovery::Recovery;
@@ -150,7 +151,8 @@ pub fn serve_warm(
     let store = store_of(&config, shard.as_ref());
     let (journal, mut recovered) =
         open_journal(&config, &store, shard.as_ref().map(|s| &s.identity))?;
-    let namespace = load_namespace(&config, &journal, &recovered, warm)?;
+    let objects = open_object_store(&config, &store)?;
+    let namespace = load_namespace(&config, &journal, &recovered, warm, objects.is_some())?;
     let addr = listeners.client_addr();
     let progress = Arc::new(Notify::new());
     let wakes = DrainWakes::new(
@@ -169,6 +171,7 @@ pub fn serve_warm(
             siblings: config.keys.commit_siblings.is_on(),
         },
     );
+    let collector = collector_of(&config, objects, &journal, &committer, &namespace);
     let sessions = restore_sessions(&config, &mut recovered)?;
     register_zero_series();
     // The window opens with the recovery state, before the partitions accept anyone: a
@@ -194,6 +197,9 @@ pub fn serve_warm(
             partitions: config.keys.partitions,
             max_uncommitted: config.limits.max_uncommitted,
             store_dir: store.clone(),
+            object_store: collector
+                .as_ref()
+                .map_or_else(String::new, Collector::address),
             shard_view: shard.map(|s| s.view),
             shutdown: shutdown.clone(),
         },
@@ -224,6 +230,7 @@ pub fn serve_warm(
             &shared,
             recovered.known_clients.len(),
             recovery_opened,
+            collector,
         );
         // systemd's Type=notify: serving from here on (a no-op without NOTIFY_SOCKET).
         notify_service_manager(&[
@@ -261,13 +268,16 @@ fn load_namespace(
     journal: &Arc<Journal>,
     recovered: &journal::Recovered,
     warm: Option<WarmNamespace>,
+    objects: bool,
 ) -> Result<Arc<Namespace>> {
-    let namespace = Arc::new(
-        namespace_to_serve(journal, recovered, warm)?
-            .squashing_root(config.keys.root_squash.is_on())
-            .capping_open(config.open_caps())
-            .with_data(journal.clone(), config.keys.inline_data_max),
-    );
+    let mut namespace = namespace_to_serve(journal, recovered, warm)?
+        .squashing_root(config.keys.root_squash.is_on())
+        .capping_open(config.open_caps())
+        .with_data(journal.clone(), config.keys.inline_data_max);
+    if objects {
+        namespace = namespace.with_objects();
+    }
+    let namespace = Arc::new(namespace);
     let counts = namespace.counts();
     info!(
         directories = counts.directories,
@@ -279,13 +289,17 @@ fn load_namespace(
 }
 
 /// The tasks beside the partitions, on the main runtime: the recovery window's end (when it
-/// is open, for `known_clients`), session expiry, and checkpoints.
+/// is open, for `known_clients`), session expiry, checkpoints, and the object collector.
 fn spawn_background(
     config: &ServerConfig,
     shared: &Arc<Shared>,
     known_clients: usize,
     recovery_opened: std::time::Instant,
+    collector: Option<Collector>,
 ) {
+    if let Some(collector) = collector {
+        tokio::spawn(collector.run(shared.shutdown.clone()));
+    }
     if shared.core.recovery.is_open() {
         info!(
             clients = known_clients,
@@ -323,6 +337,41 @@ fn namespace_to_serve(
         }
         None => Namespace::load(journal, recovered),
     }
+}
+
+/// The object store file data past the inline cap goes to (`--object-store`; by default the
+/// directory `objects` inside the store's), opened; None for `none`.
+fn open_object_store(
+    config: &ServerConfig,
+    store: &std::path::Path,
+) -> Result<Option<mds_objects::Store>> {
+    let address = match config.keys.object_store.as_deref() {
+        Some("none") => return Ok(None),
+        Some(text) => mds_objects::Address::parse(text)
+            .map_err(|e| Error::Invalid(format!("--object-store: {e}")))?,
+        None => mds_objects::Address::Local(store.join("objects")),
+    };
+    let opened = mds_objects::Store::open(&address)
+        .map_err(|e| Error::Invalid(format!("--object-store: {e}")))?;
+    info!(object_store = %address, "file data past the inline cap goes to the object store");
+    Ok(Some(opened))
+}
+
+/// The object collector of `objects`, for this shard's slice ids (None: no object store).
+fn collector_of(
+    config: &ServerConfig,
+    objects: Option<mds_objects::Store>,
+    journal: &Arc<Journal>,
+    committer: &Committer,
+    namespace: &Namespace,
+) -> Option<Collector> {
+    objects.map(|store| Collector {
+        store,
+        journal: journal.clone(),
+        commit_tx: committer.sender(),
+        grace: config.keys.object_grace,
+        slices: namespace.slice_range(),
+    })
 }
 
 /// The store a server serves: its cluster's shard's own, or `--data`.

@@ -119,6 +119,32 @@ impl Address {
         self
     }
 
+    /// The address as [`Address::parse`] reads it, without credentials: what a server tells
+    /// its clients, each of which brings its own.
+    pub fn text(&self) -> String {
+        match self {
+            Address::Local(dir) => format!("file://{}", dir.display()),
+            Address::S3 {
+                bucket,
+                prefix,
+                endpoint,
+                region,
+                allow_http,
+                virtual_hosted,
+                credentials: _,
+            } => {
+                let slash = if prefix.is_empty() { "" } else { "/" };
+                let endpoint = endpoint
+                    .as_ref()
+                    .map_or_else(String::new, |e| format!("&endpoint={e}"));
+                format!(
+                    "s3://{bucket}{slash}{prefix}?region={region}&allow_http={allow_http}\
+                     &virtual_hosted={virtual_hosted}{endpoint}"
+                )
+            }
+        }
+    }
+
     /// The store's client, and the prefix the slices go under.
     pub(crate) fn connect(&self) -> Result<(Arc<dyn ObjectStore>, Path)> {
         match self {
@@ -195,6 +221,25 @@ impl std::fmt::Display for Address {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_address_as_text_parses_back_without_its_credentials() {
+        for text in [
+            "file:///var/lib/mds/objects",
+            "s3://b/some/prefix?endpoint=http://127.0.0.1:3900&region=garage",
+            "s3://b?virtual_hosted=true",
+        ] {
+            let address = Address::parse(text).unwrap();
+            assert_eq!(Address::parse(&address.text()).unwrap(), address, "{text}");
+        }
+        let given = Address::parse("s3://b")
+            .unwrap()
+            .with_credentials(Credentials {
+                key_id: "GK1".into(),
+                secret: "s3cret".into(),
+            });
+        assert!(!given.text().contains("s3cret"));
+    }
 
     #[test]
     fn addresses_parse_and_bad_ones_say_why() {

@@ -78,6 +78,9 @@ pub enum CommitMsg {
     ForgetClient { client: u64, after: u64 },
     /// Drop the client's resend records (its session ended), with the next write.
     DropResend(u64),
+    /// The object collector deleted these from the object store (`DeleteLayout`,
+    /// `DeleteGarbage`): forget them with the next write.
+    Collected(Vec<JournalOp>),
     /// Keep the secret of the client's new session with the next write, before any record
     /// of the session: a restart must not let anyone else take a session it restores.
     BindSession {
@@ -228,7 +231,8 @@ struct Worker {
     flush_upto: u64,
     /// Set by [`CommitMsg::Drain`]: no commit waits for the interval any more.
     draining: bool,
-    /// Known-client changes waiting for a commit, each with the transno it must not precede.
+    /// Known-client changes (and the object collector's forgets) waiting for a commit, each
+    /// with the transno it must not precede.
     clients: Vec<(u64, JournalOp)>,
     /// Checkpoints asked for and not written yet.
     checkpoints: Vec<std::path::PathBuf>,
@@ -435,6 +439,7 @@ impl Worker {
             CommitMsg::DropResend(client) => {
                 self.clients.push((0, JournalOp::DropResend { client }));
             }
+            CommitMsg::Collected(ops) => self.clients.extend(ops.into_iter().map(|op| (0, op))),
             CommitMsg::Checkpoint(dir) => self.checkpoints.push(dir),
             CommitMsg::Shutdown => self.shutdown = true,
             CommitMsg::Batch(msgs) => {

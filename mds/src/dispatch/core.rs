@@ -44,6 +44,8 @@ pub struct Core {
     pub max_uncommitted: u64,
     /// The store's directory: STATFS reports the space of the file system it is on.
     pub store_dir: std::path::PathBuf,
+    /// The object store's address as clients open it (`Address::text`); empty: none.
+    pub object_store: String,
     /// The view of the cluster this server serves a shard of (`--etcd`): which requests are
     /// another shard's, the shard map SHARD_MAP answers, and the peers. None outside a
     /// cluster.
@@ -136,6 +138,7 @@ impl Core {
             xattr_bytes: counts.xattr_bytes,
             file_bytes: counts.file_bytes,
             inline_data_max: self.namespace.inline_data_max(),
+            object_store: self.object_store.clone(),
             open_handles: self.namespace.open_files().0,
             orphans: self.namespace.open_files().1,
             store_bytes: space.total,
@@ -188,6 +191,7 @@ impl Core {
             partitions,
             max_uncommitted: 1 << 16,
             store_dir: std::env::temp_dir(),
+            object_store: String::new(),
             shard_view: None,
             shutdown: tokio_util::sync::CancellationToken::new(),
         };

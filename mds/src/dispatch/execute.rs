@@ -277,9 +277,11 @@ pub(super) fn answer_begun(core: &Core, session: &Session, response: Response) -
 /// The steps another shard takes for a remote directory (MAKE_PENDING_DIR, PREPARE_RMDIR)
 /// are never answered early, `--ack early` or not: the asker changes its entry on the
 /// strength of the answer, and no replay could make that right after a crash lost the step.
+/// Nor is ALLOC_SLICES: a client names objects by the ids it got, and a replay could not
+/// hand the same ids out again.
 pub(super) fn answered_at_commit(opcode: u8) -> bool {
-    use mds_proto::opcode::{MAKE_PENDING_DIR, PREPARE_RMDIR};
-    opcode == MAKE_PENDING_DIR || opcode == PREPARE_RMDIR
+    use mds_proto::opcode::{ALLOC_SLICES, MAKE_PENDING_DIR, PREPARE_RMDIR};
+    opcode == MAKE_PENDING_DIR || opcode == PREPARE_RMDIR || opcode == ALLOC_SLICES
 }
 
 pub(super) fn journal(

@@ -134,7 +134,10 @@ fn kind(msg: &CommitMsg) -> &'static str {
         CommitMsg::DropResend(_) => "drop",
         CommitMsg::Skip { .. } => "skip",
         CommitMsg::RaiseCeilings => "ceilings",
-        CommitMsg::Drain | CommitMsg::Checkpoint(_) | CommitMsg::Shutdown => "other",
+        CommitMsg::Drain
+        | CommitMsg::Checkpoint(_)
+        | CommitMsg::Shutdown
+        | CommitMsg::Collected(_) => "other",
         // Dispatch sends one message at a time; a partition's poll gathers them.
         CommitMsg::Batch(_) => "batch",
     }

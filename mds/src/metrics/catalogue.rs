@@ -50,6 +50,8 @@ pub const STANDBY_FOLLOWING: &str = "mds_standby_following";
 pub const STANDBY_FOLLOWED_AT: &str = "mds_standby_last_follow_timestamp_seconds";
 pub const REMOTE_DIRS_PENDING: &str = "mds_remote_dirs_pending";
 pub const REMOTE_DIRS_SCRUBBED: &str = "mds_remote_dirs_scrubbed_total";
+pub const OBJECTS_DELETED: &str = "mds_object_slices_deleted_total";
+pub const OBJECT_GARBAGE: &str = "mds_object_garbage_waiting";
 pub const JOURNAL_ERRORS: &str = "mds_journal_errors_total";
 pub const LAST_COMMITTED: &str = "mds_last_committed_transno";
 pub const LAST_TRANSNO: &str = "mds_last_assigned_transno";
@@ -132,6 +134,20 @@ fn describe() {
     describe_partitions();
     describe_sessions_and_security();
     describe_cluster();
+    describe_objects();
+}
+
+/// The object store's collector (`crate::objects`).
+fn describe_objects() {
+    use metrics::{describe_counter, describe_gauge};
+    describe_counter!(
+        OBJECTS_DELETED,
+        "Slices the object collector deleted from the object store, by source: deleted_file (a deleted file's layout), cut_out (cut out of a live file by a truncate or an overwrite), unnamed (found by listing: uploaded, never committed)."
+    );
+    describe_gauge!(
+        OBJECT_GARBAGE,
+        "Deleted files' layouts and cut-out slices waiting for --object-grace before the collector deletes them, at its last round."
+    );
 }
 
 /// A cluster's server (`--etcd`): its shard, its lease, and every shard's owner as it sees.

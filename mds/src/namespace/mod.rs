@@ -143,8 +143,13 @@ pub struct Namespace {
     /// Where committed file data is read from (`None`: tests without a store, which read
     /// every committed block as a hole).
     store: Option<Arc<Journal>>,
-    /// Most bytes one file may hold (`--inline-data-max`); 0: READ and WRITE are refused.
+    /// Most bytes one file keeps on the server (`--inline-data-max`); 0: READ and WRITE are
+    /// refused.
     inline_data_max: u64,
+    /// Files may grow past the cap into an object store (`ops/objects.rs`).
+    object_store: bool,
+    /// The next slice id to hand out; `None` until the first ALLOC_SLICES reads the store's.
+    next_slice: Mutex<Option<u64>>,
     /// Bytes of data written by changes that may not be durable yet (`Node::data`).
     pending_data_bytes: AtomicU64,
     /// (transno, inode) of each write whose data is held in memory until its commit, for
@@ -254,6 +259,8 @@ impl Namespace {
             loaded_orphans: Mutex::new(Vec::new()),
             store: None,
             inline_data_max: 0,
+            object_store: false,
+            next_slice: Mutex::new(None),
             pending_data_bytes: AtomicU64::new(0),
             pending_data: Mutex::new(VecDeque::new()),
             read_only: AtomicBool::new(false),
@@ -401,6 +408,19 @@ impl Namespace {
         Namespace {
             store: Some(store),
             inline_data_max,
+            ..self
+        }
+    }
+
+    /// The slice ids this shard hands out (ALLOC_SLICES): its inode numbers' range.
+    pub fn slice_range(&self) -> std::ops::Range<u64> {
+        self.ino_floor.max(1)..self.ino_limit
+    }
+
+    /// The same namespace, letting files grow past the inline cap into an object store.
+    pub fn with_objects(self) -> Namespace {
+        Namespace {
+            object_store: true,
             ..self
         }
     }
@@ -740,6 +760,11 @@ pub(crate) fn to_attr(inode: &InodeAttr) -> Attr {
 /// path.
 fn now_ns() -> i64 {
     journal::now_ns()
+}
+
+/// Seconds since the Unix epoch, as the object collector's records keep them.
+pub(crate) fn unix_now() -> u64 {
+    u64::try_from(now_ns() / 1_000_000_000).unwrap_or(0)
 }
 
 #[cfg(test)]

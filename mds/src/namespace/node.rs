@@ -153,7 +153,8 @@ pub(crate) struct InodeAttr {
     pub generation: u64,
     /// Directories: the parent directory (the root is its own parent). Files: 0.
     pub parent: u64,
-    /// Directories: how many entries they hold.
+    /// Directories: how many entries they hold. Regular files: 1 when their data is in the
+    /// object store (a layout), 0 when it is on the server ([`InodeAttr::in_objects`]).
     pub entries: u64,
     /// The transno of the last mutation that changed this inode.
     pub transno: u64,
@@ -165,6 +166,17 @@ pub(crate) struct InodeAttr {
 }
 
 impl InodeAttr {
+    /// A regular file whose data is in the object store (`ops/objects.rs`).
+    pub(crate) fn in_objects(&self) -> bool {
+        self.kind == FileKind::File && self.entries == 1
+    }
+
+    /// The regular file's data moves to the object store, for good.
+    pub(crate) fn set_in_objects(&mut self) {
+        debug_assert_eq!(self.kind, FileKind::File);
+        self.entries = 1;
+    }
+
     /// Loading: the in-memory attributes of an inode read from the journal.
     pub(crate) fn from_record(record: journal::Inode) -> InodeAttr {
         let journal::Inode {
@@ -400,6 +412,9 @@ pub(crate) struct PendingData {
     /// A truncate not durable yet, (first block cut, its transno): a block from there on
     /// that is not in `blocks` reads as a hole, whatever the store still holds.
     pub cut: Option<(u32, u64)>,
+    /// A file in objects: the layout a change not durable yet wrote, with its transno
+    /// (`ops/objects.rs`).
+    pub layout: Option<(Arc<Vec<mds_proto::Placed>>, u64)>,
 }
 
 impl PendingData {
@@ -415,6 +430,13 @@ impl PendingData {
         if self.cut.is_some_and(|(_, t)| t <= last_committed) {
             self.cut = None;
         }
+        if self
+            .layout
+            .as_ref()
+            .is_some_and(|(_, t)| *t <= last_committed)
+        {
+            self.layout = None;
+        }
         let cut_from = self.cut.map(|(from, _)| from);
         let mut dropped = 0;
         self.blocks.retain(|&block, (bytes, transno)| {
@@ -428,7 +450,7 @@ impl PendingData {
     }
 
     pub(crate) fn is_empty(&self) -> bool {
-        self.blocks.is_empty() && self.cut.is_none()
+        self.blocks.is_empty() && self.cut.is_none() && self.layout.is_none()
     }
 }
 

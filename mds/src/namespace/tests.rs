@@ -40,6 +40,8 @@ pub(super) fn empty() -> Namespace {
         store: None,
         // Off, as `--inline-data-max 0`: sizes are only numbers (the model sets any).
         inline_data_max: 0,
+        object_store: false,
+        next_slice: Mutex::new(None),
         pending_data_bytes: AtomicU64::new(0),
         pending_data: Mutex::new(std::collections::VecDeque::new()),
         read_only: AtomicBool::new(false),

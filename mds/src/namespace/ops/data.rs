@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 use journal::{DATA_BLOCK, JournalOp};
 use mds_proto::{Body, Data, Errno, MAX_IO};
 
-use super::{Cx, OpResult, RESEND_OPS, inode_mut, mutation, now, see_inode, touch_atime};
+use super::{Cx, OpResult, RESEND_OPS, Resize, inode_mut, mutation, now, see_inode, touch_atime};
 use crate::namespace::handles::OpenHandle;
 use crate::namespace::node::{FileKind, Node};
 use crate::namespace::perm;
@@ -34,7 +34,7 @@ fn blocks(size: u64) -> u32 {
 }
 
 /// READ and WRITE are of regular files: EISDIR for a directory, EINVAL for anything else.
-fn regular(node: &Node) -> Result<(), Errno> {
+pub(super) fn regular(node: &Node) -> Result<(), Errno> {
     match node.attr.kind {
         FileKind::File => Ok(()),
         FileKind::Directory => Err(Errno::EISDIR),
@@ -54,7 +54,12 @@ impl Namespace {
     /// The handle a READ or WRITE names, or EBADF if the client holds none by that number on
     /// `ino`; `None` for a replay, which executes without one (the restart took the handles;
     /// its ticket proves the server allowed it).
-    fn handle_for(&self, cx: &Cx<'_>, ino: u64, handle: u64) -> Result<Option<OpenHandle>, Errno> {
+    pub(super) fn handle_for(
+        &self,
+        cx: &Cx<'_>,
+        ino: u64,
+        handle: u64,
+    ) -> Result<Option<OpenHandle>, Errno> {
         if cx.caller.replay {
             return Ok(None);
         }
@@ -104,6 +109,9 @@ impl Namespace {
         let node = inode_mut(cx, &mut l, ino)?;
         see_inode(cx, node);
         regular(node)?;
+        if node.attr.in_objects() {
+            return Err(Errno::EMEDIUMTYPE);
+        }
         let end = offset
             .saturating_add((len as usize).min(MAX_IO) as u64)
             .min(node.attr.size);
@@ -148,6 +156,9 @@ impl Namespace {
         let node = inode_mut(cx, &mut l, ino)?;
         see_inode(cx, node);
         regular(node)?;
+        if node.attr.in_objects() {
+            return Err(Errno::EMEDIUMTYPE);
+        }
         let offset = if append { node.attr.size } else { offset };
         let end = offset
             .checked_add(data.len() as u64)
@@ -212,10 +223,18 @@ impl Namespace {
         self.pending_data_bytes.fetch_sub(freed, Ordering::Relaxed);
     }
 
-    /// A size change to `size`, before its transno: EFBIG past `--inline-data-max` (when
-    /// file data is on), and the block it cuts into, cut, if that block holds bytes past the
-    /// new end (they must read as zeros if the file grows again).
-    pub(super) fn prepare_resize(
+    /// A size change to `size`, before its transno: for a file in objects (or an empty one
+    /// that moves there) what `ops/objects.rs` finds; else EFBIG past `--inline-data-max`
+    /// (when file data is on), and the block it cuts into, cut, if that block holds bytes
+    /// past the new end (they must read as zeros if the file grows again).
+    pub(super) fn prepare_resize(&self, node: &Node, size: u64) -> Result<Resize, Errno> {
+        if let Some(resize) = self.prepare_objects_resize(node, size)? {
+            return Ok(resize);
+        }
+        self.prepare_inline_resize(node, size).map(Resize::Inline)
+    }
+
+    fn prepare_inline_resize(
         &self,
         node: &Node,
         size: u64,
@@ -243,7 +262,7 @@ impl Namespace {
         &self,
         node: &mut Node,
         size: u64,
-        partial: Option<(u32, Vec<u8>)>,
+        resize: Resize,
         transno: u64,
         ops: &mut Vec<JournalOp>,
     ) {
@@ -256,6 +275,10 @@ impl Namespace {
             }
         }
         node.attr.size = size;
+        let partial = match resize {
+            Resize::Inline(partial) => partial,
+            objects => return self.apply_objects_resize(node, objects, transno, ops),
+        };
         if size >= old || node.attr.kind != FileKind::File {
             return;
         }
@@ -300,12 +323,36 @@ impl Namespace {
             return;
         }
         self.file_bytes.fetch_sub(node.attr.size, Ordering::Relaxed);
-        if node.attr.size > 0 {
+        if node.attr.in_objects() {
+            // The collector deletes its slices, then the layout (`crate::objects`).
+            ops.push(JournalOp::LayoutGone {
+                ino: node.attr.ino,
+                since: crate::namespace::unix_now(),
+            });
+        } else if node.attr.size > 0 {
             ops.push(JournalOp::DeleteData {
                 ino: node.attr.ino,
                 from: 0,
                 to: blocks(node.attr.size),
             });
+        }
+    }
+
+    /// A file moving to objects in `transno`: its blocks on the server deleted (and read as
+    /// holes until that is durable; nothing reads them after, as the file is in objects).
+    pub(super) fn drop_inline(&self, node: &mut Node, transno: u64, ops: &mut Vec<JournalOp>) {
+        let ino = node.attr.ino;
+        let to = blocks(node.attr.size);
+        if to > 0 {
+            ops.push(JournalOp::DeleteData { ino, from: 0, to });
+        }
+        if let Some(pending) = node.data.as_mut() {
+            let dropped = pending.bytes();
+            pending.blocks.clear();
+            self.pending_data_bytes
+                .fetch_sub(dropped as u64, Ordering::Relaxed);
+            pending.cut = Some((0, transno));
+            self.pending_data.lock().push_back((transno, ino));
         }
     }
 

@@ -62,12 +62,14 @@ use mds_proto::{
 mod acls;
 mod data;
 mod link;
+mod objects;
 mod open;
 mod remote;
 mod rename;
 mod xattr;
 
 pub(super) use super::op_lists::RESEND_OPS;
+use objects::Resize;
 
 /// READDIR stops adding entries past this many bytes, so a page always fits a frame.
 const READDIR_BUDGET: usize = MAX_FRAME / 2;
@@ -346,6 +348,14 @@ impl Namespace {
                 offset,
                 data,
             } => self.write(cx, ino, handle, offset, data.0),
+            Op::AllocSlices { count } => self.alloc_slices(count),
+            Op::WriteSlices {
+                ino,
+                handle,
+                size,
+                placed,
+            } => self.write_slices(cx, ino, handle, size, placed),
+            Op::Layout { ino, handle } => self.layout(cx, ino, handle),
             Op::MakePendingDir {
                 shard: _,
                 parent,
@@ -680,7 +690,7 @@ impl Namespace {
         let mode = perm::mode_after_setattr(cred, &node.attr, &set);
         let partial = match set.size {
             Some(size) => self.prepare_resize(node, size)?,
-            None => None,
+            None => Resize::Inline(None),
         };
         let transno = self.next_transno()?;
         node.stamp = cx.stamp(node.stamp, transno);
