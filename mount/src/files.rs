@@ -12,7 +12,8 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use fuser::Errno;
 use mds_client::Handle;
 use mds_client::proto::{
-    Attr, Body, Cred, MAX_IO, Op, OpenFlags, SHARD_SHIFT, SetAttr, mode_with_umask,
+    Attr, Body, Cred, Errno as ProtoErrno, MAX_IO, Op, OpenFlags, SHARD_SHIFT, SetAttr,
+    mode_with_umask,
 };
 use tracing::warn;
 
@@ -38,6 +39,7 @@ impl Mount {
         let (handle, reply) = conn.open(cred, ino, flags).await?;
         self.durability().note(shard, &reply, &[ino]);
         let opened = attr(reply.result.map_err(errno)?)?;
+        self.opened_objects(ino);
         let file = OpenFile {
             handle,
             told: AtomicU64::new(self.durability().losses()),
@@ -127,17 +129,41 @@ impl Mount {
     pub async fn read(&self, caller: Caller, fh: u64, offset: u64, size: u32) -> Fallible<Vec<u8>> {
         let handle = self.file(fh)?.handle;
         let cred = self.cred(caller);
+        if let Some(data) = self.read_objects(&cred, handle, offset, size).await? {
+            return Ok(data);
+        }
+        match self.read_inline(&cred, handle, offset, size).await {
+            Err(InlineRefused::InObjects) => {
+                self.found_in_objects(handle.ino()).await?;
+                let data = self.read_objects(&cred, handle, offset, size).await?;
+                data.ok_or(Errno::EIO)
+            }
+            Err(InlineRefused::Errno(e)) => Err(e),
+            Ok(data) => Ok(data),
+        }
+    }
+
+    /// READ from the server, for a file whose data is there.
+    async fn read_inline(
+        &self,
+        cred: &Cred,
+        handle: Handle,
+        offset: u64,
+        size: u32,
+    ) -> Result<Vec<u8>, InlineRefused> {
         let (_, conn) = self.conn_of(handle.ino()).await?;
         let pieces = (0..size.div_ceil(MAX_IO as u32)).map(|i| {
             let at = offset + u64::from(i) * MAX_IO as u64;
             let len = (size - i * MAX_IO as u32).min(MAX_IO as u32);
             let op = handle.read_op(at, len);
-            let (cred, conn) = (&cred, &conn);
+            let conn = &conn;
             async move {
                 let reply = conn.call_on(cred, handle, op).await?;
-                match reply.result.map_err(errno)? {
-                    Body::Data(data) => Ok((data.0, len)),
-                    _ => Err(Errno::EIO),
+                match reply.result {
+                    Ok(Body::Data(data)) => Ok((data.0, len)),
+                    Err(ProtoErrno::EMEDIUMTYPE) => Err(InlineRefused::InObjects),
+                    Err(e) => Err(InlineRefused::Errno(errno(e))),
+                    Ok(_) => Err(InlineRefused::Errno(Errno::EIO)),
                 }
             }
         });
@@ -168,33 +194,70 @@ impl Mount {
         let file = self.file(fh)?;
         let cred = self.cred(caller);
         let ino = file.handle.ino();
-        let (shard, conn) = self.conn_of(ino).await?;
-        let mut at = write_offset(offset, flags, from_cache);
-        for piece in data.chunks(MAX_IO) {
-            let op = file.handle.write_op(at, piece.to_vec());
-            let reply = conn.call_on(&cred, file.handle, op).await?;
-            self.durability().note(shard, &reply, &[ino]);
-            // A write by anyone but root clears set-ID bits on the server; the kernel, which
-            // left that to the server (FUSE_HANDLE_KILLPRIV), would go on using the mode it
-            // keeps — for exec too — until its attribute timeout. Told before write(2)
-            // returns.
-            if let Body::Attr(after) = reply.result.map_err(errno)?
-                && file.mode.swap(after.mode & 0o7777, Ordering::Relaxed) != after.mode & 0o7777
-            {
-                self.forget_attributes(ino);
+        let at = write_offset(offset, flags, from_cache);
+        if self.writes_to_objects(ino, at, data.len()) {
+            self.write_objects(&cred, file.handle, at, data).await?;
+        } else {
+            match self.write_inline(&cred, &file, at, data).await {
+                Ok(()) => {}
+                // Past the cap (EFBIG) or moved by another mount (EMEDIUMTYPE): in objects.
+                // A piece of it may be on the server already: written again, the same bytes.
+                Err(InlineRefused::InObjects) if self.objects.is_some() => {
+                    self.write_objects(&cred, file.handle, at, data).await?;
+                }
+                Err(InlineRefused::InObjects) => return Err(Errno::EFBIG),
+                Err(InlineRefused::Errno(e)) => return Err(e),
             }
-            at = at.saturating_add(piece.len() as u64);
         }
         if flags & (libc::O_SYNC | libc::O_DSYNC) != 0 {
+            self.flush_objects(ino).await?;
             self.fsync(ino, &file.told).await?;
         }
         Ok(data.len() as u32)
     }
 
-    /// FLUSH (each close(2)): every write was answered already, so there is nothing to send;
-    /// a change of this file that a server restart lost is reported here.
-    pub fn flush(&self, fh: u64) -> Fallible<()> {
+    /// WRITE to the server, for a file whose data is there: InObjects when the server says
+    /// it belongs in objects (EFBIG past the cap, EMEDIUMTYPE moved there).
+    async fn write_inline(
+        &self,
+        cred: &Cred,
+        file: &OpenFile,
+        mut at: u64,
+        data: &[u8],
+    ) -> Result<(), InlineRefused> {
+        let ino = file.handle.ino();
+        let (shard, conn) = self.conn_of(ino).await?;
+        for piece in data.chunks(MAX_IO) {
+            let op = file.handle.write_op(at, piece.to_vec());
+            let reply = conn.call_on(cred, file.handle, op).await?;
+            self.durability().note(shard, &reply, &[ino]);
+            // A write by anyone but root clears set-ID bits on the server; the kernel, which
+            // left that to the server (FUSE_HANDLE_KILLPRIV), would go on using the mode it
+            // keeps — for exec too — until its attribute timeout. Told before write(2)
+            // returns.
+            match reply.result {
+                Ok(Body::Attr(after))
+                    if file.mode.swap(after.mode & 0o7777, Ordering::Relaxed)
+                        != after.mode & 0o7777 =>
+                {
+                    self.forget_attributes(ino);
+                }
+                Ok(_) => {}
+                Err(ProtoErrno::EFBIG | ProtoErrno::EMEDIUMTYPE) => {
+                    return Err(InlineRefused::InObjects);
+                }
+                Err(e) => return Err(InlineRefused::Errno(errno(e))),
+            }
+            at = at.saturating_add(piece.len() as u64);
+        }
+        Ok(())
+    }
+
+    /// FLUSH (each close(2)): writes to a file in objects are uploaded and placed; a change of
+    /// this file that a server restart lost is reported here.
+    pub async fn flush(&self, fh: u64) -> Fallible<()> {
         let file = self.file(fh)?;
+        self.flush_objects(file.handle.ino()).await?;
         match self
             .durability()
             .lost_since(file.handle.ino(), file.told.load(Ordering::Relaxed))
@@ -209,16 +272,25 @@ impl Mount {
 
     pub async fn fsync_file(&self, fh: u64) -> Fallible<()> {
         let file = self.file(fh)?;
+        self.flush_objects(file.handle.ino()).await?;
         self.fsync(file.handle.ino(), &file.told).await
     }
 
     /// RELEASE: the last close of an open file. Its answer goes nowhere (close(2) has
     /// returned), so a failure is only logged.
     pub async fn release(&self, fh: u64) {
+        let Some(ino) = self.files.lock().get(&fh).map(|f| f.handle.ino()) else {
+            return;
+        };
+        // What close(2) did not flush (a write-back of mapped pages after it): while the
+        // handle the writes went through is still open.
+        if let Err(e) = self.flush_objects(ino).await {
+            warn!(ino, handle = fh, error = ?e, "flush at RELEASE failed");
+        }
         let Some(file) = self.files.lock().remove(&fh) else {
             return;
         };
-        let ino = file.handle.ino();
+        self.closed_objects(ino);
         let Ok((shard, conn)) = self.conn_of(ino).await else {
             return;
         };
@@ -233,6 +305,19 @@ impl Mount {
 
     fn file(&self, fh: u64) -> Fallible<Arc<OpenFile>> {
         self.files.lock().get(&fh).cloned().ok_or(Errno::EBADF)
+    }
+}
+
+/// Why a READ or WRITE to the server did not do it.
+enum InlineRefused {
+    /// The file's data is in (or must move to) the object store.
+    InObjects,
+    Errno(Errno),
+}
+
+impl From<Errno> for InlineRefused {
+    fn from(e: Errno) -> InlineRefused {
+        InlineRefused::Errno(e)
     }
 }
 

@@ -54,7 +54,8 @@ impl MdsFs {
 
 fn entry(reply: ReplyEntry, mount: &Mount, answer: Fallible<Attr>) {
     match answer {
-        Ok(a) => {
+        Ok(mut a) => {
+            a.size = mount.size_seen(a.ino, a.size);
             mount.recent_dirs.note(&a);
             reply.entry_with_ttls(
                 &mount.timeouts.attr,
@@ -69,7 +70,8 @@ fn entry(reply: ReplyEntry, mount: &Mount, answer: Fallible<Attr>) {
 
 fn attr_reply(reply: ReplyAttr, mount: &Mount, answer: Fallible<Attr>) {
     match answer {
-        Ok(a) => {
+        Ok(mut a) => {
+            a.size = mount.size_seen(a.ino, a.size);
             mount.recent_dirs.note(&a);
             reply.attr(&mount.timeouts.attr, &file_attr(&a));
         }
@@ -387,7 +389,7 @@ impl Filesystem for MdsFs {
         _lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
-        empty(reply, self.mount.flush(fh.0));
+        self.spawn(move |m| async move { empty(reply, m.flush(fh.0).await) });
     }
 
     fn release(

@@ -15,6 +15,7 @@ mod attr;
 mod conn;
 mod creds;
 mod daemon;
+mod data;
 mod dirs;
 mod durability;
 mod files;
@@ -131,7 +132,14 @@ fn run(settings: &Settings, options: ConnectOptions, ready: &Ready) -> anyhow::R
         attr: settings.attr_timeout,
         entry: settings.entry_timeout,
     };
-    let mount = Arc::new(Mount::new(shards, timeouts, settings.default_permissions));
+    let own = shards.any().session().cred().clone();
+    let objects = runtime.block_on(data::Objects::of_server(&shards.any(), &own));
+    let mount = Arc::new(Mount::new(
+        shards,
+        timeouts,
+        settings.default_permissions,
+        objects,
+    ));
     let fs = fs::MdsFs::new(runtime.handle().clone(), mount.clone());
     let mountpoint = settings
         .mountpoint

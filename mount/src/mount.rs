@@ -16,6 +16,7 @@ use tracing::warn;
 use crate::attr::{Fallible, errno};
 use crate::conn::Conn;
 use crate::creds::{Caller, Groups};
+use crate::data::Objects;
 use crate::durability::{Durability, touched_by};
 use crate::open::{OpenDir, OpenFile, RecentDirs};
 use crate::shards::Shards;
@@ -51,10 +52,18 @@ pub struct Mount {
     pub recent_dirs: RecentDirs,
     /// Tells the kernel what it keeps is stale; set once the session exists.
     notifier: std::sync::OnceLock<fuser::Notifier>,
+    /// The object store file data past the server's inline cap is in (`data.rs`); None when
+    /// the server names none or it cannot be opened here.
+    pub objects: Option<Objects>,
 }
 
 impl Mount {
-    pub fn new(shards: Shards, timeouts: Timeouts, kernel_checks: bool) -> Mount {
+    pub fn new(
+        shards: Shards,
+        timeouts: Timeouts,
+        kernel_checks: bool,
+        objects: Option<Objects>,
+    ) -> Mount {
         let own = shards.any().session().cred().clone();
         Mount {
             shards,
@@ -67,6 +76,7 @@ impl Mount {
             next_dir: AtomicU64::new(1),
             recent_dirs: RecentDirs::default(),
             notifier: std::sync::OnceLock::new(),
+            objects,
         }
     }
 

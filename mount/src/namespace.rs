@@ -73,7 +73,23 @@ impl Mount {
         }
     }
 
+    /// SETATTR; a size past the inline cap of a file on the server moves it to objects
+    /// first (the server answers EFBIG until it is there).
     pub async fn setattr(&self, caller: Caller, ino: u64, set: SetRequest) -> Fallible<Attr> {
+        if let Some(size) = set.size {
+            self.resize_objects(ino, size);
+        }
+        match self.setattr_once(caller, ino, &set).await {
+            Err(e)
+                if e == Errno::EFBIG && set.size.is_some() && self.move_to_objects(ino).await? =>
+            {
+                self.setattr_once(caller, ino, &set).await
+            }
+            answer => answer,
+        }
+    }
+
+    async fn setattr_once(&self, caller: Caller, ino: u64, set: &SetRequest) -> Fallible<Attr> {
         let cred = self.cred(caller);
         let mut mtime = set.mtime.map(crate::attr::set_time);
         if set.size.is_some() && set.atime.is_none() {

@@ -1,0 +1,658 @@
+//! File data past the server's inline cap, which the mount reads from and writes to the object
+//! store itself (the server never sees those bytes): a file's writes are kept here
+//! ([`Unflushed`]) until a flush uploads them as one new slice and tells the server where its
+//! pieces belong (WRITE_SLICES, journaled as any metadata); a read asks the server for the
+//! layout (LAYOUT, kept until the next change here) and fetches the ranges it names, with
+//! what is not flushed yet laid over them.
+//!
+//! A file moves to objects when a write or a truncate would take it past the cap (the server
+//! answers EFBIG): its bytes on the server are read back and become part of the first slice,
+//! whose WRITE_SLICES has the server drop its copy. A file another mount moved is found by the
+//! server's EMEDIUMTYPE to a READ or WRITE.
+//!
+//! Flushes happen at close (FLUSH), fsync, RELEASE, before a truncate, and when a file's
+//! unflushed bytes pass [`FLUSH_AT`]: close-to-open, as NFS — what one mount wrote is seen by
+//! another that opens the file after the writer closed it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::ops::Range;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use fuser::Errno;
+use mds_client::Handle;
+use mds_client::proto::{Body, Cred, FileLayout, MAX_IO, MAX_PLACED, Op, OpenFlags, Placed};
+use mds_objects::{Address, Store};
+use parking_lot::Mutex;
+use tracing::{info, warn};
+
+use crate::attr::{Fallible, errno};
+use crate::conn::Conn;
+use crate::mount::Mount;
+
+/// Unflushed bytes of one file past which a write uploads them before it returns: the most
+/// memory one file being written holds here, and the size of a sequential writer's slices.
+pub const FLUSH_AT: usize = 16 << 20;
+
+/// Slice ids asked for at once (ALLOC_SLICES, one commit each time).
+const IDS_AT_ONCE: u32 = 256;
+
+/// The object store, as the server named it, and the files in it this mount is using.
+pub struct Objects {
+    pub store: Store,
+    /// The server's `--inline-data-max`: a write past it goes to objects.
+    pub inline_max: u64,
+    files: Mutex<HashMap<u64, Arc<FileData>>>,
+    /// Slice ids in hand, per shard (each shard's collector judges the ids of its range
+    /// against its own layouts, so a file's slices take its shard's ids).
+    ids: Mutex<HashMap<u16, Range<u64>>>,
+}
+
+impl Objects {
+    /// The object store the server behind `conn` names (STATFS), opened here with this
+    /// host's credentials; None, said in the log, when it names none or it cannot be
+    /// opened (files then stay within the inline cap: a write past it is EFBIG).
+    pub async fn of_server(conn: &Conn, cred: &Cred) -> Option<Objects> {
+        let stats = match conn.call(cred, Op::Statfs).await.map(|r| r.result) {
+            Ok(Ok(Body::StatFs(stats))) => stats,
+            other => {
+                warn!(answer = ?other.map(|r| r.map(drop)), "STATFS failed: no object store");
+                return None;
+            }
+        };
+        if stats.object_store.is_empty() {
+            info!(
+                inline_max = stats.inline_data_max,
+                "the server names no object store"
+            );
+            return None;
+        }
+        let opened = Address::parse(&stats.object_store).and_then(|a| Store::open(&a));
+        match opened {
+            Ok(store) => {
+                info!(object_store = %store.address(), inline_max = stats.inline_data_max, "file data past the inline cap goes to the object store");
+                Some(Objects::new(store, stats.inline_data_max))
+            }
+            Err(e) => {
+                warn!(object_store = %stats.object_store, error = %e, "cannot open the server's object store: files stay within the inline cap");
+                None
+            }
+        }
+    }
+
+    pub fn new(store: Store, inline_max: u64) -> Objects {
+        Objects {
+            store,
+            inline_max,
+            files: Mutex::new(HashMap::new()),
+            ids: Mutex::new(HashMap::new()),
+        }
+    }
+
+    fn file(&self, ino: u64) -> Option<Arc<FileData>> {
+        self.files.lock().get(&ino).cloned()
+    }
+}
+
+/// One file in objects that this mount uses.
+#[derive(Default)]
+pub struct FileData {
+    state: Mutex<Unflushed>,
+    /// One flush at a time (writes go on meanwhile).
+    flushing: tokio::sync::Mutex<()>,
+}
+
+/// A file's writes not flushed yet, and what this mount knows of it.
+#[derive(Default)]
+struct Unflushed {
+    /// Written byte ranges by offset: none overlaps or touches another.
+    ranges: BTreeMap<u64, Vec<u8>>,
+    bytes: usize,
+    /// The file's size as this mount knows it: the server's when first seen, moved by this
+    /// mount's writes and truncates since.
+    size: u64,
+    /// Bumped by every change of `ranges`: a flush clears only what it uploaded.
+    generation: u64,
+    /// The handle (and credentials) of the last write: what WRITE_SLICES goes through.
+    writer: Option<(Handle, Cred)>,
+    /// The layout as the server last told it, until a change here or an open.
+    layout: Option<Arc<FileLayout>>,
+}
+
+impl Unflushed {
+    /// `data` written at `off`: merged with the ranges it overlaps or touches. A write that
+    /// continues the range before it (a sequential writer) extends it in place.
+    fn write(&mut self, off: u64, data: &[u8]) {
+        let end = off + data.len() as u64;
+        self.generation += 1;
+        self.size = self.size.max(end);
+        let none_inside = self.ranges.range(off + 1..=end).next().is_none();
+        if let Some((&start, buf)) = self.ranges.range_mut(..=off).next_back()
+            && start + buf.len() as u64 >= off
+            && none_inside
+        {
+            let within = usize::try_from(off - start).expect("a range fits memory");
+            let before = buf.len();
+            let keep = before.max(within + data.len());
+            buf.resize(keep, 0);
+            buf[within..within + data.len()].copy_from_slice(data);
+            self.bytes += keep - before;
+            return;
+        }
+        let touching: Vec<u64> = self
+            .ranges
+            .range(..=end)
+            .filter(|(s, b)| **s + b.len() as u64 >= off)
+            .map(|(s, _)| *s)
+            .collect();
+        let start = touching.first().map_or(off, |s| (*s).min(off));
+        let mut merged_end = end;
+        let mut pieces = Vec::with_capacity(touching.len());
+        for s in touching {
+            let b = self.ranges.remove(&s).expect("just listed");
+            self.bytes -= b.len();
+            merged_end = merged_end.max(s + b.len() as u64);
+            pieces.push((s, b));
+        }
+        let mut buf = vec![0; usize::try_from(merged_end - start).expect("fits memory")];
+        for (s, b) in pieces {
+            let at = usize::try_from(s - start).expect("fits");
+            buf[at..at + b.len()].copy_from_slice(&b);
+        }
+        let at = usize::try_from(off - start).expect("fits");
+        buf[at..at + data.len()].copy_from_slice(data);
+        self.bytes += buf.len();
+        self.ranges.insert(start, buf);
+    }
+
+    /// The file cut (or grown) to `size`: ranges past it dropped, the one across it cut.
+    fn truncate(&mut self, size: u64) {
+        self.generation += 1;
+        self.size = size;
+        let past: Vec<u64> = self.ranges.range(size..).map(|(s, _)| *s).collect();
+        for s in past {
+            self.bytes -= self.ranges.remove(&s).expect("listed").len();
+        }
+        if let Some((&start, buf)) = self.ranges.range_mut(..size).next_back() {
+            let keep = usize::try_from(size - start).unwrap_or(usize::MAX);
+            if buf.len() > keep {
+                self.bytes -= buf.len() - keep;
+                buf.truncate(keep);
+            }
+        }
+        self.layout = None;
+    }
+
+    /// Lays the unflushed bytes of `off..off + out.len()` over `out`.
+    fn overlay(&self, off: u64, out: &mut [u8]) {
+        let end = off + out.len() as u64;
+        let first = self
+            .ranges
+            .range(..=off)
+            .next_back()
+            .map_or(off, |(s, _)| *s);
+        for (&s, b) in self.ranges.range(first..end) {
+            let (from, to) = (s.max(off), (s + b.len() as u64).min(end));
+            if from < to {
+                let src = usize::try_from(from - s).expect("fits");
+                let dst = usize::try_from(from - off).expect("fits");
+                let n = usize::try_from(to - from).expect("fits");
+                out[dst..dst + n].copy_from_slice(&b[src..src + n]);
+            }
+        }
+    }
+}
+
+/// Where bytes come from: (slice, offset in it), or None for a hole.
+type Source = Option<(u64, u64)>;
+
+/// Where the bytes `off..end` of a file come from under `layout` (oldest piece first, newer
+/// wins): (file offset, length, source).
+fn sources(layout: &[Placed], off: u64, end: u64) -> Vec<(u64, u64, Source)> {
+    let mut parts: Vec<(u64, u64, Source)> = vec![(off, end, None)];
+    for p in layout {
+        let (ps, pe) = (p.file_off, p.file_end());
+        if pe <= off || ps >= end {
+            continue;
+        }
+        let mut next = Vec::with_capacity(parts.len() + 2);
+        for (s, e, src) in parts {
+            if e <= ps || s >= pe {
+                next.push((s, e, src));
+                continue;
+            }
+            if s < ps {
+                next.push((s, ps, src));
+            }
+            let (cs, ce) = (s.max(ps), e.min(pe));
+            next.push((cs, ce, Some((p.slice, p.slice_off + (cs - ps)))));
+            if e > pe {
+                let moved = src.map(|(slice, at)| (slice, at + (pe - s)));
+                next.push((pe, e, moved));
+            }
+        }
+        parts = next;
+    }
+    parts
+        .into_iter()
+        .map(|(s, e, src)| (s, e - s, src))
+        .collect()
+}
+
+impl Mount {
+    fn objects_file(&self, ino: u64) -> Option<Arc<FileData>> {
+        self.objects.as_ref()?.file(ino)
+    }
+
+    /// Whether a write of `len` bytes at `at` goes to objects: the file is there, or the
+    /// write would take it past the cap (`at` `u64::MAX`: an append, whose end the server
+    /// knows; tried inline first).
+    pub fn writes_to_objects(&self, ino: u64, at: u64, len: usize) -> bool {
+        let Some(objects) = &self.objects else {
+            return false;
+        };
+        objects.file(ino).is_some()
+            || (at != u64::MAX && at.saturating_add(len as u64) > objects.inline_max)
+    }
+
+    /// The size a reply about `ino` should show: the server's, or more while this mount holds
+    /// writes past it.
+    pub fn size_seen(&self, ino: u64, server: u64) -> u64 {
+        match self.objects_file(ino) {
+            Some(fd) => {
+                let s = fd.state.lock();
+                if s.ranges.is_empty() {
+                    server
+                } else {
+                    server.max(s.size)
+                }
+            }
+            None => server,
+        }
+    }
+
+    /// The file `ino` in objects as this mount uses it: known already, or asked about now —
+    /// one in objects (another mount moved it) is taken as the server says; one on the server
+    /// is moved, its bytes read back into the first slice's writes.
+    async fn adopt(&self, ino: u64) -> Fallible<Arc<FileData>> {
+        let objects = self.objects.as_ref().ok_or(Errno::EFBIG)?;
+        if let Some(fd) = objects.file(ino) {
+            return Ok(fd);
+        }
+        let own = self.own_cred().clone();
+        let layout = self.layout_as(&own, ino, None).await?;
+        let inline = if !layout.objects && layout.size > 0 {
+            let bytes = self.read_inline_all(&own, ino, layout.size).await?;
+            info!(ino, bytes = bytes.len(), "file moves to the object store");
+            Some(bytes)
+        } else {
+            None
+        };
+        let fd = Arc::new(FileData::default());
+        {
+            let mut s = fd.state.lock();
+            s.size = layout.size;
+            match inline {
+                Some(bytes) => s.write(0, &bytes),
+                None if layout.objects => s.layout = Some(Arc::new(layout)),
+                None => {}
+            }
+        }
+        Ok(objects.files.lock().entry(ino).or_insert(fd).clone())
+    }
+
+    /// Every byte of `ino` on the server (`size` of them), through a handle of the mount's
+    /// own opened to read.
+    async fn read_inline_all(&self, own: &Cred, ino: u64, size: u64) -> Fallible<Vec<u8>> {
+        let (_, conn) = self.conn_of(ino).await?;
+        let flags = OpenFlags {
+            read: true,
+            ..OpenFlags::default()
+        };
+        let (handle, reply) = conn.open(own, ino, flags).await?;
+        reply.result.map_err(errno)?;
+        let mut out = Vec::with_capacity(usize::try_from(size).unwrap_or(0));
+        let mut result = Ok(());
+        while (out.len() as u64) < size {
+            let op = handle.read_op(out.len() as u64, MAX_IO as u32);
+            match conn
+                .call_on(own, handle, op)
+                .await
+                .and_then(|r| r.result.map_err(errno))
+            {
+                Ok(Body::Data(d)) if !d.0.is_empty() => out.extend_from_slice(&d.0),
+                Ok(_) => break,
+                Err(e) => {
+                    result = Err(e);
+                    break;
+                }
+            }
+        }
+        let _ = conn.release(handle).await;
+        result.map(|()| out)
+    }
+
+    /// LAYOUT of `ino`, through `handle` or, without one, as `cred`.
+    async fn layout_as(
+        &self,
+        cred: &Cred,
+        ino: u64,
+        handle: Option<Handle>,
+    ) -> Fallible<FileLayout> {
+        let (_, conn) = self.conn_of(ino).await?;
+        let op = Op::Layout {
+            ino,
+            handle: handle.map_or(0, Handle::id),
+        };
+        let reply = match handle {
+            Some(h) => conn.call_on(cred, h, op).await?,
+            None => conn.call(cred, op).await?,
+        };
+        match reply.result.map_err(errno)? {
+            Body::Layout(layout) => Ok(layout),
+            _ => Err(Errno::EIO),
+        }
+    }
+
+    /// A write(2) of `data` at `at` (`u64::MAX`: at the end) to the file in objects, or to
+    /// one that moves there now; uploads when the file's unflushed bytes pass [`FLUSH_AT`].
+    pub async fn write_objects(
+        &self,
+        cred: &Cred,
+        handle: Handle,
+        at: u64,
+        data: &[u8],
+    ) -> Fallible<()> {
+        let ino = handle.ino();
+        let fd = self.adopt(ino).await?;
+        let full = {
+            let mut s = fd.state.lock();
+            let off = if at == u64::MAX { s.size } else { at };
+            if off.saturating_add(data.len() as u64) > i64::MAX as u64 {
+                return Err(Errno::EFBIG);
+            }
+            s.write(off, data);
+            s.writer = Some((handle, cred.clone()));
+            s.bytes >= FLUSH_AT
+        };
+        if full {
+            self.flush_objects(ino).await?;
+        }
+        Ok(())
+    }
+
+    /// Uploads the unflushed writes of `ino` as new slices and has the server place them
+    /// (WRITE_SLICES, at most [`MAX_PLACED`] pieces each); nothing to do for a file with none.
+    pub async fn flush_objects(&self, ino: u64) -> Fallible<()> {
+        let (Some(objects), Some(fd)) = (self.objects.as_ref(), self.objects_file(ino)) else {
+            return Ok(());
+        };
+        let _one = fd.flushing.lock().await;
+        let (generation, ranges, size, writer) = {
+            let s = fd.state.lock();
+            if s.ranges.is_empty() {
+                return Ok(());
+            }
+            (s.generation, s.ranges.clone(), s.size, s.writer.clone())
+        };
+        // A writer's handle released since: as the mount itself (its write was allowed).
+        let writer = writer.filter(|(h, _)| self.files.lock().values().any(|f| f.handle == *h));
+        let ranges: Vec<(u64, Vec<u8>)> = ranges.into_iter().collect();
+        for group in ranges.chunks(MAX_PLACED) {
+            let id = self.slice_id(ino).await?;
+            let total: u64 = group.iter().map(|(_, b)| b.len() as u64).sum();
+            let mut blob = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+            let mut placed = Vec::with_capacity(group.len());
+            for (off, bytes) in group {
+                placed.push(Placed {
+                    slice: id,
+                    slice_size: total,
+                    slice_off: blob.len() as u64,
+                    file_off: *off,
+                    len: bytes.len() as u64,
+                });
+                blob.extend_from_slice(bytes);
+            }
+            objects
+                .store
+                .put_slice(id, Bytes::from(blob))
+                .await
+                .map_err(|e| {
+                    warn!(ino, slice = id, error = %e, "upload to the object store failed");
+                    Errno::EIO
+                })?;
+            self.place(ino, writer.as_ref(), size, placed).await?;
+        }
+        let mut s = fd.state.lock();
+        if s.generation == generation {
+            s.ranges.clear();
+            s.bytes = 0;
+        }
+        s.layout = None;
+        Ok(())
+    }
+
+    /// WRITE_SLICES of `placed` into `ino`, through the writer's handle if it is still open.
+    async fn place(
+        &self,
+        ino: u64,
+        writer: Option<&(Handle, Cred)>,
+        size: u64,
+        placed: Vec<Placed>,
+    ) -> Fallible<()> {
+        let (shard, conn) = self.conn_of(ino).await?;
+        let op = Op::WriteSlices {
+            ino,
+            handle: writer.map_or(0, |(h, _)| h.id()),
+            size,
+            placed,
+        };
+        let reply = match writer {
+            Some((h, cred)) => conn.call_on(cred, *h, op).await?,
+            None => conn.call(&self.own_cred().clone(), op).await?,
+        };
+        self.durability().note(shard, &reply, &[ino]);
+        match reply.result {
+            Ok(_) => Ok(()),
+            Err(e) => {
+                warn!(ino, errno = e.name(), "WRITE_SLICES refused");
+                Err(errno(e))
+            }
+        }
+    }
+
+    /// A slice id of the shard of `ino`, from the ids in hand or a new ALLOC_SLICES.
+    async fn slice_id(&self, ino: u64) -> Fallible<u64> {
+        let objects = self.objects.as_ref().ok_or(Errno::EIO)?;
+        let (shard, conn) = self.conn_of(ino).await?;
+        loop {
+            if let Some(range) = objects.ids.lock().get_mut(&shard)
+                && let Some(id) = range.next()
+            {
+                return Ok(id);
+            }
+            let reply = conn
+                .call(
+                    &self.own_cred().clone(),
+                    Op::AllocSlices { count: IDS_AT_ONCE },
+                )
+                .await?;
+            match reply.result.map_err(errno)? {
+                Body::Slices { first, count } => {
+                    objects
+                        .ids
+                        .lock()
+                        .insert(shard, first..first + u64::from(count));
+                }
+                _ => return Err(Errno::EIO),
+            }
+        }
+    }
+
+    /// A read of the file in objects (`None`: the file is not in objects, READ it).
+    pub async fn read_objects(
+        &self,
+        cred: &Cred,
+        handle: Handle,
+        offset: u64,
+        size: u32,
+    ) -> Fallible<Option<Vec<u8>>> {
+        let ino = handle.ino();
+        let Some(fd) = self.objects_file(ino) else {
+            return Ok(None);
+        };
+        let cached = fd.state.lock().layout.clone();
+        let layout = if let Some(layout) = cached {
+            layout
+        } else {
+            let generation = fd.state.lock().generation;
+            let layout = Arc::new(self.layout_as(cred, ino, Some(handle)).await?);
+            let mut s = fd.state.lock();
+            if s.generation == generation {
+                s.layout = Some(layout.clone());
+            }
+            layout
+        };
+        let (size_now, unflushed) = {
+            let s = fd.state.lock();
+            let known = if s.ranges.is_empty() {
+                layout.size
+            } else {
+                layout.size.max(s.size)
+            };
+            (known, !s.ranges.is_empty())
+        };
+        let end = offset.saturating_add(u64::from(size)).min(size_now);
+        if end <= offset {
+            return Ok(Some(Vec::new()));
+        }
+        let mut out = vec![0u8; usize::try_from(end - offset).expect("a read fits memory")];
+        let store = &self.objects.as_ref().expect("a file in objects").store;
+        let fetches = sources(&layout.placed, offset, end)
+            .into_iter()
+            .filter_map(|(at, len, src)| src.map(|(slice, from)| (at, len, slice, from)))
+            .map(|(at, len, slice, from)| async move {
+                store
+                    .read_slice(slice, from, len)
+                    .await
+                    .map(|bytes| (at, bytes))
+                    .map_err(|e| {
+                        warn!(ino, slice, error = %e, "read from the object store failed");
+                        Errno::EIO
+                    })
+            });
+        for (at, bytes) in futures::future::try_join_all(fetches).await? {
+            let dst = usize::try_from(at - offset).expect("fits");
+            out[dst..dst + bytes.len()].copy_from_slice(&bytes);
+        }
+        if unflushed {
+            fd.state.lock().overlay(offset, &mut out);
+        }
+        Ok(Some(out))
+    }
+
+    /// A READ or WRITE the server refused with EMEDIUMTYPE: the file is in objects (another
+    /// mount moved it); take it as such.
+    pub async fn found_in_objects(&self, ino: u64) -> Fallible<()> {
+        self.adopt(ino).await.map(drop)
+    }
+
+    /// Before a size change of `ino`: a file in objects has its unflushed writes cut to the
+    /// new size here (the server clips its layout).
+    pub fn resize_objects(&self, ino: u64, size: u64) {
+        if let Some(fd) = self.objects_file(ino) {
+            fd.state.lock().truncate(size);
+        }
+    }
+
+    /// A truncate the server refused with EFBIG (a file on the server past the cap): the
+    /// file moves to objects now, so that the truncate can be sent again.
+    pub async fn move_to_objects(&self, ino: u64) -> Fallible<bool> {
+        if self.objects.is_none() || self.objects_file(ino).is_some() {
+            return Ok(false);
+        }
+        self.adopt(ino).await?;
+        self.flush_objects(ino).await?;
+        Ok(true)
+    }
+
+    /// OPEN of `ino`: what this mount knew of the file's layout may be stale now
+    /// (close-to-open).
+    pub fn opened_objects(&self, ino: u64) {
+        if let Some(fd) = self.objects_file(ino) {
+            fd.state.lock().layout = None;
+        }
+    }
+
+    /// The last handle of `ino` went: flushed before, so nothing is kept.
+    pub fn closed_objects(&self, ino: u64) {
+        let Some(objects) = &self.objects else {
+            return;
+        };
+        let open = self.files.lock().values().any(|f| f.handle.ino() == ino);
+        let mut files = objects.files.lock();
+        if !open
+            && let Some(fd) = files.get(&ino)
+            && fd.state.lock().ranges.is_empty()
+        {
+            files.remove(&ino);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn placed(slice: u64, slice_off: u64, file_off: u64, len: u64) -> Placed {
+        Placed {
+            slice,
+            slice_size: 1 << 30,
+            slice_off,
+            file_off,
+            len,
+        }
+    }
+
+    #[test]
+    fn the_newest_piece_wins_and_uncovered_bytes_are_holes() {
+        let layout = [placed(1, 0, 0, 100), placed(2, 1000, 40, 20)];
+        assert_eq!(
+            sources(&layout, 0, 150),
+            vec![
+                (0, 40, Some((1, 0))),
+                (40, 20, Some((2, 1000))),
+                (60, 40, Some((1, 60))),
+                (100, 50, None),
+            ]
+        );
+        assert_eq!(
+            sources(&layout, 50, 70),
+            vec![(50, 10, Some((2, 1010))), (60, 10, Some((1, 60)))]
+        );
+    }
+
+    #[test]
+    fn unflushed_writes_merge_and_a_sequential_writer_extends_its_range() {
+        let mut u = Unflushed::default();
+        u.write(0, &[1; 10]);
+        u.write(10, &[2; 10]);
+        assert_eq!(u.ranges.len(), 1, "touching: one range");
+        u.write(30, &[3; 5]);
+        u.write(5, &[4; 30]);
+        assert_eq!(u.ranges.len(), 1);
+        let mut out = vec![9u8; 40];
+        u.overlay(0, &mut out);
+        assert_eq!(&out[..5], &[1; 5]);
+        assert_eq!(&out[5..35], &[4; 30]);
+        assert_eq!(&out[35..], &[9; 5], "not written: left as it was");
+        assert_eq!(u.bytes, 35);
+        assert_eq!(u.size, 35);
+        u.truncate(20);
+        assert_eq!(u.bytes, 20);
+        assert_eq!(u.size, 20);
+        u.write(100, &[5; 3]);
+        assert_eq!(u.ranges.len(), 2);
+        assert_eq!(u.size, 103);
+    }
+}
