@@ -11,7 +11,12 @@
 //! reply this build decodes and a transno no later than `last_committed` (they are written
 //! with their mutation). A file no entry names must be an orphan — `nlink` 0 and an orphan
 //! record (an unlinked file a handle held when the server stopped) — and every orphan record
-//! such a file. Every data block must belong to a live regular file and lie within its size.
+//! such a file. Every data block must belong to a live regular file on the server (not in
+//! the object store) and lie within its size. Every layout (a file in the object store) must
+//! belong to a live file in objects, or a deleted one the collector has still to clear, with
+//! pieces inside their slices and the file's size; with the object store a directory beside
+//! the store (`objects/`, the default), every slice a layout names must be there whole, and the
+//! slices nothing names are counted.
 //!
 //! A cluster's shard also holds the two halves of remote directories (MKDIR_REMOTE): entries
 //! naming another shard's inode (a directory; its inode is that shard's to check), and remote
@@ -68,6 +73,15 @@ pub struct Report {
     pub remote_roots: Vec<(u64, u64)>,
     /// Remote roots not confirmed yet (their entry may never have been made).
     pub pending: Vec<journal::PendingDir>,
+    /// Files whose data is in the object store, and the distinct slices their layouts name.
+    pub layouts: u64,
+    pub named_slices: u64,
+    /// Deleted files and cut-out slices the collector has still to delete.
+    pub garbage: u64,
+    /// What a listing of the object store found (None: not checked, the store is not a
+    /// directory of this host): slices no layout names, which the collector deletes after
+    /// its grace.
+    pub unnamed_slices: Option<u64>,
     /// One line per problem; empty when the store is clean.
     pub findings: Vec<String>,
 }
@@ -175,7 +189,120 @@ pub fn check(data: &Path) -> crate::error::Result<Report> {
     }
     check_resend_records(&recovered, f);
     check_xattrs(&journal, &inodes, f)?;
+    check_layouts(&journal, &inodes, &mut report)?;
+    check_objects(data, &journal, &mut report)?;
     Ok(report)
+}
+
+/// Every layout belongs to a live regular file in objects (or a deleted one the collector
+/// has still to clear), with valid pieces within the file's size; every file in objects has
+/// one; no file in objects has data blocks.
+fn check_layouts(
+    journal: &Journal,
+    inodes: &HashMap<u64, Inode>,
+    report: &mut Report,
+) -> journal::Result<()> {
+    let gone: HashSet<u64> = journal
+        .gone_layouts()?
+        .into_iter()
+        .map(|(i, _)| i)
+        .collect();
+    let garbage = journal.garbage()?;
+    report.garbage = (gone.len() + garbage.len()) as u64;
+    let mut with_layout = HashSet::new();
+    let mut slices = HashSet::new();
+    let f = &mut report.findings;
+    journal.scan_layouts(|ino, layout| {
+        with_layout.insert(ino);
+        slices.extend(layout.iter().map(|p| p.slice));
+        let at = format!("layout of inode {ino}");
+        match inodes.get(&ino) {
+            None if gone.contains(&ino) => {}
+            None => f.push(format!(
+                "{at}: the inode does not exist, and it is not deleted"
+            )),
+            Some(i) if i.kind != FileKind::File || i.entries != 1 => {
+                f.push(format!("{at}: not a regular file in objects"));
+            }
+            Some(i) => {
+                for p in &layout {
+                    if !p.is_valid() || p.file_end() > i.size {
+                        f.push(format!(
+                            "{at}: piece {p:?} past its slice or the size {}",
+                            i.size
+                        ));
+                    }
+                }
+            }
+        }
+        Ok(())
+    })?;
+    for ino in &gone {
+        if inodes.contains_key(ino) {
+            f.push(format!(
+                "inode {ino} is live but marked deleted for the collector"
+            ));
+        }
+    }
+    for i in inodes.values() {
+        if i.kind == FileKind::File && i.entries == 1 && !with_layout.contains(&i.ino) {
+            f.push(format!("inode {} is in objects but has no layout", i.ino));
+        }
+    }
+    report.layouts = with_layout.len() as u64;
+    report.named_slices = slices.len() as u64;
+    Ok(())
+}
+
+/// With the object store a directory beside the store (the default, `objects/`): every slice
+/// a layout names is there whole, and the slices nothing names are counted.
+fn check_objects(data: &Path, journal: &Journal, report: &mut Report) -> crate::error::Result<()> {
+    let dir = data.join("objects");
+    if !dir.is_dir() {
+        return Ok(());
+    }
+    let listing = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| crate::error::Error::Invalid(format!("starting a runtime: {e}")))?
+        .block_on(async {
+            mds_objects::Store::open(&mds_objects::Address::Local(dir.clone()))?
+                .list()
+                .await
+        })
+        .map_err(|e| crate::error::Error::Invalid(format!("listing {}: {e}", dir.display())))?;
+    let mut stored: HashMap<u64, HashSet<u32>> = HashMap::new();
+    for b in &listing.blocks {
+        stored.entry(b.id).or_default().insert(b.block);
+    }
+    let mut named = HashSet::new();
+    let garbage: HashSet<u64> = journal.garbage()?.into_iter().map(|(s, _, _)| s).collect();
+    let f = &mut report.findings;
+    journal.scan_layouts(|ino, layout| {
+        for p in layout {
+            if !named.insert(p.slice) {
+                continue;
+            }
+            let have = stored.get(&p.slice);
+            let missing = (0..mds_objects::blocks_of(p.slice_size))
+                .find(|b| !have.is_some_and(|h| h.contains(b)));
+            if let Some(block) = missing {
+                f.push(format!(
+                    "slice {:016x} of inode {ino}: object {block} is not in {}",
+                    p.slice,
+                    dir.display()
+                ));
+            }
+        }
+        Ok(())
+    })?;
+    report.unnamed_slices = Some(
+        stored
+            .keys()
+            .filter(|id| !named.contains(*id) && !garbage.contains(*id))
+            .count() as u64,
+    );
+    Ok(())
 }
 
 /// Every data block belongs to a live regular file, within its size and at most one block
@@ -194,6 +321,7 @@ fn check_data(
         match inodes.get(&ino) {
             None => f.push(format!("{at}: the inode does not exist")),
             Some(i) if i.kind != FileKind::File => f.push(format!("{at}: a {:?}", i.kind)),
+            Some(i) if i.entries == 1 => f.push(format!("{at}: the file is in objects")),
             Some(i) => {
                 let start = u64::from(block) * block_size;
                 if start + data.len() as u64 > i.size {

@@ -212,6 +212,19 @@ fn print_fsck(data: &std::path::Path, report: &mds::fsck::Report) {
             report.pending.len()
         )
     };
+    if report.layouts > 0 || report.unnamed_slices.is_some_and(|n| n > 0) {
+        let unnamed = report
+            .unnamed_slices
+            .map_or_else(|| "not listed".to_owned(), |n| n.to_string());
+        println!(
+            "{}: {} files in objects naming {} slices, {} waiting for the collector, \
+             unnamed slices in the store: {unnamed}",
+            data.display(),
+            report.layouts,
+            report.named_slices,
+            report.garbage
+        );
+    }
     println!(
         "{}: {} inodes, {} entries, orphans: {}, {} data blocks ({} bytes), \
          last_committed {}{remote}, {} findings",

@@ -1,0 +1,244 @@
+//! File data past the server's inline cap, through the mount: kept in the object store (the
+//! local-directory default, `objects/` inside the server's store), read back through the
+//! mount that wrote it and through another; overwrites, appends, truncates and sparse files
+//! of 2 GiB; fsynced files surviving a SIGKILL of the server mid-copy; and the collector
+//! leaving only what a layout names once the grace has passed (`mds fsck` counts it).
+
+mod common;
+
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use common::{Mounted, free_listen, pattern, server};
+
+/// The server's cap on data kept inline: small, so that a few MiB are many slices' worth.
+const CAP: &str = "64k";
+
+/// The slices' objects in the store of the server whose data directory is `data`.
+fn objects_in(data: &Path) -> usize {
+    fn count(dir: &Path) -> usize {
+        fs::read_dir(dir).map_or(0, |entries| {
+            entries
+                .map(|e| e.unwrap().path())
+                .map(|p| if p.is_dir() { count(&p) } else { 1 })
+                .sum()
+        })
+    }
+    count(&data.join("objects/slices"))
+}
+
+/// Waits (at most 30 s) until `check` holds.
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `mds fsck`'s report of a stopped server's store: clean, with no unnamed slice.
+fn assert_clean_and_collected(data: &Path) {
+    let (code, report) = mds_testkit::fsck(&mds_testkit::bin("mds"), data);
+    assert_eq!(code, 0, "fsck: {report}");
+    assert!(
+        !report.contains("unnamed slices in the store:")
+            || report.contains("unnamed slices in the store: 0"),
+        "an object nothing names outlived the grace: {report}"
+    );
+}
+
+#[test]
+fn files_past_the_inline_cap_live_in_the_object_store_and_read_back_everywhere() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(
+        dir.path(),
+        &["--inline-data-max", CAP, "--object-grace", "1s"],
+    );
+    let data = srv.data.clone();
+    let a = Mounted::new(&srv, &[]);
+    let b = Mounted::new(&srv, &[]);
+
+    // A small file stays on the server.
+    fs::write(a.path("small"), pattern(1000, 1)).unwrap();
+    assert_eq!(objects_in(&data), 0, "a file under the cap is inline");
+
+    // 20 MiB: more than one flush of the mount's buffer, in objects.
+    let mut model = pattern(20 << 20, 2);
+    fs::write(a.path("big"), &model).unwrap();
+    assert!(objects_in(&data) > 0);
+    assert_eq!(
+        fs::read(a.path("big")).unwrap(),
+        model,
+        "through the writer"
+    );
+    assert_eq!(
+        fs::read(b.path("big")).unwrap(),
+        model,
+        "through another mount"
+    );
+
+    // Overwrite in the middle, append, cut: the same on both mounts after the close.
+    {
+        let f = OpenOptions::new().write(true).open(a.path("big")).unwrap();
+        f.write_all_at(&[7; 100_000], 5_000_000).unwrap();
+        model[5_000_000..5_100_000].fill(7);
+    }
+    {
+        let mut f = OpenOptions::new().append(true).open(a.path("big")).unwrap();
+        std::io::Write::write_all(&mut f, b"the end").unwrap();
+        model.extend_from_slice(b"the end");
+    }
+    assert_eq!(fs::read(b.path("big")).unwrap(), model);
+    OpenOptions::new()
+        .write(true)
+        .open(a.path("big"))
+        .unwrap()
+        .set_len(12_345_678)
+        .unwrap();
+    model.truncate(12_345_678);
+    assert_eq!(fs::read(a.path("big")).unwrap(), model);
+    assert_eq!(fs::read(b.path("big")).unwrap(), model);
+
+    // A file on the server that grows past the cap moves, its first bytes with it.
+    fs::write(a.path("grows"), pattern(60_000, 3)).unwrap();
+    {
+        let mut f = OpenOptions::new()
+            .append(true)
+            .open(a.path("grows"))
+            .unwrap();
+        std::io::Write::write_all(&mut f, &pattern(30_000, 4)).unwrap();
+    }
+    let mut grown = pattern(60_000, 3);
+    grown.extend_from_slice(&pattern(30_000, 4));
+    assert_eq!(fs::read(b.path("grows")).unwrap(), grown);
+    // So does one cut longer than the cap.
+    fs::write(a.path("cut"), b"abc").unwrap();
+    OpenOptions::new()
+        .write(true)
+        .open(a.path("cut"))
+        .unwrap()
+        .set_len(1 << 20)
+        .unwrap();
+    let cut = fs::read(b.path("cut")).unwrap();
+    assert_eq!((cut.len(), &cut[..3]), (1 << 20, &b"abc"[..]));
+    assert!(cut[3..].iter().all(|&x| x == 0));
+
+    // Sparse: 2 GiB of holes and three bytes in the middle, none of it read back from a
+    // store that holds only those bytes.
+    let sparse = File::create(a.path("sparse")).unwrap();
+    sparse.set_len(2 << 30).unwrap();
+    sparse.write_all_at(b"mid", 1 << 30).unwrap();
+    drop(sparse);
+    let meta = fs::metadata(b.path("sparse")).unwrap();
+    assert_eq!(meta.size(), 2 << 30);
+    let back = File::open(b.path("sparse")).unwrap();
+    let mut buf = vec![1u8; 8192];
+    back.read_exact_at(&mut buf, (1 << 30) - 4096).unwrap();
+    assert!(buf[..4096].iter().all(|&x| x == 0));
+    assert_eq!(&buf[4096..4099], b"mid");
+    back.read_exact_at(&mut buf, (2 << 30) - 8192).unwrap();
+    assert!(buf.iter().all(|&x| x == 0));
+    drop(back);
+
+    assert_eq!(fs::read(b.path("small")).unwrap(), pattern(1000, 1));
+
+    // Deleted, then collected after the grace: nothing left in the store.
+    for name in ["big", "grows", "cut", "sparse"] {
+        fs::remove_file(a.path(name)).unwrap();
+    }
+    eventually("the collector deletes the deleted files' slices", || {
+        objects_in(&data) == 0
+    });
+    assert!(a.unmount().success());
+    assert!(b.unmount().success());
+    assert!(srv.stop().success());
+    assert_clean_and_collected(&data);
+}
+
+#[test]
+fn fsynced_files_survive_a_sigkill_of_the_server_mid_copy() {
+    for ack in ["commit", "early"] {
+        let dir = tempfile::tempdir().unwrap();
+        let listen = free_listen();
+        let flags = [
+            "--listen",
+            listen.as_str(),
+            "--ack",
+            ack,
+            "--inline-data-max",
+            CAP,
+            "--object-grace",
+            "2s",
+            "--recovery-window",
+            "20s",
+        ];
+        let first = server(dir.path(), &flags);
+        let data = first.data.clone();
+        let m = Mounted::new(&first, &[]);
+        let files: Vec<(String, Vec<u8>)> = (0..6u8)
+            .map(|i| {
+                (
+                    format!("f{i}"),
+                    pattern((5 << 19) + usize::from(i) * 4097, i),
+                )
+            })
+            .collect();
+        for (name, bytes) in &files {
+            let mut f = File::create(m.path(name)).unwrap();
+            std::io::Write::write_all(&mut f, bytes).unwrap();
+            f.sync_all().unwrap();
+        }
+        // A copy under way, by another process, not fsynced: the server goes in the middle of
+        // it. (Not through a descriptor of this process: the restart forks it, and the
+        // child's copy of the descriptor would be closed at its exec — a FLUSH, which waits
+        // for the very server being started.)
+        let source = dir.path().join("source");
+        fs::write(&source, pattern(24 << 20, 9)).unwrap();
+        let mut copy = std::process::Command::new("timeout")
+            .args(["-k", "5", "120", "dd", "bs=64k", "oflag=nocache"])
+            .arg(format!("if={}", source.display()))
+            .arg(format!("of={}", m.path("copy").display()))
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        eventually("the copy is under way", || {
+            fs::metadata(m.path("copy")).is_ok_and(|meta| meta.size() > 0)
+        });
+        first.kill();
+        let second = server(dir.path(), &flags);
+        for (name, bytes) in &files {
+            assert_eq!(
+                &fs::read(m.path(name)).unwrap(),
+                bytes,
+                "{name}, --ack {ack}"
+            );
+        }
+        // The copy goes on after the restart and ends whole.
+        assert!(copy.wait().unwrap().success(), "--ack {ack}");
+        assert_eq!(
+            fs::read(m.path("copy")).unwrap(),
+            pattern(24 << 20, 9),
+            "--ack {ack}"
+        );
+
+        // An upload whose WRITE_SLICES never came (a mount killed between the two): an id
+        // the server handed out (the mount asks for 256 at a time from 2), named by nothing.
+        let store =
+            mds_objects::Store::open(&mds_objects::Address::Local(data.join("objects"))).unwrap();
+        let stray = 2 + 200;
+        tokio::runtime::Runtime::new()
+            .unwrap()
+            .block_on(store.put_slice(stray, bytes::Bytes::from(vec![1u8; 1000])))
+            .unwrap();
+        let stray_object = data.join(format!("objects/slices/0/{stray:016x}.0"));
+        assert!(stray_object.exists());
+        eventually("the collector deletes a slice nothing names", || {
+            !stray_object.exists()
+        });
+        assert!(m.unmount().success(), "--ack {ack}");
+        assert!(second.stop().success());
+        assert_clean_and_collected(&data);
+    }
+}
