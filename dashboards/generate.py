@@ -383,6 +383,23 @@ ROWS = [
         ts("Threads", "short", [(f"sum by (instance) (process_threads{{{SEL}}})", "{{instance}}")],
            "OS threads of each mds process.", 6),
     ]),
+    ("Data", [
+        ts("File bytes", "bytes",
+           [(f"sum by (instance) (mds_file_bytes{{{SEL}}})", "{{instance}}")],
+           "The sizes of every regular file added up (holes included): on the server up to "
+           "--inline-data-max a file, in the object store past it.", 8),
+        ts("Slices deleted from the object store", "ops",
+           [(f"sum by (source) (rate(mds_object_slices_deleted_total{{{SEL}}}[{RI}]))",
+             "{{source}}")],
+           "What the object collector deletes, by source: deleted_file (a deleted file's "
+           "slices), cut_out (cut out of a live file by a truncate or an overwrite), unnamed "
+           "(found by listing the store: uploaded, never placed). Each after --object-grace.", 8),
+        ts("Waiting for the collector", "short",
+           [(f"max by (instance) (mds_object_garbage_waiting{{{SEL}}})", "{{instance}}")],
+           "Deleted files' layouts and cut-out slices whose --object-grace has not passed, at "
+           "the collector's last round; a steady climb with no deletions says the collector "
+           "cannot reach the store (its log says why).", 8),
+    ]),
     ("Cluster", [
         ts("Shards with an owner", "short",
            [(f"max by (shard) (mds_cluster_shard_has_owner{{{SEL}}})", "shard {{shard}}")],

@@ -62,6 +62,7 @@ impl Collector {
         for source in ["deleted_file", "cut_out", "unnamed"] {
             deleted(source).increment(0);
         }
+        metrics::gauge!(OBJECT_GARBAGE).set(0.0);
         loop {
             tokio::select! {
                 () = stop.cancelled() => return,

@@ -46,6 +46,11 @@ pub struct Objects {
     /// Slice ids in hand, per shard (each shard's collector judges the ids of its range
     /// against its own layouts, so a file's slices take its shard's ids).
     ids: Mutex<HashMap<u16, Range<u64>>>,
+    /// Held to read by each WRITE to the server, from its choice of the server over objects
+    /// until its answer, and to write by a file's move to objects while it reads the file's
+    /// bytes back: a WRITE under way then would land on the server after the read and be
+    /// dropped with the server's copy.
+    moving: tokio::sync::RwLock<()>,
 }
 
 impl Objects {
@@ -86,6 +91,7 @@ impl Objects {
             inline_max,
             files: Mutex::new(HashMap::new()),
             ids: Mutex::new(HashMap::new()),
+            moving: tokio::sync::RwLock::new(()),
         }
     }
 
@@ -98,8 +104,9 @@ impl Objects {
 #[derive(Default)]
 pub struct FileData {
     state: Mutex<Unflushed>,
-    /// One flush at a time (writes go on meanwhile).
-    flushing: tokio::sync::Mutex<()>,
+    /// One flush at a time (writes go on meanwhile); a truncate holds it too, so that no
+    /// flush of bytes it cut lands after it.
+    flushing: Arc<tokio::sync::Mutex<()>>,
 }
 
 /// A file's writes not flushed yet, and what this mount knows of it.
@@ -244,6 +251,14 @@ impl Mount {
         self.objects.as_ref()?.file(ino)
     }
 
+    /// Held by a WRITE to the server from its choice of the server until its answer.
+    pub async fn writing_inline(&self) -> Option<tokio::sync::RwLockReadGuard<'_, ()>> {
+        match &self.objects {
+            Some(objects) => Some(objects.moving.read().await),
+            None => None,
+        }
+    }
+
     /// Whether a write of `len` bytes at `at` goes to objects: the file is there, or the
     /// write would take it past the cap (`at` `u64::MAX`: an append, whose end the server
     /// knows; tried inline first).
@@ -276,6 +291,10 @@ impl Mount {
     /// is moved, its bytes read back into the first slice's writes.
     async fn adopt(&self, ino: u64) -> Fallible<Arc<FileData>> {
         let objects = self.objects.as_ref().ok_or(Errno::EFBIG)?;
+        if let Some(fd) = objects.file(ino) {
+            return Ok(fd);
+        }
+        let _no_inline_write = objects.moving.write().await;
         if let Some(fd) = objects.file(ino) {
             return Ok(fd);
         }
@@ -384,10 +403,16 @@ impl Mount {
     /// Uploads the unflushed writes of `ino` as new slices and has the server place them
     /// (WRITE_SLICES, at most [`MAX_PLACED`] pieces each); nothing to do for a file with none.
     pub async fn flush_objects(&self, ino: u64) -> Fallible<()> {
-        let (Some(objects), Some(fd)) = (self.objects.as_ref(), self.objects_file(ino)) else {
+        let Some(fd) = self.objects_file(ino) else {
             return Ok(());
         };
         let _one = fd.flushing.lock().await;
+        self.flush_locked(ino, &fd).await
+    }
+
+    /// [`Mount::flush_objects`], its flush lock held.
+    async fn flush_locked(&self, ino: u64, fd: &FileData) -> Fallible<()> {
+        let objects = self.objects.as_ref().ok_or(Errno::EIO)?;
         let (generation, ranges, size, writer) = {
             let s = fd.state.lock();
             if s.ranges.is_empty() {
@@ -558,11 +583,22 @@ impl Mount {
     }
 
     /// Before a size change of `ino`: a file in objects has its unflushed writes cut to the
-    /// new size here (the server clips its layout).
-    pub fn resize_objects(&self, ino: u64, size: u64) {
-        if let Some(fd) = self.objects_file(ino) {
-            fd.state.lock().truncate(size);
-        }
+    /// new size, and what is left flushed, so that the server knows the file in objects (a
+    /// file just moved there is still on the server until its first flush) and the size
+    /// change comes after every piece. The guard holds off other flushes until the size
+    /// change is answered.
+    pub async fn resize_objects(
+        &self,
+        ino: u64,
+        size: u64,
+    ) -> Fallible<Option<tokio::sync::OwnedMutexGuard<()>>> {
+        let Some(fd) = self.objects_file(ino) else {
+            return Ok(None);
+        };
+        let guard = fd.flushing.clone().lock_owned().await;
+        fd.state.lock().truncate(size);
+        self.flush_locked(ino, &fd).await?;
+        Ok(Some(guard))
     }
 
     /// A truncate the server refused with EFBIG (a file on the server past the cap): the
@@ -576,11 +612,22 @@ impl Mount {
         Ok(true)
     }
 
-    /// OPEN of `ino`: what this mount knew of the file's layout may be stale now
-    /// (close-to-open).
-    pub fn opened_objects(&self, ino: u64) {
+    /// OPEN of `ino`, whose size is `size` now: what this mount knew of the file's layout
+    /// and size may be stale (close-to-open); with nothing unflushed, the server's size is it.
+    pub fn opened_objects(&self, ino: u64, size: u64) {
         if let Some(fd) = self.objects_file(ino) {
-            fd.state.lock().layout = None;
+            let mut s = fd.state.lock();
+            s.layout = None;
+            if s.ranges.is_empty() {
+                s.size = size;
+            }
+        }
+    }
+
+    /// A size change of `ino` answered: the file's size is `size`.
+    pub fn sized_objects(&self, ino: u64, size: u64) {
+        if let Some(fd) = self.objects_file(ino) {
+            fd.state.lock().truncate(size);
         }
     }
 

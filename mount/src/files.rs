@@ -36,10 +36,17 @@ impl Mount {
 
     async fn open_as(&self, cred: &Cred, ino: u64, flags: OpenFlags) -> Fallible<(Handle, Attr)> {
         let (shard, conn) = self.conn_of(ino).await?;
+        // O_TRUNC cuts what this mount keeps unflushed too (the kernel sends it apart, as a
+        // SETATTR, but the flag is honoured either way).
+        let _no_flush = if flags.truncate {
+            self.resize_objects(ino, 0).await?
+        } else {
+            None
+        };
         let (handle, reply) = conn.open(cred, ino, flags).await?;
         self.durability().note(shard, &reply, &[ino]);
         let opened = attr(reply.result.map_err(errno)?)?;
-        self.opened_objects(ino);
+        self.opened_objects(ino, opened.size);
         let file = OpenFile {
             handle,
             told: AtomicU64::new(self.durability().losses()),
@@ -195,10 +202,14 @@ impl Mount {
         let cred = self.cred(caller);
         let ino = file.handle.ino();
         let at = write_offset(offset, flags, from_cache);
+        let inline = self.writing_inline().await;
         if self.writes_to_objects(ino, at, data.len()) {
+            drop(inline);
             self.write_objects(&cred, file.handle, at, data).await?;
         } else {
-            match self.write_inline(&cred, &file, at, data).await {
+            let written = self.write_inline(&cred, &file, at, data).await;
+            drop(inline);
+            match written {
                 Ok(()) => {}
                 // Past the cap (EFBIG) or moved by another mount (EMEDIUMTYPE): in objects.
                 // A piece of it may be on the server already: written again, the same bytes.

@@ -76,17 +76,22 @@ impl Mount {
     /// SETATTR; a size past the inline cap of a file on the server moves it to objects
     /// first (the server answers EFBIG until it is there).
     pub async fn setattr(&self, caller: Caller, ino: u64, set: SetRequest) -> Fallible<Attr> {
-        if let Some(size) = set.size {
-            self.resize_objects(ino, size);
-        }
-        match self.setattr_once(caller, ino, &set).await {
+        let _no_flush = match set.size {
+            Some(size) => self.resize_objects(ino, size).await?,
+            None => None,
+        };
+        let answer = match self.setattr_once(caller, ino, &set).await {
             Err(e)
                 if e == Errno::EFBIG && set.size.is_some() && self.move_to_objects(ino).await? =>
             {
                 self.setattr_once(caller, ino, &set).await
             }
             answer => answer,
+        };
+        if let (Ok(attr), Some(_)) = (&answer, set.size) {
+            self.sized_objects(ino, attr.size);
         }
+        answer
     }
 
     async fn setattr_once(&self, caller: Caller, ino: u64, set: &SetRequest) -> Fallible<Attr> {

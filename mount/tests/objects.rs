@@ -82,7 +82,7 @@ fn files_past_the_inline_cap_live_in_the_object_store_and_read_back_everywhere()
     // Overwrite in the middle, append, cut: the same on both mounts after the close.
     {
         let f = OpenOptions::new().write(true).open(a.path("big")).unwrap();
-        f.write_all_at(&[7; 100_000], 5_000_000).unwrap();
+        f.write_all_at(&vec![7; 100_000], 5_000_000).unwrap();
         model[5_000_000..5_100_000].fill(7);
     }
     {

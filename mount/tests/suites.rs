@@ -13,6 +13,11 @@
 //! - `git clone` (over `file://`, git's own transport) of a repository of 1,200 files in three
 //!   commits that the test builds: `git fsck --full --strict` clean, `git status` clean, and
 //!   `diff -r` against a clone on the local disk empty, before and after a remount.
+//!   Its pack is over 10 MiB: files past the server's inline cap, in the object store.
+//! - Real work past the inline cap: `cp -a /usr/lib/python3.*` then `diff -r`; a C program
+//!   of 40 files built with `make -j2` and run; an SQLite database past 100 MiB written in
+//!   transactions and checked (`PRAGMA integrity_check`, every row) through a fresh mount; a
+//!   2 GiB file written and read back with its SHA-256.
 //! - `tar x` of a tree with hard links, symlinks, fifos, a device, owners and mtimes, then
 //!   `tar c` of it from the mount: the same archive byte for byte (both with `--sort=name`,
 //!   nothing else normalised), before and after a remount.
@@ -25,6 +30,7 @@
 //! command runs under `timeout -k`; every mount is unmounted when its test ends, failed or not
 //! (`fusermount3 -u`, then `umount -l` and, while its daemon lives, the fusectl abort).
 
+use std::fmt::Write as _;
 use std::fs;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -972,6 +978,9 @@ fn build_repository(base: &Path) -> PathBuf {
         "git init",
     );
     let paths = write_files(&src, 1200, &mut rng);
+    // 12 MiB that does not compress: the pack is over 10 MiB, so a clone writes files past
+    // the server's inline cap (they go to the object store).
+    fs::write(src.join("blob.bin"), rng.bytes(12 << 20)).unwrap();
     check(git(&src, base).args(["add", "-A"]), "git add");
     check(
         git(&src, base).args(["commit", "-q", "-m", "first"]),
@@ -1101,6 +1110,11 @@ fn git_clone_onto_the_mount_is_clean() {
         started.elapsed().as_secs_f64()
     );
     check_clone(&clone, &local, base);
+    let pack: u64 = fs::read_dir(clone.join(".git/objects/pack"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    assert!(pack > 10 << 20, "the pack is over 10 MiB: {pack} bytes");
 
     // Again from a fresh mount: what the server has, not the kernel's page cache.
     mount.finish();
@@ -1372,4 +1386,242 @@ fn sigkill_of_the_server_mid_untar_loses_nothing() {
     }
     mount.finish();
     assert!(server.stop().success());
+}
+
+// ---------------------------------------------------------------------------------------------
+// Real work past the inline cap: the object store
+
+/// A server and a mount of it with the default settings (`--inline-data-max 1MiB`, the object
+/// store in the store's `objects/`), for one test's work in `base`.
+fn default_mount(env: &Env, base: &Path) -> (Server, Mount, PathBuf, tempfile::TempDir) {
+    let server = Server::start(&env.mds, &base.join("data"), &[]);
+    let (short, mnt) = mount_point();
+    let mount = Mount::start(env, server.addr, &mnt, &base.join("mount.log"));
+    (server, mount, mnt, short)
+}
+
+/// The server stopped and its store checked: fsck clean.
+fn stop_and_fsck(server: Server, base: &Path) {
+    assert!(server.stop().success());
+    let (code, report) = mds_testkit::fsck(&mds_testkit::bin("mds"), &base.join("data"));
+    assert_eq!(code, 0, "fsck: {report}");
+}
+
+#[test]
+fn cp_a_of_python_onto_the_mount_is_the_same_tree() {
+    let Some(env) = env() else { return };
+    let source = fs::read_dir("/usr/lib")
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("python3.") && p.is_dir())
+        })
+        .max()
+        .expect("a /usr/lib/python3.* (python3 is installed by install-deps.sh)");
+    let tmp = scratch();
+    let base = tmp.path();
+    let (server, mount, mnt, _short) = default_mount(&env, base);
+    let started = Instant::now();
+    check(
+        bounded(600, "cp")
+            .arg("-a")
+            .arg(&source)
+            .arg(mnt.join("py")),
+        "cp -a onto the mount",
+    );
+    let on_mount = started.elapsed().as_secs_f64();
+    let started = Instant::now();
+    check(
+        bounded(600, "cp")
+            .arg("-a")
+            .arg(&source)
+            .arg(base.join("py")),
+        "cp -a on the local disk",
+    );
+    let local = started.elapsed().as_secs_f64();
+    eprintln!(
+        "cp -a {} ({}): {on_mount:.1} s onto mdsmount, {local:.1} s on the local disk",
+        source.display(),
+        check(bounded(60, "du").args(["-sh"]).arg(&source), "du").trim()
+    );
+    check(
+        bounded(600, "diff")
+            .args(["-r", "--no-dereference"])
+            .arg(&source)
+            .arg(mnt.join("py")),
+        "diff -r against the source",
+    );
+    // What the server and the object store hold, not the kernel's page cache.
+    mount.finish();
+    let mount = Mount::start(&env, server.addr, &mnt, &base.join("mount2.log"));
+    check(
+        bounded(600, "diff")
+            .args(["-r", "--no-dereference"])
+            .arg(&source)
+            .arg(mnt.join("py")),
+        "diff -r through a fresh mount",
+    );
+    mount.finish();
+    stop_and_fsck(server, base);
+}
+
+#[test]
+fn a_c_program_builds_and_runs_on_the_mount() {
+    let Some(env) = env() else { return };
+    let tmp = scratch();
+    let base = tmp.path();
+    let (server, mount, mnt, _short) = default_mount(&env, base);
+    let src = mnt.join("prog");
+    fs::create_dir(&src).unwrap();
+    // 40 units and a main that sums what each returns; a static table makes each object a
+    // few hundred KiB, so the archive make builds is past the inline cap.
+    for i in 0..40 {
+        fs::write(
+            src.join(format!("u{i}.c")),
+            format!(
+                "static const int table[65536] = {{ [65535] = {i} }};\n\
+                 int unit{i}(void) {{ return table[65535] + {i}; }}\n"
+            ),
+        )
+        .unwrap();
+    }
+    let (mut decls, mut calls) = (String::new(), String::new());
+    for i in 0..40 {
+        writeln!(decls, "int unit{i}(void);").unwrap();
+        writeln!(calls, "    sum += unit{i}();").unwrap();
+    }
+    let main = format!(
+        "#include <stdio.h>\n{decls}int main(void) {{\n    long sum = 0;\n{calls}    \
+         printf(\"%ld\\n\", sum);\n    return 0;\n}}\n"
+    );
+    fs::write(src.join("main.c"), main).unwrap();
+    fs::write(
+        src.join("Makefile"),
+        "OBJS := $(patsubst %.c,%.o,$(wildcard u*.c))\n\
+         prog: main.o libunits.a\n\t$(CC) -o $@ main.o -L. -lunits\n\
+         libunits.a: $(OBJS)\n\tar rcs $@ $^\n",
+    )
+    .unwrap();
+    check(
+        bounded(600, "make").args(["-s", "-j2", "-C"]).arg(&src),
+        "make on the mount",
+    );
+    assert!(fs::metadata(src.join("libunits.a")).unwrap().len() > 1 << 20);
+    let out = check(
+        &mut bounded(60, src.join("prog")),
+        "the program built on the mount",
+    );
+    assert_eq!(
+        out.trim(),
+        ((0..40).map(|i| 2 * i).sum::<i64>()).to_string()
+    );
+    mount.finish();
+    stop_and_fsck(server, base);
+}
+
+#[test]
+fn sqlite_past_100_mib_and_a_2_gib_file_come_back_whole() {
+    let Some(env) = env() else { return };
+    let tmp = scratch();
+    let base = tmp.path();
+    let (server, mount, mnt, _short) = default_mount(&env, base);
+    // SQLite: 120 transactions of 10 rows of 100 KiB (~117 MiB), each committed (its journal
+    // and the database fsynced), then read back through a fresh mount.
+    let write = r#"
+import os, sqlite3, sys, hashlib
+db = sqlite3.connect(sys.argv[1])
+db.execute("CREATE TABLE t (id INTEGER PRIMARY KEY, body BLOB, digest TEXT)")
+db.commit()
+for tx in range(120):
+    rows = []
+    for r in range(10):
+        i = tx * 10 + r
+        body = hashlib.shake_256(str(i).encode()).digest(100 * 1024)
+        rows.append((i, body, hashlib.sha256(body).hexdigest()))
+    db.executemany("INSERT INTO t VALUES (?, ?, ?)", rows)
+    db.commit()
+db.close()
+print(os.path.getsize(sys.argv[1]))
+"#;
+    let read = r#"
+import sqlite3, sys, hashlib
+db = sqlite3.connect(sys.argv[1])
+assert db.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+n = 0
+for i, body, digest in db.execute("SELECT id, body, digest FROM t ORDER BY id"):
+    assert i == n and hashlib.sha256(body).hexdigest() == digest, i
+    n += 1
+assert n == 1200, n
+print(n)
+"#;
+    let db = mnt.join("big.sqlite");
+    let size: u64 = check(
+        bounded(600, "python3").args(["-c", write]).arg(&db),
+        "SQLite writes on the mount",
+    )
+    .trim()
+    .parse()
+    .unwrap();
+    assert!(size > 100 << 20, "the database is past 100 MiB: {size}");
+    // 2 GiB of a seeded pattern written with dd's block size, hashed as it goes.
+    let big = mnt.join("two-gib");
+    let hash = r#"
+import hashlib, sys
+path, mode = sys.argv[1], sys.argv[2]
+h = hashlib.sha256()
+block = hashlib.shake_256(b"mds").digest(1 << 20)
+if mode == "write":
+    with open(path, "wb") as f:
+        for i in range(2048):
+            b = bytes([i % 251]) + block[1:]
+            f.write(b)
+            h.update(b)
+        f.flush()
+        import os
+        os.fsync(f.fileno())
+else:
+    with open(path, "rb") as f:
+        while True:
+            b = f.read(1 << 20)
+            if not b:
+                break
+            h.update(b)
+print(h.hexdigest())
+"#;
+    let started = Instant::now();
+    let written = check(
+        bounded(900, "python3")
+            .args(["-c", hash])
+            .arg(&big)
+            .arg("write"),
+        "writing 2 GiB on the mount",
+    );
+    eprintln!(
+        "2 GiB written through mdsmount: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(fs::metadata(&big).unwrap().len(), 2 << 30);
+    mount.finish();
+    let mount = Mount::start(&env, server.addr, &mnt, &base.join("mount2.log"));
+    check(
+        bounded(600, "python3").args(["-c", read]).arg(&db),
+        "SQLite reads through a fresh mount",
+    );
+    let started = Instant::now();
+    let back = check(
+        bounded(900, "python3")
+            .args(["-c", hash])
+            .arg(&big)
+            .arg("read"),
+        "reading 2 GiB through a fresh mount",
+    );
+    eprintln!(
+        "2 GiB read through mdsmount: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(written, back, "the 2 GiB file's SHA-256");
+    mount.finish();
+    stop_and_fsck(server, base);
 }
