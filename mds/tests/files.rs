@@ -505,3 +505,195 @@ async fn orphans_wait_for_their_clients_after_a_sigkill_and_go_without_them() {
     let (code, out) = common::fsck(dir.path());
     assert_eq!(code, 0, "{out}");
 }
+
+fn piece(slice: u64, slice_size: u64, file_off: u64, len: u64) -> mds_proto::Placed {
+    mds_proto::Placed {
+        slice,
+        slice_size,
+        slice_off: 0,
+        file_off,
+        len,
+    }
+}
+
+fn placed(body: Body) -> mds_proto::FileLayout {
+    match body {
+        Body::Layout(layout) => layout,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The data tier's requests through the real server, as a client sends them: slice ids that
+/// are never handed out twice (across a restart too), WRITE_SLICES that moves a file to the
+/// object store and is refused what it must refuse, LAYOUT, READ and WRITE of a file in
+/// objects (EMEDIUMTYPE), a truncate that clips; and the collector deleting a deleted file's
+/// slices, a cut-out one and an upload nothing names, never one a layout names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slices_layouts_and_the_collector_through_the_real_server() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::config(dir.path());
+    config.keys.inline_data_max = 4096;
+    config.keys.object_grace = Duration::from_secs(1);
+    let server = InProcess::start(config.clone());
+    let c = server.client().await;
+    let ids = |body: Body| match body {
+        Body::Slices { first, count } => first..first + u64::from(count),
+        other => panic!("{other:?}"),
+    };
+    let first = ids(c.call(Op::AllocSlices { count: 8 }).await.unwrap());
+    let second = ids(c.call(Op::AllocSlices { count: 8 }).await.unwrap());
+    assert_eq!((first.end - first.start, second.start), (8, first.end));
+    for count in [0, mds_proto::MAX_SLICE_IDS + 1] {
+        assert_eq!(
+            errno(c.call(Op::AllocSlices { count }).await),
+            Errno::EINVAL
+        );
+    }
+
+    // Objects the "mount" uploaded: three slices, one of which nothing will name.
+    let store = mds_objects::Store::open(&mds_objects::Address::Local(
+        dir.path().join("objects"),
+    ))
+    .unwrap();
+    let (a, b, stray) = (first.start, first.start + 1, first.start + 2);
+    for (id, len) in [(a, 10_000), (b, 3000), (stray, 100)] {
+        store
+            .put_slice(id, bytes::Bytes::from(vec![id as u8; len]))
+            .await
+            .unwrap();
+    }
+
+    let f = c.create(ROOT, "f", 0o644).await.unwrap().ino;
+    c.call(open(f, 1, RW)).await.unwrap();
+    c.call(write(f, 1, 0, b"inline")).await.unwrap();
+    let ws = |handle, size, pieces| Op::WriteSlices {
+        ino: f,
+        handle,
+        size,
+        placed: pieces,
+    };
+    // Refused: a piece past its slice, an empty one, through a handle not open.
+    let past = mds_proto::Placed {
+        slice_off: 9_999,
+        ..piece(a, 10_000, 0, 2)
+    };
+    assert_eq!(errno(c.call(ws(1, 0, vec![past])).await), Errno::EINVAL);
+    assert_eq!(
+        errno(c.call(ws(1, 0, vec![piece(a, 10_000, 0, 0)])).await),
+        Errno::EINVAL
+    );
+    assert_eq!(
+        errno(c.call(ws(9, 0, vec![piece(a, 10_000, 0, 10)])).await),
+        Errno::EBADF
+    );
+    // The file moves to objects: its bytes on the server go, READ and WRITE are refused.
+    let moved = c
+        .call(ws(1, 0, vec![piece(a, 10_000, 0, 10_000)]))
+        .await
+        .unwrap();
+    assert_eq!(size(&moved), 10_000);
+    assert_eq!(errno(c.call(read(f, 1, 0, 10)).await), Errno::EMEDIUMTYPE);
+    assert_eq!(
+        errno(c.call(write(f, 1, 0, b"x")).await),
+        Errno::EMEDIUMTYPE
+    );
+    // A newer piece inside a's bytes: both kept (a still holds bytes b does not cover).
+    c.call(ws(1, 12_000, vec![piece(b, 3000, 100, 3000)]))
+        .await
+        .unwrap();
+    let layout = placed(c.call(Op::Layout { ino: f, handle: 1 }).await.unwrap());
+    assert!(layout.objects);
+    assert_eq!(layout.size, 12_000);
+    assert_eq!(
+        layout.placed,
+        vec![piece(a, 10_000, 0, 10_000), piece(b, 3000, 100, 3000)]
+    );
+    // A truncate to 50 bytes clips a's piece and drops b's, whose slice goes to the
+    // collector.
+    let cut = Op::Setattr {
+        ino: f,
+        attr: SetAttr {
+            size: Some(50),
+            handle: Some(1),
+            ..SetAttr::default()
+        },
+    };
+    c.call(cut).await.unwrap();
+    let layout = placed(c.call(Op::Layout { ino: f, handle: 1 }).await.unwrap());
+    assert_eq!(
+        (layout.size, layout.placed),
+        (50, vec![piece(a, 10_000, 0, 50)])
+    );
+    // After the grace: b (cut out) and the stray (named by nothing) are deleted, a is not.
+    let gone = |id: u64| {
+        let path = dir
+            .path()
+            .join(format!("objects/slices/{:x}/{id:016x}.0", id >> 10));
+        !path.exists()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(gone(b) && gone(stray)) {
+        assert!(
+            Instant::now() < deadline,
+            "the collector never deleted b and the stray"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!gone(a), "a slice a layout names is never deleted");
+
+    // Ids are never handed out again after a restart.
+    c.call(Op::Release { handle: 1 }).await.unwrap();
+    drop(c);
+    server.stop().unwrap();
+    let server = InProcess::start(config);
+    let c = server.client().await;
+    let third = ids(c.call(Op::AllocSlices { count: 1 }).await.unwrap());
+    assert!(third.start >= second.end, "{third:?} after {second:?}");
+    // The layout survived; the deleted file's slice goes after the grace.
+    c.call(open(f, 2, RW)).await.unwrap();
+    let layout = placed(c.call(Op::Layout { ino: f, handle: 2 }).await.unwrap());
+    assert_eq!(layout.placed, vec![piece(a, 10_000, 0, 50)]);
+    c.call(Op::Release { handle: 2 }).await.unwrap();
+    c.unlink(ROOT, "f").await.unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !gone(a) {
+        assert!(
+            Instant::now() < deadline,
+            "the collector never deleted the deleted file's slice"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    drop(c);
+    server.stop().unwrap();
+    let (code, out) = common::fsck(dir.path());
+    assert_eq!(code, 0, "{out}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_object_store_files_stay_within_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::config(dir.path());
+    config.keys.inline_data_max = 4096;
+    config.keys.object_store = Some("none".into());
+    let server = InProcess::start(config);
+    let c = server.client().await;
+    assert_eq!(
+        errno(c.call(Op::AllocSlices { count: 1 }).await),
+        Errno::EOPNOTSUPP
+    );
+    assert_eq!(c.statfs().await.unwrap().object_store, "");
+    let f = c.create(ROOT, "f", 0o644).await.unwrap().ino;
+    c.call(open(f, 1, RW)).await.unwrap();
+    assert_eq!(errno(c.call(write(f, 1, 4096, b"x")).await), Errno::EFBIG);
+    let grow = Op::Setattr {
+        ino: f,
+        attr: SetAttr {
+            size: Some(1 << 20),
+            handle: Some(1),
+            ..SetAttr::default()
+        },
+    };
+    assert_eq!(errno(c.call(grow).await), Errno::EFBIG);
+    drop(c);
+    server.stop().unwrap();
+}
