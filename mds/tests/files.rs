@@ -551,10 +551,8 @@ async fn slices_layouts_and_the_collector_through_the_real_server() {
     }
 
     // Objects the "mount" uploaded: three slices, one of which nothing will name.
-    let store = mds_objects::Store::open(&mds_objects::Address::Local(
-        dir.path().join("objects"),
-    ))
-    .unwrap();
+    let store =
+        mds_objects::Store::open(&mds_objects::Address::Local(dir.path().join("objects"))).unwrap();
     let (a, b, stray) = (first.start, first.start + 1, first.start + 2);
     for (id, len) in [(a, 10_000), (b, 3000), (stray, 100)] {
         store

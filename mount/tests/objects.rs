@@ -242,3 +242,86 @@ fn fsynced_files_survive_a_sigkill_of_the_server_mid_copy() {
         assert_clean_and_collected(&data);
     }
 }
+
+/// With Garage as the object store — three nodes, replication 3 — a copy through the mount
+/// goes on while one node is SIGKILLed, and every file reads back whole through a fresh
+/// mount; the collector deletes a deleted file's slices from Garage too.
+#[test]
+fn a_copy_onto_garage_survives_the_loss_of_one_node() {
+    let mut garage = mds_testkit::garage::Garage::start(3);
+    let address = format!(
+        "s3://{}/mds?endpoint={}&region={}",
+        garage.bucket(),
+        garage.endpoint(0),
+        garage.region()
+    );
+    let env = [
+        ("AWS_ACCESS_KEY_ID", garage.key_id().to_owned()),
+        ("AWS_SECRET_ACCESS_KEY", garage.secret().to_owned()),
+    ];
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let dir = tempfile::tempdir().unwrap();
+    let flags = [
+        "--inline-data-max",
+        CAP,
+        "--object-store",
+        address.as_str(),
+        "--object-grace",
+        "1s",
+    ];
+    let srv = mds_testkit::Server::start_env(
+        &mds_testkit::bin("mds"),
+        &dir.path().join("data"),
+        &flags,
+        &env,
+    );
+    let m = Mounted::with_env(&srv, &[], &env);
+    let files: Vec<(String, Vec<u8>)> = (0..8u8)
+        .map(|i| {
+            (
+                format!("f{i}"),
+                pattern((3 << 20) + usize::from(i) * 1000, i),
+            )
+        })
+        .collect();
+    for (i, (name, bytes)) in files.iter().enumerate() {
+        if i == 4 {
+            // Halfway: a node goes; a quorum of two is left.
+            garage.kill(2);
+        }
+        fs::write(m.path(name), bytes).unwrap();
+    }
+    assert!(m.unmount().success());
+    let again = Mounted::with_env(&srv, &[], &env);
+    for (name, bytes) in &files {
+        assert_eq!(&fs::read(again.path(name)).unwrap(), bytes, "{name}");
+    }
+    assert!(
+        !dir.path().join("data/objects").exists(),
+        "nothing went to the local default"
+    );
+    // Deleted: the collector deletes their slices from Garage (listed with the key).
+    let store = mds_objects::Store::open(
+        &mds_objects::Address::parse(&address)
+            .unwrap()
+            .with_credentials(mds_objects::Credentials {
+                key_id: garage.key_id().to_owned(),
+                secret: garage.secret().to_owned(),
+            }),
+    )
+    .unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let stored = || runtime.block_on(store.list()).unwrap().blocks.len();
+    assert!(stored() >= files.len(), "every file's slices are in Garage");
+    for (name, _) in &files {
+        fs::remove_file(again.path(name)).unwrap();
+    }
+    eventually(
+        "the collector empties Garage of the deleted files' slices",
+        || stored() == 0,
+    );
+    assert!(again.unmount().success());
+    assert!(srv.stop().success());
+    let (code, report) = mds_testkit::fsck(&mds_testkit::bin("mds"), &dir.path().join("data"));
+    assert_eq!(code, 0, "fsck: {report}");
+}

@@ -38,7 +38,20 @@ impl Server {
     /// server logged both its addresses: a cluster's server does so once they are bound,
     /// before its claim (wait for "mds serving" to know it serves).
     pub fn start_with(bin: &Path, extra: &[&str], data: &Path) -> Server {
+        Server::start_with_env(bin, extra, data, &[])
+    }
+
+    /// [`Server::start`] with `env` set in the server's environment (an object store's
+    /// credentials).
+    pub fn start_env(bin: &Path, data: &Path, extra: &[&str], env: &[(&str, &str)]) -> Server {
+        let mut args = vec!["--data", data.to_str().expect("a UTF-8 test path")];
+        args.extend_from_slice(extra);
+        Server::start_with_env(bin, &args, data, env)
+    }
+
+    fn start_with_env(bin: &Path, extra: &[&str], data: &Path, env: &[(&str, &str)]) -> Server {
         let mut cmd = Command::new(bin);
+        cmd.envs(env.iter().copied());
         cmd.arg("serve");
         if !extra.contains(&"--listen") {
             cmd.args(["--listen", "127.0.0.1:0"]);

@@ -31,6 +31,16 @@ impl Mounted {
 
     /// Mounts the server at `address` (HOST:PORT) in the foreground with `options`.
     pub fn address(address: &str, options: &[&str]) -> Mounted {
+        Mounted::address_env(address, options, &[])
+    }
+
+    /// [`Mounted::new`] with `env` in the mount's environment (an object store's
+    /// credentials).
+    pub fn with_env(server: &Server, options: &[&str], env: &[(&str, &str)]) -> Mounted {
+        Mounted::address_env(&server.addr.to_string(), options, env)
+    }
+
+    fn address_env(address: &str, options: &[&str], env: &[(&str, &str)]) -> Mounted {
         let dir = tempfile::tempdir().unwrap();
         let at = dir.path().join("mnt");
         fs::create_dir(&at).unwrap();
@@ -42,6 +52,7 @@ impl Mounted {
             .arg(&at)
             .arg("-f")
             .args(options)
+            .envs(env.iter().copied())
             .env("MDSMOUNT_LOG", "info")
             .stdin(Stdio::null())
             .stdout(Stdio::null())
