@@ -1,8 +1,9 @@
 //! File data past the server's inline cap, through the mount: kept in the object store (the
 //! local-directory default, `objects/` inside the server's store), read back through the
 //! mount that wrote it and through another; overwrites, appends, truncates and sparse files
-//! of 2 GiB; fsynced files surviving a SIGKILL of the server mid-copy; and the collector
-//! leaving only what a layout names once the grace has passed (`mds fsck` counts it).
+//! of 2 GiB; fsynced files surviving a SIGKILL of the server, then of the mount, mid-copy; the
+//! collector leaving only what a layout names once the grace has passed (`mds fsck` counts
+//! it); and Garage, three nodes, as the object store, losing one during a copy.
 
 mod common;
 
@@ -158,7 +159,7 @@ fn files_past_the_inline_cap_live_in_the_object_store_and_read_back_everywhere()
 }
 
 #[test]
-fn fsynced_files_survive_a_sigkill_of_the_server_mid_copy() {
+fn fsynced_files_survive_a_sigkill_of_the_server_and_of_the_mount_mid_copy() {
     for ack in ["commit", "early"] {
         let dir = tempfile::tempdir().unwrap();
         let listen = free_listen();
@@ -222,6 +223,33 @@ fn fsynced_files_survive_a_sigkill_of_the_server_mid_copy() {
             pattern(24 << 20, 9),
             "--ack {ack}"
         );
+
+        // The mount SIGKILLed mid-copy: what was fsynced is there through a new mount; what
+        // it uploaded and never placed is the collector's (checked by fsck at the end).
+        let mut doomed = std::process::Command::new("timeout")
+            .args(["-k", "5", "120", "dd", "bs=64k"])
+            .arg(format!("if={}", source.display()))
+            .arg(format!("of={}", m.path("doomed").display()))
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        eventually("the second copy is under way", || {
+            fs::metadata(m.path("doomed")).is_ok_and(|meta| meta.size() > 0)
+        });
+        let mut m = m;
+        let mut daemon = m.child.take().unwrap();
+        daemon.kill().unwrap();
+        daemon.wait().unwrap();
+        let _ = doomed.wait();
+        drop(m);
+        let m = Mounted::new(&second, &[]);
+        for (name, bytes) in &files {
+            assert_eq!(
+                &fs::read(m.path(name)).unwrap(),
+                bytes,
+                "{name} after the mount died"
+            );
+        }
 
         // An upload whose WRITE_SLICES never came (a mount killed between the two): an id
         // the server handed out (the mount asks for 256 at a time from 2), named by nothing.
