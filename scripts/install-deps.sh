@@ -10,6 +10,7 @@
 #   python3               dashboards/generate.py --check (and bench/chart.py, chart_compare.py)
 #   fuse3                 fusermount3, for the mount's tests (mount/tests/)
 #   fsmark, git           fs_mark with an fsync per file, and git clone onto a mount
+#   make                  a C program built on a mount (mount/tests/suites.rs; clang is its cc)
 #   libacl1-dev           what the pjdfstest crate links against
 #   acl                   setfacl and getfacl, for the ACL tests through the mount
 #   etcd-server           etcd 3.4, for the cluster tests (mds/tests/cluster.rs, cluster/tests/)
@@ -31,7 +32,7 @@ cd "$(dirname "$0")/.."
 
 pkgs=(clang libclang-dev curl protobuf-compiler libprotobuf-dev)
 if [ "${MDS_TEST_DEPS:-0}" = 1 ]; then
-  pkgs+=(prometheus python3 fuse3 fsmark git libacl1-dev acl etcd-server)
+  pkgs+=(prometheus python3 fuse3 fsmark git make libacl1-dev acl etcd-server)
 fi
 pkgs+=("$@")
 

@@ -14,7 +14,7 @@
 //! unflushed bytes pass [`FLUSH_AT`]: close-to-open, as NFS — what one mount wrote is seen by
 //! another that opens the file after the writer closed it.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -30,9 +30,13 @@ use crate::attr::{Fallible, errno};
 use crate::conn::Conn;
 use crate::mount::Mount;
 
-/// Unflushed bytes of one file past which a write uploads them before it returns: the most
-/// memory one file being written holds here, and the size of a sequential writer's slices.
+/// A file's writes past which they are sealed and uploaded while the writer goes on: the size
+/// of a sequential writer's slices.
 pub const FLUSH_AT: usize = 16 << 20;
+
+/// Sealed bytes of one file still uploading past which a writer waits for them: with
+/// [`FLUSH_AT`], the most memory one file being written holds here (~64 MiB).
+const MAX_SEALED: usize = 3 * FLUSH_AT;
 
 /// Slice ids asked for at once (ALLOC_SLICES, one commit each time).
 const IDS_AT_ONCE: u32 = 256;
@@ -109,32 +113,32 @@ pub struct FileData {
     flushing: Arc<tokio::sync::Mutex<()>>,
 }
 
-/// A file's writes not flushed yet, and what this mount knows of it.
-#[derive(Default)]
-struct Unflushed {
-    /// Written byte ranges by offset: none overlaps or touches another.
-    ranges: BTreeMap<u64, Vec<u8>>,
+/// Written byte ranges by offset: none overlaps or touches another.
+#[derive(Clone, Default)]
+struct Ranges {
+    map: BTreeMap<u64, Vec<u8>>,
     bytes: usize,
-    /// The file's size as this mount knows it: the server's when first seen, moved by this
-    /// mount's writes and truncates since.
-    size: u64,
-    /// Bumped by every change of `ranges`: a flush clears only what it uploaded.
-    generation: u64,
-    /// The handle (and credentials) of the last write: what WRITE_SLICES goes through.
-    writer: Option<(Handle, Cred)>,
-    /// The layout as the server last told it, until a change here or an open.
-    layout: Option<Arc<FileLayout>>,
 }
 
-impl Unflushed {
+impl Ranges {
+    fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    /// The end of the last range.
+    fn end(&self) -> u64 {
+        self.map
+            .iter()
+            .next_back()
+            .map_or(0, |(s, b)| s + b.len() as u64)
+    }
+
     /// `data` written at `off`: merged with the ranges it overlaps or touches. A write that
     /// continues the range before it (a sequential writer) extends it in place.
     fn write(&mut self, off: u64, data: &[u8]) {
         let end = off + data.len() as u64;
-        self.generation += 1;
-        self.size = self.size.max(end);
-        let none_inside = self.ranges.range(off + 1..=end).next().is_none();
-        if let Some((&start, buf)) = self.ranges.range_mut(..=off).next_back()
+        let none_inside = self.map.range(off + 1..=end).next().is_none();
+        if let Some((&start, buf)) = self.map.range_mut(..=off).next_back()
             && start + buf.len() as u64 >= off
             && none_inside
         {
@@ -147,7 +151,7 @@ impl Unflushed {
             return;
         }
         let touching: Vec<u64> = self
-            .ranges
+            .map
             .range(..=end)
             .filter(|(s, b)| **s + b.len() as u64 >= off)
             .map(|(s, _)| *s)
@@ -156,7 +160,7 @@ impl Unflushed {
         let mut merged_end = end;
         let mut pieces = Vec::with_capacity(touching.len());
         for s in touching {
-            let b = self.ranges.remove(&s).expect("just listed");
+            let b = self.map.remove(&s).expect("just listed");
             self.bytes -= b.len();
             merged_end = merged_end.max(s + b.len() as u64);
             pieces.push((s, b));
@@ -169,36 +173,29 @@ impl Unflushed {
         let at = usize::try_from(off - start).expect("fits");
         buf[at..at + data.len()].copy_from_slice(data);
         self.bytes += buf.len();
-        self.ranges.insert(start, buf);
+        self.map.insert(start, buf);
     }
 
-    /// The file cut (or grown) to `size`: ranges past it dropped, the one across it cut.
+    /// Ranges past `size` dropped, the one across it cut.
     fn truncate(&mut self, size: u64) {
-        self.generation += 1;
-        self.size = size;
-        let past: Vec<u64> = self.ranges.range(size..).map(|(s, _)| *s).collect();
+        let past: Vec<u64> = self.map.range(size..).map(|(s, _)| *s).collect();
         for s in past {
-            self.bytes -= self.ranges.remove(&s).expect("listed").len();
+            self.bytes -= self.map.remove(&s).expect("listed").len();
         }
-        if let Some((&start, buf)) = self.ranges.range_mut(..size).next_back() {
+        if let Some((&start, buf)) = self.map.range_mut(..size).next_back() {
             let keep = usize::try_from(size - start).unwrap_or(usize::MAX);
             if buf.len() > keep {
                 self.bytes -= buf.len() - keep;
                 buf.truncate(keep);
             }
         }
-        self.layout = None;
     }
 
-    /// Lays the unflushed bytes of `off..off + out.len()` over `out`.
+    /// Lays the bytes of `off..off + out.len()` it holds over `out`.
     fn overlay(&self, off: u64, out: &mut [u8]) {
         let end = off + out.len() as u64;
-        let first = self
-            .ranges
-            .range(..=off)
-            .next_back()
-            .map_or(off, |(s, _)| *s);
-        for (&s, b) in self.ranges.range(first..end) {
+        let first = self.map.range(..=off).next_back().map_or(off, |(s, _)| *s);
+        for (&s, b) in self.map.range(first..end) {
             let (from, to) = (s.max(off), (s + b.len() as u64).min(end));
             if from < to {
                 let src = usize::try_from(from - s).expect("fits");
@@ -207,6 +204,69 @@ impl Unflushed {
                 out[dst..dst + n].copy_from_slice(&b[src..src + n]);
             }
         }
+    }
+}
+
+/// A file's writes not placed yet, and what this mount knows of it.
+#[derive(Default)]
+struct Unflushed {
+    /// Writes since the last seal.
+    ranges: Ranges,
+    /// Batches sealed for upload, oldest first, each kept (for reads) until the server has
+    /// placed it: a writer goes on into `ranges` while they upload.
+    sealed: VecDeque<Arc<Ranges>>,
+    /// The file's size as this mount knows it: the server's when first seen, moved by this
+    /// mount's writes and truncates since.
+    size: u64,
+    /// The handle (and credentials) of the last write: what WRITE_SLICES goes through.
+    writer: Option<(Handle, Cred)>,
+    /// The layout as the server last told it, until a change here or an open.
+    layout: Option<Arc<FileLayout>>,
+    /// Batches placed so far: a layout asked for before a placement is not kept after it.
+    placements: u64,
+}
+
+impl Unflushed {
+    fn write(&mut self, off: u64, data: &[u8]) {
+        self.size = self.size.max(off + data.len() as u64);
+        self.ranges.write(off, data);
+    }
+
+    /// Whether anything written here is not placed yet.
+    fn unflushed(&self) -> bool {
+        !self.ranges.is_empty() || !self.sealed.is_empty()
+    }
+
+    /// The writes so far become a batch to upload.
+    fn seal(&mut self) {
+        if !self.ranges.is_empty() {
+            self.sealed
+                .push_back(Arc::new(std::mem::take(&mut self.ranges)));
+        }
+    }
+
+    fn sealed_bytes(&self) -> usize {
+        self.sealed.iter().map(|b| b.bytes).sum()
+    }
+
+    /// The file cut (or grown) to `size`: what lies past it dropped.
+    fn truncate(&mut self, size: u64) {
+        self.size = size;
+        self.ranges.truncate(size);
+        for batch in &mut self.sealed {
+            Arc::make_mut(batch).truncate(size);
+        }
+        self.sealed.retain(|b| !b.is_empty());
+        self.layout = None;
+    }
+
+    /// Lays what is not placed yet of `off..off + out.len()` over `out`: the sealed batches
+    /// in order, then the newest writes.
+    fn overlay(&self, off: u64, out: &mut [u8]) {
+        for batch in &self.sealed {
+            batch.overlay(off, out);
+        }
+        self.ranges.overlay(off, out);
     }
 }
 
@@ -276,7 +336,7 @@ impl Mount {
         match self.objects_file(ino) {
             Some(fd) => {
                 let s = fd.state.lock();
-                if s.ranges.is_empty() {
+                if !s.unflushed() {
                     server
                 } else {
                     server.max(s.size)
@@ -374,9 +434,11 @@ impl Mount {
     }
 
     /// A write(2) of `data` at `at` (`u64::MAX`: at the end) to the file in objects, or to
-    /// one that moves there now; uploads when the file's unflushed bytes pass [`FLUSH_AT`].
+    /// one that moves there now. When the file's writes pass [`FLUSH_AT`] they are sealed and
+    /// uploaded by a task of their own while the writer goes on — unless [`MAX_SEALED`] are
+    /// still uploading, when the writer waits for them (the memory one file holds here).
     pub async fn write_objects(
-        &self,
+        self: &Arc<Self>,
         cred: &Cred,
         handle: Handle,
         at: u64,
@@ -384,7 +446,7 @@ impl Mount {
     ) -> Fallible<()> {
         let ino = handle.ino();
         let fd = self.adopt(ino).await?;
-        let full = {
+        let backlog = {
             let mut s = fd.state.lock();
             let off = if at == u64::MAX { s.size } else { at };
             if off.saturating_add(data.len() as u64) > i64::MAX as u64 {
@@ -392,16 +454,28 @@ impl Mount {
             }
             s.write(off, data);
             s.writer = Some((handle, cred.clone()));
-            s.bytes >= FLUSH_AT
+            if s.ranges.bytes < FLUSH_AT {
+                return Ok(());
+            }
+            s.seal();
+            s.sealed_bytes()
         };
-        if full {
-            self.flush_objects(ino).await?;
+        if backlog > MAX_SEALED {
+            return self.flush_objects(ino).await;
         }
+        let mount = self.clone();
+        tokio::spawn(async move {
+            if let Err(e) = mount.flush_objects(ino).await {
+                // Kept, and tried again by the next flush, whose caller hears of it.
+                warn!(ino, error = ?e, "uploading a file's writes failed");
+            }
+        });
         Ok(())
     }
 
-    /// Uploads the unflushed writes of `ino` as new slices and has the server place them
-    /// (WRITE_SLICES, at most [`MAX_PLACED`] pieces each); nothing to do for a file with none.
+    /// Uploads the writes of `ino` not placed yet, batch by batch in order, each as new slices
+    /// the server places (WRITE_SLICES, at most [`MAX_PLACED`] pieces each); nothing to do
+    /// for a file with none. A batch that fails stays, first in line for the next flush.
     pub async fn flush_objects(&self, ino: u64) -> Fallible<()> {
         let Some(fd) = self.objects_file(ino) else {
             return Ok(());
@@ -412,17 +486,50 @@ impl Mount {
 
     /// [`Mount::flush_objects`], its flush lock held.
     async fn flush_locked(&self, ino: u64, fd: &FileData) -> Fallible<()> {
-        let objects = self.objects.as_ref().ok_or(Errno::EIO)?;
-        let (generation, ranges, size, writer) = {
-            let s = fd.state.lock();
-            if s.ranges.is_empty() {
-                return Ok(());
-            }
-            (s.generation, s.ranges.clone(), s.size, s.writer.clone())
+        let writer = {
+            let mut s = fd.state.lock();
+            s.seal();
+            s.writer.clone()
         };
         // A writer's handle released since: as the mount itself (its write was allowed).
         let writer = writer.filter(|(h, _)| self.files.lock().values().any(|f| f.handle == *h));
-        let ranges: Vec<(u64, Vec<u8>)> = ranges.into_iter().collect();
+        loop {
+            let (batch, size) = {
+                let s = fd.state.lock();
+                let Some(batch) = s.sealed.front().cloned() else {
+                    break;
+                };
+                // The last batch carries the size (a truncate past the end moved it); one
+                // before it no more than its own end, so that no size runs ahead of the bytes
+                // placed.
+                let size = if s.sealed.len() == 1 {
+                    s.size
+                } else {
+                    batch.end()
+                };
+                (batch, size)
+            };
+            self.upload(ino, writer.as_ref(), &batch, size).await?;
+            let mut s = fd.state.lock();
+            if s.sealed.front().is_some_and(|b| Arc::ptr_eq(b, &batch)) {
+                s.sealed.pop_front();
+            }
+            s.placements += 1;
+            s.layout = None;
+        }
+        Ok(())
+    }
+
+    /// One batch uploaded as slices and placed.
+    async fn upload(
+        &self,
+        ino: u64,
+        writer: Option<&(Handle, Cred)>,
+        batch: &Ranges,
+        size: u64,
+    ) -> Fallible<()> {
+        let objects = self.objects.as_ref().ok_or(Errno::EIO)?;
+        let ranges: Vec<(&u64, &Vec<u8>)> = batch.map.iter().collect();
         for group in ranges.chunks(MAX_PLACED) {
             let id = self.slice_id(ino).await?;
             let total: u64 = group.iter().map(|(_, b)| b.len() as u64).sum();
@@ -433,7 +540,7 @@ impl Mount {
                     slice: id,
                     slice_size: total,
                     slice_off: blob.len() as u64,
-                    file_off: *off,
+                    file_off: **off,
                     len: bytes.len() as u64,
                 });
                 blob.extend_from_slice(bytes);
@@ -446,14 +553,8 @@ impl Mount {
                     warn!(ino, slice = id, error = %e, "upload to the object store failed");
                     Errno::EIO
                 })?;
-            self.place(ino, writer.as_ref(), size, placed).await?;
+            self.place(ino, writer, size, placed).await?;
         }
-        let mut s = fd.state.lock();
-        if s.generation == generation {
-            s.ranges.clear();
-            s.bytes = 0;
-        }
-        s.layout = None;
         Ok(())
     }
 
@@ -526,26 +627,30 @@ impl Mount {
         let Some(fd) = self.objects_file(ino) else {
             return Ok(None);
         };
-        let cached = fd.state.lock().layout.clone();
+        // The batches not placed yet as the read begins: one placed while it asks LAYOUT may
+        // be in the answer or not, so its bytes are laid over whatever the layout says.
+        let (cached, before, placements) = {
+            let s = fd.state.lock();
+            (s.layout.clone(), s.sealed.clone(), s.placements)
+        };
         let layout = if let Some(layout) = cached {
             layout
         } else {
-            let generation = fd.state.lock().generation;
             let layout = Arc::new(self.layout_as(cred, ino, Some(handle)).await?);
+            // Kept only if nothing was placed meanwhile.
             let mut s = fd.state.lock();
-            if s.generation == generation {
+            if s.placements == placements {
                 s.layout = Some(layout.clone());
             }
             layout
         };
-        let (size_now, unflushed) = {
+        let size_now = {
             let s = fd.state.lock();
-            let known = if s.ranges.is_empty() {
-                layout.size
-            } else {
+            if s.unflushed() || !before.is_empty() {
                 layout.size.max(s.size)
-            };
-            (known, !s.ranges.is_empty())
+            } else {
+                layout.size
+            }
         };
         let end = offset.saturating_add(u64::from(size)).min(size_now);
         if end <= offset {
@@ -570,9 +675,10 @@ impl Mount {
             let dst = usize::try_from(at - offset).expect("fits");
             out[dst..dst + bytes.len()].copy_from_slice(&bytes);
         }
-        if unflushed {
-            fd.state.lock().overlay(offset, &mut out);
+        for batch in &before {
+            batch.overlay(offset, &mut out);
         }
+        fd.state.lock().overlay(offset, &mut out);
         Ok(Some(out))
     }
 
@@ -618,7 +724,7 @@ impl Mount {
         if let Some(fd) = self.objects_file(ino) {
             let mut s = fd.state.lock();
             s.layout = None;
-            if s.ranges.is_empty() {
+            if !s.unflushed() {
                 s.size = size;
             }
         }
@@ -640,7 +746,7 @@ impl Mount {
         let mut files = objects.files.lock();
         if !open
             && let Some(fd) = files.get(&ino)
-            && fd.state.lock().ranges.is_empty()
+            && !fd.state.lock().unflushed()
         {
             files.remove(&ino);
         }
@@ -684,22 +790,41 @@ mod tests {
         let mut u = Unflushed::default();
         u.write(0, &[1; 10]);
         u.write(10, &[2; 10]);
-        assert_eq!(u.ranges.len(), 1, "touching: one range");
+        assert_eq!(u.ranges.map.len(), 1, "touching: one range");
         u.write(30, &[3; 5]);
         u.write(5, &[4; 30]);
-        assert_eq!(u.ranges.len(), 1);
+        assert_eq!(u.ranges.map.len(), 1);
         let mut out = vec![9u8; 40];
         u.overlay(0, &mut out);
         assert_eq!(&out[..5], &[1; 5]);
         assert_eq!(&out[5..35], &[4; 30]);
         assert_eq!(&out[35..], &[9; 5], "not written: left as it was");
-        assert_eq!(u.bytes, 35);
+        assert_eq!(u.ranges.bytes, 35);
         assert_eq!(u.size, 35);
         u.truncate(20);
-        assert_eq!(u.bytes, 20);
+        assert_eq!(u.ranges.bytes, 20);
         assert_eq!(u.size, 20);
         u.write(100, &[5; 3]);
-        assert_eq!(u.ranges.len(), 2);
+        assert_eq!(u.ranges.map.len(), 2);
         assert_eq!(u.size, 103);
+    }
+
+    #[test]
+    fn sealed_batches_lie_under_newer_writes_and_a_truncate_cuts_them_all() {
+        let mut u = Unflushed::default();
+        u.write(0, &[1; 100]);
+        u.seal();
+        let uploading = u.sealed[0].clone(); // an upload holds the batch meanwhile
+        u.write(50, &[2; 100]);
+        assert!(u.unflushed());
+        let mut out = vec![0u8; 150];
+        u.overlay(0, &mut out);
+        assert_eq!((&out[..50], &out[50..]), (&[1; 50][..], &[2; 100][..]));
+        u.truncate(60);
+        assert_eq!((u.sealed[0].end(), u.ranges.end()), (60, 60));
+        assert_eq!(uploading.end(), 100, "the upload's copy is its own");
+        u.seal();
+        assert_eq!(u.sealed.len(), 2);
+        assert_eq!(u.sealed_bytes(), 70);
     }
 }

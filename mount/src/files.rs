@@ -191,7 +191,7 @@ impl Mount {
     /// writing back cached pages (`from_cache`); with `O_SYNC` or `O_DSYNC` durable before it
     /// returns.
     pub async fn write(
-        &self,
+        self: &Arc<Self>,
         caller: Caller,
         fh: u64,
         (offset, data): (u64, &[u8]),

@@ -4,7 +4,7 @@
 //! `/dev/fuse` while the server answers. Many processes thus keep many requests in flight on
 //! the mount's pipelined connection (one per shard in a cluster), and each reply is sent from whichever worker the
 //! server's answer reaches. `init` sets up the kernel side: readdirplus, parallel directory
-//! operations, writes of `MAX_IO`, and suid/sgid cleared by the server.
+//! operations, writes of up to 1 MiB, and suid/sgid cleared by the server.
 
 use std::ffi::OsStr;
 use std::os::unix::ffi::OsStrExt as _;
@@ -27,6 +27,11 @@ use crate::attr::{self, Fallible, file_attr, file_type};
 use crate::creds::Caller;
 use crate::mount::Mount;
 use crate::namespace::{STATFS_BLOCK, SetRequest};
+
+/// The largest WRITE the kernel sends: 1 MiB (FUSE_MAX_PAGES' 256 pages). A write to the server
+/// goes in pieces of `MAX_IO`; one to the object store is copied into the file's buffer in one
+/// piece, and per FUSE request the mount's cost is fixed (~16 requests a MiB at 64 KiB).
+const MAX_WRITE: u32 = 1 << 20;
 
 /// Background requests (readahead, releases) the kernel keeps in flight: its default of 12
 /// would leave a pipelined server idle.
@@ -161,7 +166,7 @@ impl Filesystem for MdsFs {
                 debug!(?missing, "the kernel does not offer this capability");
             }
         }
-        if let Err(nearest) = config.set_max_write(MAX_IO as u32) {
+        if let Err(nearest) = config.set_max_write(MAX_WRITE) {
             config.set_max_write(nearest).ok();
         }
         config.set_max_background(MAX_BACKGROUND).ok();

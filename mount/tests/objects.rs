@@ -353,3 +353,85 @@ fn a_copy_onto_garage_survives_the_loss_of_one_node() {
     let (code, report) = mds_testkit::fsck(&mds_testkit::bin("mds"), &dir.path().join("data"));
     assert_eq!(code, 0, "fsck: {report}");
 }
+
+/// Sequential write (then fsync) and read of `size` bytes at `path` in 1 MiB pieces, the
+/// kernel's caches dropped between the two: (write MiB/s, read MiB/s).
+fn sequential(path: &Path, size: usize) -> (f64, f64) {
+    use std::io::{Read, Write};
+    let piece = pattern(1 << 20, 5);
+    let mib = (size >> 20) as f64;
+    let started = Instant::now();
+    let mut f = File::create(path).unwrap();
+    for _ in 0..size >> 20 {
+        f.write_all(&piece).unwrap();
+    }
+    f.sync_all().unwrap();
+    drop(f);
+    let write = mib / started.elapsed().as_secs_f64();
+    fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
+    let started = Instant::now();
+    let mut f = File::open(path).unwrap();
+    let mut buf = vec![0u8; 1 << 20];
+    let mut read = 0;
+    loop {
+        let n = f.read(&mut buf).unwrap();
+        if n == 0 {
+            break;
+        }
+        read += n;
+    }
+    assert_eq!(read, size);
+    (write, mib / started.elapsed().as_secs_f64())
+}
+
+/// The figures of `bench/data-path.sh` (run there; ignored by the test command): 1 GiB
+/// written and read sequentially through the mount, against the same on the directory the
+/// local object store is in, with the local-directory store and with a one-node Garage, side
+/// by side in one run. Prints one line each and the ratios.
+#[test]
+#[ignore = "a benchmark: bench/data-path.sh runs it"]
+fn data_path_figures() {
+    let size: usize = std::env::var("DATA_PATH_MIB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1024)
+        << 20;
+    let dir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let (dw, dr) = sequential(&dir.path().join("direct"), size);
+    println!("backing directory: write {dw:.0} MiB/s, read {dr:.0} MiB/s");
+    let srv = server(dir.path(), &[]);
+    let m = Mounted::new(&srv, &[]);
+    let (lw, lr) = sequential(&m.path("seq"), size);
+    println!(
+        "mdsmount, local store: write {lw:.0} MiB/s ({:.2}x), read {lr:.0} MiB/s ({:.2}x)",
+        lw / dw,
+        lr / dr
+    );
+    drop(m);
+    drop(srv);
+    let garage = mds_testkit::garage::Garage::start(1);
+    let address = format!(
+        "s3://{}?endpoint={}&region={}",
+        garage.bucket(),
+        garage.endpoint(0),
+        garage.region()
+    );
+    let env = [
+        ("AWS_ACCESS_KEY_ID", garage.key_id()),
+        ("AWS_SECRET_ACCESS_KEY", garage.secret()),
+    ];
+    let gdir = tempfile::tempdir_in("/var/tmp").unwrap();
+    let srv = mds_testkit::Server::start_env(
+        &mds_testkit::bin("mds"),
+        &gdir.path().join("data"),
+        &["--object-store", &address],
+        &env,
+    );
+    let m = Mounted::with_env(&srv, &[], &env);
+    let (gw, gr) = sequential(&m.path("seq"), size);
+    println!(
+        "mdsmount, Garage (1 node): write {gw:.0} MiB/s ({:.2}x), read {gr:.0} MiB/s ({:.2}x)",
+        gw / dw,
+        gr / dr
+    );
+}
