@@ -264,6 +264,31 @@ impl Mount {
         Ok(())
     }
 
+    /// fallocate(2): mode 0 makes the file at least `end` bytes long (a hole: neither the
+    /// server nor an object store reserves space, so a later write may still find the store
+    /// full), `FALLOC_FL_KEEP_SIZE` changes nothing; the other modes (punching, zeroing,
+    /// collapsing, inserting ranges) are EOPNOTSUPP.
+    pub async fn fallocate(&self, caller: Caller, fh: u64, end: u64, mode: i32) -> Fallible<()> {
+        if mode & !libc::FALLOC_FL_KEEP_SIZE != 0 {
+            return Err(Errno::EOPNOTSUPP);
+        }
+        let file = self.file(fh)?;
+        if mode & libc::FALLOC_FL_KEEP_SIZE != 0 {
+            return Ok(());
+        }
+        let ino = file.handle.ino();
+        let now = self.getattr(caller, ino).await?;
+        if end <= self.size_seen(ino, now.size) {
+            return Ok(());
+        }
+        let grow = crate::namespace::SetRequest {
+            size: Some(end),
+            fh: Some(fh),
+            ..crate::namespace::SetRequest::default()
+        };
+        self.setattr(caller, ino, grow).await.map(drop)
+    }
+
     /// FLUSH (each close(2)): writes to a file in objects are uploaded and placed; a change of
     /// this file that a server restart lost is reported here.
     pub async fn flush(&self, fh: u64) -> Fallible<()> {

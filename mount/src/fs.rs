@@ -605,15 +605,22 @@ impl Filesystem for MdsFs {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
-        _offset: u64,
-        _length: u64,
-        _mode: i32,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
         reply: ReplyEmpty,
     ) {
-        reply.error(Errno::ENOSYS);
+        let caller = Caller::of(req);
+        self.spawn(move |m| async move {
+            empty(
+                reply,
+                m.fallocate(caller, fh.0, offset.saturating_add(length), mode)
+                    .await,
+            );
+        });
     }
 
     fn lseek(

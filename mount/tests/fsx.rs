@@ -29,7 +29,8 @@
 //!
 //! e.g. `FSX_SEED=7 FSX_SEEDS=50 FSX_OPS=20000 cargo test --release --workspace --test fsx`.
 //! Left out: fsx's fallocate modes (punch hole, zero, collapse and insert range) and
-//! clone/dedupe ranges — the mount answers fallocate ENOSYS, so the kernel EOPNOTSUPP.
+//! clone/dedupe ranges — the mount answers them EOPNOTSUPP (mode 0 is a size change, which
+//! the truncates cover).
 //! Run after `cargo build --release --workspace`; needs root (or `fusermount3`) and /dev/fuse.
 
 mod common;

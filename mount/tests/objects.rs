@@ -145,6 +145,26 @@ fn files_past_the_inline_cap_live_in_the_object_store_and_read_back_everywhere()
 
     assert_eq!(fs::read(b.path("small")).unwrap(), pattern(1000, 1));
 
+    // fallocate: mode 0 grows the file (a hole), KEEP_SIZE leaves it, punching is refused.
+    let pre = File::create(a.path("pre")).unwrap();
+    let fd = std::os::fd::AsRawFd::as_raw_fd(&pre);
+    // SAFETY: a descriptor this test holds open; plain integers otherwise.
+    let rc = unsafe { libc::fallocate(fd, 0, 0, 5 << 20) };
+    assert_eq!(rc, 0, "fallocate: {}", std::io::Error::last_os_error());
+    assert_eq!(pre.metadata().unwrap().len(), 5 << 20);
+    // SAFETY: as above.
+    let rc = unsafe { libc::fallocate(fd, libc::FALLOC_FL_KEEP_SIZE, 0, 8 << 20) };
+    assert_eq!(rc, 0, "KEEP_SIZE: {}", std::io::Error::last_os_error());
+    assert_eq!(pre.metadata().unwrap().len(), 5 << 20);
+    let punch = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    // SAFETY: as above.
+    let rc = unsafe { libc::fallocate(fd, punch, 0, 4096) };
+    assert_eq!((rc, common::errno()), (-1, libc::EOPNOTSUPP));
+    drop(pre);
+    let zeros = fs::read(b.path("pre")).unwrap();
+    assert!(zeros.len() == 5 << 20 && zeros.iter().all(|&x| x == 0));
+    fs::remove_file(a.path("pre")).unwrap();
+
     // Deleted, then collected after the grace: nothing left in the store.
     for name in ["big", "grows", "cut", "sparse"] {
         fs::remove_file(a.path(name)).unwrap();
