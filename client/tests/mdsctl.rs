@@ -819,6 +819,53 @@ fn write_copies_stdin_into_a_file_and_cat_prints_it_back() {
     assert_eq!(shown["path"], "/d/f");
     assert_eq!(shown["size"], 13);
     assert_eq!(shown["data_hex"], "7368585974206d6f726500005a");
+    assert_eq!(
+        ok(ctl(&server, &["layout", "/d/f"])),
+        "/d/f: 13 bytes, on the server\n"
+    );
+
+    // A file in the object store, its piece placed as a mount places one: `layout` shows it,
+    // `cat` (which reads through the server) says where the data is not.
+    let slice = tokio::runtime::Runtime::new().unwrap().block_on(async {
+        use mds_client::proto::{Body, Op, Placed};
+        let c = mds_client::Client::connect(server.addr).await.unwrap();
+        let d = c.lookup(mds_client::ROOT, "d").await.unwrap().ino;
+        let ino = c.create(d, "o", 0o644).await.unwrap().ino;
+        let Body::Slices { first, .. } = c.call(Op::AllocSlices { count: 1 }).await.unwrap() else {
+            panic!("ALLOC_SLICES answers ids")
+        };
+        let piece = Placed {
+            slice: first,
+            slice_size: 10,
+            slice_off: 0,
+            file_off: 5,
+            len: 10,
+        };
+        let op = Op::WriteSlices {
+            ino,
+            handle: 0,
+            size: 0,
+            placed: vec![piece],
+        };
+        c.call(op).await.unwrap();
+        first
+    });
+    assert_eq!(
+        ok(ctl(&server, &["layout", "/d/o"])),
+        format!(
+            "/d/o: 15 bytes, on the object store\n  5..15  slice {slice:016x} bytes 0..10 of 10\n"
+        )
+    );
+    let shown = json(&server, &["layout", "/d/o"]);
+    assert_eq!(
+        (
+            shown["objects"].clone(),
+            shown["placed"][0]["file_off"].clone()
+        ),
+        (true.into(), 5.into())
+    );
+    fails_with(ctl(&server, &["cat", "/d/o"]), "EMEDIUMTYPE");
+    ok(ctl(&server, &["rm", "/d/o"]));
 
     // The server's figures: the bytes its files hold, and no handle left open by mdsctl.
     let status = json(&server, &["status"]);

@@ -336,10 +336,10 @@ impl Mount {
         match self.objects_file(ino) {
             Some(fd) => {
                 let s = fd.state.lock();
-                if !s.unflushed() {
-                    server
-                } else {
+                if s.unflushed() {
                     server.max(s.size)
+                } else {
+                    server
                 }
             }
             None => server,

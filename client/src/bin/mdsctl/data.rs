@@ -1,10 +1,11 @@
 //! mdsctl's commands on a regular file's data, through a handle and in pieces of at most
-//! `MAX_IO` bytes: `write` copies stdin into a file, `cat` prints one's bytes to stdout.
+//! `MAX_IO` bytes: `write` copies stdin into a file, `cat` prints one's bytes to stdout;
+//! `layout` says where a file's data is (the server, or the object store's slices).
 
 use std::io::Write as _;
 
 use clap::Subcommand;
-use mds_client::proto::{Attr, Errno, MAX_IO, OpenFlags};
+use mds_client::proto::{Attr, Body, Errno, MAX_IO, Op, OpenFlags};
 use mds_client::units::parse_bytes;
 use mds_client::{Handle, Router};
 use serde_json::json;
@@ -33,10 +34,18 @@ pub(crate) enum DataCommand {
         offset: Option<u64>,
         path: String,
     },
-    /// Print a regular file's bytes to stdout, as they are.
+    /// Print a regular file's bytes to stdout, as they are (a file on the server: one whose
+    /// data is in the object store is read through a mount).
     ///
     /// With -o json: {"path", "size", "data" (UTF-8, lossy), "data_hex"}.
     Cat { path: String },
+    /// Print where a regular file's data is: on the server, or in the object store as its
+    /// layout says — one line per piece, oldest first (a later one wins where they overlap):
+    /// the file's byte range, the slice (hex) and the range in it.
+    ///
+    /// With -o json: {"path", "size", "objects", "placed": [{"slice", "slice_size",
+    /// "slice_off", "file_off", "len"}]}.
+    Layout { path: String },
 }
 
 /// One command on a file's data, its output on stdout (the bytes, or with `json` one
@@ -54,6 +63,7 @@ pub(crate) async fn execute(
             path,
         } => write(client, json, &path, mode, append, offset).await,
         DataCommand::Cat { path } => cat(client, json, &path).await,
+        DataCommand::Layout { path } => layout(client, json, &path).await,
     }
 }
 
@@ -164,6 +174,54 @@ fn stdin_pieces() -> tokio::sync::mpsc::Receiver<std::io::Result<Vec<u8>>> {
         }
     });
     rx
+}
+
+/// `layout`: LAYOUT of the file, without a handle (the caller's read permission is checked).
+async fn layout(client: &Router, json: bool, path: &str) -> Result<(), Failure> {
+    let ino = client.resolve(path).await.map_err(at(path))?.ino;
+    let body = client
+        .call(Op::Layout { ino, handle: 0 })
+        .await
+        .map_err(at(path))?;
+    let Body::Layout(layout) = body else {
+        return Err(Failure::Client(
+            path.to_owned(),
+            mds_client::ClientError::Errno(Errno::EPROTO),
+        ));
+    };
+    if json {
+        let placed: Vec<_> = layout
+            .placed
+            .iter()
+            .map(|p| {
+                json!({"slice": p.slice, "slice_size": p.slice_size, "slice_off": p.slice_off,
+                       "file_off": p.file_off, "len": p.len})
+            })
+            .collect();
+        print_json(
+            &json!({"path": path, "size": layout.size, "objects": layout.objects,
+                           "placed": placed}),
+        );
+        return Ok(());
+    }
+    let place = if layout.objects {
+        "the object store"
+    } else {
+        "the server"
+    };
+    println!("{path}: {} bytes, on {place}", layout.size);
+    for p in &layout.placed {
+        println!(
+            "  {}..{}  slice {:016x} bytes {}..{} of {}",
+            p.file_off,
+            p.file_end(),
+            p.slice,
+            p.slice_off,
+            p.slice_off + p.len,
+            p.slice_size
+        );
+    }
+    Ok(())
 }
 
 /// `cat`: the file's bytes on stdout, each piece as it comes (or one JSON document).
