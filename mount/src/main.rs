@@ -22,6 +22,7 @@ mod files;
 mod fs;
 mod mount;
 mod namespace;
+mod objects;
 mod open;
 mod options;
 mod shards;
@@ -133,7 +134,7 @@ fn run(settings: &Settings, options: ConnectOptions, ready: &Ready) -> anyhow::R
         entry: settings.entry_timeout,
     };
     let own = shards.any().session().cred().clone();
-    let objects = runtime.block_on(data::Objects::of_server(&shards.any(), &own));
+    let objects = runtime.block_on(objects::Objects::of_server(&shards.any(), &own));
     let mount = Arc::new(Mount::new(
         shards,
         timeouts,

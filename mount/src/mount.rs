@@ -16,8 +16,8 @@ use tracing::warn;
 use crate::attr::{Fallible, errno};
 use crate::conn::Conn;
 use crate::creds::{Caller, Groups};
-use crate::data::Objects;
 use crate::durability::{Durability, touched_by};
+use crate::objects::Objects;
 use crate::open::{OpenDir, OpenFile, RecentDirs};
 use crate::shards::Shards;
 

@@ -20,7 +20,8 @@ use std::sync::atomic::Ordering;
 use journal::{DATA_BLOCK, JournalOp};
 use mds_proto::{Body, Data, Errno, MAX_IO};
 
-use super::{Cx, OpResult, RESEND_OPS, Resize, inode_mut, mutation, now, see_inode, touch_atime};
+use super::objects::Resize;
+use super::{Cx, OpResult, RESEND_OPS, inode_mut, mutation, now, regular, see_inode, touch_atime};
 use crate::namespace::handles::OpenHandle;
 use crate::namespace::node::{FileKind, Node};
 use crate::namespace::perm;
@@ -31,15 +32,6 @@ const BLOCK: u64 = DATA_BLOCK as u64;
 /// Blocks a file of `size` bytes spans.
 fn blocks(size: u64) -> u32 {
     u32::try_from(size.div_ceil(BLOCK)).unwrap_or(u32::MAX)
-}
-
-/// READ and WRITE are of regular files: EISDIR for a directory, EINVAL for anything else.
-pub(super) fn regular(node: &Node) -> Result<(), Errno> {
-    match node.attr.kind {
-        FileKind::File => Ok(()),
-        FileKind::Directory => Err(Errno::EISDIR),
-        _ => Err(Errno::EINVAL),
-    }
 }
 
 impl Namespace {

@@ -69,7 +69,6 @@ mod rename;
 mod xattr;
 
 pub(super) use super::op_lists::RESEND_OPS;
-use objects::Resize;
 
 /// READDIR stops adding entries past this many bytes, so a page always fits a frame.
 const READDIR_BUDGET: usize = MAX_FRAME / 2;
@@ -123,6 +122,16 @@ fn inode<'a>(cx: &mut Cx<'_>, l: &'a Locked<'_>, ino: u64) -> Result<&'a Node, E
         cx.see(&removal);
         Errno::ESTALE
     })
+}
+
+/// READ, WRITE and the data tier's requests are of regular files: EISDIR for a directory,
+/// EINVAL for anything else.
+fn regular(node: &Node) -> Result<(), Errno> {
+    match node.attr.kind {
+        FileKind::File => Ok(()),
+        FileKind::Directory => Err(Errno::EISDIR),
+        _ => Err(Errno::EINVAL),
+    }
 }
 
 #[inline]
@@ -688,14 +697,14 @@ impl Namespace {
         let cred = cx.caller.cred;
         perm::may_setattr(cred, &node.attr, node.access_acl(), &set)?;
         let mode = perm::mode_after_setattr(cred, &node.attr, &set);
-        let partial = match set.size {
-            Some(size) => self.prepare_resize(node, size)?,
-            None => Resize::Inline(None),
-        };
+        let partial = set
+            .size
+            .map(|size| self.prepare_resize(node, size))
+            .transpose()?;
         let transno = self.next_transno()?;
         node.stamp = cx.stamp(node.stamp, transno);
         let mut ops = self.journal_ops([]);
-        if let Some(size) = set.size {
+        if let (Some(size), Some(partial)) = (set.size, partial) {
             // Truncating changes the file's data, as a write does, even to the same size.
             self.apply_resize(node, size, partial, transno, &mut ops);
             node.attr.mtime_ns = now;

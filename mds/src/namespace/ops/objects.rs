@@ -205,7 +205,7 @@ impl Namespace {
         let mut l = self.table.lock(&[ino]);
         let node = inode_mut(cx, &mut l, ino)?;
         see_inode(cx, node);
-        super::data::regular(node)?;
+        super::regular(node)?;
         if handle == 0 && !cx.caller.replay {
             perm::check(cx.caller.cred, &node.attr, node.access_acl(), WRITE)?;
         }
@@ -259,7 +259,7 @@ impl Namespace {
         let l = self.table.lock(&[ino]);
         let node = super::inode(cx, &l, ino)?;
         see_inode(cx, node);
-        super::data::regular(node)?;
+        super::regular(node)?;
         if handle == 0 {
             perm::check(cx.caller.cred, &node.attr, node.access_acl(), READ)?;
         }
