@@ -800,15 +800,7 @@ impl<'a> Fsx<'a> {
                 drop(self.mount.take());
                 drop(self.direct.take());
                 self.served.as_mut().unwrap().restart();
-                let open = |path: &Path| OpenOptions::new().read(true).write(true).open(path);
-                self.mount = Some(
-                    open(&self.mount_path)
-                        .map_err(|e| self.fail(&format!("reopening on the mount: {e}")))?,
-                );
-                self.direct = Some(
-                    open_direct(&self.mount_path)
-                        .map_err(|e| self.fail(&format!("reopening O_DIRECT: {e}")))?,
-                );
+                self.open_on_the_mount()?;
             }
             Op::Fsync => {
                 let all = self.rng.one_in(2);
@@ -831,16 +823,12 @@ impl<'a> Fsx<'a> {
                 if op == Op::Switch {
                     std::mem::swap(&mut self.mount_path, &mut self.elsewhere);
                 }
-                let open = |path: &Path| OpenOptions::new().read(true).write(true).open(path);
-                self.model = Some(open(&self.model_path).expect("reopening the model"));
-                self.mount = Some(
-                    open(&self.mount_path)
-                        .map_err(|e| self.fail(&format!("reopening on the mount: {e}")))?,
-                );
-                self.direct = Some(
-                    open_direct(&self.mount_path)
-                        .map_err(|e| self.fail(&format!("reopening O_DIRECT: {e}")))?,
-                );
+                let model = OpenOptions::new()
+                    .read(true)
+                    .write(true)
+                    .open(&self.model_path);
+                self.model = Some(model.expect("reopening the model"));
+                self.open_on_the_mount()?;
             }
             Op::Stat => {
                 let (mount, model) = self.files();
@@ -917,6 +905,18 @@ impl<'a> Fsx<'a> {
 
     /// The failure of the last operation in `history`: what went wrong, the tail, and the
     /// replay line.
+    /// The file opened again on the mount, read-write and `O_DIRECT`.
+    fn open_on_the_mount(&mut self) -> Result<(), Failure> {
+        let open = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&self.mount_path);
+        self.mount = Some(open.map_err(|e| self.fail(&format!("reopening on the mount: {e}")))?);
+        let direct = open_direct(&self.mount_path);
+        self.direct = Some(direct.map_err(|e| self.fail(&format!("reopening O_DIRECT: {e}")))?);
+        Ok(())
+    }
+
     fn fail(&self, what: &str) -> Failure {
         let index = self.history.len() - 1;
         let tail: Vec<String> = (self.history.iter().enumerate())

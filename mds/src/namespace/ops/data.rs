@@ -190,6 +190,20 @@ impl Namespace {
             self.hold_block(node, block, bytes.into(), transno);
         }
         self.pending_data.lock().push_back((transno, ino));
+        Ok(self.written(cx, node, end, (now_at, transno), ops))
+    }
+
+    /// A write's change to its file, in `transno` at `now_at`, its data ops in `ops`: the size
+    /// at least `end`, set-ID bits dropped as Linux drops them, mtime and ctime; the inode
+    /// journaled with them and answered.
+    pub(super) fn written(
+        &self,
+        cx: &mut Cx<'_>,
+        node: &mut Node,
+        end: u64,
+        (now_at, transno): (i64, u64),
+        mut ops: Vec<JournalOp>,
+    ) -> crate::namespace::Exec {
         let attr = &mut node.attr;
         if end > attr.size {
             self.file_bytes
@@ -202,7 +216,7 @@ impl Namespace {
         attr.transno = transno;
         node.stamp = cx.stamp(node.stamp, transno);
         ops.push(JournalOp::PutInode(node.attr.image()));
-        Ok(mutation(transno, ops, Body::Attr(to_attr(&node.attr))))
+        mutation(transno, ops, Body::Attr(to_attr(&node.attr)))
     }
 
     /// Keeps a block written in `transno` where readers find it until that is durable.

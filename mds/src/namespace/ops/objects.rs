@@ -15,7 +15,6 @@
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use journal::JournalOp;
 use mds_proto::{Body, Errno, FileLayout, MAX_PLACED, MAX_SLICE_IDS, Placed};
@@ -23,7 +22,7 @@ use mds_proto::{Body, Errno, FileLayout, MAX_PLACED, MAX_SLICE_IDS, Placed};
 use super::{Cx, OpResult, inode_mut, mutation, now, see_inode};
 use crate::namespace::node::{FileKind, Node};
 use crate::namespace::perm::{self, READ, WRITE};
-use crate::namespace::{Namespace, now_ns, to_attr, unix_now};
+use crate::namespace::{Namespace, now_ns, unix_now};
 
 /// Most pieces one file's layout holds: a layout is one value in the store, rewritten by each
 /// WRITE_SLICES. Pieces wholly covered by a newer one are dropped as they come, so only a
@@ -230,19 +229,7 @@ impl Namespace {
             placed: layout.clone(),
         });
         self.hold_layout(node, Arc::new(layout), transno);
-        let attr = &mut node.attr;
-        if end > attr.size {
-            self.file_bytes
-                .fetch_add(end - attr.size, Ordering::Relaxed);
-            attr.size = end;
-        }
-        attr.mode = perm::mode_after_write(cx.caller.cred, attr);
-        attr.mtime_ns = now_at;
-        attr.ctime_ns = now_at;
-        attr.transno = transno;
-        node.stamp = cx.stamp(node.stamp, transno);
-        ops.push(JournalOp::PutInode(node.attr.image()));
-        Ok(mutation(transno, ops, Body::Attr(to_attr(&node.attr))))
+        Ok(self.written(cx, node, end, (now_at, transno), ops))
     }
 
     /// LAYOUT: where the file's bytes are, through a handle open to read (or, without one,
