@@ -24,7 +24,7 @@ use tracing::{info, warn};
 
 use crate::attr::{Fallible, errno};
 use crate::mount::Mount;
-use crate::objects::{FLUSH_AT, FileData, IDS_AT_ONCE, MAX_SEALED, Ranges, sources};
+use crate::objects::{FLUSH_AT, FileData, IDS_AT_ONCE, MAX_SEALED, Ranges, seek_in, sources};
 
 impl Mount {
     fn objects_file(&self, ino: u64) -> Option<Arc<FileData>> {
@@ -400,6 +400,37 @@ impl Mount {
         }
         fd.state.lock().overlay(offset, &mut out);
         Ok(Some(out))
+    }
+
+    /// lseek(2)'s SEEK_DATA and SEEK_HOLE (the kernel sends no other whence): the first byte
+    /// of data, or of a hole, at or after `offset`, from the file's layout and what this mount
+    /// has not placed yet — the end of the file is a hole; ENXIO past it. A file on the server
+    /// is data from end to end (its holes are blocks, which nothing reports). Asked as the
+    /// mount itself: a seek reads no data, and a descriptor open only to write may seek.
+    pub async fn seek_data(&self, fh: u64, offset: i64, whence: i32) -> Fallible<i64> {
+        let data = match whence {
+            libc::SEEK_DATA => true,
+            libc::SEEK_HOLE => false,
+            _ => return Err(Errno::EINVAL),
+        };
+        let offset = u64::try_from(offset).map_err(|_| Errno::EINVAL)?;
+        let ino = self.files.lock().get(&fh).ok_or(Errno::EBADF)?.handle.ino();
+        let own = self.own_cred().clone();
+        let layout = self.layout_as(&own, ino, None).await?;
+        let size = self.size_seen(ino, layout.size);
+        if offset >= size {
+            return Err(Errno::ENXIO);
+        }
+        let mut extents: Vec<(u64, u64)> = if layout.objects {
+            layout.placed.iter().map(|p| (p.file_off, p.file_end())).collect()
+        } else {
+            vec![(0, size)]
+        };
+        if let Some(fd) = self.objects_file(ino) {
+            extents.extend(fd.state.lock().extents());
+        }
+        let found = seek_in(&mut extents, offset, size, data);
+        found.map(|at| i64::try_from(at).unwrap_or(i64::MAX)).ok_or(Errno::ENXIO)
     }
 
     /// A READ or WRITE the server refused with EMEDIUMTYPE: the file is in objects (another

@@ -627,12 +627,17 @@ impl Filesystem for MdsFs {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
-        _offset: i64,
-        _whence: i32,
+        fh: FileHandle,
+        offset: i64,
+        whence: i32,
         reply: ReplyLseek,
     ) {
-        reply.error(Errno::ENOSYS);
+        self.spawn(move |m| async move {
+            match m.seek_data(fh.0, offset, whence).await {
+                Ok(at) => reply.offset(at),
+                Err(e) => reply.error(e),
+            }
+        });
     }
 
     fn copy_file_range(

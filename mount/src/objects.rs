@@ -247,6 +247,16 @@ impl Unflushed {
         self.layout = None;
     }
 
+    /// The byte ranges written here and not placed yet, as (start, end).
+    pub fn extents(&self) -> Vec<(u64, u64)> {
+        self.sealed
+            .iter()
+            .map(AsRef::as_ref)
+            .chain(std::iter::once(&self.ranges))
+            .flat_map(|r| r.map.iter().map(|(s, b)| (*s, s + b.len() as u64)))
+            .collect()
+    }
+
     /// Lays what is not placed yet of `off..off + out.len()` over `out`: the sealed batches
     /// in order, then the newest writes.
     pub fn overlay(&self, off: u64, out: &mut [u8]) {
@@ -254,6 +264,34 @@ impl Unflushed {
             batch.overlay(off, out);
         }
         self.ranges.overlay(off, out);
+    }
+}
+
+/// SEEK_DATA (`data`) or SEEK_HOLE from `offset` (below `size`) over the data `extents`
+/// (start, end; in any order, overlapping or not): the first byte at or after `offset` that is
+/// data, or that is not (`size` at the latest: the end is a hole); None for no data there.
+pub fn seek_in(extents: &mut [(u64, u64)], offset: u64, size: u64, data: bool) -> Option<u64> {
+    extents.sort_unstable();
+    // Merged, in order, cut at the size.
+    let mut merged: Vec<(u64, u64)> = Vec::with_capacity(extents.len());
+    for &(s, e) in extents.iter() {
+        let e = e.min(size);
+        if s >= e {
+            continue;
+        }
+        match merged.last_mut() {
+            Some(last) if s <= last.1 => last.1 = last.1.max(e),
+            _ => merged.push((s, e)),
+        }
+    }
+    if data {
+        merged
+            .iter()
+            .find(|&&(_, e)| e > offset)
+            .map(|&(s, _)| s.max(offset))
+    } else {
+        let within = merged.iter().find(|&&(s, e)| s <= offset && offset < e);
+        Some(within.map_or(offset, |&(_, e)| e))
     }
 }
 
@@ -347,6 +385,20 @@ mod tests {
         u.write(100, &[5; 3]);
         assert_eq!(u.ranges.map.len(), 2);
         assert_eq!(u.size, 103);
+    }
+
+    #[test]
+    fn seek_data_and_seek_hole_find_the_next_extent_or_gap() {
+        let mut e = vec![(100, 200), (0, 10), (150, 300), (500, 600)];
+        assert_eq!(seek_in(&mut e.clone(), 0, 1000, true), Some(0));
+        assert_eq!(seek_in(&mut e.clone(), 10, 1000, true), Some(100));
+        assert_eq!(seek_in(&mut e.clone(), 250, 1000, true), Some(250));
+        assert_eq!(seek_in(&mut e.clone(), 300, 1000, true), Some(500));
+        assert_eq!(seek_in(&mut e.clone(), 600, 1000, true), None, "no data after");
+        assert_eq!(seek_in(&mut e.clone(), 0, 1000, false), Some(10));
+        assert_eq!(seek_in(&mut e.clone(), 120, 1000, false), Some(300), "merged");
+        assert_eq!(seek_in(&mut e.clone(), 400, 1000, false), Some(400));
+        assert_eq!(seek_in(&mut e, 550, 560, false), Some(560), "the end is a hole");
     }
 
     #[test]

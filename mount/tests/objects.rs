@@ -141,7 +141,23 @@ fn files_past_the_inline_cap_live_in_the_object_store_and_read_back_everywhere()
     assert_eq!(&buf[4096..4099], b"mid");
     back.read_exact_at(&mut buf, (2 << 30) - 8192).unwrap();
     assert!(buf.iter().all(|&x| x == 0));
+    // SEEK_DATA and SEEK_HOLE from the layout: the three bytes are the only data.
+    let seek = |offset: i64, whence: i32| {
+        // SAFETY: a descriptor this test holds open.
+        let at = unsafe { libc::lseek(std::os::fd::AsRawFd::as_raw_fd(&back), offset, whence) };
+        if at < 0 { Err(common::errno()) } else { Ok(at) }
+    };
+    assert_eq!(seek(0, libc::SEEK_DATA), Ok(1 << 30));
+    assert_eq!(seek(0, libc::SEEK_HOLE), Ok(0));
+    assert_eq!(seek(1 << 30, libc::SEEK_HOLE), Ok((1 << 30) + 3));
+    assert_eq!(seek((1 << 30) + 3, libc::SEEK_DATA), Err(libc::ENXIO));
+    assert_eq!(seek(2 << 30, libc::SEEK_HOLE), Err(libc::ENXIO), "at the end");
     drop(back);
+    // A file on the server is data from end to end.
+    let small = File::open(b.path("small")).unwrap();
+    // SAFETY: as above.
+    let hole = unsafe { libc::lseek(std::os::fd::AsRawFd::as_raw_fd(&small), 0, libc::SEEK_HOLE) };
+    assert_eq!(hole, 1000);
 
     assert_eq!(fs::read(b.path("small")).unwrap(), pattern(1000, 1));
 
