@@ -207,8 +207,9 @@ pub struct Config {
     /// directly: `file:///DIR` or an absolute path (a directory on this host, which mounts on
     /// other hosts cannot reach), or `s3://BUCKET[/PREFIX]?endpoint=URL&region=R` (credentials
     /// from AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, for the server's collector and each
-    /// mount alike). Default: the directory `objects` inside `--data`. `none`: no object
-    /// store (a write past the cap is EFBIG).
+    /// mount alike). Default: the directory `objects` inside `--data` (in a cluster, inside
+    /// the cluster's data root: one store for every shard, which a cluster on several hosts
+    /// must give as an S3 address). `none`: no object store (a write past the cap is EFBIG).
     #[arg(long)]
     pub object_store: Option<String>,
     /// How long an object nothing names is left in the object store before the collector

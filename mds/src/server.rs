@@ -151,7 +151,7 @@ pub fn serve_warm(
     let store = store_of(&config, shard.as_ref());
     let (journal, mut recovered) =
         open_journal(&config, &store, shard.as_ref().map(|s| &s.identity))?;
-    let objects = open_object_store(&config, &store)?;
+    let objects = open_object_store(&config, &store, shard.is_some())?;
     let namespace = load_namespace(&config, &journal, &recovered, warm, objects.is_some())?;
     let addr = listeners.client_addr();
     let progress = Arc::new(Notify::new());
@@ -339,16 +339,23 @@ fn namespace_to_serve(
     }
 }
 
-/// The object store file data past the inline cap goes to (`--object-store`; by default the
-/// directory `objects` inside the store's), opened; None for `none`.
+/// The object store file data past the inline cap goes to (`--object-store`), opened; None for
+/// `none`. By default a directory of this host: `objects` inside the store's, or in a cluster
+/// inside the cluster's data root, beside the shards' stores — one store for every shard,
+/// since a mount names one object store for the whole namespace.
 fn open_object_store(
     config: &ServerConfig,
     store: &std::path::Path,
+    in_cluster: bool,
 ) -> Result<Option<mds_objects::Store>> {
     let address = match config.keys.object_store.as_deref() {
         Some("none") => return Ok(None),
         Some(text) => mds_objects::Address::parse(text)
             .map_err(|e| Error::Invalid(format!("--object-store: {e}")))?,
+        None if in_cluster => {
+            let root = store.parent().unwrap_or(store);
+            mds_objects::Address::Local(root.join("objects"))
+        }
         None => mds_objects::Address::Local(store.join("objects")),
     };
     let opened = mds_objects::Store::open(&address)
