@@ -422,7 +422,11 @@ impl Mount {
             return Err(Errno::ENXIO);
         }
         let mut extents: Vec<(u64, u64)> = if layout.objects {
-            layout.placed.iter().map(|p| (p.file_off, p.file_end())).collect()
+            layout
+                .placed
+                .iter()
+                .map(|p| (p.file_off, p.file_end()))
+                .collect()
         } else {
             vec![(0, size)]
         };
@@ -430,7 +434,9 @@ impl Mount {
             extents.extend(fd.state.lock().extents());
         }
         let found = seek_in(&mut extents, offset, size, data);
-        found.map(|at| i64::try_from(at).unwrap_or(i64::MAX)).ok_or(Errno::ENXIO)
+        found
+            .map(|at| i64::try_from(at).unwrap_or(i64::MAX))
+            .ok_or(Errno::ENXIO)
     }
 
     /// A READ or WRITE the server refused with EMEDIUMTYPE: the file is in objects (another

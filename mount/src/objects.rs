@@ -394,11 +394,23 @@ mod tests {
         assert_eq!(seek_in(&mut e.clone(), 10, 1000, true), Some(100));
         assert_eq!(seek_in(&mut e.clone(), 250, 1000, true), Some(250));
         assert_eq!(seek_in(&mut e.clone(), 300, 1000, true), Some(500));
-        assert_eq!(seek_in(&mut e.clone(), 600, 1000, true), None, "no data after");
+        assert_eq!(
+            seek_in(&mut e.clone(), 600, 1000, true),
+            None,
+            "no data after"
+        );
         assert_eq!(seek_in(&mut e.clone(), 0, 1000, false), Some(10));
-        assert_eq!(seek_in(&mut e.clone(), 120, 1000, false), Some(300), "merged");
+        assert_eq!(
+            seek_in(&mut e.clone(), 120, 1000, false),
+            Some(300),
+            "merged"
+        );
         assert_eq!(seek_in(&mut e.clone(), 400, 1000, false), Some(400));
-        assert_eq!(seek_in(&mut e, 550, 560, false), Some(560), "the end is a hole");
+        assert_eq!(
+            seek_in(&mut e, 550, 560, false),
+            Some(560),
+            "the end is a hole"
+        );
     }
 
     #[test]

@@ -151,13 +151,18 @@ fn files_past_the_inline_cap_live_in_the_object_store_and_read_back_everywhere()
     assert_eq!(seek(0, libc::SEEK_HOLE), Ok(0));
     assert_eq!(seek(1 << 30, libc::SEEK_HOLE), Ok((1 << 30) + 3));
     assert_eq!(seek((1 << 30) + 3, libc::SEEK_DATA), Err(libc::ENXIO));
-    assert_eq!(seek(2 << 30, libc::SEEK_HOLE), Err(libc::ENXIO), "at the end");
+    assert_eq!(
+        seek(2 << 30, libc::SEEK_HOLE),
+        Err(libc::ENXIO),
+        "at the end"
+    );
     drop(back);
     // A file on the server is data from end to end.
     let small = File::open(b.path("small")).unwrap();
     // SAFETY: as above.
     let hole = unsafe { libc::lseek(std::os::fd::AsRawFd::as_raw_fd(&small), 0, libc::SEEK_HOLE) };
     assert_eq!(hole, 1000);
+    drop(small);
 
     assert_eq!(fs::read(b.path("small")).unwrap(), pattern(1000, 1));
 
