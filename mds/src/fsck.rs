@@ -14,9 +14,9 @@
 //! such a file. Every data block must belong to a live regular file on the server (not in
 //! the object store) and lie within its size. Every layout (a file in the object store) must
 //! belong to a live file in objects, or a deleted one the collector has still to clear, with
-//! pieces inside their slices and the file's size; with the object store a directory beside
-//! the store (`objects/`, the default), every slice a layout names must be there whole, and the
-//! slices nothing names are counted.
+//! pieces inside their slices and the file's size; with the object store the default directory
+//! (`objects/` inside the store, or in a cluster's data root), every slice a layout names must
+//! be there whole, and the slices of the store's range that nothing names are counted.
 //!
 //! A cluster's shard also holds the two halves of remote directories (MKDIR_REMOTE): entries
 //! naming another shard's inode (a directory; its inode is that shard's to check), and remote
@@ -190,7 +190,13 @@ pub fn check(data: &Path) -> crate::error::Result<Report> {
     check_resend_records(&recovered, f);
     check_xattrs(&journal, &inodes, f)?;
     check_layouts(&journal, &inodes, &mut report)?;
-    check_objects(data, &journal, &mut report)?;
+    let objects = if recovered.shard.is_some() {
+        // A cluster's shards share one store, beside theirs in the data root.
+        data.parent().unwrap_or(data).join("objects")
+    } else {
+        data.join("objects")
+    };
+    check_objects(&objects, shard, &journal, &mut report)?;
     Ok(report)
 }
 
@@ -256,8 +262,12 @@ fn check_layouts(
 
 /// With the object store a directory beside the store (the default, `objects/`): every slice
 /// a layout names is there whole, and the slices nothing names are counted.
-fn check_objects(data: &Path, journal: &Journal, report: &mut Report) -> crate::error::Result<()> {
-    let dir = data.join("objects");
+fn check_objects(
+    dir: &Path,
+    shard: u16,
+    journal: &Journal,
+    report: &mut Report,
+) -> crate::error::Result<()> {
     if !dir.is_dir() {
         return Ok(());
     }
@@ -266,7 +276,7 @@ fn check_objects(data: &Path, journal: &Journal, report: &mut Report) -> crate::
         .build()
         .map_err(|e| crate::error::Error::Invalid(format!("starting a runtime: {e}")))?
         .block_on(async {
-            mds_objects::Store::open(&mds_objects::Address::Local(dir.clone()))?
+            mds_objects::Store::open(&mds_objects::Address::Local(dir.to_owned()))?
                 .list()
                 .await
         })
@@ -296,10 +306,12 @@ fn check_objects(data: &Path, journal: &Journal, report: &mut Report) -> crate::
         }
         Ok(())
     })?;
+    // Only this shard's ids: in a cluster the store holds every shard's slices.
+    let ours = journal::first_ino(shard)..journal::ino_limit(shard);
     report.unnamed_slices = Some(
         stored
             .keys()
-            .filter(|id| !named.contains(*id) && !garbage.contains(*id))
+            .filter(|id| ours.contains(*id) && !named.contains(*id) && !garbage.contains(*id))
             .count() as u64,
     );
     Ok(())

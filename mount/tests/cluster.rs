@@ -155,6 +155,14 @@ fn a_mount_given_any_shard_serves_the_whole_namespace_and_follows_a_shard_to_its
     assert_eq!(shard_of(&m.path("near/small")), 0, "copied onto shard 0");
     assert!(!m.path("far/small").exists());
 
+    // Past the inline cap (1 MiB), on either shard: in the cluster's one object store, in
+    // its data root beside the shards' stores.
+    let big = pattern(3 << 20, 7);
+    fs::write(m.path("far/big"), &big).unwrap();
+    fs::write(m.path("near/big"), &big).unwrap();
+    assert!(root.path().join("objects/slices").is_dir());
+    assert_eq!(fs::read(m.path("near/big")).unwrap(), big);
+
     // Answered early on shard 1, made durable by fsync there, then shard 1's owner dies: the
     // mount's connection to shard 1 follows it to the standby.
     let standby = start(&etcd, root.path(), None, "early");
@@ -179,9 +187,15 @@ fn a_mount_given_any_shard_serves_the_whole_namespace_and_follows_a_shard_to_its
         "the standby serves shard 1: {}",
         standby.log_text()
     );
+    assert_eq!(
+        fs::read(m.path("far/big")).unwrap(),
+        big,
+        "its layout moved with the shard"
+    );
 
     // A remote directory is removed through its parent's shard.
-    for f in ["far/file", "far/synced", "far/after"] {
+    fs::remove_file(m.path("near/big")).unwrap();
+    for f in ["far/file", "far/synced", "far/after", "far/big"] {
         fs::remove_file(m.path(f)).unwrap();
     }
     fs::remove_dir(m.path("far/sub")).unwrap();
