@@ -427,6 +427,15 @@ pub struct ServerConfig {
 }
 
 impl ServerConfig {
+    /// How commits are formed (`--commit-interval`, `--max-batch`, `--commit-siblings`).
+    pub fn commit_policy(&self) -> crate::committer::CommitPolicy {
+        crate::committer::CommitPolicy {
+            interval: self.keys.commit_interval,
+            max_batch: self.keys.max_batch,
+            siblings: self.keys.commit_siblings.is_on(),
+        }
+    }
+
     /// The caps on open handles (`--max-open-per-session`, `--max-open-files`).
     pub fn open_caps(&self) -> crate::namespace::OpenCaps {
         crate::namespace::OpenCaps {

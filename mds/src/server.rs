@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{debug, info, warn};
 
 use crate::auth::{AuthFailure, Authenticator};
-use crate::committer::{CommitMsg, CommitPolicy, Committer};
+use crate::committer::{CommitMsg, Committer};
 use crate::config::{ServerConfig, Switch};
 use crate::dispatch::Core;
 use crate::error::{Error, IoContext, Result};
@@ -161,16 +161,8 @@ pub fn serve_warm(
         config.keys.testing.drain_stall,
     );
     let replies = reply_queue(&config, &wakes, &progress, recovered.last_committed);
-    let committer = Committer::start(
-        journal.clone(),
-        namespace.clone(),
-        replies.clone(),
-        CommitPolicy {
-            interval: config.keys.commit_interval,
-            max_batch: config.keys.max_batch,
-            siblings: config.keys.commit_siblings.is_on(),
-        },
-    );
+    let policy = config.commit_policy();
+    let committer = Committer::start(journal.clone(), namespace.clone(), replies.clone(), policy);
     let collector = collector_of(&config, objects, &journal, &committer, &namespace);
     let sessions = restore_sessions(&config, &mut recovered)?;
     register_zero_series();
