@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # File data through mdsmount against the disk it lands on, side by side in one run: 1 GiB
-# written sequentially in 1 MiB writes then fsynced, the kernel's caches dropped, and read
-# back, (1) on a directory of /var/tmp — the file system the local object store is on — then
-# (2) through a mount of a fresh mds whose object store is its default directory there, then
-# (3) through a mount of one whose object store is a one-node Garage (its data under
-# /var/tmp too). Prints MiB/s for each and the mount's ratio to the directory. The work is
+# written sequentially in 1 MiB writes then fsynced, and read back, the kernel's caches
+# dropped before each, on (1) a directory of /var/tmp — the file system the local object store
+# is on — (2) a mount of a fresh mds whose object store is its default directory there, and
+# (3) a mount of one whose object store is a one-node Garage (its data under /var/tmp too).
+# DATA_PATH_ROUNDS rounds (3), each running the three in a turned order; prints each one's
+# median MiB/s, the range, and the mount's ratio to the directory. The work is
 # `mount/tests/objects.rs::data_path_figures`, ignored by the test command and run here;
 # DATA_PATH_MIB sets the size (default 1024). Needs root (mounts, drop_caches) and garage
 # (scripts/install-deps.sh). Not pinned to cores: the data moves between the mount and the

@@ -556,7 +556,7 @@ async fn slices_layouts_and_the_collector_through_the_real_server() {
     let (a, b, stray) = (first.start, first.start + 1, first.start + 2);
     for (id, len) in [(a, 10_000), (b, 3000), (stray, 100)] {
         store
-            .put_slice(id, bytes::Bytes::from(vec![id as u8; len]))
+            .put_slice(id, &[bytes::Bytes::from(vec![id as u8; len])])
             .await
             .unwrap();
     }

@@ -15,6 +15,7 @@
 //! another that opens the file after the writer closed it.
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use fuser::Errno;
@@ -24,7 +25,8 @@ use tracing::{info, warn};
 
 use crate::attr::{Fallible, errno};
 use crate::mount::Mount;
-use crate::objects::{FLUSH_AT, FileData, IDS_AT_ONCE, MAX_SEALED, Ranges, seek_in, sources};
+use crate::objects::{Batch, FLUSH_AT, FileData, IDS_AT_ONCE, MAX_SEALED, seek_in, sources};
+use crate::readahead::FOLLOWS_WITHIN;
 
 impl Mount {
     fn objects_file(&self, ino: u64) -> Option<Arc<FileData>> {
@@ -245,34 +247,32 @@ impl Mount {
         &self,
         ino: u64,
         writer: Option<&(Handle, Cred)>,
-        batch: &Ranges,
+        batch: &Batch,
         size: u64,
     ) -> Fallible<()> {
         let objects = self.objects.as_ref().ok_or(Errno::EIO)?;
-        let ranges: Vec<(&u64, &Vec<u8>)> = batch.map.iter().collect();
+        let ranges: Vec<(&u64, &Bytes)> = batch.map.iter().collect();
         for group in ranges.chunks(MAX_PLACED) {
             let id = self.slice_id(ino).await?;
             let total: u64 = group.iter().map(|(_, b)| b.len() as u64).sum();
-            let mut blob = Vec::with_capacity(usize::try_from(total).unwrap_or(0));
+            let mut parts = Vec::with_capacity(group.len());
             let mut placed = Vec::with_capacity(group.len());
+            let mut slice_off = 0;
             for (off, bytes) in group {
                 placed.push(Placed {
                     slice: id,
                     slice_size: total,
-                    slice_off: blob.len() as u64,
+                    slice_off,
                     file_off: **off,
                     len: bytes.len() as u64,
                 });
-                blob.extend_from_slice(bytes);
+                slice_off += bytes.len() as u64;
+                parts.push(Bytes::clone(bytes));
             }
-            objects
-                .store
-                .put_slice(id, Bytes::from(blob))
-                .await
-                .map_err(|e| {
-                    warn!(ino, slice = id, error = %e, "upload to the object store failed");
-                    Errno::EIO
-                })?;
+            objects.store.put_slice(id, &parts).await.map_err(|e| {
+                warn!(ino, slice = id, error = %e, "upload to the object store failed");
+                Errno::EIO
+            })?;
             self.place(ino, writer, size, placed).await?;
         }
         Ok(())
@@ -377,17 +377,19 @@ impl Mount {
             return Ok(Some(Vec::new()));
         }
         let mut out = vec![0u8; usize::try_from(end - offset).expect("a read fits memory")];
-        let store = &self.objects.as_ref().expect("a file in objects").store;
+        let blocks = &self.objects.as_ref().expect("a file in objects").blocks;
+        let last_end = fd.read_end.swap(end, Ordering::Relaxed);
+        let follows = offset.abs_diff(last_end) <= FOLLOWS_WITHIN;
         let fetches = sources(&layout.placed, offset, end)
             .into_iter()
-            .filter_map(|(at, len, src)| src.map(|(slice, from)| (at, len, slice, from)))
-            .map(|(at, len, slice, from)| async move {
-                store
-                    .read_slice(slice, from, len)
+            .filter_map(|(at, len, src)| src.map(|src| (at, len, src)))
+            .map(|(at, len, src)| async move {
+                blocks
+                    .read(src, len, follows)
                     .await
                     .map(|bytes| (at, bytes))
                     .map_err(|e| {
-                        warn!(ino, slice, error = %e, "read from the object store failed");
+                        warn!(ino, slice = src.slice, error = %e, "read from the object store failed");
                         Errno::EIO
                     })
             });

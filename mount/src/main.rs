@@ -25,6 +25,7 @@ mod namespace;
 mod objects;
 mod open;
 mod options;
+mod readahead;
 mod shards;
 
 use std::path::{Path, PathBuf};

@@ -8,6 +8,9 @@
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::ops::Range;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
+
+use bytes::Bytes;
 
 use mds_client::Handle;
 use mds_client::proto::{Body, Cred, FileLayout, Op, Placed};
@@ -16,6 +19,7 @@ use parking_lot::Mutex;
 use tracing::{info, warn};
 
 use crate::conn::Conn;
+use crate::readahead::Blocks;
 
 /// A file's writes past which they are sealed and uploaded while the writer goes on: the size
 /// of a sequential writer's slices.
@@ -25,12 +29,18 @@ pub const FLUSH_AT: usize = 16 << 20;
 /// [`FLUSH_AT`], the most memory one file being written holds here (~64 MiB).
 pub const MAX_SEALED: usize = 3 * FLUSH_AT;
 
+/// A range this long that grows at its end is a sequential writer's: it gets room for a
+/// whole batch.
+const SEQUENTIAL: usize = 1 << 20;
+
 /// Slice ids asked for at once (ALLOC_SLICES, one commit each time).
 pub const IDS_AT_ONCE: u32 = 256;
 
 /// The object store, as the server named it, and the files in it this mount is using.
 pub struct Objects {
     pub store: Store,
+    /// Blocks read ahead for sequential readers, shared by the files.
+    pub blocks: Arc<Blocks>,
     /// The server's `--inline-data-max`: a write past it goes to objects.
     pub inline_max: u64,
     pub files: Mutex<HashMap<u64, Arc<FileData>>>,
@@ -78,6 +88,7 @@ impl Objects {
 
     pub fn new(store: Store, inline_max: u64) -> Objects {
         Objects {
+            blocks: Blocks::new(store.clone()),
             store,
             inline_max,
             files: Mutex::new(HashMap::new()),
@@ -98,16 +109,51 @@ pub struct FileData {
     /// One flush at a time (writes go on meanwhile); a truncate holds it too, so that no
     /// flush of bytes it cut lands after it.
     pub flushing: Arc<tokio::sync::Mutex<()>>,
+    /// Where the last read of it ended: a read that starts near it follows it, and reads
+    /// whole blocks ahead (`readahead.rs`).
+    pub read_end: AtomicU64,
 }
 
-/// Written byte ranges by offset: none overlaps or touches another.
-#[derive(Clone, Default)]
-pub struct Ranges {
-    pub map: BTreeMap<u64, Vec<u8>>,
+/// Written byte ranges by offset: none overlaps or touches another. Writes land in `Vec`s
+/// ([`Ranges`]); a sealed batch holds the same buffers as `Bytes` ([`Batch`]), which the upload
+/// hands to the store as they are.
+#[derive(Clone)]
+pub struct Ranges<B = Vec<u8>> {
+    pub map: BTreeMap<u64, B>,
     pub bytes: usize,
 }
 
-impl Ranges {
+/// Writes sealed for upload: their buffers, frozen.
+pub type Batch = Ranges<Bytes>;
+
+/// A buffer a range is kept in.
+pub trait Buffer: AsRef<[u8]> {
+    /// Keeps the first `len` bytes.
+    fn cut(&mut self, len: usize);
+}
+
+impl Buffer for Vec<u8> {
+    fn cut(&mut self, len: usize) {
+        self.truncate(len);
+    }
+}
+
+impl Buffer for Bytes {
+    fn cut(&mut self, len: usize) {
+        self.truncate(len);
+    }
+}
+
+impl<B> Default for Ranges<B> {
+    fn default() -> Self {
+        Ranges {
+            map: BTreeMap::new(),
+            bytes: 0,
+        }
+    }
+}
+
+impl<B: Buffer> Ranges<B> {
     pub fn is_empty(&self) -> bool {
         self.map.is_empty()
     }
@@ -117,9 +163,50 @@ impl Ranges {
         self.map
             .iter()
             .next_back()
-            .map_or(0, |(s, b)| s + b.len() as u64)
+            .map_or(0, |(s, b)| s + b.as_ref().len() as u64)
     }
 
+    /// The ranges as (start, end).
+    pub fn spans(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.map
+            .iter()
+            .map(|(s, b)| (*s, s + b.as_ref().len() as u64))
+    }
+
+    /// Ranges past `size` dropped, the one across it cut.
+    pub fn truncate(&mut self, size: u64) {
+        let past: Vec<u64> = self.map.range(size..).map(|(s, _)| *s).collect();
+        for s in past {
+            self.bytes -= self.map.remove(&s).expect("listed").as_ref().len();
+        }
+        if let Some((&start, buf)) = self.map.range_mut(..size).next_back() {
+            let keep = usize::try_from(size - start).unwrap_or(usize::MAX);
+            let len = buf.as_ref().len();
+            if len > keep {
+                self.bytes -= len - keep;
+                buf.cut(keep);
+            }
+        }
+    }
+
+    /// Lays the bytes of `off..off + out.len()` it holds over `out`.
+    pub fn overlay(&self, off: u64, out: &mut [u8]) {
+        let end = off + out.len() as u64;
+        let first = self.map.range(..=off).next_back().map_or(off, |(s, _)| *s);
+        for (&s, b) in self.map.range(first..end) {
+            let b = b.as_ref();
+            let (from, to) = (s.max(off), (s + b.len() as u64).min(end));
+            if from < to {
+                let src = usize::try_from(from - s).expect("fits");
+                let dst = usize::try_from(from - off).expect("fits");
+                let n = usize::try_from(to - from).expect("fits");
+                out[dst..dst + n].copy_from_slice(&b[src..src + n]);
+            }
+        }
+    }
+}
+
+impl Ranges {
     /// `data` written at `off`: merged with the ranges it overlaps or touches. A write that
     /// continues the range before it (a sequential writer) extends it in place.
     pub fn write(&mut self, off: u64, data: &[u8]) {
@@ -131,10 +218,16 @@ impl Ranges {
         {
             let within = usize::try_from(off - start).expect("a range fits memory");
             let before = buf.len();
-            let keep = before.max(within + data.len());
-            buf.resize(keep, 0);
-            buf[within..within + data.len()].copy_from_slice(data);
-            self.bytes += keep - before;
+            if within + data.len() > buf.capacity() && before >= SEQUENTIAL {
+                // A sequential writer: room for the rest of its batch at once, so that the
+                // buffer never grows by copying what it holds (room not written to is never
+                // touched, so costs no memory).
+                buf.reserve_exact(FLUSH_AT.max(within + data.len()) - before);
+            }
+            let overlap = (before - within).min(data.len());
+            buf[within..within + overlap].copy_from_slice(&data[..overlap]);
+            buf.extend_from_slice(&data[overlap..]);
+            self.bytes += buf.len() - before;
             return;
         }
         let touching: Vec<u64> = self
@@ -162,36 +255,6 @@ impl Ranges {
         self.bytes += buf.len();
         self.map.insert(start, buf);
     }
-
-    /// Ranges past `size` dropped, the one across it cut.
-    pub fn truncate(&mut self, size: u64) {
-        let past: Vec<u64> = self.map.range(size..).map(|(s, _)| *s).collect();
-        for s in past {
-            self.bytes -= self.map.remove(&s).expect("listed").len();
-        }
-        if let Some((&start, buf)) = self.map.range_mut(..size).next_back() {
-            let keep = usize::try_from(size - start).unwrap_or(usize::MAX);
-            if buf.len() > keep {
-                self.bytes -= buf.len() - keep;
-                buf.truncate(keep);
-            }
-        }
-    }
-
-    /// Lays the bytes of `off..off + out.len()` it holds over `out`.
-    pub fn overlay(&self, off: u64, out: &mut [u8]) {
-        let end = off + out.len() as u64;
-        let first = self.map.range(..=off).next_back().map_or(off, |(s, _)| *s);
-        for (&s, b) in self.map.range(first..end) {
-            let (from, to) = (s.max(off), (s + b.len() as u64).min(end));
-            if from < to {
-                let src = usize::try_from(from - s).expect("fits");
-                let dst = usize::try_from(from - off).expect("fits");
-                let n = usize::try_from(to - from).expect("fits");
-                out[dst..dst + n].copy_from_slice(&b[src..src + n]);
-            }
-        }
-    }
 }
 
 /// A file's writes not placed yet, and what this mount knows of it.
@@ -201,7 +264,7 @@ pub struct Unflushed {
     pub ranges: Ranges,
     /// Batches sealed for upload, oldest first, each kept (for reads) until the server has
     /// placed it: a writer goes on into `ranges` while they upload.
-    pub sealed: VecDeque<Arc<Ranges>>,
+    pub sealed: VecDeque<Arc<Batch>>,
     /// The file's size as this mount knows it: the server's when first seen, moved by this
     /// mount's writes and truncates since.
     pub size: u64,
@@ -227,8 +290,9 @@ impl Unflushed {
     /// The writes so far become a batch to upload.
     pub fn seal(&mut self) {
         if !self.ranges.is_empty() {
-            self.sealed
-                .push_back(Arc::new(std::mem::take(&mut self.ranges)));
+            let Ranges { map, bytes } = std::mem::take(&mut self.ranges);
+            let map = map.into_iter().map(|(s, b)| (s, Bytes::from(b))).collect();
+            self.sealed.push_back(Arc::new(Batch { map, bytes }));
         }
     }
 
@@ -249,12 +313,9 @@ impl Unflushed {
 
     /// The byte ranges written here and not placed yet, as (start, end).
     pub fn extents(&self) -> Vec<(u64, u64)> {
-        self.sealed
-            .iter()
-            .map(AsRef::as_ref)
-            .chain(std::iter::once(&self.ranges))
-            .flat_map(|r| r.map.iter().map(|(s, b)| (*s, s + b.len() as u64)))
-            .collect()
+        let mut extents: Vec<(u64, u64)> = self.sealed.iter().flat_map(|b| b.spans()).collect();
+        extents.extend(self.ranges.spans());
+        extents
     }
 
     /// Lays what is not placed yet of `off..off + out.len()` over `out`: the sealed batches
@@ -295,8 +356,17 @@ pub fn seek_in(extents: &mut [(u64, u64)], offset: u64, size: u64, data: bool) -
     }
 }
 
-/// Where bytes come from: (slice, offset in it), or None for a hole.
-pub type Source = Option<(u64, u64)>;
+/// Bytes of a slice from an offset in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SliceAt {
+    pub slice: u64,
+    pub at: u64,
+    /// The slice's size: how far a read ahead in it may go.
+    pub size: u64,
+}
+
+/// Where bytes come from: a slice, or None for a hole.
+pub type Source = Option<SliceAt>;
 
 /// Where the bytes `off..end` of a file come from under `layout` (oldest piece first, newer
 /// wins): (file offset, length, source).
@@ -317,9 +387,21 @@ pub fn sources(layout: &[Placed], off: u64, end: u64) -> Vec<(u64, u64, Source)>
                 next.push((s, ps, src));
             }
             let (cs, ce) = (s.max(ps), e.min(pe));
-            next.push((cs, ce, Some((p.slice, p.slice_off + (cs - ps)))));
+            let at = p.slice_off + (cs - ps);
+            next.push((
+                cs,
+                ce,
+                Some(SliceAt {
+                    slice: p.slice,
+                    at,
+                    size: p.slice_size,
+                }),
+            ));
             if e > pe {
-                let moved = src.map(|(slice, at)| (slice, at + (pe - s)));
+                let moved = src.map(|from| SliceAt {
+                    at: from.at + (pe - s),
+                    ..from
+                });
                 next.push((pe, e, moved));
             }
         }
@@ -345,21 +427,29 @@ mod tests {
         }
     }
 
+    fn from(slice: u64, at: u64) -> SliceAt {
+        SliceAt {
+            slice,
+            at,
+            size: 1 << 30,
+        }
+    }
+
     #[test]
     fn the_newest_piece_wins_and_uncovered_bytes_are_holes() {
         let layout = [placed(1, 0, 0, 100), placed(2, 1000, 40, 20)];
         assert_eq!(
             sources(&layout, 0, 150),
             vec![
-                (0, 40, Some((1, 0))),
-                (40, 20, Some((2, 1000))),
-                (60, 40, Some((1, 60))),
+                (0, 40, Some(from(1, 0))),
+                (40, 20, Some(from(2, 1000))),
+                (60, 40, Some(from(1, 60))),
                 (100, 50, None),
             ]
         );
         assert_eq!(
             sources(&layout, 50, 70),
-            vec![(50, 10, Some((2, 1010))), (60, 10, Some((1, 60)))]
+            vec![(50, 10, Some(from(2, 1010))), (60, 10, Some(from(1, 60)))]
         );
     }
 

@@ -109,15 +109,16 @@ impl Store {
             .join(format!("{id:016x}.{block}"))
     }
 
-    /// Stores slice `id` whole: `data` in objects of [`BLOCK`] bytes, a few at a time. Returns
-    /// once every one of them is in the store.
-    pub async fn put_slice(&self, id: u64, data: Bytes) -> Result<()> {
-        let blocks = blocks_of(data.len() as u64);
-        futures::stream::iter(0..blocks)
+    /// Stores slice `id` whole: the bytes of `parts`, one after another, in objects of
+    /// [`BLOCK`] bytes, a few at a time. Returns once every one of them is in the store. The
+    /// parts are a writer's buffers as they are: each object is sent as the pieces of them it
+    /// spans, never copied into one buffer first.
+    pub async fn put_slice(&self, id: u64, parts: &[Bytes]) -> Result<()> {
+        let size: u64 = parts.iter().map(|p| p.len() as u64).sum();
+        futures::stream::iter(0..blocks_of(size))
             .map(|block| {
-                let from = usize::try_from(u64::from(block) * BLOCK).expect("a slice fits memory");
-                let to = (from + BLOCK as usize).min(data.len());
-                let payload = PutPayload::from_bytes(data.slice(from..to));
+                let from = u64::from(block) * BLOCK;
+                let payload = PutPayload::from_iter(cut(parts, from, (from + BLOCK).min(size)));
                 let path = self.block_path(id, block);
                 async move { self.inner.put(&path, payload).await.map(|_| ()) }
             })
@@ -207,6 +208,25 @@ pub fn blocks_of(size: u64) -> u32 {
     u32::try_from(size.div_ceil(BLOCK)).expect("a slice's blocks fit u32")
 }
 
+/// Bytes `from..to` of the concatenation of `parts`, as pieces of them (no byte copied).
+fn cut(parts: &[Bytes], from: u64, to: u64) -> Vec<Bytes> {
+    let mut pieces = Vec::new();
+    let mut start = 0u64;
+    for part in parts {
+        let end = start + part.len() as u64;
+        if end > from.max(start) && start < to {
+            let lo = usize::try_from(from.saturating_sub(start)).expect("a part fits memory");
+            let hi = usize::try_from(to.min(end) - start).expect("a part fits memory");
+            pieces.push(part.slice(lo..hi));
+        }
+        if end >= to {
+            break;
+        }
+        start = end;
+    }
+    pieces
+}
+
 /// `<id, 16 hex digits>.<block>` back into (id, block).
 fn parse_block_name(name: &str) -> Option<(u64, u32)> {
     let (id, block) = name.split_once('.')?;
@@ -227,6 +247,27 @@ mod tests {
         assert_eq!(parse_block_name("00000000000004d2"), None);
         assert_eq!(parse_block_name("00000000000004d2.x"), None);
         assert_eq!(parse_block_name("zzzzzzzzzzzzzzzz.1"), None);
+    }
+
+    #[test]
+    fn a_block_is_cut_from_the_parts_it_spans_and_from_no_other() {
+        let parts = [
+            Bytes::from_static(b"abc"),
+            Bytes::new(),
+            Bytes::from_static(b"defgh"),
+            Bytes::from_static(b"ij"),
+        ];
+        let text = |v: Vec<Bytes>| {
+            v.iter()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(text(cut(&parts, 0, 3)), ["abc"]);
+        assert_eq!(text(cut(&parts, 2, 9)), ["c", "defgh", "i"]);
+        assert_eq!(text(cut(&parts, 3, 8)), ["defgh"]);
+        assert_eq!(text(cut(&parts, 8, 10)), ["ij"]);
+        assert_eq!(text(cut(&parts, 0, 10)).concat(), "abcdefghij");
+        assert!(cut(&parts, 10, 10).is_empty());
     }
 
     #[test]

@@ -26,8 +26,11 @@ fn pattern(len: usize, seed: u64) -> Bytes {
 async fn slices_round_trip(store: &Store) {
     let size = 2 * BLOCK as usize + 12_345;
     let data = pattern(size, 7);
-    store.put_slice(0x4d2, data.clone()).await.unwrap();
-    store.put_slice(0x4d3, pattern(100, 8)).await.unwrap();
+    // In parts as a writer's buffers come, one across a block's end: stored as one run.
+    let cuts = [0, 5, BLOCK as usize + 7, BLOCK as usize + 7, size];
+    let parts: Vec<Bytes> = cuts.windows(2).map(|w| data.slice(w[0]..w[1])).collect();
+    store.put_slice(0x4d2, &parts).await.unwrap();
+    store.put_slice(0x4d3, &[pattern(100, 8)]).await.unwrap();
 
     let listing = store.list().await.unwrap();
     let blocks: Vec<(u64, u32, u64)> = listing
@@ -145,6 +148,6 @@ fn slices_in_an_s3_store() {
         secret: "0".repeat(64),
     }))
     .unwrap();
-    let refused = runtime().block_on(wrong.put_slice(9, Bytes::from_static(b"x")));
+    let refused = runtime().block_on(wrong.put_slice(9, &[Bytes::from_static(b"x")]));
     assert!(matches!(refused, Err(Error::Store(_))), "{refused:?}");
 }
