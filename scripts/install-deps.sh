@@ -32,7 +32,7 @@ cd "$(dirname "$0")/.."
 
 pkgs=(clang libclang-dev curl protobuf-compiler libprotobuf-dev)
 if [ "${MDS_TEST_DEPS:-0}" = 1 ]; then
-  pkgs+=(prometheus python3 fuse3 fsmark git make libacl1-dev acl etcd-server)
+  pkgs+=(prometheus python3 fuse3 fsmark git make autoconf automake libacl1-dev acl etcd-server)
 fi
 pkgs+=("$@")
 

@@ -14,8 +14,9 @@
 //!   commits that the test builds: `git fsck --full --strict` clean, `git status` clean, and
 //!   `diff -r` against a clone on the local disk empty, before and after a remount.
 //!   Its pack is over 10 MiB: files past the server's inline cap, in the object store.
-//! - Real work past the inline cap: `cp -a /usr/lib/python3.*` then `diff -r`; a C program
-//!   of 40 files built with `make -j2` and run; an SQLite database past 100 MiB written in
+//! - Real work past the inline cap: `cp -a /usr/lib/python3.*` then `diff -r`; an autotools
+//!   project of 40 units cloned with git, then `autoreconf -fi && ./configure && make -j2`,
+//!   the program run and the built tree compared with the same done on the local disk; an SQLite database past 100 MiB written in
 //!   transactions and checked (`PRAGMA integrity_check`, every row) through a fresh mount; a
 //!   2 GiB file written and read back with its SHA-256.
 //! - `tar x` of a tree with hard links, symlinks, fifos, a device, owners and mtimes, then
@@ -26,7 +27,7 @@
 //!   fresh mount; tar itself sees no error.
 //!
 //! Needs root, /dev/fuse, and what `MDS_TEST_DEPS=1 scripts/install-deps.sh` installs (fuse3,
-//! fsmark, git, pjdfstest); `MDS_SKIP_MOUNT_SUITES=1` skips them, saying so. Every external
+//! fsmark, git, autoconf, automake, pjdfstest); `MDS_SKIP_MOUNT_SUITES=1` skips them, saying so. Every external
 //! command runs under `timeout -k`; every mount is unmounted when its test ends, failed or not
 //! (`fusermount3 -u`, then `umount -l` and, while its daemon lives, the fusectl abort).
 
@@ -1467,16 +1468,13 @@ fn cp_a_of_python_onto_the_mount_is_the_same_tree() {
     stop_and_fsck(server, base);
 }
 
-#[test]
-fn a_c_program_builds_and_runs_on_the_mount() {
-    let Some(env) = env() else { return };
-    let tmp = scratch();
-    let base = tmp.path();
-    let (server, mount, mnt, _short) = default_mount(&env, base);
-    let src = mnt.join("prog");
-    fs::create_dir(&src).unwrap();
-    // 40 units and a main that sums what each returns; a static table makes each object a
-    // few hundred KiB, so the archive make builds is past the inline cap.
+/// An autotools project in a git repository, as one is kept upstream (configure.ac and
+/// Makefile.am, no generated files): 40 units in a library and a main that sums what each
+/// returns; a static table makes each object a few hundred KiB, so the archive make builds is
+/// past the inline cap. Returns the bare repository.
+fn autotools_repository(base: &Path) -> PathBuf {
+    let src = base.join("units-src");
+    fs::create_dir_all(&src).unwrap();
     for i in 0..40 {
         fs::write(
             src.join(format!("u{i}.c")),
@@ -1493,29 +1491,132 @@ fn a_c_program_builds_and_runs_on_the_mount() {
         writeln!(calls, "    sum += unit{i}();").unwrap();
     }
     let main = format!(
-        "#include <stdio.h>\n{decls}int main(void) {{\n    long sum = 0;\n{calls}    \
-         printf(\"%ld\\n\", sum);\n    return 0;\n}}\n"
+        "#include \"config.h\"\n#include <stdio.h>\n{decls}int main(void) {{\n    \
+         long sum = 0;\n{calls}    printf(\"%s %ld\\n\", PACKAGE_STRING, sum);\n    \
+         return 0;\n}}\n"
     );
     fs::write(src.join("main.c"), main).unwrap();
     fs::write(
-        src.join("Makefile"),
-        "OBJS := $(patsubst %.c,%.o,$(wildcard u*.c))\n\
-         prog: main.o libunits.a\n\t$(CC) -o $@ main.o -L. -lunits\n\
-         libunits.a: $(OBJS)\n\tar rcs $@ $^\n",
+        src.join("configure.ac"),
+        "AC_INIT([units], [1.0])\n\
+         AM_INIT_AUTOMAKE([foreign -Wall -Werror subdir-objects])\n\
+         AC_PROG_CC\n\
+         AM_PROG_AR\n\
+         AC_PROG_RANLIB\n\
+         AC_CHECK_HEADERS([stdio.h unistd.h fcntl.h])\n\
+         AC_CHECK_FUNCS([fsync ftruncate])\n\
+         AC_CONFIG_HEADERS([config.h])\n\
+         AC_CONFIG_FILES([Makefile])\n\
+         AC_OUTPUT\n",
+    )
+    .unwrap();
+    let units: Vec<String> = (0..40).map(|i| format!("u{i}.c")).collect();
+    fs::write(
+        src.join("Makefile.am"),
+        format!(
+            "noinst_LIBRARIES = libunits.a\nlibunits_a_SOURCES = {}\n\
+             bin_PROGRAMS = prog\nprog_SOURCES = main.c\nprog_LDADD = libunits.a\n",
+            units.join(" ")
+        ),
     )
     .unwrap();
     check(
-        bounded(600, "make").args(["-s", "-j2", "-C"]).arg(&src),
-        "make on the mount",
+        git(&src, base).args(["-c", "init.defaultBranch=main", "init", "-q"]),
+        "git init",
     );
-    assert!(fs::metadata(src.join("libunits.a")).unwrap().len() > 1 << 20);
-    let out = check(
-        &mut bounded(60, src.join("prog")),
-        "the program built on the mount",
+    check(git(&src, base).args(["add", "-A"]), "git add");
+    check(
+        git(&src, base).args(["commit", "-q", "-m", "units"]),
+        "git commit",
     );
+    let bare = base.join("units.git");
+    check(
+        bounded(300, "git")
+            .args(["clone", "-q", "--bare"])
+            .arg(&src)
+            .arg(&bare)
+            .env("HOME", base),
+        "git clone --bare",
+    );
+    bare
+}
+
+/// A clone of `bare` at `dir`, then `autoreconf -fi`, `./configure`, `make -j2` in it; the
+/// built program's output.
+fn clone_configure_make(bare: &Path, dir: &Path, home: &Path, what: &str) -> String {
+    check(
+        bounded(300, "git")
+            .args(["clone", "-q"])
+            .arg(bare)
+            .arg(dir)
+            .env("HOME", home),
+        &format!("git clone {what}"),
+    );
+    check(
+        bounded(600, "autoreconf").arg("-fi").current_dir(dir),
+        &format!("autoreconf {what}"),
+    );
+    check(
+        bounded(600, dir.join("configure")).current_dir(dir),
+        &format!("./configure {what}"),
+    );
+    check(
+        bounded(600, "make").args(["-s", "-j2"]).current_dir(dir),
+        &format!("make {what}"),
+    );
+    check(
+        &mut bounded(60, dir.join("prog")),
+        &format!("the program built {what}"),
+    )
+}
+
+#[test]
+fn a_c_project_cloned_onto_the_mount_configures_builds_and_runs() {
+    let Some(env) = env() else { return };
+    for tool in ["autoreconf", "automake", "make", "cc"] {
+        assert!(
+            which(tool).is_some(),
+            "{tool} not found: run MDS_TEST_DEPS=1 scripts/install-deps.sh"
+        );
+    }
+    let tmp = scratch();
+    let base = tmp.path();
+    let bare = autotools_repository(base);
+    let local = clone_configure_make(&bare, &base.join("units-local"), base, "on the local disk");
+    let (server, mount, mnt, _short) = default_mount(&env, base);
+    let on_mount = clone_configure_make(&bare, &mnt.join("units"), base, "on the mount");
+    let sum: i64 = (0..40).map(|i| 2 * i).sum();
+    assert_eq!(local.trim(), format!("units 1.0 {sum}"));
     assert_eq!(
-        out.trim(),
-        ((0..40).map(|i| 2 * i).sum::<i64>()).to_string()
+        on_mount, local,
+        "the program built on the mount against the local one"
+    );
+    assert!(fs::metadata(mnt.join("units/libunits.a")).unwrap().len() > 1 << 20);
+    // The tree configure and make left: the same files, byte for byte, apart from what
+    // records where it was built or when (configure's log and status, automake's cache).
+    let diff = bounded(300, "diff")
+        .args([
+            "-r",
+            "--no-dereference",
+            "--exclude=.git",
+            "--exclude=autom4te.cache",
+            "--exclude=config.log",
+            "--exclude=config.status",
+            "--exclude=Makefile",
+            "--exclude=*.o",
+            "--exclude=*.a",
+            "--exclude=prog",
+            "--exclude=.deps",
+        ])
+        .arg(mnt.join("units"))
+        .arg(base.join("units-local"))
+        .output()
+        .unwrap();
+    assert!(
+        diff.status.success() && diff.stdout.is_empty(),
+        "diff -r of the built trees: {}\n{}",
+        diff.status,
+        both(&diff)
     );
     mount.finish();
     stop_and_fsck(server, base);
