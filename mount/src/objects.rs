@@ -19,7 +19,7 @@ use parking_lot::Mutex;
 use tracing::{info, warn};
 
 use crate::conn::Conn;
-use crate::readahead::Blocks;
+use crate::readahead::{Blocks, SliceAt};
 
 /// A file's writes past which they are sealed and uploaded while the writer goes on: the size
 /// of a sequential writer's slices.
@@ -354,15 +354,6 @@ pub fn seek_in(extents: &mut [(u64, u64)], offset: u64, size: u64, data: bool) -
         let within = merged.iter().find(|&&(s, e)| s <= offset && offset < e);
         Some(within.map_or(offset, |&(_, e)| e))
     }
-}
-
-/// Bytes of a slice from an offset in it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct SliceAt {
-    pub slice: u64,
-    pub at: u64,
-    /// The slice's size: how far a read ahead in it may go.
-    pub size: u64,
 }
 
 /// Where bytes come from: a slice, or None for a hole.

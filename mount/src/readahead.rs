@@ -15,8 +15,6 @@ use mds_objects::{BLOCK, Store};
 use parking_lot::Mutex;
 use tokio::sync::OnceCell;
 
-use crate::objects::SliceAt;
-
 /// Blocks kept: 64 MiB a mount with 4 MiB blocks. Four sequential readers at once each keep
 /// the block they are in and the ones fetched ahead of it.
 const KEPT_BLOCKS: usize = 16;
@@ -27,6 +25,15 @@ const AHEAD: u64 = 2;
 /// A read starting this close to where the file's last read ended follows it: the kernel's
 /// readahead sends several reads of a window at once, which arrive in any order.
 pub const FOLLOWS_WITHIN: u64 = 1 << 20;
+
+/// Bytes of a slice from an offset in it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SliceAt {
+    pub slice: u64,
+    pub at: u64,
+    /// The slice's size: how far a read ahead in it may go.
+    pub size: u64,
+}
 
 /// (slice, block).
 type Key = (u64, u64);
@@ -175,6 +182,14 @@ mod tests {
         assert_eq!(cut(&[a, b], 0, 8), Bytes::from_static(b"abcdefgh"));
     }
 
+    /// A store in a new directory (kept while the directory is).
+    fn local_store() -> (tempfile::TempDir, Store) {
+        let dir = tempfile::tempdir().unwrap();
+        let address = mds_objects::Address::parse(dir.path().to_str().unwrap()).unwrap();
+        let store = Store::open(&address).unwrap();
+        (dir, store)
+    }
+
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -184,10 +199,7 @@ mod tests {
 
     #[test]
     fn a_sequential_reader_fetches_whole_blocks_once_and_a_random_one_keeps_nothing() {
-        let dir = tempfile::tempdir().unwrap();
-        let store =
-            Store::open(&mds_objects::Address::parse(dir.path().to_str().unwrap()).unwrap())
-                .unwrap();
+        let (_dir, store) = local_store();
         let size = 5 * BLOCK / 2;
         let data: Vec<u8> = (0..size).map(|i| (i % 251) as u8).collect();
         let rt = runtime();
@@ -221,10 +233,7 @@ mod tests {
 
     #[test]
     fn the_cache_keeps_a_bounded_number_of_blocks_oldest_let_go_first() {
-        let dir = tempfile::tempdir().unwrap();
-        let store =
-            Store::open(&mds_objects::Address::parse(dir.path().to_str().unwrap()).unwrap())
-                .unwrap();
+        let (_dir, store) = local_store();
         let blocks = Blocks::new(store);
         for b in 0..KEPT_BLOCKS as u64 + 3 {
             blocks.cell((1, b));
@@ -236,10 +245,7 @@ mod tests {
 
     #[test]
     fn a_block_that_is_missing_is_an_error_and_is_asked_again_next_time() {
-        let dir = tempfile::tempdir().unwrap();
-        let store =
-            Store::open(&mds_objects::Address::parse(dir.path().to_str().unwrap()).unwrap())
-                .unwrap();
+        let (_dir, store) = local_store();
         let rt = runtime();
         let blocks = Blocks::new(store.clone());
         let src = SliceAt {

@@ -1024,16 +1024,20 @@ fn build_repository(base: &Path) -> PathBuf {
         files.lines().count() >= 1000,
         "the repository has ≥ 1,000 files"
     );
-    let bare = base.join("bare.git");
+    bare_clone(&src, &base.join("bare.git"), base)
+}
+
+/// A bare clone of the repository at `src`, at `bare`, to clone from.
+fn bare_clone(src: &Path, bare: &Path, home: &Path) -> PathBuf {
     check(
         bounded(300, "git")
             .args(["clone", "-q", "--bare"])
-            .arg(&src)
-            .arg(&bare)
-            .env("HOME", base),
+            .arg(src)
+            .arg(bare)
+            .env("HOME", home),
         "git clone --bare",
     );
-    bare
+    bare.to_path_buf()
 }
 
 /// `git fsck`, `git status` and `diff -r` of the clone at `clone` against `local`.
@@ -1529,16 +1533,7 @@ fn autotools_repository(base: &Path) -> PathBuf {
         git(&src, base).args(["commit", "-q", "-m", "units"]),
         "git commit",
     );
-    let bare = base.join("units.git");
-    check(
-        bounded(300, "git")
-            .args(["clone", "-q", "--bare"])
-            .arg(&src)
-            .arg(&bare)
-            .env("HOME", base),
-        "git clone --bare",
-    );
-    bare
+    bare_clone(&src, &base.join("units.git"), base)
 }
 
 /// A clone of `bare` at `dir`, then `autoreconf -fi`, `./configure`, `make -j2` in it; the
