@@ -667,6 +667,135 @@ async fn slices_layouts_and_the_collector_through_the_real_server() {
     assert_eq!(code, 0, "{out}");
 }
 
+/// COMPACT_LAYOUT through the real server: refused for a layout some change followed (the
+/// version LAYOUT gave is stale), for a piece past the size or a handle not open to write;
+/// taken for the current one, with size and times as they were, and the slices it no longer
+/// names deleted by the collector after the grace, the one it names kept; across a restart.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn compact_layout_replaces_only_the_layout_it_was_read_from() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::config(dir.path());
+    config.keys.inline_data_max = 4096;
+    config.keys.object_grace = Duration::from_secs(1);
+    let server = InProcess::start(config.clone());
+    let c = server.client().await;
+    let first = match c.call(Op::AllocSlices { count: 8 }).await.unwrap() {
+        Body::Slices { first, .. } => first,
+        other => panic!("{other:?}"),
+    };
+    let store =
+        mds_objects::Store::open(&mds_objects::Address::Local(dir.path().join("objects"))).unwrap();
+    let (a, b, whole) = (first, first + 1, first + 2);
+    for (id, len) in [(a, 8000), (b, 2000), (whole, 8000)] {
+        store
+            .put_slice(id, &[bytes::Bytes::from(vec![id as u8; len])])
+            .await
+            .unwrap();
+    }
+    let f = c.create(ROOT, "f", 0o644).await.unwrap().ino;
+    c.call(open(f, 1, RW)).await.unwrap();
+    c.call(open(f, 2, mds_proto::OpenFlags::default()))
+        .await
+        .unwrap();
+    for pieces in [
+        vec![piece(a, 8000, 0, 8000)],
+        vec![piece(b, 2000, 3000, 2000)],
+    ] {
+        let op = Op::WriteSlices {
+            ino: f,
+            handle: 1,
+            size: 8000,
+            placed: pieces,
+        };
+        c.call(op).await.unwrap();
+    }
+    let layout = placed(c.call(Op::Layout { ino: f, handle: 1 }).await.unwrap());
+    let compact = |handle, version, pieces| Op::CompactLayout {
+        ino: f,
+        handle,
+        version,
+        placed: pieces,
+    };
+    let one = vec![piece(whole, 8000, 0, 8000)];
+    assert_eq!(
+        errno(
+            c.call(compact(
+                1,
+                layout.version,
+                vec![piece(whole, 8000, 0, 9000)]
+            ))
+            .await
+        ),
+        Errno::EINVAL,
+        "a piece past its slice"
+    );
+    assert_eq!(
+        errno(c.call(compact(2, layout.version, one.clone())).await),
+        Errno::EBADF,
+        "a handle open only to read"
+    );
+    // A change after the layout was read: the version is stale.
+    let touch = Op::Setattr {
+        ino: f,
+        attr: SetAttr {
+            mode: Some(0o600),
+            ..SetAttr::default()
+        },
+    };
+    c.call(touch).await.unwrap();
+    assert_eq!(
+        errno(c.call(compact(1, layout.version, one.clone())).await),
+        Errno::ESTALE
+    );
+    let layout = placed(c.call(Op::Layout { ino: f, handle: 1 }).await.unwrap());
+    let before = match c.call(Op::Getattr { ino: f }).await.unwrap() {
+        Body::Attr(attr) => attr,
+        other => panic!("{other:?}"),
+    };
+    c.call(compact(1, layout.version, one.clone()))
+        .await
+        .unwrap();
+    let after = match c.call(Op::Getattr { ino: f }).await.unwrap() {
+        Body::Attr(attr) => attr,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(
+        (after.size, after.mtime_ns, after.ctime_ns),
+        (before.size, before.mtime_ns, before.ctime_ns),
+        "a compaction changes no size and no time"
+    );
+    let now = placed(c.call(Op::Layout { ino: f, handle: 1 }).await.unwrap());
+    assert_eq!(now.placed, one);
+    assert!(now.version > layout.version);
+    let gone = |id: u64| {
+        let path = dir
+            .path()
+            .join(format!("objects/slices/{:x}/{id:016x}.0", id >> 10));
+        !path.exists()
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !(gone(a) && gone(b)) {
+        assert!(
+            Instant::now() < deadline,
+            "the collector never deleted the compacted-away slices"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(!gone(whole));
+    c.call(Op::Release { handle: 1 }).await.unwrap();
+    c.call(Op::Release { handle: 2 }).await.unwrap();
+    drop(c);
+    server.stop().unwrap();
+    let server = InProcess::start(config);
+    let c = server.client().await;
+    let kept = placed(c.call(Op::Layout { ino: f, handle: 0 }).await.unwrap());
+    assert_eq!(kept.placed, one, "the compacted layout survives a restart");
+    drop(c);
+    server.stop().unwrap();
+    let (code, out) = common::fsck(dir.path());
+    assert_eq!(code, 0, "{out}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_an_object_store_files_stay_within_the_cap() {
     let dir = tempfile::tempdir().unwrap();

@@ -24,6 +24,7 @@ use mds_client::proto::{Body, Cred, FileLayout, MAX_IO, MAX_PLACED, Op, OpenFlag
 use tracing::{info, warn};
 
 use crate::attr::{Fallible, errno};
+use crate::compact::LOOK_AFTER;
 use crate::mount::Mount;
 use crate::objects::{Batch, FLUSH_AT, FileData, IDS_AT_ONCE, MAX_SEALED, seek_in, sources};
 use crate::readahead::FOLLOWS_WITHIN;
@@ -134,7 +135,7 @@ impl Mount {
     }
 
     /// LAYOUT of `ino`, through `handle` or, without one, as `cred`.
-    async fn layout_as(
+    pub(crate) async fn layout_as(
         &self,
         cred: &Cred,
         ino: u64,
@@ -231,25 +232,37 @@ impl Mount {
                 };
                 (batch, size)
             };
-            self.upload(ino, writer.as_ref(), &batch, size).await?;
+            let pieces = self.upload(ino, writer.as_ref(), &batch, size).await?;
             let mut s = fd.state.lock();
             if s.sealed.front().is_some_and(|b| Arc::ptr_eq(b, &batch)) {
                 s.sealed.pop_front();
             }
             s.placements += 1;
             s.layout = None;
+            s.placed_unlooked += pieces;
+        }
+        let look = {
+            let mut s = fd.state.lock();
+            let look = s.placed_unlooked >= LOOK_AFTER;
+            if look {
+                s.placed_unlooked = 0;
+            }
+            look
+        };
+        if look {
+            self.compact_if_fragmented(ino, fd, writer.as_ref()).await;
         }
         Ok(())
     }
 
-    /// One batch uploaded as slices and placed.
+    /// One batch uploaded as slices and placed; the pieces placed.
     async fn upload(
         &self,
         ino: u64,
         writer: Option<&(Handle, Cred)>,
         batch: &Batch,
         size: u64,
-    ) -> Fallible<()> {
+    ) -> Fallible<usize> {
         let objects = self.objects.as_ref().ok_or(Errno::EIO)?;
         let ranges: Vec<(&u64, &Bytes)> = batch.map.iter().collect();
         for group in ranges.chunks(MAX_PLACED) {
@@ -275,7 +288,7 @@ impl Mount {
             })?;
             self.place(ino, writer, size, placed).await?;
         }
-        Ok(())
+        Ok(ranges.len())
     }
 
     /// WRITE_SLICES of `placed` into `ino`, through the writer's handle if it is still open.
@@ -308,7 +321,7 @@ impl Mount {
     }
 
     /// A slice id of the shard of `ino`, from the ids in hand or a new ALLOC_SLICES.
-    async fn slice_id(&self, ino: u64) -> Fallible<u64> {
+    pub(crate) async fn slice_id(&self, ino: u64) -> Fallible<u64> {
         let objects = self.objects.as_ref().ok_or(Errno::EIO)?;
         let (shard, conn) = self.conn_of(ino).await?;
         loop {

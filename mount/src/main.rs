@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 mod attr;
+mod compact;
 mod conn;
 mod creds;
 mod daemon;

@@ -274,6 +274,9 @@ pub struct Unflushed {
     pub layout: Option<Arc<FileLayout>>,
     /// Batches placed so far: a layout asked for before a placement is not kept after it.
     pub placements: u64,
+    /// Pieces placed since this mount last looked at how many the file's layout holds
+    /// (`compact.rs`).
+    pub placed_unlooked: usize,
 }
 
 impl Unflushed {
@@ -328,12 +331,10 @@ impl Unflushed {
     }
 }
 
-/// SEEK_DATA (`data`) or SEEK_HOLE from `offset` (below `size`) over the data `extents`
-/// (start, end; in any order, overlapping or not): the first byte at or after `offset` that is
-/// data, or that is not (`size` at the latest: the end is a hole); None for no data there.
-pub fn seek_in(extents: &mut [(u64, u64)], offset: u64, size: u64, data: bool) -> Option<u64> {
+/// The data `extents` (start, end; in any order, overlapping or not) as the runs of bytes they
+/// cover, in order, cut at `size`: what lies between two runs is a hole.
+pub fn runs(extents: &mut [(u64, u64)], size: u64) -> Vec<(u64, u64)> {
     extents.sort_unstable();
-    // Merged, in order, cut at the size.
     let mut merged: Vec<(u64, u64)> = Vec::with_capacity(extents.len());
     for &(s, e) in extents.iter() {
         let e = e.min(size);
@@ -345,6 +346,14 @@ pub fn seek_in(extents: &mut [(u64, u64)], offset: u64, size: u64, data: bool) -
             _ => merged.push((s, e)),
         }
     }
+    merged
+}
+
+/// SEEK_DATA (`data`) or SEEK_HOLE from `offset` (below `size`) over the data `extents`
+/// (start, end; in any order, overlapping or not): the first byte at or after `offset` that is
+/// data, or that is not (`size` at the latest: the end is a hole); None for no data there.
+pub fn seek_in(extents: &mut [(u64, u64)], offset: u64, size: u64, data: bool) -> Option<u64> {
+    let merged = runs(extents, size);
     if data {
         merged
             .iter()

@@ -395,6 +395,54 @@ fn a_copy_onto_garage_survives_the_loss_of_one_node() {
     assert_eq!(code, 0, "fsck: {report}");
 }
 
+/// A file rewritten in small scattered pieces, each fsynced (a database's pages): the mount
+/// that wrote it compacts its layout once it passes 1,024 pieces — the bytes the same through
+/// the writer and through another mount, the compaction logged, the slices it replaced
+/// deleted by the collector after the grace, `mds fsck` clean.
+#[test]
+fn a_file_rewritten_in_scattered_pieces_is_compacted() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(
+        dir.path(),
+        &["--inline-data-max", CAP, "--object-grace", "1s"],
+    );
+    let data = srv.data.clone();
+    let a = Mounted::new(&srv, &[]);
+    let size = 8 << 20;
+    let mut model = pattern(size, 3);
+    fs::write(a.path("db"), &model).unwrap();
+    let f = OpenOptions::new().write(true).open(a.path("db")).unwrap();
+    // 1,300 pages of 1 KiB at offsets no two of which meet, each fsynced: a piece each.
+    for i in 0..1300usize {
+        let at = (i * 6151) % (size / 1024 - 1) * 1024;
+        let page = pattern(1024, (i % 251) as u8);
+        f.write_all_at(&page, at as u64).unwrap();
+        f.sync_all().unwrap();
+        model[at..at + 1024].copy_from_slice(&page);
+    }
+    drop(f);
+    let log = a.log_text();
+    let compacted = log
+        .lines()
+        .find(|l| l.contains("layout compacted"))
+        .unwrap_or_else(|| panic!("no compaction in the mount's log:\n{log}"));
+    assert!(compacted.contains("pieces_after=1"), "{compacted}");
+    assert_eq!(fs::read(a.path("db")).unwrap(), model, "through the writer");
+    let b = Mounted::new(&srv, &[]);
+    assert_eq!(
+        fs::read(b.path("db")).unwrap(),
+        model,
+        "through another mount"
+    );
+    // What the compaction replaced goes after the grace: a few hundred pieces placed since,
+    // not the 1,300.
+    eventually("the replaced slices deleted", || objects_in(&data) < 600);
+    drop((a, b));
+    assert!(srv.stop().success());
+    let (code, report) = mds_testkit::fsck(&mds_testkit::bin("mds"), &data);
+    assert_eq!(code, 0, "fsck: {report}");
+}
+
 /// Sequential write (then fsync) and read of `size` bytes at `path` in 1 MiB pieces, the
 /// kernel's caches dropped before each: (write MiB/s, read MiB/s). Dropped before the write
 /// too: on this virtual machine a write into pages the guest has not used lately runs at a

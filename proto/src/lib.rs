@@ -40,7 +40,7 @@ pub use shard::{MAX_SHARDS, SHARD_SHIFT, first_ino, ino_limit, shard_of};
 pub use values::{Data, Kind, Placed, Target, XattrValue};
 
 /// Version carried in CONNECT; a server refuses any other with EPROTO.
-pub const PROTOCOL_VERSION: u32 = 9;
+pub const PROTOCOL_VERSION: u32 = 10;
 /// Largest frame payload either side accepts, in bytes: an extended attribute's largest
 /// value ([`MAX_XATTR_VALUE`]) and 4 KiB for the rest of its request.
 pub const MAX_FRAME: usize = MAX_XATTR_VALUE + 4096;
@@ -269,6 +269,18 @@ mod tests {
                 }],
             },
             Op::Layout { ino: 2, handle: 8 },
+            Op::CompactLayout {
+                ino: 2,
+                handle: 8,
+                version: 77,
+                placed: vec![Placed {
+                    slice: 6,
+                    slice_size: 10,
+                    slice_off: 0,
+                    file_off: 0,
+                    len: 10,
+                }],
+            },
         ]
     }
 
@@ -370,6 +382,7 @@ mod tests {
                 ("alloc_slices", None),
                 ("write_slices", Some(2)),
                 ("layout", Some(2)),
+                ("compact_layout", Some(2)),
             ]
         );
         let rename = Op::Rename {
@@ -418,7 +431,8 @@ mod tests {
                 "make_pending_dir",
                 "prepare_rmdir",
                 "alloc_slices",
-                "write_slices"
+                "write_slices",
+                "compact_layout"
             ]
         );
         let plain_open = Op::Open {

@@ -234,6 +234,14 @@ operations! {
     /// read (0: read permission is checked). A file whose data is on the server says so
     /// (`objects: false`, no pieces): READ it.
     36 LAYOUT "layout" Layout { ino: u64, handle: u64 };
+    /// The regular file `ino`'s layout replaced by `placed`: the same bytes in fewer pieces,
+    /// which the caller read by the layout LAYOUT answered with `version` and uploaded as new
+    /// slices — if that is still the file's layout (nothing changed the inode since: its
+    /// `version`); ESTALE otherwise, and the caller leaves its upload to the collector. Size
+    /// and times stay as they are; the slices no piece names any more go to the collector.
+    /// Through `handle` opened to write (0: write permission is checked). Every piece within
+    /// the size; at most [`MAX_PLACED`].
+    37 COMPACT_LAYOUT "compact_layout" CompactLayout { ino: u64, handle: u64, version: u64, placed: Vec<Placed> };
 }
 
 /// Most slice ids one ALLOC_SLICES hands out.
@@ -275,6 +283,7 @@ impl Op {
             | Op::Read { ino, .. }
             | Op::Write { ino, .. }
             | Op::WriteSlices { ino, .. }
+            | Op::CompactLayout { ino, .. }
             | Op::Layout { ino, .. }
             | Op::PrepareRmdir { ino, .. } => Some(*ino),
             Op::Connect { .. }
@@ -356,6 +365,7 @@ impl Op {
                 | Op::Write { .. }
                 | Op::AllocSlices { .. }
                 | Op::WriteSlices { .. }
+                | Op::CompactLayout { .. }
         ) || matches!(self, Op::Open { flags, .. } if flags.truncate)
     }
 }

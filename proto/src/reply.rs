@@ -161,6 +161,9 @@ pub struct FileLayout {
     pub size: u64,
     pub objects: bool,
     pub placed: Vec<crate::Placed>,
+    /// Which state of the file this is (the transno of the inode's last change): what
+    /// COMPACT_LAYOUT names to replace this layout and no later one.
+    pub version: u64,
 }
 
 /// Which server serves each shard, as the answering server's watch of the cluster sees it.

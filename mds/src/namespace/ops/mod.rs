@@ -365,6 +365,12 @@ impl Namespace {
                 placed,
             } => self.write_slices(cx, ino, handle, size, placed),
             Op::Layout { ino, handle } => self.layout(cx, ino, handle),
+            Op::CompactLayout {
+                ino,
+                handle,
+                version,
+                placed,
+            } => self.compact_layout(cx, ino, handle, version, placed),
             Op::MakePendingDir {
                 shard: _,
                 parent,

@@ -255,7 +255,66 @@ impl Namespace {
             size: node.attr.size,
             objects: layout.is_some(),
             placed: layout.map(|l| l.as_ref().clone()).unwrap_or_default(),
+            version: node.attr.transno,
         })))
+    }
+
+    /// COMPACT_LAYOUT: the layout of `ino` replaced by `placed` (the same bytes, fewer
+    /// pieces, uploaded by the caller) if it is still the one of `version`; ESTALE if
+    /// anything changed the inode since. Size and times unchanged; the slices no piece names
+    /// any more to the collector's list.
+    pub(super) fn compact_layout(
+        &self,
+        cx: &mut Cx<'_>,
+        ino: u64,
+        handle: u64,
+        version: u64,
+        placed: Vec<Placed>,
+    ) -> OpResult {
+        self.objects_on()?;
+        if placed.len() > MAX_PLACED || !placed.iter().all(Placed::is_valid) {
+            return Err(Errno::EINVAL);
+        }
+        self.writable()?;
+        let open = if handle == 0 {
+            None
+        } else {
+            self.handle_for(cx, ino, handle)?
+        };
+        if open.is_some_and(|h| !h.write) {
+            return Err(Errno::EBADF);
+        }
+        let mut l = self.table.lock(&[ino]);
+        let node = inode_mut(cx, &mut l, ino)?;
+        see_inode(cx, node);
+        super::regular(node)?;
+        if handle == 0 && !cx.caller.replay {
+            perm::check(cx.caller.cred, &node.attr, node.access_acl(), WRITE)?;
+        }
+        if !node.attr.in_objects() || node.attr.transno != version {
+            return Err(Errno::ESTALE);
+        }
+        if placed.iter().any(|p| p.file_end() > node.attr.size) {
+            return Err(Errno::EINVAL);
+        }
+        let old = self.layout_of(node)?.unwrap_or_default();
+        let garbage = unnamed(distinct_slices(&old), &placed);
+        let transno = self.next_transno()?;
+        let mut ops = self.journal_ops([]);
+        Self::to_garbage(garbage, &mut ops);
+        ops.push(JournalOp::PutLayout {
+            ino,
+            placed: placed.clone(),
+        });
+        self.hold_layout(node, Arc::new(placed), transno);
+        node.attr.transno = transno;
+        node.stamp = cx.stamp(node.stamp, transno);
+        ops.push(JournalOp::PutInode(node.attr.image()));
+        Ok(mutation(
+            transno,
+            ops,
+            Body::Attr(crate::namespace::to_attr(&node.attr)),
+        ))
     }
 
     /// A size change of a file in objects, or of an empty one on the server past the cap,
