@@ -10,7 +10,8 @@
 #   python3               dashboards/generate.py --check (and bench/chart.py, chart_compare.py)
 #   fuse3                 fusermount3, for the mount's tests (mount/tests/)
 #   fsmark, git           fs_mark with an fsync per file, and git clone onto a mount
-#   make                  a C program built on a mount (mount/tests/suites.rs; clang is its cc)
+#   make, autoconf,       an autotools project cloned onto a mount, then autoreconf, ./configure
+#   automake              and make there (mount/tests/suites.rs; the toolchain's cc builds it)
 #   libacl1-dev           what the pjdfstest crate links against
 #   acl                   setfacl and getfacl, for the ACL tests through the mount
 #   etcd-server           etcd 3.4, for the cluster tests (mds/tests/cluster.rs, cluster/tests/)
