@@ -8,6 +8,7 @@
 
 mod common;
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -516,6 +517,22 @@ fn piece(slice: u64, slice_size: u64, file_off: u64, len: u64) -> mds_proto::Pla
     }
 }
 
+/// Whether the first object of slice `id` is gone from the default store of the server whose
+/// data directory is `dir`.
+fn slice_gone(dir: &Path, id: u64) -> bool {
+    !dir.join(format!("objects/slices/{:x}/{id:016x}.0", id >> 10))
+        .exists()
+}
+
+/// Waits (at most 30 s) until `done` holds.
+async fn until(what: &str, mut done: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(Instant::now() < deadline, "never: {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 fn placed(body: Body) -> mds_proto::FileLayout {
     match body {
         Body::Layout(layout) => layout,
@@ -623,20 +640,11 @@ async fn slices_layouts_and_the_collector_through_the_real_server() {
         (50, vec![piece(a, 10_000, 0, 50)])
     );
     // After the grace: b (cut out) and the stray (named by nothing) are deleted, a is not.
-    let gone = |id: u64| {
-        let path = dir
-            .path()
-            .join(format!("objects/slices/{:x}/{id:016x}.0", id >> 10));
-        !path.exists()
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !(gone(b) && gone(stray)) {
-        assert!(
-            Instant::now() < deadline,
-            "the collector never deleted b and the stray"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let gone = |id: u64| slice_gone(dir.path(), id);
+    until("the collector deletes b and the stray", || {
+        gone(b) && gone(stray)
+    })
+    .await;
     assert!(!gone(a), "a slice a layout names is never deleted");
 
     // Ids are never handed out again after a restart.
@@ -653,14 +661,7 @@ async fn slices_layouts_and_the_collector_through_the_real_server() {
     assert_eq!(layout.placed, vec![piece(a, 10_000, 0, 50)]);
     c.call(Op::Release { handle: 2 }).await.unwrap();
     c.unlink(ROOT, "f").await.unwrap();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !gone(a) {
-        assert!(
-            Instant::now() < deadline,
-            "the collector never deleted the deleted file's slice"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until("the collector deletes the deleted file's slice", || gone(a)).await;
     drop(c);
     server.stop().unwrap();
     let (code, out) = common::fsck(dir.path());
@@ -767,20 +768,11 @@ async fn compact_layout_replaces_only_the_layout_it_was_read_from() {
     let now = placed(c.call(Op::Layout { ino: f, handle: 1 }).await.unwrap());
     assert_eq!(now.placed, one);
     assert!(now.version > layout.version);
-    let gone = |id: u64| {
-        let path = dir
-            .path()
-            .join(format!("objects/slices/{:x}/{id:016x}.0", id >> 10));
-        !path.exists()
-    };
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !(gone(a) && gone(b)) {
-        assert!(
-            Instant::now() < deadline,
-            "the collector never deleted the compacted-away slices"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let gone = |id: u64| slice_gone(dir.path(), id);
+    until("the collector deletes the compacted-away slices", || {
+        gone(a) && gone(b)
+    })
+    .await;
     assert!(!gone(whole));
     c.call(Op::Release { handle: 1 }).await.unwrap();
     c.call(Op::Release { handle: 2 }).await.unwrap();

@@ -88,7 +88,44 @@ fn unnamed(before: Vec<(u64, u64)>, layout: &[Placed]) -> Vec<(u64, u64)> {
         .collect()
 }
 
+/// What WRITE_SLICES and COMPACT_LAYOUT ask of the inode, under its lock: a regular file the
+/// caller may write — through its handle, or by its permission bits without one.
+fn may_place(cx: &mut Cx<'_>, node: &Node, handle: u64) -> Result<(), Errno> {
+    see_inode(cx, node);
+    super::regular(node)?;
+    if handle == 0 && !cx.caller.replay {
+        perm::check(cx.caller.cred, &node.attr, node.access_acl(), WRITE)?;
+    }
+    Ok(())
+}
+
 impl Namespace {
+    /// What WRITE_SLICES and COMPACT_LAYOUT check before the inode's lock: an object store,
+    /// at most [`MAX_PLACED`] pieces, each inside its slice, a namespace that takes changes, and a
+    /// handle (if one is named) open to write.
+    fn check_placing(
+        &self,
+        cx: &mut Cx<'_>,
+        ino: u64,
+        handle: u64,
+        placed: &[Placed],
+    ) -> Result<(), Errno> {
+        self.objects_on()?;
+        if placed.len() > MAX_PLACED || !placed.iter().all(Placed::is_valid) {
+            return Err(Errno::EINVAL);
+        }
+        self.writable()?;
+        let open = if handle == 0 {
+            None
+        } else {
+            self.handle_for(cx, ino, handle)?
+        };
+        if open.is_some_and(|h| !h.write) {
+            return Err(Errno::EBADF);
+        }
+        Ok(())
+    }
+
     /// Whether files may grow past the inline cap into an object store.
     fn objects_on(&self) -> Result<(), Errno> {
         if self.object_store {
@@ -183,31 +220,15 @@ impl Namespace {
         size: u64,
         placed: Vec<Placed>,
     ) -> OpResult {
-        self.objects_on()?;
-        if placed.len() > MAX_PLACED || !placed.iter().all(Placed::is_valid) {
-            return Err(Errno::EINVAL);
-        }
+        self.check_placing(cx, ino, handle, &placed)?;
         let end = placed.iter().map(Placed::file_end).fold(size, u64::max);
         if end > MAX_FILE_SIZE {
             return Err(Errno::EFBIG);
         }
-        self.writable()?;
-        let open = if handle == 0 {
-            None
-        } else {
-            self.handle_for(cx, ino, handle)?
-        };
-        if open.is_some_and(|h| !h.write) {
-            return Err(Errno::EBADF);
-        }
         let now_at = now_ns();
         let mut l = self.table.lock(&[ino]);
         let node = inode_mut(cx, &mut l, ino)?;
-        see_inode(cx, node);
-        super::regular(node)?;
-        if handle == 0 && !cx.caller.replay {
-            perm::check(cx.caller.cred, &node.attr, node.access_acl(), WRITE)?;
-        }
+        may_place(cx, node, handle)?;
         let converting = !node.attr.in_objects();
         let mut layout = self
             .layout_of(node)?
@@ -271,26 +292,10 @@ impl Namespace {
         version: u64,
         placed: Vec<Placed>,
     ) -> OpResult {
-        self.objects_on()?;
-        if placed.len() > MAX_PLACED || !placed.iter().all(Placed::is_valid) {
-            return Err(Errno::EINVAL);
-        }
-        self.writable()?;
-        let open = if handle == 0 {
-            None
-        } else {
-            self.handle_for(cx, ino, handle)?
-        };
-        if open.is_some_and(|h| !h.write) {
-            return Err(Errno::EBADF);
-        }
+        self.check_placing(cx, ino, handle, &placed)?;
         let mut l = self.table.lock(&[ino]);
         let node = inode_mut(cx, &mut l, ino)?;
-        see_inode(cx, node);
-        super::regular(node)?;
-        if handle == 0 && !cx.caller.replay {
-            perm::check(cx.caller.cred, &node.attr, node.access_acl(), WRITE)?;
-        }
+        may_place(cx, node, handle)?;
         if !node.attr.in_objects() || node.attr.transno != version {
             return Err(Errno::ESTALE);
         }
