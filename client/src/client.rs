@@ -211,9 +211,20 @@ impl Client {
     /// same start too: the server answers those it executed from its records, whether its
     /// window is open or not.
     async fn replay(&self, replays: Replays, recovering: bool) -> Result<()> {
+        let count = replays.requests.len();
         if recovering || replays.same_start {
+            if count > 0 {
+                tracing::info!(requests = count, "replaying what was answered early");
+            }
             self.replay_unsafe(replays).await?;
         } else {
+            if count > 0 {
+                tracing::warn!(
+                    requests = count,
+                    "the server restarted and no longer waits for this client (evicted, or its \
+                     recovery window closed): changes it answered early are lost"
+                );
+            }
             for (transno, request) in replays.requests {
                 self.session().lose(transno, request);
             }

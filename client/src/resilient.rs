@@ -399,6 +399,7 @@ impl ResilientConn {
         }
         let started = Instant::now();
         self.outages.went_down(started);
+        tracing::warn!(server = %self.server.lock(), "connection to the server lost: reconnecting");
         let mut backoff = Duration::from_millis(20);
         loop {
             if self.shard_moved() {
@@ -441,6 +442,7 @@ impl ResilientConn {
                     *self.current.lock() = (failed + 1, client);
                     self.outages.reconnects.fetch_add(1, Ordering::Relaxed);
                     self.outages.ended(started, true, Instant::now());
+                    tracing::info!(%server, after = ?started.elapsed(), "reconnected");
                     return Ok(());
                 }
                 // A refused key will not become right by retrying: give up at once.
@@ -460,6 +462,7 @@ impl ResilientConn {
                 Err(_) => {
                     self.dead.store(true, Ordering::Release);
                     self.outages.ended(started, false, Instant::now());
+                    tracing::error!(%server, timeout = ?self.reconnect_timeout, "gave up reconnecting");
                     return Err(Gone::Timeout(self.reconnect_timeout));
                 }
             }

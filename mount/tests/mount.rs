@@ -612,6 +612,15 @@ fn an_idle_mount_replays_what_was_answered_early_within_the_recovery_window() {
         fs::read(m.path("answered-early")).unwrap(),
         b"kept by the mount"
     );
+    // The mount says what happened: the connection lost, back, and what it replayed.
+    let log = m.log_text();
+    for line in [
+        "connection to the server lost",
+        "reconnected",
+        "replaying what was answered early",
+    ] {
+        assert!(log.contains(line), "no {line:?} in the mount's log:\n{log}");
+    }
     assert!(m.unmount().success());
 }
 
