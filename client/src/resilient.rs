@@ -399,7 +399,7 @@ impl ResilientConn {
         }
         let started = Instant::now();
         self.outages.went_down(started);
-        tracing::warn!(server = %self.server.lock(), "connection to the server lost: reconnecting");
+        tracing::warn!(server = %self.server.lock(), "the server went away: reconnecting");
         let mut backoff = Duration::from_millis(20);
         loop {
             if self.shard_moved() {

@@ -615,7 +615,7 @@ fn an_idle_mount_replays_what_was_answered_early_within_the_recovery_window() {
     // The mount says what happened: the connection lost, back, and what it replayed.
     let log = m.log_text();
     for line in [
-        "connection to the server lost",
+        "the server went away",
         "reconnected",
         "replaying what was answered early",
     ] {
