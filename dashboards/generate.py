@@ -385,9 +385,11 @@ ROWS = [
     ]),
     ("Data", [
         ts("File bytes", "bytes",
-           [(f"sum by (instance) (mds_file_bytes{{{SEL}}})", "{{instance}}")],
-           "The sizes of every regular file added up (holes included): on the server up to "
-           "--inline-data-max a file, in the object store past it.", 8),
+           [(f"sum by (instance) (mds_file_bytes{{{SEL}}})", "sizes {{instance}}"),
+            (f"sum by (instance) (mds_file_data_bytes{{{SEL}}})", "data {{instance}}")],
+           "The sizes of every regular file added up (holes included), and the data they hold "
+           "(holes not counted: what df shows used): on the server up to --inline-data-max a "
+           "file, in the object store past it.", 8),
         ts("Slices deleted from the object store", "ops",
            [(f"sum by (source) (rate(mds_object_slices_deleted_total{{{SEL}}}[{RI}]))",
              "{{source}}")],

@@ -736,6 +736,7 @@ mod tests {
             ctime_ns: 0,
             rdev: 0,
             generation: 1,
+            blocks: 0,
         }
     }
 

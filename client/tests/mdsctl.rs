@@ -870,6 +870,10 @@ fn write_copies_stdin_into_a_file_and_cat_prints_it_back() {
     // The server's figures: the bytes its files hold, and no handle left open by mdsctl.
     let status = json(&server, &["status"]);
     assert_eq!(status["file_bytes"], 13, "{status}");
+    assert_eq!(
+        status["data_bytes"], 4096,
+        "13 bytes: one block held {status}"
+    );
     assert_eq!(status["open_handles"], 0, "{status}");
     assert_eq!(status["orphans"], 0, "{status}");
     assert!(
@@ -879,6 +883,7 @@ fn write_copies_stdin_into_a_file_and_cat_prints_it_back() {
     let text = ok(ctl(&server, &["status"]));
     for line in [
         "file_bytes:      13",
+        "data_bytes:      4096",
         "open_handles:    0",
         "orphans:         0",
         "inline_data_max: ",

@@ -29,6 +29,7 @@ fn inode(ino: u64, kind: FileKind, transno: u64) -> Inode {
         atime_ns: 0,
         rdev: 0,
         target: Vec::new(),
+        data_blocks: 0,
     }
 }
 

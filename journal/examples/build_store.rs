@@ -87,6 +87,7 @@ fn directory(ino: u64, parent: u64, subdirs: u32, entries: u64, transno: u64) ->
         atime_ns: 0,
         rdev: 0,
         target: Vec::new(),
+        data_blocks: 0,
     }
 }
 
@@ -108,6 +109,7 @@ fn file(ino: u64, transno: u64, now: i64) -> Inode {
         atime_ns: 0,
         rdev: 0,
         target: Vec::new(),
+        data_blocks: 0,
     }
 }
 

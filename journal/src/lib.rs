@@ -23,7 +23,7 @@ pub use resend::ClientResend;
 pub use schema::{
     DATA_BLOCK, Dentry, EntryName, FileKind, Inode, JournalOp, NAME_INLINE, PendingDir,
     REPLY_INLINE, ROOT_INO, ReplyBytes, ResendRecord, ResendSlot, SCHEMA_VERSION, SECRET_LEN,
-    TxRecord, now_ns,
+    TxRecord, layout_data_blocks, now_ns,
 };
 // The inode-number layout is the protocol's, defined once there; named here too because the
 // server reads a shard's range off the journal it opens (`Recovered::ino_limit`).

@@ -10,7 +10,14 @@ use mds_proto::Placed;
 
 /// Bumped whenever a key layout or a record encoding changes incompatibly: what counts, and
 /// how, is in `docs/schema.md`; the golden-bytes tests below and in `store.rs` fail first.
-pub const SCHEMA_VERSION: u32 = 8;
+pub const SCHEMA_VERSION: u32 = 9;
+
+/// The version before an inode counted its file's data ([`Inode::data_blocks`]): its images
+/// end at the symlink target ([`decode_inode`] reads both). A writable open counts every
+/// file's blocks and layout and rewrites the inodes of files that hold data
+/// (`Journal::count_file_data`) before it records the new version; a read-only open reads
+/// such a store with every count 0.
+pub(crate) const SCHEMA_VERSION_UNCOUNTED_DATA: u32 = 8;
 
 /// The version before file data could be in an object store (layouts, their garbage and the
 /// slice counter in `meta`): nothing stored changes, so a writable open records the new
@@ -119,6 +126,11 @@ pub(crate) const META_INO_CEILING: &[u8] = b"ino_ceiling";
 /// keys: written with the new version, deleted once every entry is moved. An open that
 /// finds it reads entries in either layout, key by key, and a writable one finishes the move.
 pub(crate) const META_DENTRIES_TO_REKEY: &[u8] = b"dentries_to_rekey";
+/// Present (empty) while an upgrade to version 9 counts the files' data
+/// ([`Inode::data_blocks`]): written with the new version, deleted once every file holding
+/// data has its count. A writable open that finds it counts (again) once the edits left are
+/// written out; a read-only one reads the counts as 0 where not yet written.
+pub(crate) const META_DATA_TO_COUNT: &[u8] = b"data_to_count";
 /// Session bindings: key = this prefix ++ client id (u64 BE), value = the 32-byte secret the
 /// server issued the client's session, which a reconnect with that identity must prove.
 /// Written with the session's first journaled change, deleted with its resend records.
@@ -229,6 +241,94 @@ pub struct Inode {
     /// Symbolic links: the target, as given. Empty otherwise.
     #[serde(serialize_with = "as_bytes")]
     pub target: Vec<u8>,
+    /// Regular files: the data they hold, in [`DATA_BLOCK`]s — the blocks stored in `data`,
+    /// or the bytes the layout's pieces cover, rounded up — which `st_blocks` counts, so a
+    /// sparse file's holes are not counted. 0 for every other kind.
+    pub data_blocks: u64,
+}
+
+/// An inode as schema version 8 and those before it (from 3) stored it: [`Inode`] without
+/// `data_blocks`. Read by [`decode_inode`].
+#[derive(Deserialize)]
+struct InodeV8 {
+    ino: u64,
+    kind: FileKind,
+    mode: u32,
+    uid: u32,
+    gid: u32,
+    nlink: u32,
+    size: u64,
+    ctime_ns: i64,
+    mtime_ns: i64,
+    generation: u64,
+    parent: u64,
+    entries: u64,
+    transno: u64,
+    atime_ns: i64,
+    rdev: u64,
+    target: Vec<u8>,
+}
+
+/// A stored inode, in this version's encoding or (its data not counted: 0) version 8's,
+/// which is this one without the last field — how images written before an upgrade, in the
+/// store or in an edit not yet written out, read after it.
+pub(crate) fn decode_inode(what: &'static str, bytes: &[u8]) -> Result<Inode> {
+    let current = postcard::from_bytes::<Inode>(bytes);
+    let Err(postcard::Error::DeserializeUnexpectedEnd) = current else {
+        return current.map_err(|e| Error::Corrupt {
+            what,
+            detail: e.to_string(),
+        });
+    };
+    match postcard::take_from_bytes::<InodeV8>(bytes) {
+        Ok((old, [])) => Ok(Inode::from(old)),
+        _ => Err(Error::Corrupt {
+            what,
+            detail: postcard::Error::DeserializeUnexpectedEnd.to_string(),
+        }),
+    }
+}
+
+impl From<InodeV8> for Inode {
+    fn from(old: InodeV8) -> Inode {
+        let InodeV8 {
+            ino,
+            kind,
+            mode,
+            uid,
+            gid,
+            nlink,
+            size,
+            ctime_ns,
+            mtime_ns,
+            generation,
+            parent,
+            entries,
+            transno,
+            atime_ns,
+            rdev,
+            target,
+        } = old;
+        Inode {
+            ino,
+            kind,
+            mode,
+            uid,
+            gid,
+            nlink,
+            size,
+            ctime_ns,
+            mtime_ns,
+            generation,
+            parent,
+            entries,
+            transno,
+            atime_ns,
+            rdev,
+            target,
+            data_blocks: 0,
+        }
+    }
 }
 
 /// An inode as schema versions 1 and 2 stored it: [`Inode`] without `atime_ns`, `rdev` and
@@ -286,8 +386,25 @@ impl From<InodeV2> for Inode {
             atime_ns: mtime_ns,
             rdev: 0,
             target: Vec::new(),
+            data_blocks: 0,
         }
     }
+}
+
+/// The [`DATA_BLOCK`]s of data a layout holds ([`Inode::data_blocks`]): the bytes its
+/// pieces cover — once, however many pieces overlap there — rounded up.
+pub fn layout_data_blocks(layout: &[Placed]) -> u64 {
+    let mut ranges: Vec<(u64, u64)> = layout.iter().map(|p| (p.file_off, p.file_end())).collect();
+    ranges.sort_unstable();
+    let (mut covered, mut reached) = (0u64, 0u64);
+    for (start, end) in ranges {
+        let start = start.max(reached);
+        if end > start {
+            covered += end - start;
+            reached = end;
+        }
+    }
+    covered.div_ceil(DATA_BLOCK as u64)
 }
 
 /// Wall-clock time as inode times store it: nanoseconds since the Unix epoch.
@@ -321,6 +438,7 @@ impl Inode {
             atime_ns: now_ns,
             rdev: 0,
             target: Vec::new(),
+            data_blocks: 0,
         }
     }
 }
@@ -701,7 +819,7 @@ pub(crate) fn with_inode_bytes<R>(inode: &Inode, put: impl FnOnce(&[u8]) -> R) -
     if inode.target.len() > HAND_TARGET_MAX {
         return put(&encode(inode));
     }
-    // 15 integers of at most 10 bytes, the target and its length: within 256.
+    // 16 integers of at most 10 bytes, the target and its length: within 256.
     let mut w = mds_proto::PostcardWriter::<256>::new();
     w.varint(inode.ino);
     w.varint(inode.kind as u64);
@@ -719,6 +837,7 @@ pub(crate) fn with_inode_bytes<R>(inode: &Inode, put: impl FnOnce(&[u8]) -> R) -
     w.signed(inode.atime_ns);
     w.varint(inode.rdev);
     w.bytes(&inode.target);
+    w.varint(inode.data_blocks);
     put(w.as_slice())
 }
 
@@ -743,7 +862,7 @@ pub(crate) fn embedded_image(value: &[u8]) -> Result<Option<Inode>> {
     if rest.is_empty() {
         return Ok(None);
     }
-    decode("inode image in a dentry", rest).map(Some)
+    decode_inode("inode image in a dentry", rest).map(Some)
 }
 
 /// Gives `put` a resend slot's value as stored (a [`ResendSlot`]'s bytes): by hand on the
@@ -865,6 +984,7 @@ mod tests {
                 any::<u64>(),
             ),
             proptest::collection::vec(any::<u8>(), 0..200),
+            any::<u64>(),
         )
             .prop_map(
                 |(
@@ -872,6 +992,7 @@ mod tests {
                     (nlink, size, ctime_ns, mtime_ns, generation),
                     (parent, entries, transno, atime_ns, rdev),
                     target,
+                    data_blocks,
                 )| Inode {
                     ino,
                     kind,
@@ -889,6 +1010,7 @@ mod tests {
                     atime_ns,
                     rdev,
                     target,
+                    data_blocks,
                 },
             )
     }
@@ -973,6 +1095,25 @@ mod tests {
     }
 
     #[test]
+    fn a_layouts_data_counts_overlapping_bytes_once_and_holes_not_at_all() {
+        let piece = |file_off, len| Placed {
+            slice: 1,
+            slice_size: 1 << 30,
+            slice_off: 0,
+            file_off,
+            len,
+        };
+        assert_eq!(layout_data_blocks(&[]), 0);
+        assert_eq!(layout_data_blocks(&[piece(0, 1)]), 1);
+        // 0..8192 and 4096..12288 overlap: 12288 bytes, three blocks.
+        assert_eq!(layout_data_blocks(&[piece(4096, 8192), piece(0, 8192)]), 3);
+        // A piece inside another adds nothing; a hole of 1 GiB between two counts nothing.
+        let far = 1 << 30;
+        let layout = [piece(0, 8192), piece(100, 10), piece(far, 4096)];
+        assert_eq!(layout_data_blocks(&layout), 3);
+    }
+
+    #[test]
     fn record_encodings_are_pinned() {
         // Every field differs from the others, so a reordered or retyped field shows.
         // postcard: unsigned integers are LEB128 varints, signed ones zigzag varints, an enum
@@ -1004,8 +1145,29 @@ mod tests {
         pinned(
             "upgraded file inode",
             &upgraded,
-            "ac0201a003e8076403f0a204aab4aed8c7bfce972f032a00052b030000",
+            "ac0201a003e8076403f0a204aab4aed8c7bfce972f032a00052b03000000",
         );
+        // Version 8 wrote the same without the data count last: read as holding none.
+        let v8 = "ac0201a003e8076403f0a204aab4aed8c7bfce972f032a00052b030000";
+        let v8 = (0..v8.len())
+            .step_by(2)
+            .map(|i| u8::from_str_radix(&v8[i..i + 2], 16).unwrap())
+            .collect::<Vec<u8>>();
+        assert_eq!(decode_inode("version 8 inode", &v8).unwrap(), upgraded);
+        assert!(
+            decode_inode("cut short", &v8[..v8.len() - 1]).is_err(),
+            "a version 8 image cut short is not one"
+        );
+        let counted = Inode {
+            data_blocks: 300,
+            ..upgraded.clone()
+        };
+        pinned(
+            "file inode holding data",
+            &counted,
+            "ac0201a003e8076403f0a204aab4aed8c7bfce972f032a00052b030000ac02",
+        );
+        assert_eq!(decode_inode("current", &encode(&counted)).unwrap(), counted);
         let device = Inode {
             kind: FileKind::BlockDevice,
             atime_ns: 7,
@@ -1015,7 +1177,7 @@ mod tests {
         pinned(
             "block device inode",
             &device,
-            "ac0206a003e8076403f0a204aab4aed8c7bfce972f032a00052b0e811000",
+            "ac0206a003e8076403f0a204aab4aed8c7bfce972f032a00052b0e81100000",
         );
         let symlink = Inode {
             kind: FileKind::Symlink,
@@ -1026,12 +1188,12 @@ mod tests {
         pinned(
             "symlink inode",
             &symlink,
-            "ac0202a003e807640303aab4aed8c7bfce972f032a00052b030003612f62",
+            "ac0202a003e807640303aab4aed8c7bfce972f032a00052b030003612f6200",
         );
         pinned(
             "root inode",
             &Inode::root(1),
-            "0100ff0700000200020200010000020000",
+            "0100ff070000020002020001000002000000",
         );
 
         let dentry = Dentry {

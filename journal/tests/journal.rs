@@ -25,6 +25,7 @@ fn file(ino: u64, transno: u64) -> Inode {
         atime_ns: 0,
         rdev: 0,
         target: Vec::new(),
+        data_blocks: 0,
     }
 }
 

@@ -85,6 +85,7 @@ fn getattr_frames() -> (Vec<u8>, Vec<u8>) {
             ctime_ns: now_ns,
             rdev: 0,
             generation: 150_000,
+            blocks: 0,
         })),
         ticket: 0,
     };

@@ -217,6 +217,7 @@ fn check_layouts(
     report.garbage = (gone.len() + garbage.len()) as u64;
     let mut with_layout = HashSet::new();
     let mut slices = HashSet::new();
+    let counted = journal.data_counted()?;
     let f = &mut report.findings;
     journal.scan_layouts(|ino, layout| {
         with_layout.insert(ino);
@@ -238,6 +239,13 @@ fn check_layouts(
                             i.size
                         ));
                     }
+                }
+                let covered = journal::layout_data_blocks(&layout);
+                if counted && covered != i.data_blocks {
+                    f.push(format!(
+                        "{at}: covers {covered} blocks, the inode counts {}",
+                        i.data_blocks
+                    ));
                 }
             }
         }
@@ -318,16 +326,19 @@ fn check_objects(
 }
 
 /// Every data block belongs to a live regular file, within its size and at most one block
-/// long; returns the blocks and their bytes.
+/// long, and every file on the server counts the blocks it holds; returns the blocks and
+/// their bytes.
 fn check_data(
     journal: &Journal,
     inodes: &HashMap<u64, Inode>,
     f: &mut Vec<String>,
 ) -> journal::Result<(u64, u64)> {
     let (mut blocks, mut bytes) = (0, 0);
+    let mut held: HashMap<u64, u64> = HashMap::new();
     let block_size = journal::DATA_BLOCK as u64;
     journal.scan_data(|ino, block, data| {
         blocks += 1;
+        *held.entry(ino).or_default() += 1;
         bytes += data.len() as u64;
         let at = format!("data block {block} of inode {ino}");
         match inodes.get(&ino) {
@@ -350,6 +361,20 @@ fn check_data(
         }
         Ok(())
     })?;
+    if journal.data_counted()? {
+        let on_server = inodes
+            .values()
+            .filter(|i| i.kind == FileKind::File && i.entries != 1);
+        for i in on_server {
+            let stored = held.get(&i.ino).copied().unwrap_or(0);
+            if stored != i.data_blocks {
+                f.push(format!(
+                    "inode {}: holds {stored} data blocks, counts {}",
+                    i.ino, i.data_blocks
+                ));
+            }
+        }
+    }
     Ok((blocks, bytes))
 }
 

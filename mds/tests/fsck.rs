@@ -261,3 +261,68 @@ fn fsck_finds_directories_cut_off_from_the_root_and_cycles() {
     assert!(out.contains("not reachable from the root"), "{out}");
     assert!(!out.contains("orphan ("), "each is named once: {out}");
 }
+
+/// Each file's count of the data it holds (`st_blocks`) is checked against what is there:
+/// the blocks stored for a file on the server, what the layout covers for one in objects.
+#[test]
+fn fsck_finds_a_file_whose_data_count_is_not_what_it_holds() {
+    let dir = damaged(|j, t, next| {
+        let (right, wrong, in_objects) = (next, next + 1, next + 2);
+        let block = |ino, block| JournalOp::PutData {
+            ino,
+            block,
+            bytes: vec![1; 4096],
+        };
+        let on_server = |ino, data_blocks| {
+            JournalOp::PutInode(Inode {
+                size: 5 * 4096,
+                data_blocks,
+                ..file_image(j, ino, t)
+            })
+        };
+        vec![
+            on_server(right, 2),
+            block(right, 0),
+            block(right, 4),
+            on_server(wrong, 5),
+            block(wrong, 1),
+            JournalOp::PutInode(Inode {
+                size: 1 << 30,
+                entries: 1,
+                data_blocks: 0,
+                ..file_image(j, in_objects, t)
+            }),
+            JournalOp::PutLayout {
+                ino: in_objects,
+                placed: vec![mds_proto::Placed {
+                    slice: 1,
+                    slice_size: 8192,
+                    slice_off: 0,
+                    file_off: 1 << 20,
+                    len: 8192,
+                }],
+            },
+            root_entry("right", right),
+            root_entry("wrong", wrong),
+            root_entry("objects", in_objects),
+        ]
+    });
+    let (code, out) = fsck(dir.path());
+    assert_eq!(code, 1, "{out}");
+    let (right, wrong, in_objects) = {
+        let (_, rec) = Journal::open_read_only(dir.path()).unwrap();
+        let next = rec.next_ino - 3;
+        (next, next + 1, next + 2)
+    };
+    assert!(
+        out.contains(&format!("inode {wrong}: holds 1 data blocks, counts 5")),
+        "{out}"
+    );
+    assert!(
+        out.contains(&format!(
+            "layout of inode {in_objects}: covers 2 blocks, the inode counts 0"
+        )),
+        "{out}"
+    );
+    assert!(!out.contains(&format!("inode {right}:")), "{out}");
+}

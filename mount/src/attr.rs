@@ -15,22 +15,14 @@ pub type Fallible<T> = Result<T, Errno>;
 /// `cp` that size their buffers by it send whole requests.
 const IO_BLOCK: u32 = MAX_IO as u32;
 
-/// Data is kept in 4 KiB blocks on the server: what a file's `st_blocks` counts in.
-const DATA_BLOCK: u64 = 4096;
-
 /// The attributes of `attr` as FUSE carries them.
 pub fn file_attr(attr: &Attr) -> FileAttr {
-    let blocks = if attr.kind == Kind::File {
-        // Whole 4 KiB blocks, in 512-byte units: never fewer than the size needs, so `cp`
-        // and `tar` do not take a file for sparse and look for holes it does not have.
-        attr.size.div_ceil(DATA_BLOCK) * (DATA_BLOCK / 512)
-    } else {
-        0
-    };
     FileAttr {
         ino: INodeNo(attr.ino),
         size: attr.size,
-        blocks,
+        // The server's count of the data the file holds, holes left out: `cp`, `tar` and
+        // `du` take a file with fewer blocks than its size for sparse, and look for holes.
+        blocks: attr.blocks,
         atime: system_time(attr.atime_ns),
         mtime: system_time(attr.mtime_ns),
         ctime: system_time(attr.ctime_ns),
@@ -181,7 +173,7 @@ mod tests {
     }
 
     #[test]
-    fn a_file_counts_whole_data_blocks_and_reports_its_mode_bits() {
+    fn a_file_reports_the_servers_data_count_and_its_mode_bits() {
         let attr = Attr {
             ino: 7,
             kind: Kind::File,
@@ -195,6 +187,7 @@ mod tests {
             ctime_ns: 0,
             rdev: 0,
             generation: 3,
+            blocks: 16,
         };
         let fa = file_attr(&attr);
         assert_eq!(

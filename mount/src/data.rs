@@ -20,7 +20,7 @@ use std::sync::atomic::Ordering;
 use bytes::Bytes;
 use fuser::Errno;
 use mds_client::Handle;
-use mds_client::proto::{Body, Cred, FileLayout, MAX_IO, MAX_PLACED, Op, OpenFlags, Placed};
+use mds_client::proto::{Attr, Body, Cred, FileLayout, MAX_IO, MAX_PLACED, Op, OpenFlags, Placed};
 use tracing::{info, warn};
 
 use crate::attr::{Fallible, errno};
@@ -51,6 +51,17 @@ impl Mount {
         };
         objects.file(ino).is_some()
             || (at != u64::MAX && at.saturating_add(len as u64) > objects.inline_max)
+    }
+
+    /// The attributes a reply about a file should show: the server's, with the size and the
+    /// blocks this mount's writes not placed yet add ([`Mount::size_seen`]) — the bytes
+    /// written are taken to be all data until they are placed and the server counts them.
+    pub fn attr_seen(&self, a: &mut Attr) {
+        let size = self.size_seen(a.ino, a.size);
+        if size != a.size {
+            a.size = size;
+            a.blocks = a.blocks.max(size.div_ceil(4096) * 8);
+        }
     }
 
     /// The size a reply about `ino` should show: the server's, or more while this mount holds

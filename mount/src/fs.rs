@@ -60,7 +60,7 @@ impl MdsFs {
 fn entry(reply: ReplyEntry, mount: &Mount, answer: Fallible<Attr>) {
     match answer {
         Ok(mut a) => {
-            a.size = mount.size_seen(a.ino, a.size);
+            mount.attr_seen(&mut a);
             mount.recent_dirs.note(&a);
             reply.entry_with_ttls(
                 &mount.timeouts.attr,
@@ -76,7 +76,7 @@ fn entry(reply: ReplyEntry, mount: &Mount, answer: Fallible<Attr>) {
 fn attr_reply(reply: ReplyAttr, mount: &Mount, answer: Fallible<Attr>) {
     match answer {
         Ok(mut a) => {
-            a.size = mount.size_seen(a.ino, a.size);
+            mount.attr_seen(&mut a);
             mount.recent_dirs.note(&a);
             reply.attr(&mount.timeouts.attr, &file_attr(&a));
         }

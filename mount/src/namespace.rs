@@ -41,6 +41,32 @@ pub const STATFS_BLOCK: u32 = 4096;
 /// Inodes are only memory on the server (no table to fill): `df -i` shows this many in all.
 const INODE_CEILING: u64 = u32::MAX as u64;
 
+/// What an S3 store is taken to hold in all: it says no capacity, so `df` shows this much
+/// less what the files hold (JuiceFS shows the same 1 PiB without a quota).
+const UNBOUNDED_STORE: u64 = 1 << 50;
+
+/// `df` of the mount from the server's STATFS: used is the data the files hold (holes not
+/// counted); free is what the server's store's file system has free — where inline data and
+/// a local object store's slices go — or, with an S3 store, [`UNBOUNDED_STORE`] less what is
+/// used. Inodes are the server's count against [`INODE_CEILING`].
+fn fs_stats(s: &StatFs) -> FsStats {
+    let block = u64::from(STATFS_BLOCK);
+    let used = s.data_bytes.div_ceil(block);
+    let (free, available) = if s.object_store.starts_with("s3://") {
+        let free = UNBOUNDED_STORE.saturating_sub(s.data_bytes) / block;
+        (free, free)
+    } else {
+        (s.store_bytes_free / block, s.store_bytes_available / block)
+    };
+    FsStats {
+        blocks: used + free,
+        bfree: free,
+        bavail: available,
+        files: INODE_CEILING.max(s.inodes),
+        ffree: INODE_CEILING.saturating_sub(s.inodes),
+    }
+}
+
 impl Mount {
     pub async fn lookup(&self, caller: Caller, parent: u64, name: String) -> Fallible<Attr> {
         let cred = self.cred(caller);
@@ -269,14 +295,7 @@ impl Mount {
             Body::StatFs(s) => *s,
             _ => return Err(Errno::EIO),
         };
-        let block = u64::from(STATFS_BLOCK);
-        Ok(FsStats {
-            blocks: s.store_bytes / block,
-            bfree: s.store_bytes_free / block,
-            bavail: s.store_bytes_available / block,
-            files: INODE_CEILING.max(s.inodes),
-            ffree: INODE_CEILING.saturating_sub(s.inodes),
-        })
+        Ok(fs_stats(&s))
     }
 
     /// access(2) without `default_permissions`: the mode bits of GETATTR judged as the server

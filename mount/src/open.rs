@@ -146,6 +146,7 @@ mod tests {
             ctime_ns: 0,
             rdev: 0,
             generation: 0,
+            blocks: 0,
         }
     }
 

@@ -157,6 +157,28 @@ fn files_past_the_inline_cap_live_in_the_object_store_and_read_back_everywhere()
         "at the end"
     );
     drop(back);
+    // st_blocks counts data, not holes (`du` and `cp --sparse` go by it): the three bytes
+    // are one 4 KiB block, as is the small file on the server and the one cut longer.
+    assert_eq!(meta.blocks(), 8);
+    assert_eq!(fs::metadata(b.path("small")).unwrap().blocks(), 8);
+    assert_eq!(fs::metadata(b.path("cut")).unwrap().blocks(), 8);
+    let big_blocks = 12_345_678u64.div_ceil(4096);
+    assert_eq!(
+        fs::metadata(b.path("big")).unwrap().blocks(),
+        big_blocks * 8
+    );
+    // df: what is used is the files' data — 1 + the big file's + 90,000 bytes + 1 + 1 blocks.
+    let used = {
+        let path = std::ffi::CString::new(b.path("").as_os_str().as_encoded_bytes()).unwrap();
+        // SAFETY: a NUL-terminated path and a statvfs the call fills.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        assert_eq!(unsafe { libc::statvfs(path.as_ptr(), &raw mut st) }, 0);
+        (st.f_blocks - st.f_bfree) * st.f_frsize
+    };
+    assert_eq!(
+        used,
+        (1 + big_blocks + 90_000u64.div_ceil(4096) + 1 + 1) * 4096
+    );
     // A file on the server is data from end to end.
     let small = File::open(b.path("small")).unwrap();
     // SAFETY: as above.

@@ -40,7 +40,7 @@ pub use shard::{MAX_SHARDS, SHARD_SHIFT, first_ino, ino_limit, shard_of};
 pub use values::{Data, Kind, Placed, Target, XattrValue};
 
 /// Version carried in CONNECT; a server refuses any other with EPROTO.
-pub const PROTOCOL_VERSION: u32 = 10;
+pub const PROTOCOL_VERSION: u32 = 11;
 /// Largest frame payload either side accepts, in bytes: an extended attribute's largest
 /// value ([`MAX_XATTR_VALUE`]) and 4 KiB for the rest of its request.
 pub const MAX_FRAME: usize = MAX_XATTR_VALUE + 4096;

@@ -145,6 +145,7 @@ impl<const N: usize> PostcardWriter<N> {
         self.signed(a.ctime_ns);
         self.varint(a.rdev);
         self.varint(a.generation);
+        self.varint(a.blocks);
     }
 }
 

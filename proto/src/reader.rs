@@ -214,6 +214,7 @@ impl Reader<'_> {
         let ctime_ns = self.i64()?;
         let rdev = self.u64()?;
         let generation = self.u64()?;
+        let blocks = self.u64()?;
         Some(Attr {
             ino,
             kind,
@@ -227,6 +228,7 @@ impl Reader<'_> {
             ctime_ns,
             rdev,
             generation,
+            blocks,
         })
     }
 
@@ -497,13 +499,13 @@ pub(crate) mod tests {
                 wide_u32(),
             ),
             (wide_u64(), wide_i64(), wide_i64(), wide_i64()),
-            (wide_u64(), wide_u64()),
+            (wide_u64(), wide_u64(), wide_u64()),
         )
             .prop_map(
                 |(
                     (ino, kind, mode, uid, gid, nlink),
                     (size, atime_ns, mtime_ns, ctime_ns),
-                    (rdev, generation),
+                    (rdev, generation, blocks),
                 )| Attr {
                     ino,
                     kind,
@@ -517,6 +519,7 @@ pub(crate) mod tests {
                     ctime_ns,
                     rdev,
                     generation,
+                    blocks,
                 },
             )
     }
@@ -605,6 +608,7 @@ pub(crate) mod tests {
                 ctime_ns: i64::MAX,
                 rdev: 0,
                 generation: 0,
+                blocks: 0,
             })),
         );
         let mut payload = postcard::to_stdvec(&attr).unwrap();

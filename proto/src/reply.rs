@@ -24,6 +24,10 @@ pub struct Attr {
     /// Character and block devices: the device number; 0 for every other kind.
     pub rdev: u64,
     pub generation: u64,
+    /// Regular files: the data they hold, in 512-byte units (`st_blocks`): blocks of 4 KiB
+    /// stored on the server, or what the layout's pieces cover, rounded up to 4 KiB — holes
+    /// not counted. 0 for every other kind.
+    pub blocks: u64,
 }
 
 /// One READDIR entry.
@@ -48,6 +52,9 @@ pub struct StatFs {
     /// The sizes of every regular file added up (holes included): what the files' data
     /// kept on the server amounts to at most.
     pub file_bytes: u64,
+    /// The data regular files hold, on the server and in the object store: what their
+    /// `blocks` add up to, in bytes (holes not counted, unlike `file_bytes`).
+    pub data_bytes: u64,
     /// Most bytes one file keeps on the server (`--inline-data-max`); a file that grows past
     /// it moves to the object store. 0: READ and WRITE are refused.
     pub inline_data_max: u64,

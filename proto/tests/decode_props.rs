@@ -201,6 +201,7 @@ fn body() -> impl Strategy<Value = Result<Body, Errno>> {
             ctime_ns: t,
             rdev: ino >> 3,
             generation: ino ^ 1,
+            blocks: ino >> 9,
         });
     prop_oneof![
         bytes().prop_map(|t| Ok(Body::Target(Target(t)))),

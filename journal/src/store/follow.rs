@@ -231,7 +231,7 @@ impl BatchReader {
             });
         }
         Ok(Some(if cf == ids.inodes {
-            let inode: Inode = decode("inode", value)?;
+            let inode: Inode = crate::schema::decode_inode("inode", value)?;
             if decode_u64_key("inode key", key)? != inode.ino {
                 return Err(Error::Corrupt {
                     what: "inode",

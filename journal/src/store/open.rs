@@ -68,6 +68,7 @@ impl Journal {
         let (mut journal, recovered) = Self::finish_open(db, opts, path, options, true)?;
         journal.add_families(&missing, &cache, tuning)?;
         journal.write_out_stored_edits()?;
+        journal.count_file_data()?;
         journal.start_or_end_edit_log()?;
         Ok((journal, recovered))
     }

@@ -12,9 +12,9 @@ use crate::options::full_scan;
 use crate::schema::{
     CF_CLIENTS, CF_DATA, CF_DENTRIES, CF_INODES, CF_META, CF_ORPHANS, CF_XATTRS, Dentry, Inode,
     InodeV2, META_GARBAGE_PREFIX, META_GONE_PREFIX, META_LAYOUT_PREFIX, META_NEXT_SLICE,
-    META_PENDING_PREFIX, PendingDir, ResendSlot, data_key, decode, decode_dentry, decode_meta_u64,
-    decode_named_key, decode_resend_key, decode_u64_key, ino_key, is_child_keyed, layout_key,
-    xattr_key,
+    META_PENDING_PREFIX, PendingDir, ResendSlot, data_key, data_key_end, decode, decode_dentry,
+    decode_meta_u64, decode_named_key, decode_resend_key, decode_u64_key, ino_key, is_child_keyed,
+    layout_key, xattr_key,
 };
 use mds_proto::Placed;
 
@@ -67,7 +67,7 @@ impl Journal {
         if self.v2_inodes {
             Ok(decode::<InodeV2>("version 2 inode", bytes)?.into())
         } else {
-            decode("inode", bytes)
+            crate::schema::decode_inode("inode", bytes)
         }
     }
 
@@ -93,6 +93,34 @@ impl Journal {
             }
             None => Ok(false),
         }
+    }
+
+    /// Whether block `block` of `ino` is stored (committed), without copying it.
+    pub fn has_block(&self, ino: u64, block: u32) -> Result<bool> {
+        let Some(data) = self.db.cf_handle(CF_DATA) else {
+            return Ok(false);
+        };
+        Ok(self.db.get_pinned_cf(data, data_key(ino, block))?.is_some())
+    }
+
+    /// The committed blocks of `ino` from `from` up to `to` that are stored, in order: keys
+    /// only, one pass.
+    pub fn stored_blocks(&self, ino: u64, from: u32, to: u32) -> Result<Vec<u32>> {
+        let Some(data) = self.db.cf_handle(CF_DATA) else {
+            return Ok(Vec::new());
+        };
+        let (start, end) = (data_key(ino, from), data_key_end(ino, to));
+        let mut read = rocksdb::ReadOptions::default();
+        read.set_iterate_upper_bound(end.to_vec());
+        let mut iter = self.db.raw_iterator_cf_opt(data, read);
+        iter.seek(start);
+        let mut stored = Vec::new();
+        while let Some(key) = iter.key() {
+            stored.push(decode_resend_key(key)?.1);
+            iter.next();
+        }
+        iter.status()?;
+        Ok(stored)
     }
 
     /// The committed layout of the file `ino`, if its data is in the object store.

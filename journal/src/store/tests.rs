@@ -61,6 +61,7 @@ fn what_a_commit_writes_is_pinned() {
         atime_ns: 0,
         rdev: 0,
         target: Vec::new(),
+        data_blocks: 0,
     };
     let resend = |xid| JournalOp::PutResend {
         client: 7,
@@ -166,13 +167,13 @@ fn what_a_commit_writes_is_pinned() {
     j.commit(&records).unwrap();
     let golden = [
         // key: ino, u64 BE. value: postcard Inode.
-        // The last three bytes: atime_ns 0, rdev 0, no target.
-        "inodes 0000000000000001 = 0100ed03e807640300d00fa01f01010101000000",
+        // The last four bytes: atime_ns 0, rdev 0, no target, no data counted.
+        "inodes 0000000000000001 = 0100ed03e807640300d00fa01f0101010100000000",
         // key: child u64 BE ++ parent u64 BE ++ name's UTF-8 ("d", "f"). value: postcard
         // Dentry, then (an inode these records created) the inode's last image of the
         // commit, as `inodes` would hold it: /d's second (1 entry, transno 2), /f's.
-        "dentries 0000000000000002000000000000000164 = 02000200ed03e807640200d00fa01f01010102000000",
-        "dentries 0000000000000003000000000000000266 = 03010301ed03e807640100d00fa01f02000002000000",
+        "dentries 0000000000000002000000000000000164 = 02000200ed03e807640200d00fa01f0101010200000000",
+        "dentries 0000000000000003000000000000000266 = 03010301ed03e807640100d00fa01f0200000200000000",
         // key: client u64 BE ++ slot u32 BE. value: postcard ResendSlot: watermark 1, then
         // the records above it (xid 2, transno 2, reply ee); xid 1's was never written.
         "clients 000000000000000700000000 = 0101020201ee",
@@ -192,7 +193,7 @@ fn what_a_commit_writes_is_pinned() {
         // "next_slice": u64 LE.
         "meta 6e6578745f736c696365 = 1000000000000000",
         "meta 7265706c61795f6b6579 = (32 random bytes)",
-        "meta 736368656d615f76657273696f6e = 08000000",
+        "meta 736368656d615f76657273696f6e = 09000000",
         "meta 7472616e736e6f5f6365696c696e67 = 0200020000000000",
         // key: ino u64 BE ++ name's bytes ("user.k"). value: the bytes as given.
         "xattrs 0000000000000003757365722e6b = ab",
@@ -229,6 +230,7 @@ fn a_batch_writes_each_inode_once_with_its_last_state() {
             atime_ns: 0,
             rdev: 0,
             target: Vec::new(),
+            data_blocks: 0,
         })
     };
     let memtable_entries = |j: &Journal| {
@@ -964,6 +966,7 @@ pub(super) fn commit_creates(j: &Journal, creates: u64) -> usize {
                         atime_ns: 0,
                         rdev: 0,
                         target: Vec::new(),
+                        data_blocks: 0,
                     }),
                     JournalOp::PutDentry {
                         parent: ROOT_INO,
@@ -1478,6 +1481,7 @@ fn file_5(mode: u32, transno: u64) -> Inode {
         atime_ns: 1,
         rdev: 0,
         target: Vec::new(),
+        data_blocks: 0,
     }
 }
 
@@ -1809,4 +1813,96 @@ fn entries_of_small_commits_are_all_back_after_a_replay() {
     drop(j);
     let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
     assert_eq!(missing(&j), 0, "after the replay");
+}
+
+/// A store of version 8, whose inodes did not count their data: a read-only open reads them
+/// with counts of 0 and says they are not counted; the first writable open counts every
+/// file's stored blocks (holes left out) and its layout's cover, records version 9, and an
+/// upgrade cut short while it counted is counted again by the next open.
+#[test]
+fn a_store_of_version_8_has_its_files_data_counted() {
+    let dir = tempfile::tempdir().unwrap();
+    let on_server = Inode {
+        size: 3 * 4096,
+        ..file_5(0o600, 1)
+    };
+    let in_objects = Inode {
+        ino: 6,
+        size: 1 << 30,
+        entries: 1,
+        ..file_5(0o600, 1)
+    };
+    let piece = |file_off, len| mds_proto::Placed {
+        slice: 9,
+        slice_size: 1 << 20,
+        slice_off: 0,
+        file_off,
+        len,
+    };
+    // What version 8 wrote: the same images without the count, 0 here, last.
+    let as_version_8 = |j: &Journal| {
+        for inode in [&on_server, &in_objects] {
+            let bytes = encode(inode);
+            assert_eq!(bytes.last(), Some(&0));
+            j.db.put_cf(
+                j.cf(CF_INODES),
+                ino_key(inode.ino),
+                &bytes[..bytes.len() - 1],
+            )
+            .unwrap();
+        }
+    };
+    {
+        let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+        let data = |block| JournalOp::PutData {
+            ino: 5,
+            block,
+            bytes: vec![1; 4096],
+        };
+        commit_each(
+            &j,
+            vec![vec![
+                JournalOp::PutInode(on_server.clone()),
+                JournalOp::PutInode(in_objects.clone()),
+                data(0),
+                data(2),
+                JournalOp::PutLayout {
+                    ino: 6,
+                    placed: vec![piece(0, 8192), piece(4096, 4096), piece(1 << 29, 100)],
+                },
+            ]],
+        );
+        as_version_8(&j);
+        j.db.put_cf(j.cf(CF_META), META_SCHEMA_VERSION, 8u32.to_le_bytes())
+            .unwrap();
+    }
+    let (ro, recovered) = Journal::open_read_only(dir.path()).unwrap();
+    assert_eq!(recovered.schema_version, 8);
+    assert_eq!(ro.inode(5).unwrap().unwrap(), on_server, "read as it is");
+    assert!(!ro.data_counted().unwrap());
+    drop(ro);
+    let counted = |j: &Journal| [5, 6].map(|ino| j.inode(ino).unwrap().unwrap().data_blocks);
+    let (j, recovered) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(recovered.upgraded_from, Some(8));
+    assert_eq!(
+        counted(&j),
+        [2, 3],
+        "blocks 0 and 2; 8 KiB and 100 bytes of the layout"
+    );
+    assert!(j.data_counted().unwrap());
+    // Cut short after the version was recorded: the mark is still there.
+    as_version_8(&j);
+    j.db.put_cf(j.cf(CF_META), crate::schema::META_DATA_TO_COUNT, [])
+        .unwrap();
+    drop(j);
+    let (j, _) = Journal::open(dir.path(), JournalOptions::default()).unwrap();
+    assert_eq!(counted(&j), [2, 3]);
+    assert_eq!(
+        j.inode(5).unwrap().unwrap(),
+        Inode {
+            data_blocks: 2,
+            ..on_server
+        }
+    );
+    upgraded_for_good(j, dir.path());
 }

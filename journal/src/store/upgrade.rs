@@ -2,6 +2,7 @@
 //! store upgraded to it by a writable open (or an upgrade cut short finished), and the older
 //! layouts a read-only open reads a store in as it is. docs/schema.md lists the versions.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use mds_proto::first_ino;
@@ -10,12 +11,13 @@ use rocksdb::WriteBatch;
 use super::{Journal, synced};
 use crate::error::{Error, Result};
 use crate::schema::{
-    CF_CLIENTS, CF_DENTRIES, CF_INODES, CF_META, Dentry, Inode, InodeV2, META_DENTRIES_TO_REKEY,
-    META_INO_CEILING, META_LAST_COMMITTED, META_NEXT_INO, META_SCHEMA_VERSION, META_SESSION_PREFIX,
-    META_SHARD, META_TRANSNO_CEILING, ROOT_INO, SCHEMA_VERSION, SCHEMA_VERSION_BEFORE_DATA,
-    SCHEMA_VERSION_IMAGES_APART, SCHEMA_VERSION_INLINE_ONLY, SCHEMA_VERSION_PARENT_KEYED_DENTRIES,
-    SCHEMA_VERSION_SLOTS_APART, SCHEMA_VERSION_V2_INODES, SCHEMA_VERSION_WITHOUT_RESEND, decode,
-    decode_named_key, dentry_key, encode, ino_key, is_child_keyed, now_ns,
+    CF_CLIENTS, CF_DENTRIES, CF_INODES, CF_META, Dentry, FileKind, Inode, InodeV2,
+    META_DATA_TO_COUNT, META_DENTRIES_TO_REKEY, META_INO_CEILING, META_LAST_COMMITTED,
+    META_NEXT_INO, META_SCHEMA_VERSION, META_SESSION_PREFIX, META_SHARD, META_TRANSNO_CEILING,
+    ROOT_INO, SCHEMA_VERSION, SCHEMA_VERSION_BEFORE_DATA, SCHEMA_VERSION_IMAGES_APART,
+    SCHEMA_VERSION_INLINE_ONLY, SCHEMA_VERSION_PARENT_KEYED_DENTRIES, SCHEMA_VERSION_SLOTS_APART,
+    SCHEMA_VERSION_UNCOUNTED_DATA, SCHEMA_VERSION_V2_INODES, SCHEMA_VERSION_WITHOUT_RESEND, decode,
+    decode_named_key, dentry_key, encode, ino_key, is_child_keyed, layout_data_blocks, now_ns,
 };
 use crate::shard::ShardIdentity;
 
@@ -103,18 +105,24 @@ impl Journal {
         } else if found == SCHEMA_VERSION_IMAGES_APART
             || found == SCHEMA_VERSION_SLOTS_APART
             || found == SCHEMA_VERSION_INLINE_ONLY
+            || found == SCHEMA_VERSION_UNCOUNTED_DATA
         {
             // Nothing stored changes but the version: from now on new inodes' images
             // may be in their entries (7: resend slots in the edits), which a build of
             // version 5 (6) would not read; from version 8 on, layouts of files in the
-            // object store, which a build of version 7 would read as holes. An upgrade to 5 or 6 cut short while it
-            // moved the entries is finished first.
+            // object store, which a build of version 7 would read as holes; from 9 on,
+            // inodes that count their data, which a build of 8 would call corrupt — counted
+            // once the open has written out the edits left (`Journal::count_file_data`).
+            // An upgrade to 5 or 6 cut short while it moved the entries is finished first.
             let moving = self.db.get_cf(meta, META_DENTRIES_TO_REKEY)?.is_some();
             if writable {
                 if moving {
                     self.finish_rekey()?;
                 }
-                self.put_synced(META_SCHEMA_VERSION, &SCHEMA_VERSION.to_le_bytes())?;
+                let mut batch = WriteBatch::default();
+                batch.put_cf(meta, META_SCHEMA_VERSION, SCHEMA_VERSION.to_le_bytes());
+                batch.put_cf(meta, META_DATA_TO_COUNT, []);
+                self.db.write_opt(batch, &synced())?;
                 upgraded_from = Some(found);
             } else {
                 schema_version = found;
@@ -213,6 +221,7 @@ impl Journal {
         }
         batch.put_cf(meta, META_SCHEMA_VERSION, SCHEMA_VERSION.to_le_bytes());
         batch.put_cf(meta, META_DENTRIES_TO_REKEY, []);
+        batch.put_cf(meta, META_DATA_TO_COUNT, []);
         self.db.write_opt(batch, &synced())?;
         self.finish_rekey()
     }
@@ -269,6 +278,67 @@ impl Journal {
             write(&mut batch, &mut new_keys)?;
         }
         Ok(moved)
+    }
+
+    /// Finishes an upgrade to version 9 ([`META_DATA_TO_COUNT`] set): every regular file's
+    /// data counted — its stored blocks, or what its layout covers for a file in objects —
+    /// and the inodes of those holding any rewritten with the count, [`REKEY_BATCH`] to a
+    /// batch, then the mark deleted, synced. Runs after the open wrote out the edits left, so
+    /// no older image is written over the counted one later. Counting again over counts
+    /// already written ends where counting once does: a crash part way is finished by the
+    /// next open. Returns how many inodes it rewrote.
+    pub(super) fn count_file_data(&self) -> Result<u64> {
+        let meta = self.cf(CF_META);
+        if self.db.get_cf(meta, META_DATA_TO_COUNT)?.is_none() {
+            return Ok(0);
+        }
+        let mut blocks: BTreeMap<u64, u64> = BTreeMap::new();
+        self.scan_data(|ino, _, _| {
+            *blocks.entry(ino).or_default() += 1;
+            Ok(())
+        })?;
+        let mut layouts: BTreeMap<u64, u64> = BTreeMap::new();
+        self.scan_layouts(|ino, layout| {
+            layouts.insert(ino, layout_data_blocks(&layout));
+            Ok(())
+        })?;
+        let inodes = self.cf(CF_INODES);
+        let (mut batch, mut rewritten) = (WriteBatch::default(), 0);
+        let holding: BTreeSet<u64> = blocks.keys().chain(layouts.keys()).copied().collect();
+        for ino in holding {
+            let Some(mut inode) = self.inode(ino)? else {
+                continue; // a deleted file's layout, left for the collector
+            };
+            if inode.kind != FileKind::File {
+                continue;
+            }
+            let in_objects = inode.entries == 1;
+            let count = if in_objects { &layouts } else { &blocks };
+            let count = count.get(&ino).copied().unwrap_or(0);
+            if inode.data_blocks == count {
+                continue;
+            }
+            inode.data_blocks = count;
+            batch.put_cf(inodes, ino_key(ino), encode(&inode));
+            rewritten += 1;
+            if batch.len() >= REKEY_BATCH {
+                self.db.write(std::mem::take(&mut batch))?;
+            }
+        }
+        batch.delete_cf(meta, META_DATA_TO_COUNT);
+        self.db.write_opt(batch, &synced())?;
+        Ok(rewritten)
+    }
+
+    /// Whether every file's data is counted in its inode: false for a read-only open of a
+    /// store from before version 9, or of one whose upgrade has not counted yet.
+    pub fn data_counted(&self) -> Result<bool> {
+        let meta = self.cf(CF_META);
+        let current = self
+            .db
+            .get_cf(meta, META_SCHEMA_VERSION)?
+            .is_some_and(|v| v == SCHEMA_VERSION.to_le_bytes());
+        Ok(current && self.db.get_cf(meta, META_DATA_TO_COUNT)?.is_none())
     }
 
     /// Whether the resend family holds nothing: a store of version 1, which never wrote

@@ -137,6 +137,7 @@ impl Core {
             others: counts.others,
             xattr_bytes: counts.xattr_bytes,
             file_bytes: counts.file_bytes,
+            data_bytes: counts.data_bytes,
             inline_data_max: self.namespace.inline_data_max(),
             object_store: self.object_store.clone(),
             open_handles: self.namespace.open_files().0,

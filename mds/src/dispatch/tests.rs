@@ -907,6 +907,7 @@ fn pending_dir_made(op: &Op) -> Result<Body, Errno> {
         ctime_ns: 0,
         rdev: 0,
         generation: 1,
+        blocks: 0,
     }))
 }
 

@@ -146,6 +146,13 @@ pub fn write_state(out: &mut String, namespace: &Namespace, stats: &CommitStats)
     );
     write_family(
         out,
+        "mds_file_data_bytes",
+        "gauge",
+        "The data regular files hold, on the server and in the object store, holes not counted: what their st_blocks add up to, and what df shows used.",
+        &[("", counts.data_bytes as f64)],
+    );
+    write_family(
+        out,
         "mds_pending_data_bytes",
         "gauge",
         "File data and extended attribute values over 256 bytes written by changes not durable yet, held in memory until their commit.",

@@ -133,6 +133,8 @@ pub struct Namespace {
     xattr_bytes: AtomicU64,
     /// The sizes of every regular file added up.
     file_bytes: AtomicU64,
+    /// The data every regular file holds, in `journal::DATA_BLOCK`s (`InodeAttr::data_blocks`).
+    data_blocks: AtomicU64,
     /// Open handles, all clients'.
     handles: Handles,
     /// Files kept only by open handles (`nlink` 0).
@@ -254,6 +256,7 @@ impl Namespace {
             others: AtomicU64::new(0),
             xattr_bytes: AtomicU64::new(0),
             file_bytes: AtomicU64::new(0),
+            data_blocks: AtomicU64::new(0),
             handles: Handles::default(),
             orphans: AtomicU64::new(0),
             loaded_orphans: Mutex::new(Vec::new()),
@@ -308,9 +311,7 @@ impl Namespace {
                 if attr.kind.is_dir() {
                     recorded.push((attr.ino, attr.entries));
                 }
-                if attr.kind == FileKind::File {
-                    ns.file_bytes.fetch_add(attr.size, Ordering::Relaxed);
-                }
+                ns.count_file(&attr, true);
                 let entries = attr.kind.is_dir().then(Entries::new);
                 ns.table.insert_unlocked(Node::new(attr, entries));
                 Ok(())
@@ -605,7 +606,33 @@ impl Namespace {
             others: self.others.load(Ordering::Relaxed),
             xattr_bytes: self.xattr_bytes.load(Ordering::Relaxed),
             file_bytes: self.file_bytes.load(Ordering::Relaxed),
+            data_bytes: self.data_blocks.load(Ordering::Relaxed) * journal::DATA_BLOCK as u64,
         }
+    }
+
+    /// Counts a regular file's size and data into the totals (`add`), or out of them.
+    fn count_file(&self, attr: &InodeAttr, add: bool) {
+        if attr.kind != FileKind::File {
+            return;
+        }
+        let blocks = u64::from(attr.data_blocks);
+        if add {
+            self.file_bytes.fetch_add(attr.size, Ordering::Relaxed);
+            self.data_blocks.fetch_add(blocks, Ordering::Relaxed);
+        } else {
+            self.file_bytes.fetch_sub(attr.size, Ordering::Relaxed);
+            self.data_blocks.fetch_sub(blocks, Ordering::Relaxed);
+        }
+    }
+
+    /// A file now holds `blocks` of data: its count and the total follow.
+    fn set_data_blocks(&self, attr: &mut InodeAttr, blocks: u64) {
+        let blocks = u32::try_from(blocks).unwrap_or(u32::MAX);
+        let old = std::mem::replace(&mut attr.data_blocks, blocks);
+        self.data_blocks
+            .fetch_add(u64::from(blocks), Ordering::Relaxed);
+        self.data_blocks
+            .fetch_sub(u64::from(old), Ordering::Relaxed);
     }
 
     /// Counts `n` inodes of `kind` more (or fewer: `n` negative).
@@ -727,6 +754,8 @@ pub struct Counts {
     pub xattr_bytes: u64,
     /// The sizes of every regular file added up.
     pub file_bytes: u64,
+    /// The data regular files hold, holes not counted (their `data_blocks`, in bytes).
+    pub data_bytes: u64,
 }
 
 impl Counts {
@@ -753,6 +782,10 @@ pub(crate) fn to_attr(inode: &InodeAttr) -> Attr {
         ctime_ns: inode.ctime_ns,
         rdev: inode.rdev,
         generation: inode.generation,
+        blocks: match inode.kind {
+            FileKind::File => u64::from(inode.data_blocks) * (journal::DATA_BLOCK as u64 / 512),
+            _ => 0,
+        },
     }
 }
 

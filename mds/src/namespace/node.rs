@@ -163,6 +163,10 @@ pub(crate) struct InodeAttr {
     pub rdev: u64,
     /// Symbolic links: the target.
     pub target: Option<Arc<[u8]>>,
+    /// Regular files: the data they hold, in `journal::DATA_BLOCK`s (stored blocks, or what
+    /// the layout covers), what `st_blocks` counts; at most `u32::MAX` (16 TiB), where it
+    /// stays. In the padding after `kind`: the node keeps its size.
+    pub data_blocks: u32,
 }
 
 impl InodeAttr {
@@ -196,6 +200,7 @@ impl InodeAttr {
             atime_ns,
             rdev,
             target,
+            data_blocks,
         } = record;
         InodeAttr {
             ino,
@@ -214,6 +219,7 @@ impl InodeAttr {
             atime_ns,
             rdev,
             target: (!target.is_empty()).then(|| target.into()),
+            data_blocks: u32::try_from(data_blocks).unwrap_or(u32::MAX),
         }
     }
 
@@ -237,6 +243,7 @@ impl InodeAttr {
             atime_ns,
             rdev,
             ref target,
+            data_blocks,
         } = *self;
         journal::Inode {
             ino,
@@ -255,6 +262,7 @@ impl InodeAttr {
             atime_ns,
             rdev,
             target: target.as_deref().map(<[u8]>::to_vec).unwrap_or_default(),
+            data_blocks: data_blocks.into(),
         }
     }
 }
@@ -731,6 +739,7 @@ mod tests {
             atime_ns: 9,
             rdev: 0,
             target: vec![],
+            data_blocks: 17,
         };
         assert_eq!(InodeAttr::from_record(inode.clone()).image(), inode);
         let symlink = journal::Inode {

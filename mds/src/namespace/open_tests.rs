@@ -696,3 +696,73 @@ fn orphans_nobody_takes_back_go_when_recovery_ends() {
         .unwrap();
     assert_eq!(left, 0);
 }
+
+/// A file on the server counts the blocks holding data, holes left out — what `st_blocks`
+/// shows: a block written twice counts once, a whole-block overwrite of a stored block, of
+/// one held in memory, or of one an uncommitted truncate cut is told apart, a truncate takes
+/// away what it cuts off, and the count survives a reload and adds up in STATFS.
+#[test]
+fn a_file_counts_the_blocks_that_hold_data_not_its_holes() {
+    let dir = tempfile::tempdir().unwrap();
+    let (ns, journal) = open_store(dir.path());
+    let mut r = Run::new(&ns, &journal);
+    let f = r.create("f");
+    r.open(ALICE, f, 1, RW).unwrap();
+    let blocks = |r: &mut Run<'_>| match r.ok(ALICE, Op::Getattr { ino: f }) {
+        Body::Attr(a) => a.blocks / 8,
+        other => panic!("{other:?}"),
+    };
+    let block = vec![7u8; 4096];
+    // Block 10 alone: a 44 KiB file holding one block.
+    assert_eq!(r.write(ALICE, f, 1, 10 * 4096, &block), Ok(11 * 4096));
+    assert_eq!(blocks(&mut r), 1);
+    // Part of block 3 (a hole until now), then all of block 10 again (stored: no more).
+    r.write(ALICE, f, 1, 3 * 4096 + 5, b"abc").unwrap();
+    r.write(ALICE, f, 1, 10 * 4096, &block).unwrap();
+    assert_eq!(blocks(&mut r), 2);
+    // Uncommitted: a whole block written twice before its commit counts once.
+    r.hold = true;
+    r.write(ALICE, f, 1, 5 * 4096, &block).unwrap();
+    r.write(ALICE, f, 1, 5 * 4096, &block).unwrap();
+    assert_eq!(blocks(&mut r), 3);
+    let cut = |size| Op::Setattr {
+        ino: f,
+        attr: SetAttr {
+            size: Some(size),
+            handle: Some(1),
+            ..SetAttr::default()
+        },
+    };
+    // Cut to 4 blocks (blocks 5 in memory and 10 in the store go), grown again: block 10's
+    // stored copy is a hole now, and writing it whole makes it data again.
+    r.ok(ALICE, cut(4 * 4096));
+    assert_eq!(blocks(&mut r), 1, "block 3 is left");
+    r.ok(ALICE, cut(11 * 4096));
+    r.write(ALICE, f, 1, 10 * 4096, &block).unwrap();
+    assert_eq!(blocks(&mut r), 2);
+    r.commit();
+    assert_eq!(blocks(&mut r), 2, "the same once durable");
+    // Cut into block 3: it keeps the bytes before the cut, and its count.
+    r.ok(ALICE, cut(3 * 4096 + 6));
+    r.commit();
+    assert_eq!(blocks(&mut r), 1);
+    assert_eq!(ns.counts().data_bytes, 4096);
+    let g = r.create("g");
+    r.open(ALICE, g, 2, RW).unwrap();
+    r.write(ALICE, g, 2, 0, &vec![1u8; 3 * 4096 + 1]).unwrap();
+    r.commit();
+    assert_eq!(ns.counts().data_bytes, 5 * 4096);
+    drop(r);
+    drop(ns);
+    drop(journal);
+    let (ns, journal) = open_store(dir.path());
+    let mut r = Run::new(&ns, &journal);
+    assert_eq!(blocks(&mut r), 1, "reloaded");
+    assert_eq!(ns.counts().data_bytes, 5 * 4096, "reloaded from the counts");
+    r.ok(ALICE, unlink("g"));
+    assert_eq!(
+        ns.counts().data_bytes,
+        4096,
+        "a deleted file's data is gone"
+    );
+}

@@ -500,6 +500,7 @@ mod tests {
             atime_ns: 0,
             rdev: 0,
             target: None,
+            data_blocks: 0,
         }
     }
 

@@ -43,6 +43,7 @@ pub(super) fn empty() -> Namespace {
         object_store: false,
         next_slice: Mutex::new(None),
         pending_data_bytes: AtomicU64::new(0),
+        data_blocks: AtomicU64::new(0),
         pending_data: Mutex::new(std::collections::VecDeque::new()),
         read_only: AtomicBool::new(false),
         no_space: AtomicBool::new(false),
@@ -881,6 +882,7 @@ fn resolve_remote_finds_a_directory_its_parent_names_under_another_name() {
         ctime_ns: 0,
         rdev: 0,
         generation: 1,
+        blocks: 0,
     };
     match ns.link_remote_dir(&caller, ROOT_INO, "real".into(), attr) {
         Exec::Mutation { record, .. } => records.push(record),

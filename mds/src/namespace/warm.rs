@@ -15,7 +15,7 @@ use std::sync::atomic::Ordering;
 
 use journal::{Change, Journal, Recovered};
 
-use super::node::{AttrValue, DirName, Entries, Entry, FileKind, InodeAttr, Node};
+use super::node::{AttrValue, DirName, Entries, Entry, InodeAttr, Node};
 use super::{Namespace, node};
 
 /// A namespace following its owner's commits, with what a takeover checks it against.
@@ -85,19 +85,13 @@ impl WarmNamespace {
         let ns = &self.ns;
         let mut locked = ns.table.lock(&[attr.ino]);
         if let Some(node) = locked.get_mut(attr.ino) {
-            if node.attr.kind == FileKind::File {
-                ns.file_bytes.fetch_sub(node.attr.size, Ordering::Relaxed);
-            }
-            if attr.kind == FileKind::File {
-                ns.file_bytes.fetch_add(attr.size, Ordering::Relaxed);
-            }
+            ns.count_file(&node.attr, false);
+            ns.count_file(&attr, true);
             node.attr = attr;
             return;
         }
         ns.count(attr.kind, 1);
-        if attr.kind == FileKind::File {
-            ns.file_bytes.fetch_add(attr.size, Ordering::Relaxed);
-        }
+        ns.count_file(&attr, true);
         let entries = attr.kind.is_dir().then(Entries::new);
         let inserted = locked.insert(Node::new(attr, entries));
         debug_assert!(inserted, "looked up under the same lock");
@@ -109,9 +103,7 @@ impl WarmNamespace {
             return; // made and removed within the batch: never written
         };
         ns.count(node.attr.kind, -1);
-        if node.attr.kind == FileKind::File {
-            ns.file_bytes.fetch_sub(node.attr.size, Ordering::Relaxed);
-        }
+        ns.count_file(&node.attr, false);
         if let Some(xattrs) = &node.xattrs {
             ns.xattr_bytes
                 .fetch_sub(xattrs.bytes as u64, Ordering::Relaxed);
@@ -204,6 +196,7 @@ impl WarmNamespace {
             others: warm.others,
             xattr_bytes: warm.xattr_bytes,
             file_bytes: warm.file_bytes,
+            data_blocks: warm.data_blocks,
             orphans: warm.orphans,
             loaded_orphans: warm.loaded_orphans,
             ..shell

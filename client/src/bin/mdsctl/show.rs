@@ -76,6 +76,7 @@ pub(crate) fn status_json(server: &str, s: &StatFs) -> Value {
         "others": s.others,
         "xattr_bytes": s.xattr_bytes,
         "file_bytes": s.file_bytes,
+        "data_bytes": s.data_bytes,
         "inline_data_max": s.inline_data_max,
         "open_handles": s.open_handles,
         "orphans": s.orphans,
@@ -117,6 +118,7 @@ pub(crate) fn print_status(server: &str, s: &StatFs) {
     println!("others:          {}", s.others);
     println!("xattr_bytes:     {}", s.xattr_bytes);
     println!("file_bytes:      {}", s.file_bytes);
+    println!("data_bytes:      {}", s.data_bytes);
     // 0: the server keeps no file data (READ and WRITE are refused).
     println!("inline_data_max: {}", s.inline_data_max);
     println!("open_handles:    {}", s.open_handles);

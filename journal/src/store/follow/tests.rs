@@ -109,6 +109,7 @@ fn file(ino: u64, nlink: u32, transno: u64) -> Inode {
         atime_ns: 5,
         rdev: 0,
         target: Vec::new(),
+        data_blocks: 0,
     }
 }
 

@@ -84,6 +84,57 @@ impl Namespace {
         Ok(bytes)
     }
 
+    /// Whether block `block` of `node` holds data as a reader must see it (`block_of` not
+    /// empty), without reading it where that can be told otherwise: no block at or past
+    /// the file's end is ever kept.
+    fn block_held(&self, node: &Node, block: u32) -> Result<bool, Errno> {
+        if block >= blocks(node.attr.size) {
+            return Ok(false);
+        }
+        if let Some(pending) = &node.data {
+            if pending.blocks.contains_key(&block) {
+                return Ok(true);
+            }
+            if pending.cut.is_some_and(|(from, _)| block >= from) {
+                return Ok(false);
+            }
+        }
+        let Some(store) = &self.store else {
+            return Ok(false);
+        };
+        store.has_block(node.attr.ino, block).map_err(|e| {
+            tracing::error!(ino = node.attr.ino, block, cause = %e, "reading file data");
+            Errno::EIO
+        })
+    }
+
+    /// How many of blocks `from..to` of `node` hold data (`block_held`), read in one pass
+    /// over the store's keys: what a truncate from `from` takes away.
+    fn blocks_held(&self, node: &Node, from: u32, to: u32) -> Result<u64, Errno> {
+        let to = to.min(blocks(node.attr.size));
+        if from >= to {
+            return Ok(0);
+        }
+        let stored = match &self.store {
+            Some(store) => store.stored_blocks(node.attr.ino, from, to).map_err(|e| {
+                tracing::error!(ino = node.attr.ino, cause = %e, "reading file data");
+                Errno::EIO
+            })?,
+            None => Vec::new(),
+        };
+        let pending = node.data.as_deref();
+        let cut = pending.and_then(|p| p.cut).map(|(f, _)| f);
+        let mut held = stored
+            .into_iter()
+            .filter(|&b| cut.is_none_or(|f| b < f))
+            .filter(|b| pending.is_none_or(|p| !p.blocks.contains_key(b)))
+            .count() as u64;
+        if let Some(p) = pending {
+            held += p.blocks.range(from..to).count() as u64;
+        }
+        Ok(held)
+    }
+
     /// READ: up to `len` bytes from `offset`, fewer at the end of the file, holes as zeros.
     pub(super) fn read(
         &self,
@@ -159,17 +210,21 @@ impl Namespace {
         if data.is_empty() {
             return Ok(now(Body::Attr(to_attr(&node.attr))));
         }
-        // Every block it touches, whole, before the transno.
+        // Every block it touches, whole, before the transno; and how many of them held no
+        // data before (the file's count grows by those).
         let mut written = Vec::with_capacity(data.len() / DATA_BLOCK + 2);
-        let (mut pos, mut rest) = (offset, &data[..]);
+        let (mut pos, mut rest, mut new_blocks) = (offset, &data[..], 0u64);
         while !rest.is_empty() {
             let block = (pos / BLOCK) as u32;
             let within = (pos % BLOCK) as usize;
             let take = (DATA_BLOCK - within).min(rest.len());
             let mut bytes = if within == 0 && take == DATA_BLOCK {
+                new_blocks += u64::from(!self.block_held(node, block)?);
                 Vec::with_capacity(DATA_BLOCK)
             } else {
-                self.block_of(node, block)?
+                let bytes = self.block_of(node, block)?;
+                new_blocks += u64::from(bytes.is_empty());
+                bytes
             };
             if bytes.len() < within + take {
                 bytes.resize(within + take, 0);
@@ -180,6 +235,8 @@ impl Namespace {
             pos += take as u64;
         }
         let transno = self.next_transno()?;
+        let held = u64::from(node.attr.data_blocks) + new_blocks;
+        self.set_data_blocks(&mut node.attr, held);
         let mut ops = Vec::with_capacity(written.len() + 1 + RESEND_OPS);
         for (block, bytes) in written {
             ops.push(JournalOp::PutData {
@@ -237,29 +294,33 @@ impl Namespace {
         if let Some(resize) = self.prepare_objects_resize(node, size)? {
             return Ok(resize);
         }
-        self.prepare_inline_resize(node, size).map(Resize::Inline)
+        self.prepare_inline_resize(node, size)
     }
 
-    fn prepare_inline_resize(
-        &self,
-        node: &Node,
-        size: u64,
-    ) -> Result<Option<(u32, Vec<u8>)>, Errno> {
+    fn prepare_inline_resize(&self, node: &Node, size: u64) -> Result<Resize, Errno> {
         let old = node.attr.size;
         if size > old && self.inline_data_max > 0 && size > self.inline_data_max {
             return Err(Errno::EFBIG);
         }
+        if size >= old || node.attr.kind != FileKind::File {
+            return Ok(Resize::Inline {
+                partial: None,
+                dropped: 0,
+            });
+        }
+        let dropped = self.blocks_held(node, blocks(size), blocks(old))?;
         let within = (size % BLOCK) as usize;
-        if size >= old || within == 0 || node.attr.kind != FileKind::File {
-            return Ok(None);
-        }
-        let block = (size / BLOCK) as u32;
-        let mut bytes = self.block_of(node, block)?;
-        if bytes.len() <= within {
-            return Ok(None);
-        }
-        bytes.truncate(within);
-        Ok(Some((block, bytes)))
+        let partial = if within == 0 {
+            None
+        } else {
+            let block = (size / BLOCK) as u32;
+            let mut bytes = self.block_of(node, block)?;
+            (bytes.len() > within).then(|| {
+                bytes.truncate(within);
+                (block, bytes)
+            })
+        };
+        Ok(Resize::Inline { partial, dropped })
     }
 
     /// A size change, under its transno: blocks past the new end deleted (and read as holes
@@ -282,7 +343,11 @@ impl Namespace {
         }
         node.attr.size = size;
         let partial = match resize {
-            Resize::Inline(partial) => partial,
+            Resize::Inline { partial, dropped } => {
+                let held = u64::from(node.attr.data_blocks).saturating_sub(dropped);
+                self.set_data_blocks(&mut node.attr, held);
+                partial
+            }
             objects => return self.apply_objects_resize(node, objects, transno, ops),
         };
         if size >= old || node.attr.kind != FileKind::File {
@@ -328,7 +393,7 @@ impl Namespace {
         if node.attr.kind != FileKind::File {
             return;
         }
-        self.file_bytes.fetch_sub(node.attr.size, Ordering::Relaxed);
+        self.count_file(&node.attr, false);
         if node.attr.in_objects() {
             // The collector deletes its slices, then the layout (`crate::objects`).
             ops.push(JournalOp::LayoutGone {
@@ -352,6 +417,7 @@ impl Namespace {
         if to > 0 {
             ops.push(JournalOp::DeleteData { ino, from: 0, to });
         }
+        self.set_data_blocks(&mut node.attr, 0);
         if let Some(pending) = node.data.as_mut() {
             let dropped = pending.bytes();
             pending.blocks.clear();

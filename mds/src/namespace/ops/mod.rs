@@ -537,6 +537,7 @@ impl Namespace {
             atime_ns: now,
             rdev: new.rdev,
             target: new.target,
+            data_blocks: 0,
         };
         let image = attr.image();
         let body = Body::Attr(to_attr(&attr));

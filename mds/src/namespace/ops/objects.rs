@@ -35,8 +35,11 @@ pub const MAX_FILE_SIZE: u64 = i64::MAX as u64;
 /// What a size change does to a file's data, found before its transno.
 pub(crate) enum Resize {
     /// A file on the server: the block it cuts into, cut, if that block holds bytes past the
-    /// new end.
-    Inline(Option<(u32, Vec<u8>)>),
+    /// new end; and how many blocks holding data it cuts off.
+    Inline {
+        partial: Option<(u32, Vec<u8>)>,
+        dropped: u64,
+    },
     /// A file in objects cut shorter: its layout clipped to the new size, and the slices no
     /// piece names any more (id, size).
     Clip {
@@ -249,6 +252,7 @@ impl Namespace {
             ino,
             placed: layout.clone(),
         });
+        self.set_data_blocks(&mut node.attr, journal::layout_data_blocks(&layout));
         self.hold_layout(node, Arc::new(layout), transno);
         Ok(self.written(cx, node, end, (now_at, transno), ops))
     }
@@ -311,6 +315,7 @@ impl Namespace {
             ino,
             placed: placed.clone(),
         });
+        self.set_data_blocks(&mut node.attr, journal::layout_data_blocks(&placed));
         self.hold_layout(node, Arc::new(placed), transno);
         node.attr.transno = transno;
         node.stamp = cx.stamp(node.stamp, transno);
@@ -366,7 +371,7 @@ impl Namespace {
         ops: &mut Vec<JournalOp>,
     ) {
         match resize {
-            Resize::Inline(_) => {}
+            Resize::Inline { .. } => {}
             Resize::Grow => {
                 if !node.attr.in_objects() {
                     node.attr.set_in_objects();
@@ -379,6 +384,7 @@ impl Namespace {
             }
             Resize::Clip { layout, garbage } => {
                 Self::to_garbage(garbage, ops);
+                self.set_data_blocks(&mut node.attr, journal::layout_data_blocks(&layout));
                 ops.push(JournalOp::PutLayout {
                     ino: node.attr.ino,
                     placed: layout.clone(),

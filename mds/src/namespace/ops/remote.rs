@@ -205,6 +205,7 @@ impl Namespace {
             atime_ns: now_at,
             rdev: 0,
             target: None,
+            data_blocks: 0,
         };
         let image = attr.image();
         let body = Body::Attr(to_attr(&attr));
