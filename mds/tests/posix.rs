@@ -45,6 +45,32 @@ fn makedev(major: u64, minor: u64) -> u64 {
         | (minor & 0xff)
 }
 
+/// LOOKUP of ".." is a directory's parent (the root's is the root): what a mount's kernel
+/// asks to decode the file handle of a directory it no longer holds (NFS re-export); it
+/// follows a rename, and is refused for a file and for a caller who may not search.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookup_of_dotdot_is_the_parent_and_follows_a_rename() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = InProcess::on(dir.path());
+    let c = server.client().await;
+    let d = c.mkdir(ROOT, "d", 0o755).await.unwrap();
+    let e = c.mkdir(d.ino, "e", 0o700).await.unwrap();
+    let f = c.create(ROOT, "f", 0o644).await.unwrap();
+    assert_eq!(c.lookup(e.ino, "..").await.unwrap().ino, d.ino);
+    assert_eq!(
+        c.lookup(d.ino, "..").await.unwrap(),
+        c.getattr(ROOT).await.unwrap()
+    );
+    assert_eq!(c.lookup(ROOT, "..").await.unwrap().ino, ROOT);
+    assert_eq!(errno(c.lookup(f.ino, "..").await), Errno::ENOTDIR);
+    assert_eq!(errno(c.lookup(999_999, "..").await), Errno::ESTALE);
+    assert_eq!(errno(c.lookup(ROOT, ".").await), Errno::EINVAL);
+    c.rename(d.ino, "e", ROOT, "e").await.unwrap();
+    assert_eq!(c.lookup(e.ino, "..").await.unwrap().ino, ROOT);
+    let other = as_user(server.addr, 1000, 1000).await;
+    assert_eq!(errno(other.lookup(e.ino, "..").await), Errno::EACCES);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn hard_links_count_their_names_and_the_inode_goes_with_the_last() {
     let dir = tempfile::tempdir().unwrap();

@@ -160,6 +160,10 @@ impl Filesystem for MdsFs {
             // Creates carry the mode and the umask apart: a parent's default ACL replaces
             // the umask, and only the server knows whether it has one (`mode_with_umask`).
             InitFlags::FUSE_DONT_MASK,
+            // File handles that outlive the kernel's cache (NFS re-export, open_by_handle_at):
+            // the kernel finds an inode by its number with a LOOKUP of "." in it, and a
+            // directory's parent with a LOOKUP of "..", which the server answers.
+            InitFlags::FUSE_EXPORT_SUPPORT,
         ];
         for capability in wanted {
             if let Err(missing) = config.add_capabilities(capability) {

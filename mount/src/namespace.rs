@@ -68,7 +68,12 @@ fn fs_stats(s: &StatFs) -> FsStats {
 }
 
 impl Mount {
+    /// LOOKUP; "." (an inode by its number, which the kernel asks for a file handle whose
+    /// inode it no longer holds) is the inode's own attributes, ".." the server's answer.
     pub async fn lookup(&self, caller: Caller, parent: u64, name: String) -> Fallible<Attr> {
+        if name == "." {
+            return self.getattr(caller, parent).await;
+        }
         let cred = self.cred(caller);
         self.lookup_as(&cred, parent, name).await
     }

@@ -624,6 +624,75 @@ fn an_idle_mount_replays_what_was_answered_early_within_the_recovery_window() {
     assert!(m.unmount().success());
 }
 
+/// Issue 56: a server SIGKILLed and restarted under `--ack early` with one busy mount and one
+/// idle one. The idle mount reconnects and replays at once (it pings while it holds changes
+/// answered early), so the restarted server's recovery window closes as soon as both have
+/// replayed, not after its 30 s: the busy mount's next operation is answered within 2 s of the
+/// restart, and nothing either mount was answered is lost.
+#[test]
+fn a_busy_mount_beside_an_idle_one_is_answered_within_two_seconds_of_a_restart() {
+    let dir = tempfile::tempdir().unwrap();
+    let listen = free_listen();
+    let flags = [
+        "--listen",
+        listen.as_str(),
+        "--ack",
+        "early",
+        // Nothing of what follows is committed by the timer before the kill.
+        "--commit-interval",
+        "600s",
+        "--recovery-window",
+        "30s",
+    ];
+    let first = server(dir.path(), &flags);
+    let busy = Mounted::new(&first, &[]);
+    let idle = Mounted::new(&first, &[]);
+    // The first change of each client waits for its commit; the next are answered early.
+    fs::create_dir(busy.path("busy")).unwrap();
+    fs::create_dir(idle.path("idle")).unwrap();
+    fs::write(idle.path("idle/answered-early"), b"idle").unwrap();
+    for i in 0..20 {
+        fs::write(busy.path(&format!("busy/{i}")), format!("busy {i}")).unwrap();
+    }
+    // The closes' RELEASEs answered too (the kernel sends them after close(2) returns).
+    std::thread::sleep(Duration::from_millis(300));
+    first.kill();
+    let second = server(dir.path(), &flags);
+    let restarted = Instant::now();
+    fs::write(busy.path("busy/after"), b"after the restart").unwrap();
+    let answered = restarted.elapsed();
+    assert!(
+        answered < Duration::from_secs(2),
+        "the busy mount waited {answered:?}\nserver: {}\nidle mount: {}",
+        second.log_text(),
+        idle.log_text()
+    );
+    assert!(
+        second.log_text().contains("every known client replayed"),
+        "{}",
+        second.log_text()
+    );
+    for i in 0..20 {
+        let got = fs::read_to_string(busy.path(&format!("busy/{i}"))).unwrap();
+        assert_eq!(got, format!("busy {i}"));
+    }
+    assert_eq!(fs::read(idle.path("idle/answered-early")).unwrap(), b"idle");
+    assert_eq!(
+        fs::read(idle.path("busy/after")).unwrap(),
+        b"after the restart"
+    );
+    for m in [&busy, &idle] {
+        assert!(
+            m.log_text().contains("replaying what was answered early"),
+            "{}",
+            m.log_text()
+        );
+    }
+    assert!(busy.unmount().success());
+    assert!(idle.unmount().success());
+    assert!(second.stop().success());
+}
+
 #[test]
 fn a_background_mount_returns_once_up_and_goes_with_fusermount() {
     let dir = tempfile::tempdir().unwrap();
@@ -1328,4 +1397,110 @@ fn mount_for_other_users(options: &str) -> (Mounted, mds_testkit::Server, tempfi
     let parent = m.at.parent().unwrap();
     fs::set_permissions(parent, fs::Permissions::from_mode(0o755)).unwrap();
     (m, server, dir)
+}
+
+/// A file handle as name_to_handle_at(2) fills it: `struct file_handle` and room for its bytes.
+#[repr(C)]
+struct FileHandle {
+    bytes: u32,
+    kind: i32,
+    data: [u8; 128],
+}
+
+/// The handle of `path` (following no link), as an NFS server takes one.
+fn handle_of(path: &Path) -> FileHandle {
+    let mut h = FileHandle {
+        bytes: 128,
+        kind: 0,
+        data: [0; 128],
+    };
+    let mut mount_id = 0;
+    let path = c_path(path);
+    // SAFETY: a NUL-terminated path, a handle with room for `bytes`, an int to fill.
+    let rc = unsafe {
+        libc::name_to_handle_at(
+            libc::AT_FDCWD,
+            path.as_ptr(),
+            (&raw mut h).cast::<libc::file_handle>(),
+            &raw mut mount_id,
+            0,
+        )
+    };
+    assert_eq!(
+        rc,
+        0,
+        "name_to_handle_at: {}",
+        std::io::Error::last_os_error()
+    );
+    h
+}
+
+/// Issue 56 (an NFS re-export of the mount): handles of a file, of its hard link, of a
+/// directory and of a file renamed since are opened again with open_by_handle_at(2) after the
+/// kernel dropped its caches — it then asks the mount for each inode by its number (LOOKUP of
+/// "." in it) and for a directory's parents up to the root (LOOKUP of ".."), which only an
+/// export-capable mount answers (ESTALE before) — and reach the same inodes; the handle of a
+/// file deleted since answers ESTALE.
+#[test]
+fn file_handles_open_again_after_the_kernel_forgot_their_inodes() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path(), &[]);
+    let m = Mounted::new(&srv, &[]);
+    fs::create_dir_all(m.path("d/e")).unwrap();
+    fs::write(m.path("d/e/f"), b"in e").unwrap();
+    fs::hard_link(m.path("d/e/f"), m.path("link")).unwrap();
+    fs::write(m.path("moved"), b"moved").unwrap();
+    fs::write(m.path("gone"), b"gone").unwrap();
+    let names = ["d/e/f", "link", "d/e", "moved", "gone"];
+    let inos: Vec<u64> = names
+        .iter()
+        .map(|n| fs::metadata(m.path(n)).unwrap().ino())
+        .collect();
+    let mut handles: Vec<FileHandle> = names.iter().map(|n| handle_of(&m.path(n))).collect();
+    fs::rename(m.path("moved"), m.path("d/moved-here")).unwrap();
+    fs::remove_file(m.path("gone")).unwrap();
+    let root = File::open(m.path("")).unwrap();
+    for round in ["while cached", "after the caches were dropped"] {
+        if round != "while cached" {
+            // SAFETY: sync(2) takes nothing.
+            unsafe { libc::sync() };
+            fs::write("/proc/sys/vm/drop_caches", "3").unwrap();
+        }
+        for (i, h) in handles.iter_mut().enumerate() {
+            // SAFETY: the mount's root open, a handle name_to_handle_at filled.
+            let fd = unsafe {
+                libc::open_by_handle_at(
+                    root.as_raw_fd(),
+                    std::ptr::from_mut(h).cast::<libc::file_handle>(),
+                    libc::O_RDONLY,
+                )
+            };
+            if names[i] == "gone" {
+                assert_eq!((fd, errno()), (-1, libc::ESTALE), "{round}");
+                continue;
+            }
+            assert!(
+                fd >= 0,
+                "{} {round}: {}\n{}",
+                names[i],
+                std::io::Error::last_os_error(),
+                m.log_text()
+            );
+            // SAFETY: a descriptor just opened, owned from here.
+            let file = unsafe { <File as std::os::fd::FromRawFd>::from_raw_fd(fd) };
+            assert_eq!(
+                file.metadata().unwrap().ino(),
+                inos[i],
+                "{} {round}",
+                names[i]
+            );
+        }
+    }
+    assert_eq!(
+        fs::read(m.path("d/moved-here")).unwrap(),
+        b"moved",
+        "the renamed file is where the rename put it"
+    );
+    drop(root);
+    assert!(m.unmount().success());
 }

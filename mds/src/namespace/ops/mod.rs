@@ -620,6 +620,9 @@ impl Namespace {
     }
 
     fn lookup(&self, cx: &mut Cx<'_>, parent: u64, name: &str) -> OpResult {
+        if name == ".." {
+            return self.lookup_parent(cx, parent);
+        }
         check_name(name)?;
         let child = {
             let l = self.table.lock(&[parent]);
@@ -641,6 +644,30 @@ impl Namespace {
         // on that removal.
         let l = self.table.lock(&[child]);
         let node = l.get_or_removed(child).map_err(|removal| {
+            cx.see(&removal);
+            Errno::ENOENT
+        })?;
+        see_inode(cx, node);
+        Ok(now(Body::Attr(to_attr(&node.attr))))
+    }
+
+    /// LOOKUP of ".." in `dir`: its parent (the root's is the root), for a caller who may
+    /// search it — what a file handle's decoder asks (a mount re-exported over NFS finds a
+    /// directory's parent so). A parent on another shard is answered as a remote entry.
+    /// Commit-on-share: a rename that moved the directory changed its inode, seen here.
+    fn lookup_parent(&self, cx: &mut Cx<'_>, ino: u64) -> OpResult {
+        let up = {
+            let l = self.table.lock(&[ino]);
+            let d = dir(cx, &l, ino)?;
+            may(cx, d, SEARCH)?;
+            see_inode(cx, d);
+            d.attr.parent
+        };
+        if self.is_remote(up) {
+            return Ok(remote_entry(up));
+        }
+        let l = self.table.lock(&[up]);
+        let node = l.get_or_removed(up).map_err(|removal| {
             cx.see(&removal);
             Errno::ENOENT
         })?;
