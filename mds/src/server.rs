@@ -673,6 +673,11 @@ fn scrape_state(out: &mut String, journal: &Journal, shared: &Shared) {
 /// The lines an operator looks for at start: what runs, how, and where it listens.
 fn log_serving(config: &ServerConfig, store: &std::path::Path, addr: SocketAddr) {
     info!(partitions = config.keys.partitions, "partitions started");
+    // As the journal was opened: on by default outside a cluster.
+    let edit_log = config
+        .keys
+        .edit_log
+        .map_or(config.keys.etcd.is_none(), Switch::is_on);
     info!(
         version = env!("CARGO_PKG_VERSION"),
         data = %store.display(),
@@ -687,8 +692,14 @@ fn log_serving(config: &ServerConfig, store: &std::path::Path, addr: SocketAddr)
         auth = if config.auth_key.is_some() { "shared key" } else { "none" },
         tls = if config.tls.is_some() { "on" } else { "off" },
         recovery_window = ?config.keys.recovery_window,
+        session_expiry = ?config.keys.session_expiry,
         shutdown_grace = ?config.keys.shutdown_grace,
         reply_path = crate::config::name(&config.keys.reply_path),
+        commit_siblings = crate::config::name(&config.keys.commit_siblings),
+        edit_log = if edit_log { "on" } else { "off" },
+        inline_data_max = config.keys.inline_data_max,
+        object_grace = ?config.keys.object_grace,
+        max_uncommitted = config.limits.max_uncommitted,
         "mds serving"
     );
     // Before "listening on": whoever waits for that line has the warning too.
