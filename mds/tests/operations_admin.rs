@@ -46,6 +46,20 @@ fn a_store_another_server_holds_is_refused_naming_it() {
     let log = first.log_text();
     assert!(log.contains("mds serving"), "{log}");
     assert!(log.contains(env!("CARGO_PKG_VERSION")), "{log}");
+    // The line names every setting an operator asks about, defaults too.
+    let serving = log.lines().find(|l| l.contains("mds serving")).unwrap();
+    for setting in [
+        "ack=\"commit\"",
+        "cred_check=",
+        "edit_log=\"on\"",
+        "inline_data_max=1048576",
+        "object_grace=3600s",
+        "session_expiry=",
+        "max_uncommitted=65536",
+        "commit_siblings=",
+    ] {
+        assert!(serving.contains(setting), "no {setting} in {serving}");
+    }
     assert!(first.stop().success());
 }
 
