@@ -247,87 +247,22 @@ pub struct Inode {
     pub data_blocks: u64,
 }
 
-/// An inode as schema version 8 and those before it (from 3) stored it: [`Inode`] without
-/// `data_blocks`. Read by [`decode_inode`].
-#[derive(Deserialize)]
-struct InodeV8 {
-    ino: u64,
-    kind: FileKind,
-    mode: u32,
-    uid: u32,
-    gid: u32,
-    nlink: u32,
-    size: u64,
-    ctime_ns: i64,
-    mtime_ns: i64,
-    generation: u64,
-    parent: u64,
-    entries: u64,
-    transno: u64,
-    atime_ns: i64,
-    rdev: u64,
-    target: Vec<u8>,
-}
-
 /// A stored inode, in this version's encoding or (its data not counted: 0) version 8's,
 /// which is this one without the last field — how images written before an upgrade, in the
-/// store or in an edit not yet written out, read after it.
+/// store or in an edit not yet written out, read after it. A count of 0 is the one byte 0,
+/// so an image of version 8 is read as itself with that byte after it.
 pub(crate) fn decode_inode(what: &'static str, bytes: &[u8]) -> Result<Inode> {
-    let current = postcard::from_bytes::<Inode>(bytes);
-    let Err(postcard::Error::DeserializeUnexpectedEnd) = current else {
-        return current.map_err(|e| Error::Corrupt {
+    match postcard::from_bytes::<Inode>(bytes) {
+        Err(postcard::Error::DeserializeUnexpectedEnd) => {
+            let mut counted = Vec::with_capacity(bytes.len() + 1);
+            counted.extend_from_slice(bytes);
+            counted.push(0);
+            decode(what, &counted)
+        }
+        decoded => decoded.map_err(|e| Error::Corrupt {
             what,
             detail: e.to_string(),
-        });
-    };
-    match postcard::take_from_bytes::<InodeV8>(bytes) {
-        Ok((old, [])) => Ok(Inode::from(old)),
-        _ => Err(Error::Corrupt {
-            what,
-            detail: postcard::Error::DeserializeUnexpectedEnd.to_string(),
         }),
-    }
-}
-
-impl From<InodeV8> for Inode {
-    fn from(old: InodeV8) -> Inode {
-        let InodeV8 {
-            ino,
-            kind,
-            mode,
-            uid,
-            gid,
-            nlink,
-            size,
-            ctime_ns,
-            mtime_ns,
-            generation,
-            parent,
-            entries,
-            transno,
-            atime_ns,
-            rdev,
-            target,
-        } = old;
-        Inode {
-            ino,
-            kind,
-            mode,
-            uid,
-            gid,
-            nlink,
-            size,
-            ctime_ns,
-            mtime_ns,
-            generation,
-            parent,
-            entries,
-            transno,
-            atime_ns,
-            rdev,
-            target,
-            data_blocks: 0,
-        }
     }
 }
 
