@@ -816,3 +816,54 @@ async fn without_an_object_store_files_stay_within_the_cap() {
     drop(c);
     server.stop().unwrap();
 }
+
+/// A file in objects: its attributes count what its layout covers (`st_blocks`), and a
+/// LAYOUT through a handle open to read — the read the server sees of such a file — moves the
+/// atime as READ does (relatime); one without a handle (a client's own look, as compaction's)
+/// leaves it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_in_objects_counts_its_layout_and_its_reads_move_the_atime() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = common::config(dir.path());
+    config.keys.inline_data_max = 4096;
+    let server = InProcess::start(config);
+    let c = server.client().await;
+    let first = match c.call(Op::AllocSlices { count: 1 }).await.unwrap() {
+        Body::Slices { first, .. } => first,
+        other => panic!("{other:?}"),
+    };
+    let f = c.create(ROOT, "f", 0o644).await.unwrap().ino;
+    c.call(open(f, 1, RW)).await.unwrap();
+    // 8000 bytes at 1 MiB of a 2 MiB file: two 4 KiB blocks of data, the rest holes.
+    let op = Op::WriteSlices {
+        ino: f,
+        handle: 1,
+        size: 2 << 20,
+        placed: vec![piece(first, 8000, 1 << 20, 8000)],
+    };
+    let Body::Attr(attr) = c.call(op).await.unwrap() else {
+        panic!("WRITE_SLICES answers the attributes");
+    };
+    assert_eq!((attr.size, attr.blocks), (2 << 20, 16));
+    assert_eq!(c.statfs().await.unwrap().data_bytes, 8192);
+    let long_ago = |c: &Client| {
+        let op = Op::Setattr {
+            ino: f,
+            attr: SetAttr {
+                atime: Some(mds_proto::SetTime::At(1_000_000_000)),
+                ..SetAttr::default()
+            },
+        };
+        let c = c.clone();
+        async move { c.call(op).await.unwrap() }
+    };
+    let atime = |c: &Client| {
+        let c = c.clone();
+        async move { c.getattr(f).await.unwrap().atime_ns }
+    };
+    long_ago(&c).await;
+    c.call(Op::Layout { ino: f, handle: 0 }).await.unwrap();
+    assert_eq!(atime(&c).await, 1_000_000_000, "a look without a handle");
+    c.call(Op::Layout { ino: f, handle: 1 }).await.unwrap();
+    assert!(atime(&c).await > 1_000_000_000, "a read through a handle");
+}

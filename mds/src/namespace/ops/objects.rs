@@ -258,7 +258,9 @@ impl Namespace {
     }
 
     /// LAYOUT: where the file's bytes are, through a handle open to read (or, without one,
-    /// for a caller who may read it).
+    /// for a caller who may read it). Through a handle it is the read of a file in objects
+    /// that the server sees (the bytes themselves come from the store), so it moves the atime
+    /// as READ does.
     pub(super) fn layout(&self, cx: &mut Cx<'_>, ino: u64, handle: u64) -> OpResult {
         let open = if handle == 0 {
             None
@@ -268,12 +270,14 @@ impl Namespace {
         if open.is_some_and(|h| !h.read) {
             return Err(Errno::EBADF);
         }
-        let l = self.table.lock(&[ino]);
-        let node = super::inode(cx, &l, ino)?;
+        let mut l = self.table.lock(&[ino]);
+        let node = inode_mut(cx, &mut l, ino)?;
         see_inode(cx, node);
         super::regular(node)?;
         if handle == 0 {
             perm::check(cx.caller.cred, &node.attr, node.access_acl(), READ)?;
+        } else if node.attr.in_objects() {
+            super::touch_atime(&mut node.attr, now_ns());
         }
         let layout = self.layout_of(node)?;
         Ok(now(Body::Layout(FileLayout {
