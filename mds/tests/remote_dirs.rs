@@ -128,6 +128,15 @@ async fn a_remote_directory_lives_on_its_shard_and_its_entry_on_its_parents() {
         c0.lookup(ROOT, "r").await,
         Err(ClientError::Remote(ino)) if ino == r.ino
     ));
+    // ".." of a remote directory is its parent on the other shard (what a mount decoding a
+    // file handle asks), of a directory in it the remote directory.
+    let c1 = s1.client().await;
+    assert!(matches!(
+        c1.lookup(r.ino, "..").await,
+        Err(ClientError::Remote(ino)) if ino == ROOT
+    ));
+    assert_eq!(c1.lookup(sub.ino, "..").await.unwrap().ino, r.ino);
+    assert_eq!(router.lookup(r.ino, "..").await.unwrap().ino, ROOT);
 
     // A name that exists, and a shard the cluster does not have, are refused; the parent's
     // own shard is a plain MKDIR.
