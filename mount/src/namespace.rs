@@ -369,3 +369,36 @@ impl Mount {
             .map(drop)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn df_shows_the_files_data_used_and_the_stores_room_free() {
+        let local = StatFs {
+            inodes: 7,
+            data_bytes: 10 * 4096 + 1,
+            store_bytes: 1 << 40,
+            store_bytes_free: 100 << 20,
+            store_bytes_available: 90 << 20,
+            object_store: "file:///var/lib/mds/objects".into(),
+            ..StatFs::default()
+        };
+        let df = fs_stats(&local);
+        assert_eq!(
+            (df.blocks - df.bfree, df.bfree, df.bavail),
+            (11, 25_600, 23_040)
+        );
+        assert_eq!((df.files - df.ffree, df.files), (7, INODE_CEILING));
+        // An S3 store says no capacity: 1 PiB less what is used, whatever the server's disk.
+        let s3 = StatFs {
+            object_store: "s3://bucket/prefix?endpoint=http://127.0.0.1:3900".into(),
+            ..local
+        };
+        let df = fs_stats(&s3);
+        assert_eq!(df.blocks - df.bfree, 11);
+        assert_eq!(df.bavail, df.bfree);
+        assert_eq!(df.blocks, 11 + (UNBOUNDED_STORE - (10 * 4096 + 1)) / 4096);
+    }
+}
