@@ -443,6 +443,7 @@ fn connect_op(session: &Session) -> Op {
         None => Op::Connect {
             version: PROTOCOL_VERSION,
             client: session.id(),
+            atime: session.atime(),
         },
     }
 }

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use mds_proto::{Body, Cred, Errno, MAX_GROUPS, Op, OpenFlags, Reply};
+use mds_proto::{Atime, Body, Cred, Errno, MAX_GROUPS, Op, OpenFlags, Reply};
 use parking_lot::Mutex;
 
 use crate::auth::{PeerKey, SessionSecret};
@@ -29,6 +29,8 @@ pub struct Session {
     /// The credentials a request carries unless its caller gives others (a mount sends each
     /// request with its caller's).
     cred: Cred,
+    /// How the session's reads move atimes, said at every CONNECT.
+    atime: Atime,
     xids: Mutex<Xids>,
     /// The server answers mutations before their commit: keep what it answered until safe.
     early: AtomicBool,
@@ -130,6 +132,7 @@ impl Session {
         Session {
             id: random_identity(),
             cred,
+            atime: Atime::default(),
             xids: Mutex::new(Xids {
                 next: 1,
                 outstanding: VecDeque::new(),
@@ -158,6 +161,17 @@ impl Session {
             peer: Some(key),
             ..Session::with_cred(Cred::default())
         }
+    }
+
+    /// The same session with `atime` as how its reads move atimes (a mount's `noatime` or
+    /// `strictatime`; relatime unless said).
+    pub fn with_atime(self, atime: Atime) -> Session {
+        Session { atime, ..self }
+    }
+
+    /// How the session's reads move atimes: what its CONNECT says.
+    pub fn atime(&self) -> Atime {
+        self.atime
     }
 
     /// The cluster's peer secret, for a server's session with another server.

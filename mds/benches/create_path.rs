@@ -33,6 +33,7 @@ fn create(ns: &Namespace, cred: &Cred, parent: u64, name: String) -> Exec {
         last_committed: 0,
         reuse_ino: None,
         replay: false,
+        atime: mds_proto::Atime::default(),
     };
     ns.execute(
         Op::Create {
@@ -73,6 +74,7 @@ fn creates(c: &mut Criterion) {
                 last_committed: 0,
                 reuse_ino: None,
                 replay: false,
+                atime: mds_proto::Atime::default(),
             },
         )
         else {
@@ -102,6 +104,7 @@ fn creates(c: &mut Criterion) {
                     last_committed: u64::MAX,
                     reuse_ino: None,
                     replay: false,
+                    atime: mds_proto::Atime::default(),
                 };
                 for name in names {
                     ns.execute(

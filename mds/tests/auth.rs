@@ -104,7 +104,14 @@ impl Raw {
 
     fn challenge(&mut self, client: u64) -> [u8; NONCE_LEN] {
         let version = PROTOCOL_VERSION;
-        match self.call(Op::Connect { version, client }).result {
+        match self
+            .call(Op::Connect {
+                version,
+                client,
+                atime: mds_proto::Atime::default(),
+            })
+            .result
+        {
             Ok(Body::Challenge { nonce, .. }) => nonce,
             other => panic!("expected a challenge, got {other:?}"),
         }

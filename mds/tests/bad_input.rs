@@ -47,6 +47,7 @@ fn connect_frame() -> Vec<u8> {
         Op::Connect {
             version: PROTOCOL_VERSION,
             client: 1000 + NEXT.fetch_add(1, Ordering::Relaxed),
+            atime: mds_proto::Atime::default(),
         },
     ))
 }
@@ -135,6 +136,7 @@ async fn bad_frames_close_their_connection_and_nothing_else() {
         Op::Connect {
             version: 999,
             client: 1,
+            atime: mds_proto::Atime::default(),
         },
     )))
     .unwrap();
@@ -161,6 +163,7 @@ async fn bad_frames_close_their_connection_and_nothing_else() {
         Op::Connect {
             version: PROTOCOL_VERSION,
             client: 0,
+            atime: mds_proto::Atime::default(),
         },
     )))
     .unwrap();

@@ -135,7 +135,8 @@ fn any_op() -> impl Strategy<Value = Op> {
         40 => op(),
         1 => any::<u64>().prop_map(|client| Op::Connect {
             version: PROTOCOL_VERSION,
-            client
+            client,
+            atime: mds_proto::Atime::default(),
         }),
     ]
 }
@@ -177,6 +178,7 @@ fn run_case(addr: std::net::SocketAddr, connect: bool, frames: &[Frame]) {
             op: Op::Connect {
                 version: PROTOCOL_VERSION,
                 client: identity(),
+                atime: mds_proto::Atime::default(),
             },
             acked_xid: 0,
             cred: Cred::default(),
@@ -381,7 +383,7 @@ fn arbitrary_replays_in_a_recovery_window_take_nothing_from_an_honest_client() {
                     Sender::ImpostorA => &Session::new(),
                 };
                 let connected = if let Sender::ImpostorA = a.sender {
-                    let connect = Op::Connect { version: PROTOCOL_VERSION, client: sa.id() };
+                    let connect = Op::Connect { version: PROTOCOL_VERSION, client: sa.id(), atime: mds_proto::Atime::default() };
                     raw.send(&request(1, connect, None));
                     raw.reply()
                 } else {

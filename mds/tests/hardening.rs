@@ -335,6 +335,7 @@ fn take_over(addr: SocketAddr, client: u64) -> (mds_proto::Reply, bool) {
     let connect = Op::Connect {
         version: PROTOCOL_VERSION,
         client,
+        atime: mds_proto::Atime::default(),
     };
     let challenge = raw.call(&request(1, connect, None));
     let Ok(Body::Challenge {

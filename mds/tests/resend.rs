@@ -56,6 +56,7 @@ impl Raw {
             Op::Connect {
                 version: PROTOCOL_VERSION,
                 client: id,
+                atime: mds_proto::Atime::default(),
             },
         );
         let reply = match reply.result {

@@ -63,6 +63,7 @@ fn stalled_reader(server: &common::Server) -> TcpStream {
             Op::Connect {
                 version: PROTOCOL_VERSION,
                 client: 0x5eed,
+                atime: mds_proto::Atime::default(),
             },
         ),
         &mut out,

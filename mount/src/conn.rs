@@ -62,9 +62,10 @@ impl Conn {
         server: &str,
         options: ConnectOptions,
         reconnect_timeout: Duration,
+        atime: mds_client::proto::Atime,
         watch: Option<MapWatch>,
     ) -> anyhow::Result<Conn> {
-        let session = Arc::new(Session::new());
+        let session = Arc::new(Session::new().with_atime(atime));
         let outages = Outages::new();
         let first = open(
             server,

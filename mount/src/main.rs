@@ -129,6 +129,7 @@ fn run(settings: &Settings, options: ConnectOptions, ready: &Ready) -> anyhow::R
         &settings.server,
         options,
         settings.reconnect_timeout,
+        settings.atime,
     ))?;
     let early = shards.any().session().is_early();
     let timeouts = Timeouts {

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use fuser::MountOption;
+use mds_client::proto::Atime;
 use mds_client::units::parse_duration;
 
 #[derive(Parser, Debug)]
@@ -26,7 +27,8 @@ use mds_client::units::parse_duration;
                   (300; 0: forever), auth_key=FILE, tls_ca=FILE, tls_server_name=NAME, \
                   log_file=FILE, fsname=NAME, and the kernel's dev, nodev, suid, nosuid, exec, \
                   noexec, atime, noatime, sync, async, dirsync (nosuid and nodev unless suid \
-                  or dev is given). fstab: `HOST:PORT /mnt fuse.mdsmount \
+                  or dev is given); relatime (the default), noatime, strictatime decide how \
+                  reads move atimes on the server. fstab: `HOST:PORT /mnt fuse.mdsmount \
                   nosuid,nodev,allow_other,_netdev 0 0` (docs/mount.md: mount.fuse3 adds dev \
                   and suid to a line that does not say nodev and nosuid).\n\n\
                   Exit status: 0 mounted (in the background unless -f; with -f, unmounted \
@@ -83,6 +85,9 @@ pub struct Settings {
     pub fsname: Option<String>,
     /// The kernel's own mount flags, passed through.
     pub kernel_flags: Vec<MountOption>,
+    /// How reads through the mount move atimes (`relatime`, `noatime`, `strictatime`; the
+    /// server moves them, told at CONNECT).
+    pub atime: Atime,
 }
 
 /// Options `mount(8)` and `mount.fuse3` may pass that mean nothing to the mount itself.
@@ -96,8 +101,6 @@ const IGNORED: &[&str] = &[
     "owner",
     "nofail",
     "_netdev",
-    "relatime",
-    "strictatime",
     "lazytime",
     "nolazytime",
     "nodiratime",
@@ -131,6 +134,7 @@ impl Settings {
             log_file: cli.log_file,
             fsname: None,
             kernel_flags: Vec::new(),
+            atime: Atime::Relatime,
         };
         for option in cli.options.iter().flat_map(|o| o.split(',')) {
             s.take(option.trim())?;
@@ -188,6 +192,9 @@ impl Settings {
             match flag {
                 MountOption::RO => self.read_only = true,
                 MountOption::RW => self.read_only = false,
+                MountOption::NoAtime => self.atime = Atime::Noatime,
+                // `atime` undoes `noatime`: Linux's default, relatime.
+                MountOption::Atime => self.atime = Atime::Relatime,
                 _ => {}
             }
             // The last of two opposites wins, as in mount(8).
@@ -196,6 +203,11 @@ impl Settings {
             return Ok(());
         }
         match key {
+            "relatime" | "strictatime" if value.is_some() => {
+                return Err(format!("option {key} takes no value"));
+            }
+            "relatime" => self.atime = Atime::Relatime,
+            "strictatime" => self.atime = Atime::Strictatime,
             "allow_other" => self.allow_other = true,
             "allow_root" => self.allow_root = true,
             "default_permissions" => self.default_permissions = true,
@@ -318,6 +330,36 @@ mod tests {
         let s = settings(&["-o", "reconnect_timeout=0,auth_key=/k"]).unwrap();
         assert_eq!(s.reconnect_timeout, Duration::MAX);
         assert_eq!(s.auth_key, Some(PathBuf::from("/k")));
+    }
+
+    #[test]
+    fn atime_options_say_how_the_server_moves_atimes_and_the_last_wins() {
+        assert_eq!(settings(&[]).unwrap().atime, Atime::Relatime);
+        let s = settings(&["-o", "noatime"]).unwrap();
+        assert_eq!(s.atime, Atime::Noatime);
+        assert_eq!(
+            s.kernel_flags,
+            [MountOption::NoAtime],
+            "the kernel's flag too"
+        );
+        assert_eq!(
+            settings(&["-o", "strictatime"]).unwrap().atime,
+            Atime::Strictatime
+        );
+        assert_eq!(
+            settings(&["-o", "noatime,relatime"]).unwrap().atime,
+            Atime::Relatime
+        );
+        assert_eq!(
+            settings(&["-o", "noatime,atime"]).unwrap().atime,
+            Atime::Relatime
+        );
+        assert_eq!(
+            settings(&["-o", "strictatime,noatime"]).unwrap().atime,
+            Atime::Noatime
+        );
+        let refused = settings(&["-o", "strictatime=1"]).unwrap_err();
+        assert!(refused.contains("strictatime takes no value"), "{refused}");
     }
 
     /// Issue 53, finding 3: a mount that honours set-user-ID programs and device nodes lets

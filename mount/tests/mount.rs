@@ -1504,3 +1504,57 @@ fn file_handles_open_again_after_the_kernel_forgot_their_inodes() {
     drop(root);
     assert!(m.unmount().success());
 }
+
+/// Issue 56: the mount's `relatime` (the default), `noatime` and `strictatime` decide what the
+/// server does with the atime of what is read through it (a READDIR here: the kernel keeps
+/// no directory listing, so each one reaches the server). An atime older than the last change
+/// moves under relatime and strictatime, not under noatime; one newer than the last change and
+/// less than a day old moves only under strictatime.
+#[test]
+fn relatime_noatime_and_strictatime_decide_how_reads_move_atimes() {
+    use std::time::SystemTime;
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(dir.path(), &[]);
+    let rel = Mounted::new(&srv, &["-o", "attr_timeout=0,entry_timeout=0"]);
+    let no = Mounted::new(&srv, &["-o", "noatime"]);
+    let strict = Mounted::new(&srv, &["-o", "strictatime"]);
+    fs::create_dir(rel.path("d")).unwrap();
+    fs::write(rel.path("d/f"), b"x").unwrap();
+    let set_atime = |at: SystemTime| {
+        let d = File::open(rel.path("d")).unwrap();
+        d.set_times(std::fs::FileTimes::new().set_accessed(at))
+            .unwrap();
+    };
+    let atime = || {
+        let m = fs::metadata(rel.path("d")).unwrap();
+        (m.atime(), m.atime_nsec())
+    };
+    let list = |m: &Mounted| fs::read_dir(m.path("d")).unwrap().count();
+    let long_ago = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000_000);
+    set_atime(long_ago);
+    assert_eq!(list(&no), 1);
+    assert_eq!(atime(), (1_000_000_000, 0), "noatime: never");
+    list(&rel);
+    assert!(atime().0 > 1_000_000_000, "relatime: older than the change");
+    set_atime(long_ago);
+    list(&strict);
+    assert!(atime().0 > 1_000_000_000, "strictatime: always");
+    // Newer than the last change (the utimensat's ctime) once the clock has passed it.
+    let ahead = SystemTime::now() + Duration::from_secs(2);
+    set_atime(ahead);
+    std::thread::sleep(Duration::from_millis(2500));
+    let set = atime();
+    list(&rel);
+    assert_eq!(
+        atime(),
+        set,
+        "relatime: newer than the change, not a day old"
+    );
+    list(&no);
+    assert_eq!(atime(), set);
+    list(&strict);
+    assert!(atime() > set, "strictatime: every read");
+    for m in [rel, no, strict] {
+        assert!(m.unmount().success());
+    }
+}

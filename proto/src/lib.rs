@@ -30,8 +30,8 @@ pub use frame::{
 };
 pub use names::{check_name, name_order, name_order_key};
 pub use op::{
-    Cred, MAX_GROUPS, MAX_PLACED, MAX_SLICE_IDS, MODE_HAS_UMASK, Op, OpenFlags, RenameHow, Replay,
-    Request, RequestRef, SetAttr, SetTime, XattrSet, mode_with_umask, opcode, umask_of,
+    Atime, Cred, MAX_GROUPS, MAX_PLACED, MAX_SLICE_IDS, MODE_HAS_UMASK, Op, OpenFlags, RenameHow,
+    Replay, Request, RequestRef, SetAttr, SetTime, XattrSet, mode_with_umask, opcode, umask_of,
 };
 pub use postcard_writer::{PostcardWriter, encode_body_with, encode_request_frame};
 pub use reader::{decode_reply, decode_request};
@@ -117,6 +117,7 @@ mod tests {
             Op::Connect {
                 version: PROTOCOL_VERSION,
                 client: 9,
+                atime: crate::Atime::default(),
             },
             Op::Ping,
             Op::Mkdir {
@@ -647,6 +648,7 @@ mod tests {
                 Op::Connect {
                     version: PROTOCOL_VERSION,
                     client: 77,
+                    atime: crate::Atime::default(),
                 },
             ),
             &mut buf,

@@ -100,8 +100,10 @@ macro_rules! operations {
 }
 
 operations! {
-    /// Must come first on a connection; `client` identifies the client across reconnects.
-    0 CONNECT "connect" Connect { version: u32, client: u64 };
+    /// Must come first on a connection; `client` identifies the client across reconnects;
+    /// `atime`, how its reads move atimes (a mount's `relatime`, `noatime`, `strictatime`),
+    /// for every request of its session until it connects again.
+    0 CONNECT "connect" Connect { version: u32, client: u64, atime: Atime };
     1 PING "ping" Ping;
     /// Owner from the request's credentials. `mode` may carry the caller's umask
     /// ([`mode_with_umask`]), as CREATE's and MKNOD's may.
@@ -379,6 +381,19 @@ impl Op {
             Op::Mkdir { .. } | Op::Create { .. } | Op::Symlink { .. } | Op::Mknod { .. }
         )
     }
+}
+
+/// How a session's reads (READ, READDIR, READLINK, LAYOUT through a handle) move the atime of
+/// what they read: a mount's `relatime` (Linux's default), `noatime`, `strictatime`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Atime {
+    /// When the atime is not newer than the mtime or the ctime, or is a day old.
+    #[default]
+    Relatime,
+    /// Never.
+    Noatime,
+    /// Every read.
+    Strictatime,
 }
 
 /// RENAME's mode: `renameat2`'s `flags` (Linux's `RENAME_NOREPLACE`, `RENAME_EXCHANGE`).

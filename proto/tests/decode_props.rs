@@ -104,7 +104,11 @@ fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
         new_op(),
         io_op(),
-        (any::<u32>(), any::<u64>()).prop_map(|(version, client)| Op::Connect { version, client }),
+        (any::<u32>(), any::<u64>()).prop_map(|(version, client)| Op::Connect {
+            version,
+            client,
+            atime: mds_proto::Atime::default()
+        }),
         (any::<u32>(), any::<u64>())
             .prop_map(|(version, client)| Op::PeerConnect { version, client }),
         Just(Op::Ping),

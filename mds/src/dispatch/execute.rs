@@ -166,6 +166,7 @@ pub(super) fn execute(
             .map(|r| r.ino)
             .filter(|&ino| ino != 0),
         replay: replayed,
+        atime: session.atime(),
     };
     // The ticket binds the operation as its request encoded it; made only for what can be
     // answered early (before `execute` takes the operation).

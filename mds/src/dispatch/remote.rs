@@ -74,6 +74,7 @@ pub(super) async fn mkdir_remote(
         last_committed: core.replies.last_committed(),
         reuse_ino: None,
         replay: false,
+        atime: mds_proto::Atime::default(),
     };
     let (uid, gid, mode) = match core
         .namespace
@@ -230,6 +231,7 @@ fn caller<'a>(core: &Core, session: &Session, cred: &'a mds_proto::Cred) -> Call
         last_committed: core.replies.last_committed(),
         reuse_ino: None,
         replay: false,
+        atime: mds_proto::Atime::default(),
     }
 }
 
@@ -289,6 +291,7 @@ pub(super) fn resolve_remote(core: &Core, session: &Session, request: &Request) 
         last_committed: core.replies.last_committed(),
         reuse_ino: None,
         replay: false,
+        atime: mds_proto::Atime::default(),
     };
     let Exec::Now { result, wait } = core.namespace.execute(request.op.clone(), &caller) else {
         unreachable!("RESOLVE_REMOTE changes nothing");

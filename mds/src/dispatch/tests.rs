@@ -379,6 +379,7 @@ const CASES: &[Case] = &[
             h.request(Op::Connect {
                 version: mds_proto::PROTOCOL_VERSION,
                 client: 0xB,
+                atime: mds_proto::Atime::default(),
             })
         },
         when: When::Close,

@@ -42,6 +42,7 @@ fn run(ns: &Namespace, uid: u32, op: Op) -> Result<Body, Errno> {
             last_committed: u64::MAX,
             reuse_ino: None,
             replay: false,
+            atime: mds_proto::Atime::default(),
         },
     );
     match exec {

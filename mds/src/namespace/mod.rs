@@ -56,6 +56,8 @@ pub struct Caller<'a> {
     /// A replay (recovery): what it executed through a handle executes without one — the
     /// restart lost the handles, and its ticket proves the server allowed it the first time.
     pub replay: bool,
+    /// How its reads move atimes: its session's, as its CONNECT said.
+    pub atime: mds_proto::Atime,
 }
 
 impl Caller<'_> {
@@ -73,6 +75,7 @@ impl Caller<'_> {
             last_committed,
             reuse_ino: None,
             replay: false,
+            atime: mds_proto::Atime::default(),
         }
     }
 }

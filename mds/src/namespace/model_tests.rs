@@ -950,6 +950,7 @@ impl Harness {
             last_committed,
             reuse_ino: None,
             replay: false,
+            atime: mds_proto::Atime::default(),
         };
         let exec = self.ns.execute(op.clone(), &caller);
         self.log
@@ -970,6 +971,7 @@ impl Harness {
             last_committed: COS_OFF,
             reuse_ino: None,
             replay: false,
+            atime: mds_proto::Atime::default(),
         };
         match self.ns.execute(op.clone(), &caller) {
             Exec::Now { result, wait: 0 } => Ok(result),
@@ -1350,6 +1352,7 @@ fn as_client(ns: &Namespace, client: u64, last_committed: u64, op: Op) -> Exec {
         last_committed,
         reuse_ino: None,
         replay: false,
+        atime: mds_proto::Atime::default(),
     };
     ns.execute(op, &caller)
 }

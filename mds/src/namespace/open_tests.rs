@@ -53,6 +53,7 @@ impl<'a> Run<'a> {
             last_committed: self.journal.last_committed(),
             reuse_ino: None,
             replay: false,
+            atime: mds_proto::Atime::default(),
         };
         match self.ns.execute(op, &caller) {
             Exec::Now { result, wait } => (result, wait),
@@ -493,6 +494,7 @@ fn a_write_clears_set_id_bits_unless_root_writes() {
         last_committed: journal.last_committed(),
         reuse_ino: None,
         replay: false,
+        atime: mds_proto::Atime::default(),
     };
     let exec = ns.execute(
         Op::Write {
@@ -635,6 +637,7 @@ fn orphans_are_reclaimed_when_their_session_ends_or_after_a_restart_unless_taken
         last_committed: journal.last_committed(),
         reuse_ino: None,
         replay: false,
+        atime: mds_proto::Atime::default(),
     };
     let refused = ns.execute(reopen.clone(), &caller(ALICE));
     assert!(

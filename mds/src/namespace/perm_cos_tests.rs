@@ -38,6 +38,7 @@ fn run(ns: &Namespace, client: u64, last_committed: u64, op: Op) -> Exec {
             last_committed,
             reuse_ino: None,
             replay: false,
+            atime: mds_proto::Atime::default(),
         },
     )
 }

@@ -196,6 +196,7 @@ fn run(ns: &Namespace, op: Op, records: &mut Vec<TxRecord>) -> Result<Body, Errn
         last_committed: 0,
         reuse_ino: None,
         replay: false,
+        atime: mds_proto::Atime::default(),
     };
     match ns.execute(op, &caller) {
         Exec::Now { result, .. } => result,
@@ -245,6 +246,7 @@ fn a_replayed_create_may_not_take_a_live_inode_number() {
             last_committed: 0,
             reuse_ino: Some(ino),
             replay: false,
+            atime: mds_proto::Atime::default(),
         };
         match ns.execute(
             Op::Create {
@@ -868,6 +870,7 @@ fn resolve_remote_finds_a_directory_its_parent_names_under_another_name() {
         last_committed: 0,
         reuse_ino: None,
         replay: false,
+        atime: mds_proto::Atime::default(),
     };
     let attr = mds_proto::Attr {
         ino: child,

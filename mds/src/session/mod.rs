@@ -69,6 +69,9 @@ pub struct Session {
     acked_xid: AtomicU64,
     /// The highest xid the server has answered (on any connection of this session).
     replied_xid: AtomicU64,
+    /// How its reads move atimes (`mds_proto::Atime`, as a number), as its last CONNECT
+    /// said.
+    atime: std::sync::atomic::AtomicU8,
 }
 
 struct State {
@@ -511,11 +514,30 @@ impl Session {
             }),
             acked_xid: AtomicU64::new(0),
             replied_xid: AtomicU64::new(0),
+            atime: std::sync::atomic::AtomicU8::new(0),
         })
     }
 
     pub fn client(&self) -> u64 {
         self.client
+    }
+
+    /// How the session's reads move atimes, as its last CONNECT said.
+    pub fn atime(&self) -> mds_proto::Atime {
+        match self.atime.load(Ordering::Relaxed) {
+            1 => mds_proto::Atime::Noatime,
+            2 => mds_proto::Atime::Strictatime,
+            _ => mds_proto::Atime::Relatime,
+        }
+    }
+
+    pub fn set_atime(&self, atime: mds_proto::Atime) {
+        let n = match atime {
+            mds_proto::Atime::Relatime => 0,
+            mds_proto::Atime::Noatime => 1,
+            mds_proto::Atime::Strictatime => 2,
+        };
+        self.atime.store(n, Ordering::Relaxed);
     }
 
     /// Marks `xid` as waiting for its reply, unless it is a resend: of a request that has not

@@ -57,6 +57,7 @@ impl Raw {
         let connect = Op::Connect {
             version: PROTOCOL_VERSION,
             client: session.id(),
+            atime: mds_proto::Atime::default(),
         };
         let (xid, _) = session.begin();
         let reply = self.call(&request(xid, connect, None));

@@ -169,7 +169,7 @@ impl Namespace {
             out.resize(out.len() + take - have, 0);
             pos += take as u64;
         }
-        touch_atime(&mut node.attr, now_ns());
+        touch_atime(cx, &mut node.attr, now_ns());
         Ok(now(Body::Data(Data(out))))
     }
 

@@ -90,7 +90,7 @@ impl Namespace {
         let Some(target) = node.attr.target.clone() else {
             return Err(Errno::EINVAL);
         };
-        touch_atime(&mut node.attr, now_ns());
+        touch_atime(cx, &mut node.attr, now_ns());
         Ok(now(Body::Target(Target(target.to_vec()))))
     }
 }

@@ -56,7 +56,7 @@ use super::perm::{self, READ, SEARCH, WRITE};
 use super::table::Locked;
 use super::{Caller, Exec, Namespace, now_ns, to_attr};
 use mds_proto::{
-    Body, DirEntry, Errno, Kind, MAX_FRAME, MAX_READDIR, Op, SetAttr, SetTime, check_name,
+    Atime, Body, DirEntry, Errno, Kind, MAX_FRAME, MAX_READDIR, Op, SetAttr, SetTime, check_name,
 };
 
 mod acls;
@@ -783,7 +783,7 @@ impl Namespace {
         // the attributes of the entries that need search).
         may(cx, d, READ)?;
         if cursor.is_none() {
-            touch_atime(&mut d.attr, now_ns());
+            touch_atime(cx, &mut d.attr, now_ns());
         }
         let entries = d.entries().expect("a directory");
         let range = entries.after(cursor.map(str::as_bytes));
@@ -968,16 +968,22 @@ impl New {
     }
 }
 
-/// A read's atime update, relatime-style (Linux's default): only when the atime is not
-/// newer than the mtime or ctime, or is a day old. In memory only: the inode's next journaled
-/// change writes it, and a crash before one loses it, as relatime allows — a read never
-/// waits for, or forces, a commit.
-fn touch_atime(attr: &mut InodeAttr, now: i64) {
+/// A read's atime update, as the caller's session asks: relatime-style (Linux's default) only
+/// when the atime is not newer than the mtime or ctime, or is a day old; strictatime every
+/// read; noatime never. In memory only: the inode's next journaled change writes it, and a
+/// crash before one loses it, as relatime allows — a read never waits for, or forces, a
+/// commit.
+fn touch_atime(cx: &Cx<'_>, attr: &mut InodeAttr, now: i64) {
     const DAY_NS: i64 = 24 * 3600 * 1_000_000_000;
-    if attr.atime_ns <= attr.mtime_ns
+    let stale = attr.atime_ns <= attr.mtime_ns
         || attr.atime_ns <= attr.ctime_ns
-        || now.saturating_sub(attr.atime_ns) >= DAY_NS
-    {
+        || now.saturating_sub(attr.atime_ns) >= DAY_NS;
+    let moves = match cx.caller.atime {
+        Atime::Relatime => stale,
+        Atime::Strictatime => true,
+        Atime::Noatime => false,
+    };
+    if moves {
         attr.atime_ns = attr.atime_ns.max(now);
     }
 }

@@ -277,7 +277,7 @@ impl Namespace {
         if handle == 0 {
             perm::check(cx.caller.cred, &node.attr, node.access_acl(), READ)?;
         } else if node.attr.in_objects() {
-            super::touch_atime(&mut node.attr, now_ns());
+            super::touch_atime(cx, &mut node.attr, now_ns());
         }
         let layout = self.layout_of(node)?;
         Ok(now(Body::Layout(FileLayout {

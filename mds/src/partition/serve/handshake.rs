@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use mds_proto::opcode::{AUTHENTICATE, CONNECT, PEER_CONNECT};
-use mds_proto::{self as protocol, Body, Errno, Op, PROTOCOL_VERSION, Request};
+use mds_proto::{self as protocol, Atime, Body, Errno, Op, PROTOCOL_VERSION, Request};
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, warn};
 
@@ -47,6 +47,7 @@ struct Challenge {
     nonce: [u8; protocol::NONCE_LEN],
     /// The identity the CONNECT gave, which the proofs must be made for.
     client: u64,
+    atime: Atime,
     acked_xid: u64,
     /// It asked for the shared key's proof. (Whether the session secret must be proved is
     /// decided again at attach, under the session table's lock.)
@@ -142,9 +143,9 @@ impl Partition {
             Ok(r) => r,
             Err(e) => return refuse(0, &format!("malformed first request: {e}")),
         };
-        let (client, peer) = match request.op {
-            Op::Connect { client, .. } => (client, false),
-            Op::PeerConnect { client, .. } => (client, true),
+        let (client, atime, peer) = match request.op {
+            Op::Connect { client, atime, .. } => (client, atime, false),
+            Op::PeerConnect { client, .. } => (client, Atime::default(), true),
             _ => return refuse(request.xid, "request before CONNECT"),
         };
         if client == 0 {
@@ -165,6 +166,7 @@ impl Partition {
             handshaking.challenge = Some(Challenge {
                 nonce,
                 client,
+                atime,
                 acked_xid: request.acked_xid,
                 key,
                 peer,
@@ -187,6 +189,7 @@ impl Partition {
             handshaking,
             Attach {
                 client,
+                atime,
                 acked_xid: request.acked_xid,
                 xid: request.xid,
                 opcode: CONNECT,
@@ -288,6 +291,7 @@ impl Partition {
             handshaking,
             Attach {
                 client: challenge.client,
+                atime: challenge.atime,
                 acked_xid: request.acked_xid.max(challenge.acked_xid),
                 xid: request.xid,
                 opcode: AUTHENTICATE,
@@ -313,6 +317,7 @@ impl Partition {
     ) -> Result<(), Refused> {
         let Attach {
             client,
+            atime,
             acked_xid,
             xid,
             opcode,
@@ -409,6 +414,7 @@ impl Partition {
             self.metrics.sessions_replaced.increment(1);
             older.replace();
         }
+        attached.session.set_atime(atime);
         attached.session.note_acked(acked_xid);
         attached.session.note_replied(xid);
         *session = Some(attached.session);
@@ -433,6 +439,8 @@ impl Partition {
 /// What completing a handshake needs to know of it.
 struct Attach {
     client: u64,
+    /// How the session's reads move atimes, as its CONNECT said.
+    atime: Atime,
     acked_xid: u64,
     /// The xid `Connected` answers.
     xid: u64,
