@@ -603,6 +603,20 @@ impl Model {
                     Obj::Inode(ino),
                 ];
             }
+            Op::Lookup { parent, name } if name == ".." => {
+                // The directory's parent: built on the directory's inode (a rename moves it)
+                // and the parent's, whose attributes it answers.
+                if let Err(e) = self.parent_dir(*parent, &mut fp) {
+                    return refused(exec, e, fp);
+                }
+                fp.reads.push(Obj::Inode(*parent));
+                let up = self.live[parent].parent;
+                fp.reads.extend(self.inode_objs(up));
+                match read_body(exec)? {
+                    Body::Attr(attr) => self.check_attr(up, attr)?,
+                    other => return Err(format!("want an Attr, got {other:?}")),
+                }
+            }
             Op::Lookup { parent, name } => {
                 if let Err(e) = name_rule(name) {
                     return refused(exec, e, fp);

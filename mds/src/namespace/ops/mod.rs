@@ -642,8 +642,14 @@ impl Namespace {
         // The parent's lock is released before the child's is taken (lock order); a child
         // removed in between was removed after this lookup, which then answers ENOENT, built
         // on that removal.
-        let l = self.table.lock(&[child]);
-        let node = l.get_or_removed(child).map_err(|removal| {
+        self.attr_of_found(cx, child)
+    }
+
+    /// The attributes of `ino`, which a lookup found under a lock it has let go of: ENOENT,
+    /// built on the removal, if it went in between.
+    fn attr_of_found(&self, cx: &mut Cx<'_>, ino: u64) -> OpResult {
+        let l = self.table.lock(&[ino]);
+        let node = l.get_or_removed(ino).map_err(|removal| {
             cx.see(&removal);
             Errno::ENOENT
         })?;
@@ -660,19 +666,14 @@ impl Namespace {
             let l = self.table.lock(&[ino]);
             let d = dir(cx, &l, ino)?;
             may(cx, d, SEARCH)?;
-            see_inode(cx, d);
+            // Its parent is the inode's (a rename changes it), not its entries'.
+            cx.see(&d.stamp);
             d.attr.parent
         };
         if self.is_remote(up) {
             return Ok(remote_entry(up));
         }
-        let l = self.table.lock(&[up]);
-        let node = l.get_or_removed(up).map_err(|removal| {
-            cx.see(&removal);
-            Errno::ENOENT
-        })?;
-        see_inode(cx, node);
-        Ok(now(Body::Attr(to_attr(&node.attr))))
+        self.attr_of_found(cx, up)
     }
 
     /// ACCESS: `mask`'s rwx bits judged as every other check here judges them (the mode,
