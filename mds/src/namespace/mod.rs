@@ -632,10 +632,17 @@ impl Namespace {
     fn set_data_blocks(&self, attr: &mut InodeAttr, blocks: u64) {
         let blocks = u32::try_from(blocks).unwrap_or(u32::MAX);
         let old = std::mem::replace(&mut attr.data_blocks, blocks);
-        self.data_blocks
-            .fetch_add(u64::from(blocks), Ordering::Relaxed);
-        self.data_blocks
-            .fetch_sub(u64::from(old), Ordering::Relaxed);
+        // One shared counter for every partition: touched only when the count moves (an
+        // overwrite, the common write inside a file, leaves it).
+        match blocks.cmp(&old) {
+            std::cmp::Ordering::Greater => self
+                .data_blocks
+                .fetch_add(u64::from(blocks - old), Ordering::Relaxed),
+            std::cmp::Ordering::Less => self
+                .data_blocks
+                .fetch_sub(u64::from(old - blocks), Ordering::Relaxed),
+            std::cmp::Ordering::Equal => 0,
+        };
     }
 
     /// Counts `n` inodes of `kind` more (or fewer: `n` negative).
