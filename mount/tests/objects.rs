@@ -465,6 +465,83 @@ fn a_file_rewritten_in_scattered_pieces_is_compacted() {
     assert_eq!(code, 0, "fsck: {report}");
 }
 
+/// A file larger than one compaction rewrites (320 MiB of data, five 64 MiB windows) rewritten
+/// in scattered fsynced pages: each compaction rewrites the four windows that save the most
+/// pieces (256 MiB) and keeps the fifth's pieces, the next one gets to it — the layout stays
+/// bounded, the bytes the same through the writer and another mount, fsck clean.
+#[test]
+fn a_file_past_what_one_compaction_rewrites_is_compacted_a_window_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let srv = server(
+        dir.path(),
+        &["--inline-data-max", CAP, "--object-grace", "1s"],
+    );
+    let data = srv.data.clone();
+    let a = Mounted::new(&srv, &[]);
+    let size = 320 << 20;
+    let mut model = pattern(size, 7);
+    fs::write(a.path("big"), &model).unwrap();
+    let f = OpenOptions::new().write(true).open(a.path("big")).unwrap();
+    // Pages of 1 KiB spread over the whole file, no two meeting, each fsynced, until the
+    // mount has compacted twice (it looks at the layout every 512 placements and compacts
+    // past 1,024 pieces: after ~1,500 pages and ~2,000).
+    let compactions = |log: &str| -> Vec<(usize, usize, u64)> {
+        let field = |line: &str, name: &str| -> u64 {
+            line.split(&format!("{name}="))
+                .nth(1)
+                .and_then(|rest| rest.split_whitespace().next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or_else(|| panic!("no {name} in {line}"))
+        };
+        log.lines()
+            .filter(|l| l.contains("layout compacted"))
+            .map(|l| {
+                let before = field(l, "pieces_before") as usize;
+                (
+                    before,
+                    field(l, "pieces_after") as usize,
+                    field(l, "bytes_rewritten"),
+                )
+            })
+            .collect()
+    };
+    for i in 0..4000usize {
+        let at = (i * 104_729) % (size / 1024 - 1) * 1024;
+        let page = pattern(1024, (i % 251) as u8);
+        f.write_all_at(&page, at as u64).unwrap();
+        f.sync_all().unwrap();
+        model[at..at + 1024].copy_from_slice(&page);
+        if i % 64 == 0 && compactions(&a.log_text()).len() >= 2 {
+            break;
+        }
+    }
+    drop(f);
+    let log = a.log_text();
+    let done = compactions(&log);
+    assert!(
+        done.len() >= 2,
+        "two compactions within 4,000 pages:\n{log}"
+    );
+    eprintln!("compactions (pieces before, after, bytes rewritten): {done:?}");
+    for &(before, after, bytes) in &done {
+        assert_eq!(bytes, 256 << 20, "four windows of 64 MiB rewritten");
+        assert!(after * 2 < before, "{before} pieces to {after}");
+    }
+    assert!(
+        fs::read(a.path("big")).unwrap() == model,
+        "through the writer"
+    );
+    let b = Mounted::new(&srv, &[]);
+    assert!(
+        fs::read(b.path("big")).unwrap() == model,
+        "through another mount"
+    );
+    drop((a, b));
+    assert!(srv.stop().success());
+    let (code, report) = mds_testkit::fsck(&mds_testkit::bin("mds"), &data);
+    assert_eq!(code, 0, "fsck: {report}");
+}
+
 /// Sequential write (then fsync) and read of `size` bytes at `path` in 1 MiB pieces, the
 /// kernel's caches dropped before each: (write MiB/s, read MiB/s). Dropped before the write
 /// too: on this virtual machine a write into pages the guest has not used lately runs at a
