@@ -8,6 +8,13 @@
 #                  (RUN="moosefs mds-early mds-commit" leaves it out; RUN names the systems)
 #   mds-early      mds --ack early: replies leave at once, commits follow; fsync waits for them
 #   mds-commit     mds --ack commit (the default): each reply leaves once its commit is durable
+#   fuse-ceiling   no server: the no-op file system of mount/examples/fuse_ceiling.rs, its
+#                  namespace in its own memory, answering each request on its session thread
+#                  at once, mounted with mdsmount's capabilities and timeouts: what any FUSE
+#                  mount on this machine can do at most. Its daemon on CEILING_CPU (LOAD_CPU,
+#                  where every FUSE daemon runs). After its workloads it counts the requests
+#                  the kernel sends for one create, stat (caches dropped) and remove, one
+#                  process, FILES of each (printed as "requests per operation").
 # WORKLOADS names the workloads, "meta data" by default: WORKLOADS=data runs the copy alone,
 # and DATA=0 leaves it out (the script as it was before the copy: no chunkserver at all).
 # The metadata workloads (meta) run with no chunkserver: MooseFS stores no file data without
@@ -80,6 +87,7 @@
 #   ./bench/vs-moosefs.sh | tee bench/results/vs-moosefs-$(date +%F).txt
 #   PROCS="1 8" FILES=500 ./bench/vs-moosefs.sh
 #   WORKLOADS=data RUN="moosefs mds-commit" ./bench/vs-moosefs.sh
+#   RUN="fuse-ceiling mds-early mds-commit moosefs" PROCS=8 ./bench/vs-moosefs.sh
 # BIN=<release dir> skips the build and uses the mds and mdsmount there.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -91,6 +99,7 @@ FILES="${FILES:-1000}"
 SERVER_CPU="${SERVER_CPU:-0}"
 LOAD_CPU="${LOAD_CPU:-1}"
 RUN="${RUN:-moosefs moosefs-fsync mds-early mds-commit}"
+CEILING_CPU="${CEILING_CPU:-$LOAD_CPU}"
 MDTEST="${MDTEST:-}"
 WORKLOADS="${WORKLOADS:-meta data}"
 if [ "${DATA:-1}" = 0 ]; then WORKLOADS="${WORKLOADS//data/}"; fi
@@ -138,8 +147,10 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update >&2
   DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends "${need[@]}" >&2
 fi
-if [ -z "${BIN:-}" ] && [[ "$RUN" == *mds* ]]; then
-  cargo build --release --bin mds --bin mdsmount >&2
+if [ -z "${BIN:-}" ] && [[ "$RUN" == *mds* || "$RUN" == *fuse-ceiling* ]]; then
+  # The whole workspace, as the tests build it: another set of packages could select other
+  # features of a shared dependency and build it again.
+  cargo build --release --workspace --bins --examples >&2
   BIN="$CARGO_TARGET_DIR/release"
 fi
 
@@ -471,6 +482,59 @@ run_mds() {
   wait "$pid" || true
 }
 
+# The kernel's requests to the no-op file system (its daemon $2, printing to $3) for one
+# process's FILES creates, stats with the caches dropped, and removes in $1: a line each,
+# "requests-per-op PHASE KIND=N/FILES …".
+RQRESULTS="$WORK/requests"
+: >"$RQRESULTS"
+count_requests() {
+  local dir=$1 pid=$2 out=$3 phase lines
+  mkdir "$dir"
+  for phase in create stat remove; do
+    [ "$phase" = stat ] && drop_caches
+    lines=$(wc -l <"$out")
+    kill -USR1 "$pid" # from zero
+    for _ in $(seq 1 100); do [ "$(wc -l <"$out")" -gt "$lines" ] && break; sleep 0.05; done
+    timeout -k 10 300 taskset -c "$LOAD_CPU" python3 -c '
+import os, sys
+d, n, phase = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+for i in range(n):
+    f = os.path.join(d, "f%d" % i)
+    if phase == "create":
+        os.close(os.open(f, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644))
+    elif phase == "stat":
+        os.stat(f)
+    else:
+        os.unlink(f)
+' "$dir" "$FILES" "$phase"
+    lines=$(wc -l <"$out")
+    kill -USR1 "$pid"
+    for _ in $(seq 1 100); do [ "$(wc -l <"$out")" -gt "$lines" ] && break; sleep 0.05; done
+    tail -n1 "$out" | awk -v p="$phase" -v n="$FILES" '$1 == "requests" {
+      line = "requests-per-op file-" p
+      for (i = 2; i <= NF; i++) { split($i, kv, "="); line = line sprintf(" %s=%.2f", kv[1], kv[2] / n) }
+      print line }' >>"$RQRESULTS"
+  done
+  rmdir "$dir"
+}
+
+run_ceiling() {
+  local sys=$1 dir="$WORK/$1" mnt="$MNTS/$1" pid
+  mkdir -p "$dir" "$mnt"
+  taskset -c "$CEILING_CPU" "$BIN/examples/fuse_ceiling" "$mnt" >"$dir/ceiling.out" 2>&1 &
+  pid=$!
+  PIDS+=("$pid")
+  MOUNTS+=("$mnt")
+  wait_mounted "$mnt"
+  if [ "$DO_META" = 1 ]; then
+    workload "$sys" "$mnt"
+    count_requests "$mnt/requests" "$pid" "$dir/ceiling.out"
+  fi
+  if [ "$DO_DATA" = 1 ]; then data_workload "$sys" "$mnt"; fi
+  unmount "$mnt"
+  wait "$pid" || true
+}
+
 SYSTEMS=()
 for s in $RUN; do
   case "$s" in
@@ -478,6 +542,7 @@ for s in $RUN; do
     moosefs-fsync) run_moosefs moosefs-fsync 2 ;;
     mds-early) run_mds mds-early early ;;
     mds-commit) run_mds mds-commit commit ;;
+    fuse-ceiling) run_ceiling fuse-ceiling ;;
     *) echo "vs-moosefs: unknown system $s" >&2; exit 2 ;;
   esac
   SYSTEMS+=("$s")
@@ -512,6 +577,12 @@ if [ "$DO_META" = 1 ]; then
       printf '\n'
     done
   done < <(awk '!seen[$2]++ { print $2 }' "$RESULTS")
+  if [ -s "$RQRESULTS" ]; then
+    echo "# requests per operation: what the kernel sent the no-op file system (fuse-ceiling) for"
+    echo "# each of FILES=$FILES creates (open O_CREAT|O_EXCL + close), stats (caches dropped) and"
+    echo "# removes by one process; the same capabilities and timeouts as mdsmount."
+    cut -d' ' -f2- "$RQRESULTS"
+  fi
 fi
 if [ "$DO_DATA" = 1 ]; then
   nfiles=$(find "$DATA_SRC" -type f | wc -l)

@@ -153,10 +153,6 @@ impl Filesystem for MdsFs {
             // Cached pages go when another client's change shows in the mtime or size.
             InitFlags::FUSE_AUTO_INVAL_DATA,
             InitFlags::FUSE_MAX_PAGES,
-            // The kernel enforces ACLs under `default_permissions` (it reads them with
-            // GETXATTR and keeps them with the inode); keeping them in step with the mode
-            // and inheriting default ACLs is the server's.
-            InitFlags::FUSE_POSIX_ACL,
             // Creates carry the mode and the umask apart: a parent's default ACL replaces
             // the umask, and only the server knows whether it has one (`mode_with_umask`).
             InitFlags::FUSE_DONT_MASK,
@@ -165,7 +161,19 @@ impl Filesystem for MdsFs {
             // directory's parent with a LOOKUP of "..", which the server answers.
             InitFlags::FUSE_EXPORT_SUPPORT,
         ];
-        for capability in wanted {
+        // Under `default_permissions` the kernel enforces ACLs (it reads them with GETXATTR
+        // and keeps them with the inode); keeping them in step with the mode and inheriting
+        // default ACLs is the server's. Without it the server checks everything, ACLs
+        // included, and ACL xattrs pass through as any other: asking for FUSE_POSIX_ACL then
+        // would turn the kernel's own checks on, which after every change in a directory ask
+        // its attributes again — one GETATTR more for each create and remove
+        // (`mount/examples/fuse_ceiling.rs` counts them).
+        let posix_acl = if self.mount.kernel_checks {
+            InitFlags::FUSE_POSIX_ACL
+        } else {
+            InitFlags::empty()
+        };
+        for capability in wanted.into_iter().chain([posix_acl]) {
             if let Err(missing) = config.add_capabilities(capability) {
                 debug!(?missing, "the kernel does not offer this capability");
             }
