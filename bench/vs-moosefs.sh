@@ -15,6 +15,9 @@
 #                  where every FUSE daemon runs). After its workloads it counts the requests
 #                  the kernel sends for one create, stat (caches dropped) and remove, one
 #                  process, FILES of each (printed as "requests per operation").
+#   ceiling-acl    the same with FUSE_POSIX_ACL, which mdsmount asks for under
+#                  -o default_permissions: with it the kernel checks permissions itself and
+#                  asks a directory's attributes again after each change in it.
 # WORKLOADS names the workloads, "meta data" by default: WORKLOADS=data runs the copy alone,
 # and DATA=0 leaves it out (the script as it was before the copy: no chunkserver at all).
 # The metadata workloads (meta) run with no chunkserver: MooseFS stores no file data without
@@ -482,13 +485,13 @@ run_mds() {
   wait "$pid" || true
 }
 
-# The kernel's requests to the no-op file system (its daemon $2, printing to $3) for one
-# process's FILES creates, stats with the caches dropped, and removes in $1: a line each,
-# "requests-per-op PHASE KIND=N/FILES …".
+# The kernel's requests to the no-op file system $1 (its daemon $3, printing to $4) for one
+# process's FILES creates, stats with the caches dropped, and removes in $2: a line each,
+# "SYSTEM PHASE KIND=N/FILES …".
 RQRESULTS="$WORK/requests"
 : >"$RQRESULTS"
 count_requests() {
-  local dir=$1 pid=$2 out=$3 phase lines
+  local sys=$1 dir=$2 pid=$3 out=$4 phase lines
   mkdir "$dir"
   for phase in create stat remove; do
     [ "$phase" = stat ] && drop_caches
@@ -510,8 +513,8 @@ for i in range(n):
     lines=$(wc -l <"$out")
     kill -USR1 "$pid"
     for _ in $(seq 1 100); do [ "$(wc -l <"$out")" -gt "$lines" ] && break; sleep 0.05; done
-    tail -n1 "$out" | awk -v p="$phase" -v n="$FILES" '$1 == "requests" {
-      line = "requests-per-op file-" p
+    tail -n1 "$out" | awk -v s="$sys" -v p="$phase" -v n="$FILES" '$1 == "requests" {
+      line = s " file-" p
       for (i = 2; i <= NF; i++) { split($i, kv, "="); line = line sprintf(" %s=%.2f", kv[1], kv[2] / n) }
       print line }' >>"$RQRESULTS"
   done
@@ -520,15 +523,16 @@ for i in range(n):
 
 run_ceiling() {
   local sys=$1 dir="$WORK/$1" mnt="$MNTS/$1" pid
+  shift
   mkdir -p "$dir" "$mnt"
-  taskset -c "$CEILING_CPU" "$BIN/examples/fuse_ceiling" "$mnt" >"$dir/ceiling.out" 2>&1 &
+  taskset -c "$CEILING_CPU" "$BIN/examples/fuse_ceiling" "$@" "$mnt" >"$dir/ceiling.out" 2>&1 &
   pid=$!
   PIDS+=("$pid")
   MOUNTS+=("$mnt")
   wait_mounted "$mnt"
   if [ "$DO_META" = 1 ]; then
     workload "$sys" "$mnt"
-    count_requests "$mnt/requests" "$pid" "$dir/ceiling.out"
+    count_requests "$sys" "$mnt/requests" "$pid" "$dir/ceiling.out"
   fi
   if [ "$DO_DATA" = 1 ]; then data_workload "$sys" "$mnt"; fi
   unmount "$mnt"
@@ -543,6 +547,7 @@ for s in $RUN; do
     mds-early) run_mds mds-early early ;;
     mds-commit) run_mds mds-commit commit ;;
     fuse-ceiling) run_ceiling fuse-ceiling ;;
+    ceiling-acl) run_ceiling ceiling-acl --posix-acl ;;
     *) echo "vs-moosefs: unknown system $s" >&2; exit 2 ;;
   esac
   SYSTEMS+=("$s")
@@ -578,10 +583,10 @@ if [ "$DO_META" = 1 ]; then
     done
   done < <(awk '!seen[$2]++ { print $2 }' "$RESULTS")
   if [ -s "$RQRESULTS" ]; then
-    echo "# requests per operation: what the kernel sent the no-op file system (fuse-ceiling) for"
-    echo "# each of FILES=$FILES creates (open O_CREAT|O_EXCL + close), stats (caches dropped) and"
-    echo "# removes by one process; the same capabilities and timeouts as mdsmount."
-    cut -d' ' -f2- "$RQRESULTS"
+    echo "# requests per operation: what the kernel sent the no-op file system for each of"
+    echo "# FILES=$FILES creates (open O_CREAT|O_EXCL + close), stats (caches dropped) and removes by"
+    echo "# one process; mdsmount's capabilities and timeouts (ceiling-acl: with FUSE_POSIX_ACL)."
+    cat "$RQRESULTS"
   fi
 fi
 if [ "$DO_DATA" = 1 ]; then

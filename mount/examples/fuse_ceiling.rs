@@ -7,7 +7,10 @@
 //! (`requests LOOKUP=… CREATE=…`) and starts again from zero, so a script finds how many
 //! requests of each kind one create, stat or remove costs.
 //!
-//! `fuse_ceiling MOUNTPOINT` serves until unmounted (`fusermount3 -u`). Regular files hold
+//! `fuse_ceiling [--posix-acl] MOUNTPOINT` serves until unmounted (`fusermount3 -u`).
+//! `--posix-acl` asks for `FUSE_POSIX_ACL` as `mdsmount -o default_permissions` does: with it
+//! the kernel checks permissions itself and so asks a directory's attributes again after each
+//! change in it — what that costs. Regular files hold
 //! their bytes in memory; enough of POSIX for the benchmarks (create, stat, remove, mkdir,
 //! rmdir, rename, symlinks, readdir, read, write, truncate, chmod, chown and utimes; no
 //! permission checks, no extended attributes), not a file system to keep anything in.
@@ -51,6 +54,7 @@ struct Tables {
 struct Ceiling {
     tables: Mutex<Tables>,
     counts: Counts,
+    posix_acl: bool,
 }
 
 fn attr(ino: u64, kind: FileType, perm: u16, req: &Request) -> FileAttr {
@@ -170,7 +174,13 @@ impl Ceiling {
 impl Filesystem for Ceiling {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // What `mdsmount` asks for (`mount/src/fs.rs`), so the kernel behaves as it does there.
+        let posix_acl = if self.posix_acl {
+            InitFlags::FUSE_POSIX_ACL
+        } else {
+            InitFlags::empty()
+        };
         for capability in [
+            posix_acl,
             InitFlags::FUSE_DO_READDIRPLUS,
             InitFlags::FUSE_READDIRPLUS_AUTO,
             InitFlags::FUSE_PARALLEL_DIROPS,
@@ -178,7 +188,6 @@ impl Filesystem for Ceiling {
             InitFlags::FUSE_CACHE_SYMLINKS,
             InitFlags::FUSE_AUTO_INVAL_DATA,
             InitFlags::FUSE_MAX_PAGES,
-            InitFlags::FUSE_POSIX_ACL,
             InitFlags::FUSE_DONT_MASK,
             InitFlags::FUSE_EXPORT_SUPPORT,
         ] {
@@ -212,19 +221,16 @@ impl Filesystem for Ceiling {
     fn getattr(&self, _req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         // Which kind of inode the kernel asks about says why it asks (a directory's, after a
         // change in it; a file's, for a stat).
-        match self.tables.lock().nodes.get(&ino.0) {
-            Some(n) => {
-                self.count(if n.attr.kind == FileType::Directory {
-                    "GETATTR(dir)"
-                } else {
-                    "GETATTR"
-                });
-                reply.attr(&TTL, &n.attr);
-            }
-            None => {
-                self.count("GETATTR");
-                reply.error(Errno::ENOENT);
-            }
+        if let Some(n) = self.tables.lock().nodes.get(&ino.0) {
+            self.count(if n.attr.kind == FileType::Directory {
+                "GETATTR(dir)"
+            } else {
+                "GETATTR"
+            });
+            reply.attr(&TTL, &n.attr);
+        } else {
+            self.count("GETATTR");
+            reply.error(Errno::ENOENT);
         }
     }
 
@@ -605,9 +611,11 @@ fn report_on_sigusr1(counts: Counts) -> anyhow::Result<()> {
 }
 
 fn main() -> anyhow::Result<()> {
-    let mut args = std::env::args_os().skip(1);
-    let (Some(mountpoint), None) = (args.next(), args.next()) else {
-        bail!("usage: fuse_ceiling MOUNTPOINT");
+    let mut args: Vec<_> = std::env::args_os().skip(1).collect();
+    let posix_acl = args.iter().any(|a| a == "--posix-acl");
+    args.retain(|a| a != "--posix-acl");
+    let [mountpoint] = &args[..] else {
+        bail!("usage: fuse_ceiling [--posix-acl] MOUNTPOINT");
     };
     let mountpoint = PathBuf::from(mountpoint);
     let counts = Counts::default();
@@ -615,6 +623,7 @@ fn main() -> anyhow::Result<()> {
     let fs = Ceiling {
         tables: Mutex::new(Tables::default()),
         counts,
+        posix_acl,
     };
     {
         let mut t = fs.tables.lock();
