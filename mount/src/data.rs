@@ -34,6 +34,11 @@ impl Mount {
         self.objects.as_ref()?.file(ino)
     }
 
+    /// Whether `ino` has data this mount keeps for the object store (a flush may upload).
+    pub fn has_objects_file(&self, ino: u64) -> bool {
+        self.objects_file(ino).is_some()
+    }
+
     /// Held by a WRITE to the server from its choice of the server until its answer.
     pub async fn writing_inline(&self) -> Option<tokio::sync::RwLockReadGuard<'_, ()>> {
         match &self.objects {
