@@ -10,8 +10,9 @@
 //! it does only if nothing changed the file since the layout it last read or replaced: a
 //! write of another mount meanwhile is never undone, and ends the compaction there. The
 //! slices no longer named go to the server's collector; an upload the server refused is
-//! reclaimed by it too. Reads and writes never wait for a compaction: it runs in the flush that found the
-//! layout long, under the file's flush lock, holding one window's bytes at a time. Below
+//! reclaimed by it too. Reads and writes never wait for a compaction: it runs in the flush
+//! that found the layout long, under the file's flush lock, holding one window's bytes at a
+//! time. Below
 //! `data.rs`, which calls it after its placements.
 
 use bytes::Bytes;
@@ -48,7 +49,7 @@ type Seen = (u64, u64, SliceAt);
 
 /// What one compaction does: the pieces kept as they are and the windows rewritten (each the
 /// runs of data in it, in file order).
-#[derive(Debug, Default, PartialEq, Eq)]
+#[derive(Debug, Default)]
 struct Plan {
     keep: Vec<Placed>,
     rewrite: Vec<Vec<Seen>>,
@@ -219,6 +220,17 @@ impl Mount {
         let (mut version, mut pieces, mut rewritten) = (layout.version, 0, 0);
         let (shard, conn) = self.conn_of(ino).await?;
         for (w, runs) in plan.rewrite.iter().enumerate() {
+            let new_runs = data_runs(runs);
+            let count = plan.keep.len()
+                + windows
+                    .iter()
+                    .enumerate()
+                    .map(|(i, v)| if i == w { new_runs.len() } else { v.len() })
+                    .sum::<usize>();
+            if count > MAX_PLACED {
+                // Only the windows still as they were can make it so; their turn comes later.
+                break;
+            }
             // The window's runs, read one by one, are the new slice's parts as they came.
             let mut parts = Vec::with_capacity(runs.len());
             for &(off, len, at) in runs {
@@ -239,7 +251,7 @@ impl Mount {
                 Errno::EIO
             })?;
             let mut slice_off = 0;
-            windows[w] = data_runs(runs)
+            windows[w] = new_runs
                 .into_iter()
                 .map(|(file_off, len)| {
                     let piece = Placed {
@@ -259,11 +271,6 @@ impl Mount {
                 .chain(windows.iter().flatten())
                 .copied()
                 .collect();
-            if placed.len() > MAX_PLACED {
-                // Only the windows still as they were can make it so; their turn comes later.
-                break;
-            }
-            let count = placed.len();
             let op = Op::CompactLayout {
                 ino,
                 handle: writer.map_or(0, |(h, _)| h.id()),
