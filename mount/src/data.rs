@@ -19,6 +19,8 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use fuser::Errno;
+use futures::StreamExt;
+use futures::stream::FuturesOrdered;
 use mds_client::Handle;
 use mds_client::proto::{Attr, Body, Cred, FileLayout, MAX_IO, MAX_PLACED, Op, OpenFlags, Placed};
 use tracing::{info, warn};
@@ -26,8 +28,15 @@ use tracing::{info, warn};
 use crate::attr::{Fallible, errno};
 use crate::compact::LOOK_AFTER;
 use crate::mount::Mount;
-use crate::objects::{Batch, FLUSH_AT, FileData, IDS_AT_ONCE, MAX_SEALED, seek_in, sources};
+use crate::objects::{
+    Batch, FLUSH_AT, FileData, IDS_AT_ONCE, MAX_SEALED, Unflushed, seek_in, sources,
+};
 use crate::readahead::FOLLOWS_WITHIN;
+
+/// Sealed batches of one file whose objects are written at the same time (each [`FLUSH_AT`]
+/// bytes, written [`mds_objects`]' four objects at a time): the next one's upload overlaps the
+/// placement of the last.
+const UPLOADS_AHEAD: usize = 2;
 
 impl Mount {
     fn objects_file(&self, ino: u64) -> Option<Arc<FileData>> {
@@ -187,29 +196,46 @@ impl Mount {
         let fd = self.adopt(ino).await?;
         let backlog = {
             let mut s = fd.state.lock();
-            let off = if at == u64::MAX { s.size } else { at };
-            if off.saturating_add(data.len() as u64) > i64::MAX as u64 {
-                return Err(Errno::EFBIG);
-            }
-            s.write(off, data);
-            s.writer = Some((handle, cred.clone()));
-            if s.ranges.bytes < FLUSH_AT {
+            if !write_buffered(&mut s, cred, handle, at, data)? {
                 return Ok(());
             }
-            s.seal();
             s.sealed_bytes()
         };
         if backlog > MAX_SEALED {
             return self.flush_objects(ino).await;
         }
         let mount = self.clone();
-        tokio::spawn(async move {
-            if let Err(e) = mount.flush_objects(ino).await {
-                // Kept, and tried again by the next flush, whose caller hears of it.
-                warn!(ino, error = ?e, "uploading a file's writes failed");
-            }
-        });
+        tokio::spawn(async move { mount.upload_behind(ino).await });
         Ok(())
+    }
+
+    /// [`Mount::write_objects`] without waiting, for the FUSE thread: the bytes go into the
+    /// buffer of a file already in objects, with no copy of the request and no hand-off to
+    /// the runtime. `Ok(true)`: its writes were sealed, and [`Mount::upload_behind`] is to
+    /// run. None when the write has to be made the way that may wait: the file is not in
+    /// objects here yet, or its uploads are behind by [`MAX_SEALED`].
+    pub fn write_objects_now(
+        &self,
+        cred: &Cred,
+        handle: Handle,
+        at: u64,
+        data: &[u8],
+    ) -> Option<Fallible<bool>> {
+        let fd = self.objects_file(handle.ino())?;
+        let mut s = fd.state.lock();
+        let may_seal = s.ranges.bytes + data.len() >= FLUSH_AT;
+        if may_seal && s.sealed_bytes() + s.ranges.bytes + data.len() > MAX_SEALED {
+            return None;
+        }
+        Some(write_buffered(&mut s, cred, handle, at, data))
+    }
+
+    /// The sealed writes of `ino` uploaded while its writer goes on.
+    pub async fn upload_behind(&self, ino: u64) {
+        if let Err(e) = self.flush_objects(ino).await {
+            // Kept, and tried again by the next flush, whose caller hears of it.
+            warn!(ino, error = ?e, "uploading a file's writes failed");
+        }
     }
 
     /// Uploads the writes of `ino` not placed yet, batch by batch in order, each as new slices
@@ -223,7 +249,10 @@ impl Mount {
         self.flush_locked(ino, &fd).await
     }
 
-    /// [`Mount::flush_objects`], its flush lock held.
+    /// [`Mount::flush_objects`], its flush lock held. The batches are uploaded up to
+    /// [`UPLOADS_AHEAD`] at a time and placed one by one in the order they were sealed, so
+    /// that the next batch's objects are being written while the server commits the last
+    /// one's placement; batches sealed meanwhile join the line.
     async fn flush_locked(&self, ino: u64, fd: &FileData) -> Fallible<()> {
         let writer = {
             let mut s = fd.state.lock();
@@ -232,30 +261,44 @@ impl Mount {
         };
         // A writer's handle released since: as the mount itself (its write was allowed).
         let writer = writer.filter(|(h, _)| self.files.lock().values().any(|f| f.handle == *h));
+        let mut uploading = FuturesOrdered::new();
         loop {
-            let (batch, size) = {
-                let s = fd.state.lock();
-                let Some(batch) = s.sealed.front().cloned() else {
+            while uploading.len() < UPLOADS_AHEAD {
+                let Some(batch) = fd.state.lock().sealed.get(uploading.len()).cloned() else {
                     break;
                 };
+                uploading.push_back(async move {
+                    let slices = self.upload(ino, &batch).await;
+                    (batch, slices)
+                });
+            }
+            let Some((batch, slices)) = uploading.next().await else {
+                break;
+            };
+            // A failed upload leaves its batch, and those after it, first in line for the
+            // next flush; what was stored of them is garbage the collector takes.
+            let slices = slices?;
+            let size = {
+                let s = fd.state.lock();
                 // The last batch carries the size (a truncate past the end moved it); one
-                // before it no more than its own end, so that no size runs ahead of the bytes
-                // placed.
-                let size = if s.sealed.len() == 1 {
+                // before it no more than its own end, so that no size runs ahead of the
+                // bytes placed.
+                if s.sealed.len() == 1 {
                     s.size
                 } else {
                     batch.end()
-                };
-                (batch, size)
+                }
             };
-            let pieces = self.upload(ino, writer.as_ref(), &batch, size).await?;
+            for placed in slices {
+                self.place(ino, writer.as_ref(), size, placed).await?;
+            }
             let mut s = fd.state.lock();
             if s.sealed.front().is_some_and(|b| Arc::ptr_eq(b, &batch)) {
                 s.sealed.pop_front();
             }
             s.placements += 1;
             s.layout = None;
-            s.placed_unlooked += pieces;
+            s.placed_unlooked += batch.map.len();
         }
         let look = {
             let mut s = fd.state.lock();
@@ -271,16 +314,12 @@ impl Mount {
         Ok(())
     }
 
-    /// One batch uploaded as slices and placed; the pieces placed.
-    async fn upload(
-        &self,
-        ino: u64,
-        writer: Option<&(Handle, Cred)>,
-        batch: &Batch,
-        size: u64,
-    ) -> Fallible<usize> {
+    /// One batch stored as slices: for each, the pieces a WRITE_SLICES is to place (at most
+    /// [`MAX_PLACED`] each).
+    async fn upload(&self, ino: u64, batch: &Batch) -> Fallible<Vec<Vec<Placed>>> {
         let objects = self.objects.as_ref().ok_or(Errno::EIO)?;
         let ranges: Vec<(&u64, &Bytes)> = batch.map.iter().collect();
+        let mut slices = Vec::with_capacity(ranges.len().div_ceil(MAX_PLACED));
         for group in ranges.chunks(MAX_PLACED) {
             let id = self.slice_id(ino).await?;
             let total: u64 = group.iter().map(|(_, b)| b.len() as u64).sum();
@@ -302,9 +341,9 @@ impl Mount {
                 warn!(ino, slice = id, error = %e, "upload to the object store failed");
                 Errno::EIO
             })?;
-            self.place(ino, writer, size, placed).await?;
+            slices.push(placed);
         }
-        Ok(ranges.len())
+        Ok(slices)
     }
 
     /// WRITE_SLICES of `placed` into `ino`, through the writer's handle if it is still open.
@@ -371,7 +410,7 @@ impl Mount {
         handle: Handle,
         offset: u64,
         size: u32,
-    ) -> Fallible<Option<Vec<u8>>> {
+    ) -> Fallible<Option<Bytes>> {
         let ino = handle.ino();
         let Some(fd) = self.objects_file(ino) else {
             return Ok(None);
@@ -403,34 +442,85 @@ impl Mount {
         };
         let end = offset.saturating_add(u64::from(size)).min(size_now);
         if end <= offset {
-            return Ok(Some(Vec::new()));
+            return Ok(Some(Bytes::new()));
         }
-        let mut out = vec![0u8; usize::try_from(end - offset).expect("a read fits memory")];
         let blocks = &self.objects.as_ref().expect("a file in objects").blocks;
         let last_end = fd.read_end.swap(end, Ordering::Relaxed);
         let follows = offset.abs_diff(last_end) <= FOLLOWS_WITHIN;
         let fetches = sources(&layout.placed, offset, end)
             .into_iter()
-            .filter_map(|(at, len, src)| src.map(|src| (at, len, src)))
             .map(|(at, len, src)| async move {
-                blocks
-                    .read(src, len, follows)
-                    .await
-                    .map(|bytes| (at, bytes))
-                    .map_err(|e| {
+                let Some(src) = src else {
+                    return Ok((at, len, None));
+                };
+                match blocks.read(src, len, follows).await {
+                    Ok(bytes) => Ok((at, len, Some(bytes))),
+                    Err(e) => {
                         warn!(ino, slice = src.slice, error = %e, "read from the object store failed");
-                        Errno::EIO
-                    })
+                        Err(Errno::EIO)
+                    }
+                }
             });
-        for (at, bytes) in futures::future::try_join_all(fetches).await? {
+        let mut pieces = futures::future::try_join_all(fetches).await?;
+        let len = usize::try_from(end - offset).expect("a read fits memory");
+        let overlaid = |out: &mut [u8]| {
+            for batch in &before {
+                batch.overlay(offset, out);
+            }
+            fd.state.lock().overlay(offset, out);
+        };
+        // One piece of one slice, which nothing written here lies over (a sequential reader's
+        // every READ, a block read ahead holding it): answered with the block's own bytes.
+        if let [(at, piece_len, Some(bytes))] = pieces.as_slice()
+            && (*at, *piece_len) == (offset, end - offset)
+            && before.is_empty()
+            && !fd.state.lock().unflushed()
+        {
+            return Ok(Some(bytes.clone()));
+        }
+        // Otherwise the pieces one after another (a hole's bytes are zeros, and so is
+        // anything no piece names, which `sources` leaves out only past the layout's end).
+        let mut out = Vec::with_capacity(len);
+        for (at, piece_len, bytes) in pieces.drain(..) {
             let dst = usize::try_from(at - offset).expect("fits");
-            out[dst..dst + bytes.len()].copy_from_slice(&bytes);
+            out.resize(dst, 0);
+            match bytes {
+                Some(bytes) => out.extend_from_slice(&bytes),
+                None => out.resize(dst + usize::try_from(piece_len).expect("fits"), 0),
+            }
         }
-        for batch in &before {
-            batch.overlay(offset, &mut out);
+        out.resize(len, 0);
+        overlaid(&mut out);
+        Ok(Some(Bytes::from(out)))
+    }
+
+    /// [`Mount::read_objects`] without waiting, for the FUSE thread (which has entered the
+    /// runtime, for the blocks it asks ahead): a read of a file in objects whose layout this
+    /// mount holds, with nothing unflushed, that one piece of a slice covers and the block
+    /// cache holds whole — a sequential reader's READs, once its first has fetched ahead.
+    /// None: read it the way that may wait.
+    pub fn read_objects_kept(&self, ino: u64, offset: u64, size: u32) -> Option<Bytes> {
+        let fd = self.objects_file(ino)?;
+        let layout = {
+            let s = fd.state.lock();
+            if s.unflushed() {
+                return None;
+            }
+            s.layout.clone()?
+        };
+        let end = offset.saturating_add(u64::from(size)).min(layout.size);
+        if end <= offset {
+            return None;
         }
-        fd.state.lock().overlay(offset, &mut out);
-        Ok(Some(out))
+        let [(at, len, Some(src))] = sources(&layout.placed, offset, end)[..] else {
+            return None;
+        };
+        debug_assert_eq!((at, len), (offset, end - offset));
+        let follows = offset.abs_diff(fd.read_end.load(Ordering::Relaxed)) <= FOLLOWS_WITHIN;
+        let blocks = &self.objects.as_ref()?.blocks;
+        let bytes = blocks.read_kept(src, len, follows)?;
+        fd.read_end.store(end, Ordering::Relaxed);
+        Some(bytes)
     }
 
     /// lseek(2)'s SEEK_DATA and SEEK_HOLE (the kernel sends no other whence): the first byte
@@ -539,4 +629,32 @@ impl Mount {
             files.remove(&ino);
         }
     }
+}
+
+/// `data` written at `at` (`u64::MAX`: the end as this mount knows it) into the unplaced
+/// writes `s` of a file in objects, through `handle`; true when they passed [`FLUSH_AT`] and
+/// were sealed for upload.
+fn write_buffered(
+    s: &mut Unflushed,
+    cred: &Cred,
+    handle: Handle,
+    at: u64,
+    data: &[u8],
+) -> Fallible<bool> {
+    let off = if at == u64::MAX { s.size } else { at };
+    if off.saturating_add(data.len() as u64) > i64::MAX as u64 {
+        return Err(Errno::EFBIG);
+    }
+    s.write(off, data);
+    if s.writer
+        .as_ref()
+        .is_none_or(|(h, c)| *h != handle || c != cred)
+    {
+        s.writer = Some((handle, cred.clone()));
+    }
+    if s.ranges.bytes < FLUSH_AT {
+        return Ok(false);
+    }
+    s.seal();
+    Ok(true)
 }

@@ -9,6 +9,7 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
+use bytes::Bytes;
 use fuser::Errno;
 use mds_client::Handle;
 use mds_client::proto::{
@@ -133,7 +134,7 @@ impl Mount {
 
     /// READ of up to `size` bytes at `offset`: the pieces in flight together, joined up to the
     /// first short one (the end of the file).
-    pub async fn read(&self, caller: Caller, fh: u64, offset: u64, size: u32) -> Fallible<Vec<u8>> {
+    pub async fn read(&self, caller: Caller, fh: u64, offset: u64, size: u32) -> Fallible<Bytes> {
         let handle = self.file(fh)?.handle;
         let cred = self.cred(caller);
         if let Some(data) = self.read_objects(&cred, handle, offset, size).await? {
@@ -146,8 +147,18 @@ impl Mount {
                 data.ok_or(Errno::EIO)
             }
             Err(InlineRefused::Errno(e)) => Err(e),
-            Ok(data) => Ok(data),
+            Ok(data) => Ok(Bytes::from(data)),
         }
+    }
+
+    /// [`Mount::read`] on the FUSE thread, when the bytes are in hand
+    /// ([`Mount::read_objects_kept`]); None: read them the way that may wait.
+    pub fn read_at_once(&self, fh: u64, offset: u64, size: u32) -> Option<Fallible<Bytes>> {
+        let file = match self.file(fh) {
+            Ok(file) => file,
+            Err(e) => return Some(Err(e)),
+        };
+        self.read_objects_kept(file.handle.ino(), offset, size).map(Ok)
     }
 
     /// READ from the server, for a file whose data is there.
@@ -225,6 +236,35 @@ impl Mount {
             self.fsync(ino, &file.told).await?;
         }
         Ok(data.len() as u32)
+    }
+
+    /// [`Mount::write`] on the FUSE thread, for a write(2) into a file this mount keeps for
+    /// the object store (`write_objects_now`): Some(Ok((written, Some(ino)))) when the file's
+    /// writes were sealed and [`Mount::upload_behind`] of `ino` is to run. None when the write has to go the
+    /// way that may wait — a file on the server, `O_SYNC`, uploads behind.
+    pub fn write_at_once(
+        &self,
+        caller: Caller,
+        fh: u64,
+        (offset, data): (u64, &[u8]),
+        flags: i32,
+        from_cache: bool,
+    ) -> Option<Fallible<(u32, Option<u64>)>> {
+        if flags & (libc::O_SYNC | libc::O_DSYNC) != 0 {
+            return None;
+        }
+        let file = match self.file(fh) {
+            Ok(file) => file,
+            Err(e) => return Some(Err(e)),
+        };
+        if !self.has_objects_file(file.handle.ino()) {
+            return None;
+        }
+        let at = write_offset(offset, flags, from_cache);
+        let cred = self.cred(caller);
+        let sealed = self.write_objects_now(&cred, file.handle, at, data)?;
+        let upload = |sealed: bool| sealed.then_some(file.handle.ino());
+        Some(sealed.map(|sealed| (data.len() as u32, upload(sealed))))
     }
 
     /// WRITE to the server, for a file whose data is there: InObjects when the server says

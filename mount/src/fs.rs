@@ -364,6 +364,17 @@ impl Filesystem for MdsFs {
         reply: ReplyData,
     ) {
         let caller = Caller::of(req);
+        // A sequential reader's READ that the blocks fetched ahead hold: answered here, with
+        // no hand-off (the runtime entered for the blocks it asks ahead in turn).
+        let answer = {
+            let _in = self.runtime.enter();
+            self.mount.read_at_once(fh.0, offset, size)
+        };
+        match answer {
+            Some(Ok(data)) => return reply.data(&data),
+            Some(Err(e)) => return reply.error(e),
+            None => {}
+        }
         self.spawn(move |m| async move {
             match m.read(caller, fh.0, offset, size).await {
                 Ok(data) => reply.data(&data),
@@ -385,10 +396,26 @@ impl Filesystem for MdsFs {
         reply: ReplyWrite,
     ) {
         let caller = Caller::of(req);
-        let data = data.to_vec();
         // Pages the kernel writes back (a shared writable map's), through any handle open to
         // write: never appended, whatever that handle was opened with.
         let from_cache = write_flags.contains(WriteFlags::FUSE_WRITE_CACHE);
+        // Into a file in objects: copied once, from the request into the file's buffer, and
+        // answered here (a hand-off to the runtime per MiB cost more than the copy).
+        let write = (offset, data);
+        match self
+            .mount
+            .write_at_once(caller, fh.0, write, flags.0, from_cache)
+        {
+            Some(Ok((written, upload))) => {
+                if let Some(ino) = upload {
+                    self.spawn(move |m| async move { m.upload_behind(ino).await });
+                }
+                return reply.written(written);
+            }
+            Some(Err(e)) => return reply.error(e),
+            None => {}
+        }
+        let data = data.to_vec();
         self.spawn(move |m| async move {
             let write = (offset, data.as_slice());
             match m.write(caller, fh.0, write, flags.0, from_cache).await {

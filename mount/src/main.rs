@@ -12,6 +12,7 @@
 #![forbid(unsafe_code)]
 
 mod attr;
+mod bdi;
 mod compact;
 mod conn;
 mod creds;
@@ -152,6 +153,9 @@ fn run(settings: &Settings, options: ConnectOptions, ready: &Ready) -> anyhow::R
     let session = fuser::Session::new(fs, &mountpoint, &settings.fuse_config())
         .with_context(|| format!("mounting on {}", mountpoint.display()))?;
     mount.set_notifier(session.notifier());
+    if let Some(kb) = settings.read_ahead_kb {
+        bdi::set_read_ahead(&mountpoint, kb);
+    }
     info!(
         server = %settings.server,
         mountpoint = %mountpoint.display(),
@@ -160,6 +164,7 @@ fn run(settings: &Settings, options: ConnectOptions, ready: &Ready) -> anyhow::R
         default_permissions = settings.default_permissions,
         attr_timeout = ?settings.attr_timeout,
         entry_timeout = ?settings.entry_timeout,
+        read_ahead_kb = ?settings.read_ahead_kb,
         "mounted"
     );
     if let Some(warning) = settings.set_id_warning() {

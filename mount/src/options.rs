@@ -24,7 +24,7 @@ use mds_client::units::parse_duration;
     after_help = "Options (-o, comma-separated, repeatable): ro, rw, allow_other, allow_root, \
                   default_permissions, attr_timeout=SECS, entry_timeout=SECS (both 1 by \
                   default; 0 for strict coherence between clients), reconnect_timeout=SECS \
-                  (300; 0: forever), auth_key=FILE, tls_ca=FILE, tls_server_name=NAME, \
+                  (300; 0: forever), read_ahead_kb=KIB (1024; 0: the kernel's 128), auth_key=FILE, tls_ca=FILE, tls_server_name=NAME, \
                   log_file=FILE, fsname=NAME, and the kernel's dev, nodev, suid, nosuid, exec, \
                   noexec, atime, noatime, sync, async, dirsync (nosuid and nodev unless suid \
                   or dev is given); relatime (the default), noatime, strictatime decide how \
@@ -85,10 +85,18 @@ pub struct Settings {
     pub fsname: Option<String>,
     /// The kernel's own mount flags, passed through.
     pub kernel_flags: Vec<MountOption>,
+    /// The kernel's readahead for the mount, KiB (`read_ahead_kb`; None: the kernel's own).
+    pub read_ahead_kb: Option<u32>,
     /// How reads through the mount move atimes (`relatime`, `noatime`, `strictatime`; the
     /// server moves them, told at CONNECT).
     pub atime: Atime,
 }
+
+/// The readahead asked of the kernel for a mount: one FUSE READ of the largest size the mount
+/// takes (256 pages), instead of the 128 KiB the kernel gives every FUSE mount — 8 requests a
+/// MiB fewer for a sequential reader. The kernel has no FUSE request for it: the mount writes
+/// it to its device's `/sys/class/bdi/MAJOR:MINOR/read_ahead_kb`, which root may.
+pub const DEFAULT_READ_AHEAD_KB: u32 = 1024;
 
 /// Options `mount(8)` and `mount.fuse3` may pass that mean nothing to the mount itself.
 const IGNORED: &[&str] = &[
@@ -128,6 +136,7 @@ impl Settings {
             attr_timeout: Duration::from_secs(1),
             entry_timeout: Duration::from_secs(1),
             reconnect_timeout: Duration::from_secs(300),
+            read_ahead_kb: Some(DEFAULT_READ_AHEAD_KB),
             auth_key: cli.auth_key,
             tls_ca: cli.tls_ca,
             tls_server_name: cli.tls_server_name,
@@ -216,6 +225,12 @@ impl Settings {
             "reconnect_timeout" => {
                 let t = seconds()?;
                 self.reconnect_timeout = if t.is_zero() { Duration::MAX } else { t };
+            }
+            "read_ahead_kb" => {
+                let kb = text()?
+                    .parse::<u32>()
+                    .map_err(|e| format!("option read_ahead_kb: {e}"))?;
+                self.read_ahead_kb = (kb > 0).then_some(kb);
             }
             "auth_key" => self.auth_key = Some(path()?),
             "tls_ca" => self.tls_ca = Some(path()?),
@@ -327,6 +342,13 @@ mod tests {
         let s = settings(&["-oentry_timeout=0.25,default_permissions,_netdev,defaults"]).unwrap();
         assert_eq!(s.entry_timeout, Duration::from_millis(250));
         assert!(s.default_permissions);
+        assert_eq!(s.read_ahead_kb, Some(DEFAULT_READ_AHEAD_KB));
+        let s = settings(&["-o", "read_ahead_kb=4096"]).unwrap();
+        assert_eq!(s.read_ahead_kb, Some(4096));
+        let s = settings(&["-o", "read_ahead_kb=0"]).unwrap();
+        assert_eq!(s.read_ahead_kb, None, "0 leaves the kernel's own");
+        assert!(settings(&["-o", "read_ahead_kb=lots"]).is_err());
+        assert!(settings(&["-o", "read_ahead_kb"]).is_err());
         let s = settings(&["-o", "reconnect_timeout=0,auth_key=/k"]).unwrap();
         assert_eq!(s.reconnect_timeout, Duration::MAX);
         assert_eq!(s.auth_key, Some(PathBuf::from("/k")));

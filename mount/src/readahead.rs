@@ -23,8 +23,9 @@ const KEPT_BLOCKS: usize = 16;
 const AHEAD: u64 = 2;
 
 /// A read starting this close to where the file's last read ended follows it: the kernel's
-/// readahead sends several reads of a window at once, which arrive in any order.
-pub const FOLLOWS_WITHIN: u64 = 1 << 20;
+/// readahead sends the reads of a window (1 MiB, `bdi.rs`, in reads of up to 1 MiB) and of
+/// the next at once, which arrive in any order.
+pub const FOLLOWS_WITHIN: u64 = 4 << 20;
 
 /// Bytes of a slice from an offset in it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,6 +75,29 @@ impl Blocks {
             }
             return self.store.read_slice(src.slice, src.at, len).await;
         }
+        self.fetch_ahead(src, last);
+        let mut pieces = Vec::with_capacity(usize::try_from(last - first + 1).unwrap_or(1));
+        for block in first..=last {
+            pieces.push(self.block(src.slice, src.size, block).await?);
+        }
+        Ok(cut(&pieces, src.at - first * BLOCK, len))
+    }
+
+    /// [`Blocks::read`] without waiting: the bytes if every block they span is kept and
+    /// fetched (then, for a read that `follows`, the blocks past them are asked for as
+    /// [`Blocks::read`] does, on the runtime the caller has entered). None: read them.
+    pub fn read_kept(self: &Arc<Self>, src: SliceAt, len: u64, follows: bool) -> Option<Bytes> {
+        let (first, last) = (src.at / BLOCK, (src.at + len - 1) / BLOCK);
+        let kept = self.kept_range(src, len, first, last)?;
+        if follows {
+            self.fetch_ahead(src, last);
+        }
+        Some(kept)
+    }
+
+    /// The [`AHEAD`] blocks of `src`'s slice past block `last` that are not kept, fetched
+    /// into the cache by tasks of their own.
+    fn fetch_ahead(self: &Arc<Self>, src: SliceAt, last: u64) {
         for ahead in last + 1..=last + AHEAD {
             if ahead * BLOCK < src.size && !self.has((src.slice, ahead)) {
                 let (blocks, cell) = (self.clone(), self.cell((src.slice, ahead)));
@@ -83,11 +107,6 @@ impl Blocks {
                 });
             }
         }
-        let mut pieces = Vec::with_capacity(usize::try_from(last - first + 1).unwrap_or(1));
-        for block in first..=last {
-            pieces.push(self.block(src.slice, src.size, block).await?);
-        }
-        Ok(cut(&pieces, src.at - first * BLOCK, len))
     }
 
     /// Block `block` of `slice` (`size` bytes) whole: kept, or fetched now (once, whoever
