@@ -464,6 +464,12 @@ impl Router {
         self.for_ino(crate::ROOT).await?.statfs().await
     }
 
+    /// STATFS of `shard`'s server: its own figures, and its part of the namespace.
+    pub async fn statfs_of(&self, shard: u16) -> Result<StatFs> {
+        let ino = u64::from(shard) << mds_proto::SHARD_SHIFT;
+        self.for_ino(ino).await?.statfs().await
+    }
+
     /// SYNC on every shard this router has changed anything on.
     pub async fn sync(&self) -> Result<()> {
         let conns: Vec<Client> = self.conns.lock().await.values().cloned().collect();

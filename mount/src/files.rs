@@ -158,7 +158,8 @@ impl Mount {
             Ok(file) => file,
             Err(e) => return Some(Err(e)),
         };
-        self.read_objects_kept(file.handle.ino(), offset, size).map(Ok)
+        self.read_objects_kept(file.handle.ino(), offset, size)
+            .map(Ok)
     }
 
     /// READ from the server, for a file whose data is there.

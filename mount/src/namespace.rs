@@ -1,15 +1,16 @@
 //! Names and inodes: LOOKUP, GETATTR, SETATTR, MKDIR, MKNOD, SYMLINK, READLINK, LINK, UNLINK,
 //! RMDIR, RENAME, STATFS, ACCESS and the extended attributes, each one request to the server
 //! (RENAME under early replies two: the names it moves and replaces are looked up first, so
-//! that fsync of either inode waits for it).
+//! that fsync of either inode waits for it; STATFS in a cluster one to each shard).
 
 use fuser::{Errno, RenameFlags};
 use mds_client::proto::{
-    Attr, Body, Cred, Kind, Op, RenameHow, SetAttr, StatFs, Target, XattrSet, XattrValue,
+    Attr, Body, Cred, Kind, Op, ROOT_INO, RenameHow, SetAttr, StatFs, Target, XattrSet, XattrValue,
     mode_with_umask,
 };
+use tracing::warn;
 
-use crate::attr::{Fallible, attr, server_rdev};
+use crate::attr::{Fallible, attr, errno, server_rdev};
 use crate::creds::Caller;
 use crate::mount::Mount;
 
@@ -294,13 +295,44 @@ impl Mount {
         self.call(&cred, op, &also).await.map(drop)
     }
 
+    /// STATFS (df): the root's shard's answer, with the inodes and the data of every other
+    /// shard added — each shard holds its own part of the namespace. Free space stays the root
+    /// shard's: a cluster's shards share one object store, and shards on one host one disk,
+    /// whose free space added up would be counted again. A shard that does not answer is left
+    /// out (and logged): df shows the rest rather than failing.
     pub async fn statfs(&self) -> Fallible<FsStats> {
+        let root = self.shards.of(ROOT_INO);
+        let mut total = self.statfs_of(root).await?;
+        let others = self.shards.all().into_iter().filter(|&s| s != root);
+        let answers = futures::future::join_all(
+            others.map(|shard| async move { (shard, self.statfs_of(shard).await) }),
+        )
+        .await;
+        for (shard, answer) in answers {
+            match answer {
+                Ok(s) => {
+                    total.inodes += s.inodes;
+                    total.data_bytes += s.data_bytes;
+                }
+                Err(e) => warn!(shard, errno = ?e, "STATFS of a shard failed: df leaves it out"),
+            }
+        }
+        Ok(fs_stats(&total))
+    }
+
+    /// STATFS of one shard, as the mount itself.
+    async fn statfs_of(&self, shard: u16) -> Fallible<StatFs> {
         let cred = self.own_cred().clone();
-        let s: StatFs = match self.call(&cred, Op::Statfs, &[]).await? {
-            Body::StatFs(s) => *s,
-            _ => return Err(Errno::EIO),
-        };
-        Ok(fs_stats(&s))
+        let reply = self
+            .shards
+            .conn(shard)
+            .await?
+            .call(&cred, Op::Statfs)
+            .await?;
+        match reply.result.map_err(errno)? {
+            Body::StatFs(s) => Ok(*s),
+            _ => Err(Errno::EIO),
+        }
     }
 
     /// access(2) without `default_permissions`: the mode bits of GETATTR judged as the server

@@ -91,6 +91,19 @@ impl Shards {
         conns.iter().map(|(&s, c)| (s, c.clone())).collect()
     }
 
+    /// Every shard of the cluster: those its map names an owner for, and those the mount is
+    /// connected to (a shard between owners is missing from the map for a moment); outside a
+    /// cluster, the one server's 0.
+    pub fn all(&self) -> Vec<u16> {
+        let mut shards: Vec<u16> = self.open().into_iter().map(|(s, _)| s).collect();
+        if let Some(watch) = self.any().map_watch() {
+            shards.extend(watch.latest().map.shards.iter().map(|s| s.shard));
+        }
+        shards.sort_unstable();
+        shards.dedup();
+        shards
+    }
+
     /// Any open connection: every one speaks with the mount's own credentials.
     pub fn any(&self) -> Arc<Conn> {
         let conns = self.conns.read();

@@ -16,7 +16,7 @@ use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::{Mounted, pattern};
+use common::{Mounted, c_path, pattern};
 use mds_testkit::{Etcd, Server, bin};
 
 const SHARD_SHIFT: u32 = 48;
@@ -162,6 +162,45 @@ fn a_mount_given_any_shard_serves_the_whole_namespace_and_follows_a_shard_to_its
     fs::write(m.path("near/big"), &big).unwrap();
     assert!(root.path().join("objects/slices").is_dir());
     assert_eq!(fs::read(m.path("near/big")).unwrap(), big);
+
+    // df is the whole namespace's: the inodes and the data of both shards (each big file is
+    // 3 MiB, one on each), as their servers count them.
+    let status = |s: &Server, key: &str| -> u64 {
+        let (ok, out) = mdsctl(s, &["status"]);
+        assert!(ok, "{out}");
+        let line = out
+            .lines()
+            .find(|l| l.starts_with(&format!("{key}:")))
+            .unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    // `mdsctl status` shows the figures of the server it is given, each shard's own (shard 1
+    // holds the 100,000-byte file, shard 0 a 5-byte one).
+    assert_ne!(
+        status(&zero, "data_bytes"),
+        status(&one, "data_bytes"),
+        "each server's own figures"
+    );
+    let inodes = status(&zero, "inodes") + status(&one, "inodes");
+    let data = status(&zero, "data_bytes") + status(&one, "data_bytes");
+    assert!(data >= 2 * (3 << 20), "{data}");
+    // SAFETY: a NUL-terminated path and a statvfs the call fills.
+    let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+    assert_eq!(
+        unsafe { libc::statvfs(c_path(&m.at).as_ptr(), &raw mut st) },
+        0
+    );
+    assert_eq!(
+        st.f_files - st.f_ffree,
+        inodes,
+        "df's inodes are both shards'"
+    );
+    let used = (st.f_blocks - st.f_bfree) * st.f_frsize;
+    assert_eq!(
+        used,
+        data.div_ceil(st.f_frsize) * st.f_frsize,
+        "df's used is both shards' data"
+    );
 
     // Answered early on shard 1, made durable by fsync there, then shard 1's owner dies: the
     // mount's connection to shard 1 follows it to the standby.

@@ -224,9 +224,14 @@ async fn sync(client: &Router, json: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-/// `status`: the server's figures (STATFS).
+/// `status`: the figures (STATFS) of the server named, which in a cluster are its own shard's
+/// (commits, partitions, its part of the namespace), not the root's shard's.
 async fn status(client: &Router, json: bool, server: &str) -> Result<(), Failure> {
-    let s = client.statfs().await.map_err(at("status"))?;
+    let s = match client.map().shard {
+        Some(shard) => client.statfs_of(shard).await,
+        None => client.statfs().await,
+    }
+    .map_err(at("status"))?;
     if json {
         print_json(&status_json(server, &s));
     } else {
