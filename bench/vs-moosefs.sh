@@ -474,7 +474,8 @@ run_mds() {
   pid=$!
   PIDS+=("$pid")
   wait_for_mds "$dir/mds.log"
-  taskset -c "$LOAD_CPU" "$BIN/mdsmount" "$MDS_ADDR" "$mnt" -f >"$dir/mount.log" 2>&1 &
+  # The mount answered as the server's --ack says (it asks for early replies by default).
+  taskset -c "$LOAD_CPU" "$BIN/mdsmount" "$MDS_ADDR" "$mnt" -f -o ack=server >"$dir/mount.log" 2>&1 &
   PIDS+=("$!")
   MOUNTS+=("$mnt")
   wait_mounted "$mnt"

@@ -35,11 +35,13 @@ def request(xid, op, acked_xid=0):
 
 def connect(version, identity=None):
     """CONNECT (xid 1) at protocol `version` for `identity` (random when None); from
-    version 11 on, with reads moving atimes relatime-style (`Atime` 0)."""
+    version 11 on, with reads moving atimes relatime-style (`Atime` 0), from version 12 on
+    answered as the server's `--ack` says (`AckAsked` 0)."""
     if identity is None:
         identity = int.from_bytes(os.urandom(7), "big") + 1
     atime = varint(0) if version >= 11 else b""
-    return request(1, varint(0) + varint(version) + varint(identity) + atime)
+    ack = varint(0) if version >= 12 else b""
+    return request(1, varint(0) + varint(version) + varint(identity) + atime + ack)
 
 
 def getattr_(xid, ino, acked_xid=0):

@@ -444,6 +444,7 @@ fn connect_op(session: &Session) -> Op {
             version: PROTOCOL_VERSION,
             client: session.id(),
             atime: session.atime(),
+            ack: session.ack_asked(),
         },
     }
 }

@@ -12,7 +12,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use mds_proto::{Atime, Body, Cred, Errno, MAX_GROUPS, Op, OpenFlags, Reply};
+use mds_proto::{AckAsked, Atime, Body, Cred, Errno, MAX_GROUPS, Op, OpenFlags, Reply};
 use parking_lot::Mutex;
 
 use crate::auth::{PeerKey, SessionSecret};
@@ -31,6 +31,8 @@ pub struct Session {
     cred: Cred,
     /// How the session's reads move atimes, said at every CONNECT.
     atime: Atime,
+    /// When the session asks to be answered, said at every CONNECT.
+    ack: AckAsked,
     xids: Mutex<Xids>,
     /// The server answers mutations before their commit: keep what it answered until safe.
     early: AtomicBool,
@@ -133,6 +135,7 @@ impl Session {
             id: random_identity(),
             cred,
             atime: Atime::default(),
+            ack: AckAsked::default(),
             xids: Mutex::new(Xids {
                 next: 1,
                 outstanding: VecDeque::new(),
@@ -172,6 +175,17 @@ impl Session {
     /// How the session's reads move atimes: what its CONNECT says.
     pub fn atime(&self) -> Atime {
         self.atime
+    }
+
+    /// The same session asking to be answered as `ack` says (the server's `--ack` unless
+    /// said); the server's CONNECTED tells which it does ([`Session::is_early`]).
+    pub fn with_ack(self, ack: AckAsked) -> Session {
+        Session { ack, ..self }
+    }
+
+    /// When the session asks to be answered: what its CONNECT says.
+    pub fn ack_asked(&self) -> AckAsked {
+        self.ack
     }
 
     /// The cluster's peer secret, for a server's session with another server.

@@ -179,10 +179,10 @@ pub struct Config {
     /// clients see uncommitted state at once (faster, weaker).
     #[arg(long, value_enum)]
     pub cos: Cos,
-    /// When a mutation's reply leaves: `commit` once it is durable; `early` at once, with its
-    /// transno, as Lustre and CephFS do — the client learns what is durable from
-    /// `last_committed` on every reply and from commit notices, keeps what is not, and
-    /// replays it after a restart.
+    /// When a mutation's reply leaves, for a session whose CONNECT does not ask (a mount asks
+    /// for early replies): `commit` once it is durable; `early` at once, with its transno, as
+    /// Lustre and CephFS do — the client learns what is durable from `last_committed` on
+    /// every reply and from commit notices, keeps what is not, and replays it after a restart.
     #[arg(long, value_enum)]
     pub ack: Ack,
     /// After a restart, how long clients known before it may take to come back and replay

@@ -109,6 +109,7 @@ impl Raw {
                 version,
                 client,
                 atime: mds_proto::Atime::default(),
+                ack: mds_proto::AckAsked::default(),
             })
             .result
         {

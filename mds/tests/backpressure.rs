@@ -72,6 +72,7 @@ async fn a_client_that_does_not_read_is_paused_while_others_go_on() {
             version: PROTOCOL_VERSION,
             client: 0xf100d,
             atime: mds_proto::Atime::default(),
+            ack: mds_proto::AckAsked::default(),
         };
         let mut bytes = frame(1, connect);
         for xid in 2..4002 {

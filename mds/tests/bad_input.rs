@@ -48,6 +48,7 @@ fn connect_frame() -> Vec<u8> {
             version: PROTOCOL_VERSION,
             client: 1000 + NEXT.fetch_add(1, Ordering::Relaxed),
             atime: mds_proto::Atime::default(),
+            ack: mds_proto::AckAsked::default(),
         },
     ))
 }
@@ -137,6 +138,7 @@ async fn bad_frames_close_their_connection_and_nothing_else() {
             version: 999,
             client: 1,
             atime: mds_proto::Atime::default(),
+            ack: mds_proto::AckAsked::default(),
         },
     )))
     .unwrap();
@@ -164,6 +166,7 @@ async fn bad_frames_close_their_connection_and_nothing_else() {
             version: PROTOCOL_VERSION,
             client: 0,
             atime: mds_proto::Atime::default(),
+            ack: mds_proto::AckAsked::default(),
         },
     )))
     .unwrap();

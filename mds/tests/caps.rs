@@ -254,6 +254,7 @@ fn silent_connections_from_many_addresses_never_refuse_a_client_that_proves_its_
         version: mds_proto::PROTOCOL_VERSION,
         client: session.id(),
         atime: mds_proto::Atime::default(),
+        ack: mds_proto::AckAsked::default(),
     };
     let challenge = client.call(&request(1, connect, None));
     let Ok(Body::Challenge {

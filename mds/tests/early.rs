@@ -130,6 +130,60 @@ async fn early_replies_leave_at_once_and_a_notice_makes_them_safe() {
     server.stop().unwrap();
 }
 
+/// A session asks at CONNECT when it wants to be answered (protocol 12, as a mount does): on
+/// a server answering at commit (`--ack commit`, the default) one asking early replies gets
+/// them, and one asking nothing is answered as the server says; on an `--ack early` server
+/// one asking for commit replies gets them. What the server gave it, CONNECTED says.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_session_is_answered_as_its_connect_asks_or_as_the_server_says() {
+    use mds_proto::AckAsked;
+    async fn session(addr: std::net::SocketAddr, ack: AckAsked) -> (Arc<Session>, Client) {
+        let session = Arc::new(Session::new().with_ack(ack));
+        let client = Client::connect_session(addr, session.clone())
+            .await
+            .unwrap();
+        (session, client)
+    }
+    // Two creates: the first of a session answered early waits for the commit that makes
+    // the journal know its client; the second says how the session is answered.
+    async fn second_is_unsafe(client: &Client, name: &str) -> bool {
+        client
+            .create(ROOT, &format!("{name}-1"), 0o644)
+            .await
+            .unwrap();
+        let reply = client
+            .call_reply(create(ROOT, &format!("{name}-2")))
+            .await
+            .unwrap();
+        reply.result.as_ref().unwrap();
+        reply.transno > reply.last_committed
+    }
+    for (server_ack, asked, early) in [
+        ("commit", AckAsked::Server, false),
+        ("commit", AckAsked::Early, true),
+        ("commit", AckAsked::Commit, false),
+        ("early", AckAsked::Server, true),
+        ("early", AckAsked::Commit, false),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        // Answered early, no commit of the server's own accord: the second reply is unsafe
+        // until the SYNC. (Answered at commit, each create waits for one.)
+        let mut args = vec!["--ack", server_ack, "--recovery-window", "60s"];
+        if early {
+            args.extend(["--commit-interval", "60s"]);
+        }
+        let server = common::start(dir.path(), &args);
+        let (s, c) = session(server.addr, asked).await;
+        let case = format!("--ack {server_ack}, the session asking {asked:?}");
+        assert_eq!(s.is_early(), early, "CONNECTED says it: {case}");
+        assert_eq!(second_is_unsafe(&c, "f").await, early, "{case}");
+        c.sync().await.unwrap();
+        assert_eq!(s.unsafe_count(), 0, "{case}");
+        drop(c);
+        assert!(server.stop().success(), "{case}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_restart_replays_what_was_answered_early_in_transno_order() {
     let dir = tempfile::tempdir().unwrap();

@@ -137,6 +137,7 @@ fn any_op() -> impl Strategy<Value = Op> {
             version: PROTOCOL_VERSION,
             client,
             atime: mds_proto::Atime::default(),
+            ack: mds_proto::AckAsked::default(),
         }),
     ]
 }
@@ -179,6 +180,7 @@ fn run_case(addr: std::net::SocketAddr, connect: bool, frames: &[Frame]) {
                 version: PROTOCOL_VERSION,
                 client: identity(),
                 atime: mds_proto::Atime::default(),
+                ack: mds_proto::AckAsked::default(),
             },
             acked_xid: 0,
             cred: Cred::default(),
@@ -383,7 +385,7 @@ fn arbitrary_replays_in_a_recovery_window_take_nothing_from_an_honest_client() {
                     Sender::ImpostorA => &Session::new(),
                 };
                 let connected = if let Sender::ImpostorA = a.sender {
-                    let connect = Op::Connect { version: PROTOCOL_VERSION, client: sa.id(), atime: mds_proto::Atime::default() };
+                    let connect = Op::Connect { version: PROTOCOL_VERSION, client: sa.id(), atime: mds_proto::Atime::default(), ack: mds_proto::AckAsked::default() };
                     raw.send(&request(1, connect, None));
                     raw.reply()
                 } else {

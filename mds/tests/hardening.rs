@@ -336,6 +336,7 @@ fn take_over(addr: SocketAddr, client: u64) -> (mds_proto::Reply, bool) {
         version: PROTOCOL_VERSION,
         client,
         atime: mds_proto::Atime::default(),
+        ack: mds_proto::AckAsked::default(),
     };
     let challenge = raw.call(&request(1, connect, None));
     let Ok(Body::Challenge {

@@ -57,6 +57,7 @@ impl Raw {
                 version: PROTOCOL_VERSION,
                 client: id,
                 atime: mds_proto::Atime::default(),
+                ack: mds_proto::AckAsked::default(),
             },
         );
         let reply = match reply.result {

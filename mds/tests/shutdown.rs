@@ -64,6 +64,7 @@ fn stalled_reader(server: &common::Server) -> TcpStream {
                 version: PROTOCOL_VERSION,
                 client: 0x5eed,
                 atime: mds_proto::Atime::default(),
+                ack: mds_proto::AckAsked::default(),
             },
         ),
         &mut out,

@@ -54,6 +54,14 @@ pub struct Conn {
     pinging: AtomicBool,
 }
 
+/// What each CONNECT of the mount's sessions says of them: how reads move atimes (the
+/// mount's `relatime`, `noatime`, `strictatime`) and when changes are answered (`-o ack`).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct SessionAsks {
+    pub atime: proto::Atime,
+    pub ack: proto::AckAsked,
+}
+
 impl Conn {
     /// Connects to `server` as a new session with this process's credentials; in a cluster,
     /// following the shard map through `watch` (None: the connection starts a watch of its
@@ -62,10 +70,10 @@ impl Conn {
         server: &str,
         options: ConnectOptions,
         reconnect_timeout: Duration,
-        atime: mds_client::proto::Atime,
+        asks: SessionAsks,
         watch: Option<MapWatch>,
     ) -> anyhow::Result<Conn> {
-        let session = Arc::new(Session::new().with_atime(atime));
+        let session = Arc::new(Session::new().with_atime(asks.atime).with_ack(asks.ack));
         let outages = Outages::new();
         let first = open(
             server,

@@ -130,7 +130,10 @@ fn run(settings: &Settings, options: ConnectOptions, ready: &Ready) -> anyhow::R
         &settings.server,
         options,
         settings.reconnect_timeout,
-        settings.atime,
+        conn::SessionAsks {
+            atime: settings.atime,
+            ack: settings.ack,
+        },
     ))?;
     let early = shards.any().session().is_early();
     let timeouts = Timeouts {
@@ -164,6 +167,7 @@ fn run(settings: &Settings, options: ConnectOptions, ready: &Ready) -> anyhow::R
         default_permissions = settings.default_permissions,
         attr_timeout = ?settings.attr_timeout,
         entry_timeout = ?settings.entry_timeout,
+        ack = ?settings.ack,
         read_ahead_kb = ?settings.read_ahead_kb,
         "mounted"
     );

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use clap::Parser;
 use fuser::MountOption;
-use mds_client::proto::Atime;
+use mds_client::proto::{AckAsked, Atime};
 use mds_client::units::parse_duration;
 
 #[derive(Parser, Debug)]
@@ -24,7 +24,9 @@ use mds_client::units::parse_duration;
     after_help = "Options (-o, comma-separated, repeatable): ro, rw, allow_other, allow_root, \
                   default_permissions, attr_timeout=SECS, entry_timeout=SECS (both 1 by \
                   default; 0 for strict coherence between clients), reconnect_timeout=SECS \
-                  (300; 0: forever), read_ahead_kb=KIB (1024; 0: the kernel's 128), auth_key=FILE, tls_ca=FILE, tls_server_name=NAME, \
+                  (300; 0: forever), ack=early|commit|server (early: changes answered at once, \
+                  durable with the next commit; commit: once durable; server: as its --ack \
+                  says), read_ahead_kb=KIB (1024; 0: the kernel's 128), auth_key=FILE, tls_ca=FILE, tls_server_name=NAME, \
                   log_file=FILE, fsname=NAME, and the kernel's dev, nodev, suid, nosuid, exec, \
                   noexec, atime, noatime, sync, async, dirsync (nosuid and nodev unless suid \
                   or dev is given); relatime (the default), noatime, strictatime decide how \
@@ -85,6 +87,9 @@ pub struct Settings {
     pub fsname: Option<String>,
     /// The kernel's own mount flags, passed through.
     pub kernel_flags: Vec<MountOption>,
+    /// When the server answers the mount's changes (`ack=`): at once by default, durable
+    /// with the next commit and replayed by the mount after a restart.
+    pub ack: AckAsked,
     /// The kernel's readahead for the mount, KiB (`read_ahead_kb`; None: the kernel's own).
     pub read_ahead_kb: Option<u32>,
     /// How reads through the mount move atimes (`relatime`, `noatime`, `strictatime`; the
@@ -137,6 +142,7 @@ impl Settings {
             entry_timeout: Duration::from_secs(1),
             reconnect_timeout: Duration::from_secs(300),
             read_ahead_kb: Some(DEFAULT_READ_AHEAD_KB),
+            ack: AckAsked::Early,
             auth_key: cli.auth_key,
             tls_ca: cli.tls_ca,
             tls_server_name: cli.tls_server_name,
@@ -225,6 +231,18 @@ impl Settings {
             "reconnect_timeout" => {
                 let t = seconds()?;
                 self.reconnect_timeout = if t.is_zero() { Duration::MAX } else { t };
+            }
+            "ack" => {
+                self.ack = match text()?.as_str() {
+                    "early" => AckAsked::Early,
+                    "commit" => AckAsked::Commit,
+                    "server" => AckAsked::Server,
+                    other => {
+                        return Err(format!(
+                            "option ack: {other:?} is not early, commit or server"
+                        ));
+                    }
+                }
             }
             "read_ahead_kb" => {
                 let kb = text()?
@@ -343,6 +361,16 @@ mod tests {
         assert_eq!(s.entry_timeout, Duration::from_millis(250));
         assert!(s.default_permissions);
         assert_eq!(s.read_ahead_kb, Some(DEFAULT_READ_AHEAD_KB));
+        assert_eq!(s.ack, AckAsked::Early, "answered at once unless told");
+        for (word, ack) in [
+            ("commit", AckAsked::Commit),
+            ("server", AckAsked::Server),
+            ("early", AckAsked::Early),
+        ] {
+            assert_eq!(settings(&["-o", &format!("ack={word}")]).unwrap().ack, ack);
+        }
+        assert!(settings(&["-o", "ack=soon"]).unwrap_err().contains("ack"));
+        assert!(settings(&["-o", "ack"]).is_err());
         let s = settings(&["-o", "read_ahead_kb=4096"]).unwrap();
         assert_eq!(s.read_ahead_kb, Some(4096));
         let s = settings(&["-o", "read_ahead_kb=0"]).unwrap();

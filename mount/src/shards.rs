@@ -21,9 +21,8 @@ use parking_lot::RwLock;
 use tracing::{info, warn};
 
 use crate::attr::Fallible;
-use crate::conn::Conn;
+use crate::conn::{Conn, SessionAsks};
 use crate::durability::Durability;
-use mds_client::proto::Atime;
 
 /// How long a request waits for its shard to have a server it can reach (a shard whose owner
 /// just died has none until a standby takes it over) before it is answered EIO.
@@ -32,8 +31,8 @@ const FIND_SHARD: Duration = Duration::from_secs(15);
 pub struct Shards {
     options: ConnectOptions,
     reconnect_timeout: Duration,
-    /// How the mount's reads move atimes, said by each connection's CONNECT.
-    atime: Atime,
+    /// What each connection's CONNECT says of its session.
+    asks: SessionAsks,
     /// Whether the server it was given is a shard of a cluster (a server never changes that).
     cluster: bool,
     /// One connection per shard spoken to (outside a cluster, the one server's, as shard 0).
@@ -51,9 +50,9 @@ impl Shards {
         server: &str,
         options: ConnectOptions,
         reconnect_timeout: Duration,
-        atime: Atime,
+        asks: SessionAsks,
     ) -> anyhow::Result<Shards> {
-        let first = Conn::connect(server, options.clone(), reconnect_timeout, atime, None).await?;
+        let first = Conn::connect(server, options.clone(), reconnect_timeout, asks, None).await?;
         let cluster = first.shard().is_some();
         let shard = first.shard().unwrap_or(0);
         let durability = Durability::new();
@@ -67,7 +66,7 @@ impl Shards {
         Ok(Shards {
             options,
             reconnect_timeout,
-            atime,
+            asks,
             cluster,
             conns: RwLock::new(HashMap::from([(shard, Arc::new(first))])),
             opening: tokio::sync::Mutex::new(()),
@@ -153,7 +152,7 @@ impl Shards {
                 &address,
                 self.options.clone(),
                 self.reconnect_timeout,
-                self.atime,
+                self.asks,
                 Some(watch.clone()),
             )
             .await;

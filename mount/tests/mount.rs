@@ -484,7 +484,7 @@ fn the_mount_survives_a_server_restart_while_a_file_is_open() {
             "20s",
         ];
         let first = server(dir.path(), &flags);
-        let m = Mounted::new(&first, &[]);
+        let m = Mounted::new(&first, &["-o", "ack=server"]);
         fs::create_dir(m.path("d")).unwrap();
         let mut open = OpenOptions::new()
             .read(true)

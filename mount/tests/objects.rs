@@ -240,7 +240,7 @@ fn fsynced_files_survive_a_sigkill_of_the_server_and_of_the_mount_mid_copy() {
         ];
         let first = server(dir.path(), &flags);
         let data = first.data.clone();
-        let m = Mounted::new(&first, &[]);
+        let m = Mounted::new(&first, &["-o", "ack=server"]);
         let files: Vec<(String, Vec<u8>)> = (0..6u8)
             .map(|i| {
                 (

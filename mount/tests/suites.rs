@@ -3,7 +3,8 @@
 //! - pjdfstest, the crates.io rewrite (0.2.2), with `tests/pjdfstest.toml`: its features, and the
 //!   expected failures, one line of why each. Anything else failing fails the test, and so does
 //!   a listed one passing (pjdfstest counts "PASSED UNEXPECTEDLY" as a failure): the list only
-//!   shrinks. Three times: `--ack commit`, `--ack early`, and `-o default_permissions`.
+//!   shrinks. Three times: the mount's default (early replies), `-o ack=commit`, and
+//!   `-o default_permissions`.
 //! - fs_mark (Debian `fsmark`) with an fsync per file: its rate, then SIGKILL of the server
 //!   mid-run and a restart on the same store and port; every fs_mark run that finished (each of
 //!   its files fsynced) must have all its files with their size, the runs must go on without an
@@ -423,10 +424,12 @@ fn pjdfstest_fails_only_what_the_config_lists() {
     pjdfstest_on(&[], "");
 }
 
-/// The same with early replies: every reply before its commit, fsync waiting for one.
+/// The same with replies at commit (`-o ack=commit`): each change answered once durable. The
+/// mount's default, above, asks for early replies: every reply before its commit, fsync
+/// waiting for one.
 #[test]
-fn pjdfstest_fails_only_what_the_config_lists_with_early_replies() {
-    pjdfstest_on(&["--ack", "early"], "");
+fn pjdfstest_fails_only_what_the_config_lists_with_replies_at_commit() {
+    pjdfstest_on(&[], "ack=commit");
 }
 
 /// The same with the kernel checking permissions (`default_permissions`) before the server.

@@ -30,8 +30,9 @@ pub use frame::{
 };
 pub use names::{check_name, name_order, name_order_key};
 pub use op::{
-    Atime, Cred, MAX_GROUPS, MAX_PLACED, MAX_SLICE_IDS, MODE_HAS_UMASK, Op, OpenFlags, RenameHow,
-    Replay, Request, RequestRef, SetAttr, SetTime, XattrSet, mode_with_umask, opcode, umask_of,
+    AckAsked, Atime, Cred, MAX_GROUPS, MAX_PLACED, MAX_SLICE_IDS, MODE_HAS_UMASK, Op, OpenFlags,
+    RenameHow, Replay, Request, RequestRef, SetAttr, SetTime, XattrSet, mode_with_umask, opcode,
+    umask_of,
 };
 pub use postcard_writer::{PostcardWriter, encode_body_with, encode_request_frame};
 pub use reader::{decode_reply, decode_request};
@@ -40,7 +41,7 @@ pub use shard::{MAX_SHARDS, SHARD_SHIFT, first_ino, ino_limit, shard_of};
 pub use values::{Data, Kind, Placed, Target, XattrValue};
 
 /// Version carried in CONNECT; a server refuses any other with EPROTO.
-pub const PROTOCOL_VERSION: u32 = 11;
+pub const PROTOCOL_VERSION: u32 = 12;
 /// Largest frame payload either side accepts, in bytes: an extended attribute's largest
 /// value ([`MAX_XATTR_VALUE`]) and 4 KiB for the rest of its request.
 pub const MAX_FRAME: usize = MAX_XATTR_VALUE + 4096;
@@ -118,6 +119,7 @@ mod tests {
                 version: PROTOCOL_VERSION,
                 client: 9,
                 atime: crate::Atime::default(),
+                ack: crate::AckAsked::default(),
             },
             Op::Ping,
             Op::Mkdir {
@@ -649,6 +651,7 @@ mod tests {
                     version: PROTOCOL_VERSION,
                     client: 77,
                     atime: crate::Atime::default(),
+                    ack: crate::AckAsked::default(),
                 },
             ),
             &mut buf,

@@ -103,7 +103,7 @@ operations! {
     /// Must come first on a connection; `client` identifies the client across reconnects;
     /// `atime`, how its reads move atimes (a mount's `relatime`, `noatime`, `strictatime`),
     /// for every request of its session until it connects again.
-    0 CONNECT "connect" Connect { version: u32, client: u64, atime: Atime };
+    0 CONNECT "connect" Connect { version: u32, client: u64, atime: Atime, ack: AckAsked };
     1 PING "ping" Ping;
     /// Owner from the request's credentials. `mode` may carry the caller's umask
     /// ([`mode_with_umask`]), as CREATE's and MKNOD's may.
@@ -394,6 +394,21 @@ pub enum Atime {
     Noatime,
     /// Every read.
     Strictatime,
+}
+
+/// When the server answers the session's changes, as its CONNECT asks: as the server's
+/// `--ack` says, once durable, or at once with the transno — the client then keeps what is
+/// not durable and replays it after a restart (NFS lets a client choose per WRITE with its
+/// `stable_how`; here a session chooses for all it does).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum AckAsked {
+    /// As the server's `--ack` says.
+    #[default]
+    Server,
+    /// Once the change's commit is durable.
+    Commit,
+    /// At once; durable with the next commit.
+    Early,
 }
 
 /// RENAME's mode: `renameat2`'s `flags` (Linux's `RENAME_NOREPLACE`, `RENAME_EXCHANGE`).

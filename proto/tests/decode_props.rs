@@ -107,7 +107,8 @@ fn op() -> impl Strategy<Value = Op> {
         (any::<u32>(), any::<u64>()).prop_map(|(version, client)| Op::Connect {
             version,
             client,
-            atime: mds_proto::Atime::default()
+            atime: mds_proto::Atime::default(),
+            ack: mds_proto::AckAsked::default()
         }),
         (any::<u32>(), any::<u64>())
             .prop_map(|(version, client)| Op::PeerConnect { version, client }),

@@ -9,7 +9,7 @@ use mds_proto::{Body, Errno, Request};
 use tracing::error;
 
 use crate::committer::CommitMsg;
-use crate::config::{Ack, Cos};
+use crate::config::Cos;
 use crate::metrics::PartitionMetrics;
 use crate::namespace::{Caller, Exec};
 use crate::queue::Response;
@@ -171,7 +171,7 @@ pub(super) fn execute(
     // The ticket binds the operation as its request encoded it; made only for what can be
     // answered early (before `execute` takes the operation).
     let mut buf = [0u8; 1024];
-    let op_bytes = (core.ack == Ack::Early && mutation && !replayed && !answered_at_commit(opcode))
+    let op_bytes = (session.is_early() && mutation && !replayed && !answered_at_commit(opcode))
         .then(|| ReplayKey::encode_op(&op, &mut buf));
     let creates = op.creates_inode();
     match core.namespace.execute(op, &caller) {
@@ -299,7 +299,7 @@ pub(super) fn journal(
             secret: *secret.bytes(),
         });
     });
-    let known = (early && core.ack == Ack::Early).then(|| {
+    let known = (early && session.is_early()).then(|| {
         session.know(record.transno, || {
             core.to_committer(CommitMsg::KnowClient(session.client()));
         })

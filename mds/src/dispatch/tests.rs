@@ -28,10 +28,14 @@ impl Harness {
         let (core, commits) = Core::for_tests(Namespace::empty(), 1, cos, ack);
         let attach = |client| {
             let conn = Arc::new(ConnOutput::new(1 << 10));
-            core.sessions
+            let session = core
+                .sessions
                 .attach(client, conn, |_| true)
                 .unwrap()
-                .session
+                .session;
+            // As a CONNECT that asks nothing settles it: the server's `--ack`.
+            session.set_early(ack == Ack::Early);
+            session
         };
         let (a, b) = (attach(0xA), attach(0xB));
         Harness {
@@ -380,6 +384,7 @@ const CASES: &[Case] = &[
                 version: mds_proto::PROTOCOL_VERSION,
                 client: 0xB,
                 atime: mds_proto::Atime::default(),
+                ack: mds_proto::AckAsked::default(),
             })
         },
         when: When::Close,

@@ -72,6 +72,8 @@ pub struct Session {
     /// How its reads move atimes (`mds_proto::Atime`, as a number), as its last CONNECT
     /// said.
     atime: std::sync::atomic::AtomicU8,
+    /// Its changes are answered before their commit (`is_early`).
+    early: std::sync::atomic::AtomicBool,
 }
 
 struct State {
@@ -515,6 +517,7 @@ impl Session {
             acked_xid: AtomicU64::new(0),
             replied_xid: AtomicU64::new(0),
             atime: std::sync::atomic::AtomicU8::new(0),
+            early: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -529,6 +532,16 @@ impl Session {
             2 => mds_proto::Atime::Strictatime,
             _ => mds_proto::Atime::Relatime,
         }
+    }
+
+    /// Whether the session's changes are answered at once (early), as its last CONNECT
+    /// settled: the session asked, or the server's `--ack` said.
+    pub fn is_early(&self) -> bool {
+        self.early.load(Ordering::Relaxed)
+    }
+
+    pub fn set_early(&self, early: bool) {
+        self.early.store(early, Ordering::Relaxed);
     }
 
     pub fn set_atime(&self, atime: mds_proto::Atime) {

@@ -58,6 +58,7 @@ impl Raw {
             version: PROTOCOL_VERSION,
             client: session.id(),
             atime: mds_proto::Atime::default(),
+            ack: session.ack_asked(),
         };
         let (xid, _) = session.begin();
         let reply = self.call(&request(xid, connect, None));

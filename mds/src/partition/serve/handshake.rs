@@ -8,7 +8,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use mds_proto::opcode::{AUTHENTICATE, CONNECT, PEER_CONNECT};
-use mds_proto::{self as protocol, Atime, Body, Errno, Op, PROTOCOL_VERSION, Request};
+use mds_proto::{self as protocol, AckAsked, Atime, Body, Errno, Op, PROTOCOL_VERSION, Request};
 use tokio::sync::OwnedSemaphorePermit;
 use tracing::{debug, warn};
 
@@ -48,6 +48,7 @@ struct Challenge {
     /// The identity the CONNECT gave, which the proofs must be made for.
     client: u64,
     atime: Atime,
+    ack: AckAsked,
     acked_xid: u64,
     /// It asked for the shared key's proof. (Whether the session secret must be proved is
     /// decided again at attach, under the session table's lock.)
@@ -143,9 +144,11 @@ impl Partition {
             Ok(r) => r,
             Err(e) => return refuse(0, &format!("malformed first request: {e}")),
         };
-        let (client, atime, peer) = match request.op {
-            Op::Connect { client, atime, .. } => (client, atime, false),
-            Op::PeerConnect { client, .. } => (client, Atime::default(), true),
+        let (client, atime, ack, peer) = match request.op {
+            Op::Connect {
+                client, atime, ack, ..
+            } => (client, atime, ack, false),
+            Op::PeerConnect { client, .. } => (client, Atime::default(), AckAsked::Server, true),
             _ => return refuse(request.xid, "request before CONNECT"),
         };
         if client == 0 {
@@ -167,6 +170,7 @@ impl Partition {
                 nonce,
                 client,
                 atime,
+                ack,
                 acked_xid: request.acked_xid,
                 key,
                 peer,
@@ -190,6 +194,7 @@ impl Partition {
             Attach {
                 client,
                 atime,
+                ack,
                 acked_xid: request.acked_xid,
                 xid: request.xid,
                 opcode: CONNECT,
@@ -292,6 +297,7 @@ impl Partition {
             Attach {
                 client: challenge.client,
                 atime: challenge.atime,
+                ack: challenge.ack,
                 acked_xid: request.acked_xid.max(challenge.acked_xid),
                 xid: request.xid,
                 opcode: AUTHENTICATE,
@@ -318,6 +324,7 @@ impl Partition {
         let Attach {
             client,
             atime,
+            ack,
             acked_xid,
             xid,
             opcode,
@@ -415,6 +422,14 @@ impl Partition {
             older.replace();
         }
         attached.session.set_atime(atime);
+        // Early replies if the session asks for them, or asks nothing of a server started
+        // with `--ack early`.
+        let early = match ack {
+            AckAsked::Server => self.shared.core.ack == crate::config::Ack::Early,
+            AckAsked::Commit => false,
+            AckAsked::Early => true,
+        };
+        attached.session.set_early(early);
         attached.session.note_acked(acked_xid);
         attached.session.note_replied(xid);
         *session = Some(attached.session);
@@ -426,7 +441,7 @@ impl Partition {
                 version: PROTOCOL_VERSION,
                 server_boot: self.shared.net.boot,
                 partition: self.id as u32,
-                ack_early: self.shared.core.ack == crate::config::Ack::Early,
+                ack_early: early,
                 recovering,
                 evicted: self.shared.core.recovery.evicted(client),
                 session_secret: attached.issued.map(|s| *s.bytes()),
@@ -441,6 +456,8 @@ struct Attach {
     client: u64,
     /// How the session's reads move atimes, as its CONNECT said.
     atime: Atime,
+    /// When the session asked to be answered, as its CONNECT said.
+    ack: AckAsked,
     acked_xid: u64,
     /// The xid `Connected` answers.
     xid: u64,
