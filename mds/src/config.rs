@@ -47,6 +47,18 @@ pub enum Ack {
     Early,
 }
 
+impl Ack {
+    /// Whether a session is answered early: it asks for early replies, or asks nothing of a
+    /// server with `--ack early` (`self`).
+    pub fn early_for(self, asked: mds_proto::AckAsked) -> bool {
+        match asked {
+            mds_proto::AckAsked::Server => self == Ack::Early,
+            mds_proto::AckAsked::Commit => false,
+            mds_proto::AckAsked::Early => true,
+        }
+    }
+}
+
 /// A behaviour switched on or off (`--root-squash`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum, Deserialize, Serialize)]
 #[serde(rename_all = "kebab-case")]
@@ -762,6 +774,21 @@ mod tests {
         std::fs::write(&path, "no-such-key = 1\n").unwrap();
         let err = parse(&["--config", &path_arg(&path)]).unwrap_err();
         assert!(err.contains("no-such-key"), "{err}");
+    }
+
+    #[test]
+    fn a_session_is_answered_early_if_it_asks_or_asks_nothing_of_an_early_server() {
+        use mds_proto::AckAsked;
+        for (server, asked, early) in [
+            (Ack::Commit, AckAsked::Server, false),
+            (Ack::Commit, AckAsked::Early, true),
+            (Ack::Commit, AckAsked::Commit, false),
+            (Ack::Early, AckAsked::Server, true),
+            (Ack::Early, AckAsked::Early, true),
+            (Ack::Early, AckAsked::Commit, false),
+        ] {
+            assert_eq!(server.early_for(asked), early, "{server:?} asked {asked:?}");
+        }
     }
 
     #[test]

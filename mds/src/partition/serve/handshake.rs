@@ -309,6 +309,59 @@ impl Partition {
         )
     }
 
+    /// The session of `client` with `conn` attached to it (`proved`: whether a secret the
+    /// server keeps for it was proved), or the refusal said to the client and logged:
+    /// EAUTH for an unproved identity the server keeps a session for, EBUSY when no session
+    /// more may start. `answering`: the opcode (for metrics) and the xid of the request.
+    fn session_for(
+        &self,
+        conn: &Arc<ConnOutput>,
+        peer: SocketAddr,
+        client: u64,
+        proved: impl FnOnce(&mds_client::auth::SessionSecret) -> bool,
+        (opcode, xid): (u8, u64),
+        answered: &mut Vec<(u8, Result<(), Errno>)>,
+    ) -> Result<crate::session::Attached, Refused> {
+        match self
+            .shared
+            .core
+            .sessions
+            .attach(client, conn.clone(), proved)
+        {
+            Ok(attached) => Ok(attached),
+            Err(AttachRefused::Unproved) => {
+                warn!(
+                    partition = self.id,
+                    conn = conn.id(),
+                    %peer,
+                    client,
+                    reason = AuthFailure::Session.reason(),
+                    "closing connection: the server keeps a session for this identity, and \
+                     the connection did not prove its secret"
+                );
+                AuthFailure::Session.count();
+                answered.push((opcode, Err(Errno::EAUTH)));
+                self.reply_now(conn, xid, Err(Errno::EAUTH));
+                Err(Refused)
+            }
+            Err(AttachRefused::Full) => {
+                // As a full partition is told: EBUSY under xid 0, then the close.
+                warn!(
+                    partition = self.id,
+                    %peer,
+                    client,
+                    "refusing connection: the server keeps {} sessions (--max-sessions), and \
+                     this identity would start another",
+                    self.shared.core.sessions.len()
+                );
+                metrics::counter!(crate::metrics::SESSIONS_REFUSED).increment(1);
+                answered.push((opcode, Err(Errno::EBUSY)));
+                self.reply_now(conn, 0, Err(Errno::EBUSY));
+                Err(Refused)
+            }
+        }
+    }
+
     /// Completes a handshake: the connection takes a connection slot, its credentials policy
     /// is settled, and it becomes its client's session's, replacing an older one — if it
     /// proved the session's secret, or started the session — and is answered `Connected`
@@ -361,44 +414,7 @@ impl Partition {
         let proved = |secret: &mds_client::auth::SessionSecret| {
             session_proof.is_some_and(|(nonce, proof)| secret.verify(&nonce, client, &proof))
         };
-        let attached = match self
-            .shared
-            .core
-            .sessions
-            .attach(client, conn.clone(), proved)
-        {
-            Ok(attached) => attached,
-            Err(AttachRefused::Unproved) => {
-                warn!(
-                    partition = self.id,
-                    conn = conn.id(),
-                    %peer,
-                    client,
-                    reason = AuthFailure::Session.reason(),
-                    "closing connection: the server keeps a session for this identity, and \
-                     the connection did not prove its secret"
-                );
-                AuthFailure::Session.count();
-                answered.push((opcode, Err(Errno::EAUTH)));
-                self.reply_now(conn, xid, Err(Errno::EAUTH));
-                return Err(Refused);
-            }
-            Err(AttachRefused::Full) => {
-                // As a full partition is told: EBUSY under xid 0, then the close.
-                warn!(
-                    partition = self.id,
-                    %peer,
-                    client,
-                    "refusing connection: the server keeps {} sessions (--max-sessions), and \
-                     this identity would start another",
-                    self.shared.core.sessions.len()
-                );
-                metrics::counter!(crate::metrics::SESSIONS_REFUSED).increment(1);
-                answered.push((opcode, Err(Errno::EBUSY)));
-                self.reply_now(conn, 0, Err(Errno::EBUSY));
-                return Err(Refused);
-            }
-        };
+        let attached = self.session_for(conn, peer, client, proved, (opcode, xid), answered)?;
         handshaking.connection = Some(slot);
         handshaking.slot = None;
         handshaking.credentials = credentials;
@@ -422,13 +438,7 @@ impl Partition {
             older.replace();
         }
         attached.session.set_atime(atime);
-        // Early replies if the session asks for them, or asks nothing of a server started
-        // with `--ack early`.
-        let early = match ack {
-            AckAsked::Server => self.shared.core.ack == crate::config::Ack::Early,
-            AckAsked::Commit => false,
-            AckAsked::Early => true,
-        };
+        let early = self.shared.core.ack.early_for(ack);
         attached.session.set_early(early);
         attached.session.note_acked(acked_xid);
         attached.session.note_replied(xid);
