@@ -8,14 +8,21 @@
 # FILL=each: each build's server fills a store of its own (in its own format) instead, and
 # each restarts on its own: a restart of a store as each schema writes it (schema 6, "A new
 # inode's image in its entry").
+# FILL_WITH=write makes the fill `loadgen write --size $SIZE` (4k) instead of creates: files
+# holding data, which a schema change counting every file's data (schema 9, `data_blocks`)
+# reads at its first start.
 #   OLD=/var/tmp/old/release NEW=/var/tmp/mds-target/release COUNT=1000000 ./bench/upgrade-restart.sh
 #   FILL=each OLD=... NEW=... ./bench/upgrade-restart.sh
+#   FILL_WITH=write SIZE=4k COUNT=200000 OLD=... NEW=... ./bench/upgrade-restart.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 OLD="${OLD:?OLD: the release directory of the build before}"
 NEW="${NEW:-${CARGO_TARGET_DIR:-/var/tmp/mds-target}/release}"
 COUNT="${COUNT:-1000000}"
 FILL="${FILL:-old}"
+FILL_WITH="${FILL_WITH:-create}"
+SIZE="${SIZE:-4k}"
+case "$FILL_WITH" in create|write) ;; *) echo "FILL_WITH is create or write, not $FILL_WITH" >&2; exit 2;; esac
 case "$FILL" in old|each) ;; *) echo "FILL is old or each, not $FILL" >&2; exit 2;; esac
 work=$(mktemp -d /var/tmp/mds-upgrade-restart.XXXXXX)
 log="$work/log"
@@ -54,7 +61,9 @@ stop() {
 # fill BIN DATA LABEL: BIN's server takes COUNT creates from BIN's loadgen into DATA.
 fill() {
   start "$1" "$2" "$3"
-  "$1/loadgen" create --server "$addr" --threads 64 --depth 16 --count "$COUNT" --quiet | grep '^Rate'
+  local size=()
+  [ "$FILL_WITH" = write ] && size=(--size "$SIZE")
+  "$1/loadgen" "$FILL_WITH" --server "$addr" --threads 64 --depth 16 --count "$COUNT" "${size[@]}" --quiet | grep '^Rate'
   stop
   echo "$3: store $(du -sh "$2" | cut -f1)"
 }

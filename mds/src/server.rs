@@ -444,6 +444,13 @@ fn open_journal(
             "upgraded the store from schema version {from}"
         );
     }
+    if recovered.resend_dropped > 0 {
+        warn!(
+            dropped = recovered.resend_dropped,
+            "the upgrade dropped the resend records of the older protocol: no client of it \
+             can connect to resend, and their replies are in a shape this build does not read"
+        );
+    }
     Ok((Arc::new(journal), recovered))
 }
 

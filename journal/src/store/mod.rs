@@ -118,6 +118,9 @@ pub struct Recovered {
     pub sessions: Vec<(u64, [u8; SECRET_LEN])>,
     /// The schema version this open upgraded the store from, if it did.
     pub upgraded_from: Option<u32>,
+    /// Resend records an upgrade from before version 9 dropped: their replies are in the
+    /// shape of protocol 10 or older, whose clients no server of this build lets connect.
+    pub resend_dropped: usize,
     /// The cluster shard the store is (after this open: the claim's epoch); None for a store
     /// made and served outside a cluster, which is shard 0.
     pub shard: Option<ShardIdentity>,

@@ -65,9 +65,19 @@ impl Journal {
             .filter(|d| !missing.contains(&d.name()));
         let db = DB::open_cf_descriptors(&opts, path, families)
             .map_err(|e| explain_open_failure(&opts, path, e))?;
-        let (mut journal, recovered) = Self::finish_open(db, opts, path, options, true)?;
+        let (mut journal, mut recovered) = Self::finish_open(db, opts, path, options, true)?;
         journal.add_families(&missing, &cache, tuning)?;
         journal.write_out_stored_edits()?;
+        if journal.counting_pending()? {
+            // An upgrade from before version 9: every resend record holds a reply in the
+            // shape of protocol 10 or older (an `Attr` without `blocks`), which no client of
+            // this build's protocol could resend for, and this build cannot decode. Dropped
+            // once the edits left are written out (they may carry some), before the count
+            // that ends the upgrade: a crash in between drops again, finding nothing.
+            recovered.resend_dropped = journal.drop_resend_records()?;
+            recovered.resend.clear();
+            journal.resend_slots.lock().expect("not poisoned").clear();
+        }
         journal.count_file_data()?;
         journal.start_or_end_edit_log()?;
         Ok((journal, recovered))
@@ -159,6 +169,7 @@ impl Journal {
                 leased,
                 sessions,
                 upgraded_from: schema.upgraded_from,
+                resend_dropped: 0,
                 shard,
                 ino_limit: ino_limit(shard_number),
                 schema_version: if writable {

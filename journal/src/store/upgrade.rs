@@ -330,6 +330,30 @@ impl Journal {
         Ok(rewritten)
     }
 
+    /// Whether an upgrade to version 9 has its count of the files' data left to do
+    /// ([`META_DATA_TO_COUNT`] set): the store was of an older version.
+    pub(super) fn counting_pending(&self) -> Result<bool> {
+        Ok(self
+            .db
+            .get_cf(self.cf(CF_META), META_DATA_TO_COUNT)?
+            .is_some())
+    }
+
+    /// Deletes every resend slot, synced; how many there were.
+    pub(super) fn drop_resend_records(&self) -> Result<usize> {
+        let clients = self.cf(CF_CLIENTS);
+        let mut batch = WriteBatch::default();
+        for item in self.db.iterator_cf(clients, rocksdb::IteratorMode::Start) {
+            let (key, _) = item?;
+            batch.delete_cf(clients, &key);
+        }
+        let dropped = batch.len();
+        if dropped > 0 {
+            self.db.write_opt(batch, &synced())?;
+        }
+        Ok(dropped)
+    }
+
     /// Whether every file's data is counted in its inode: false for a read-only open of a
     /// store from before version 9, or of one whose upgrade has not counted yet.
     pub fn data_counted(&self) -> Result<bool> {
