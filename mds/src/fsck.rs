@@ -634,13 +634,13 @@ fn check_kind_fields(inode: &Inode, kind: FileKind, at: &str, f: &mut Vec<String
     }
 }
 
-/// The first schema version whose resend records hold replies this build decodes: version 4
-/// came with protocol 5, whose later versions only appended variants; version 5 changed
-/// only how entries are keyed.
-const REPLIES_IN_THIS_PROTOCOL: u32 = 4;
+/// The first schema version whose resend records hold replies this build decodes: version 9
+/// came with protocol 11, whose `Attr` gained `blocks` (protocol 12 changed only CONNECT);
+/// the replies of versions 4 to 8 are in protocols 5 to 10.
+const REPLIES_IN_THIS_PROTOCOL: u32 = 9;
 
 /// Every resend record is durable and decodes. The replies of a store of a schema before
-/// version 4 are in its build's protocol, which this build does not decode (its first
+/// version 9 are in its build's protocol, which this build does not decode (its first
 /// writable open drops them: no client of that protocol can resend to this build); only
 /// their transnos are checked.
 fn check_resend_records(recovered: &journal::Recovered, f: &mut Vec<String>) {
