@@ -210,8 +210,8 @@ impl Mount {
     }
 
     /// [`Mount::write_objects`] without waiting, for the FUSE thread: the bytes go into the
-    /// buffer of a file already in objects, with no copy of the request and no hand-off to
-    /// the runtime. `Ok(true)`: its writes were sealed, and [`Mount::upload_behind`] is to
+    /// buffer of a file already in objects, copied once from the request, with no hand-off
+    /// to the runtime. `Ok(true)`: its writes were sealed, and [`Mount::upload_behind`] is to
     /// run. None when the write has to be made the way that may wait: the file is not in
     /// objects here yet, or its uploads are behind by [`MAX_SEALED`].
     pub fn write_objects_now(
@@ -461,14 +461,8 @@ impl Mount {
                     }
                 }
             });
-        let mut pieces = futures::future::try_join_all(fetches).await?;
+        let pieces = futures::future::try_join_all(fetches).await?;
         let len = usize::try_from(end - offset).expect("a read fits memory");
-        let overlaid = |out: &mut [u8]| {
-            for batch in &before {
-                batch.overlay(offset, out);
-            }
-            fd.state.lock().overlay(offset, out);
-        };
         // One piece of one slice, which nothing written here lies over (a sequential reader's
         // every READ, a block read ahead holding it): answered with the block's own bytes.
         if let [(at, piece_len, Some(bytes))] = pieces.as_slice()
@@ -481,7 +475,7 @@ impl Mount {
         // Otherwise the pieces one after another (a hole's bytes are zeros, and so is
         // anything no piece names, which `sources` leaves out only past the layout's end).
         let mut out = Vec::with_capacity(len);
-        for (at, piece_len, bytes) in pieces.drain(..) {
+        for (at, piece_len, bytes) in pieces {
             let dst = usize::try_from(at - offset).expect("fits");
             out.resize(dst, 0);
             match bytes {
@@ -490,7 +484,10 @@ impl Mount {
             }
         }
         out.resize(len, 0);
-        overlaid(&mut out);
+        for batch in &before {
+            batch.overlay(offset, &mut out);
+        }
+        fd.state.lock().overlay(offset, &mut out);
         Ok(Some(Bytes::from(out)))
     }
 
