@@ -905,7 +905,8 @@ async fn with_early_replies_every_answered_create_survives_a_crash_through_repla
     let missing: Vec<_> = logged.difference(&present).collect();
     assert!(missing.is_empty(), "answered creates lost: {missing:?}");
     assert!(
-        server.log_text().contains("recovery done"),
+        // Logged by the task that watched the window, just after the waiting requests went.
+        server.wait_for_log("recovery done", Duration::from_secs(10)),
         "every client came back"
     );
 }

@@ -483,7 +483,7 @@ async fn a_second_crash_within_the_recovery_window_loses_nothing_answered() {
     c.sync().await.unwrap();
     let s = c.statfs().await.unwrap();
     assert_eq!(s.last_committed, s.last_transno);
-    assert!(server.log_text().contains("recovery done"));
+    assert!(server.wait_for_log("recovery done", Duration::from_secs(10)));
     drop((a, b, c));
     assert!(server.stop().success());
     let (code, out) = common::fsck(dir.path());
