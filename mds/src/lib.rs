@@ -23,6 +23,7 @@ pub mod crash;
 pub mod dispatch;
 pub mod error;
 pub mod fsck;
+pub mod locks;
 pub mod metrics;
 pub mod namespace;
 pub mod objects;

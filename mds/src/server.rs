@@ -186,6 +186,7 @@ pub fn serve_warm(
             recovery: open_recovery(&recovered, &namespace, &committer, replay_key),
             replay_key,
             cos_conflicts: AtomicU64::default(),
+            locks: crate::locks::Locks::default(),
             partitions: config.keys.partitions,
             max_uncommitted: config.limits.max_uncommitted,
             store_dir: store.clone(),

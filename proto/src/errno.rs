@@ -87,6 +87,15 @@ errnos! {
     /// READ or WRITE of a file whose data is in the object store, not on the server: LAYOUT
     /// says where it is (Linux's name for a wrong medium; a mount never passes it on).
     EMEDIUMTYPE,
+    /// SETLK of a lock another owner's conflicts with, not asked to wait.
+    EAGAIN,
+    /// SETLK asked to wait, where the wait would close a cycle of owners waiting for each
+    /// other's locks.
+    EDEADLK,
+    /// SETLK past the locks the server keeps (`mds_locks` in all, per client a share).
+    ENOLCK,
+    /// A SETLK wait given up: its connection ended or the server is stopping.
+    EINTR,
 }
 
 impl std::fmt::Display for Errno {

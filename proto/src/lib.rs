@@ -30,9 +30,9 @@ pub use frame::{
 };
 pub use names::{check_name, name_order, name_order_key};
 pub use op::{
-    AckAsked, Atime, Cred, MAX_GROUPS, MAX_PLACED, MAX_SLICE_IDS, MODE_HAS_UMASK, Op, OpenFlags,
-    RenameHow, Replay, Request, RequestRef, SetAttr, SetTime, XattrSet, mode_with_umask, opcode,
-    umask_of,
+    AckAsked, Atime, Cred, FileLock, LockKind, MAX_GROUPS, MAX_PLACED, MAX_SLICE_IDS,
+    MODE_HAS_UMASK, Op, OpenFlags, RenameHow, Replay, Request, RequestRef, SetAttr, SetTime,
+    XattrSet, mode_with_umask, opcode, umask_of,
 };
 pub use postcard_writer::{PostcardWriter, encode_body_with, encode_request_frame};
 pub use reader::{decode_reply, decode_request};
@@ -41,7 +41,7 @@ pub use shard::{MAX_SHARDS, SHARD_SHIFT, first_ino, ino_limit, shard_of};
 pub use values::{Data, Kind, Placed, Target, XattrValue};
 
 /// Version carried in CONNECT; a server refuses any other with EPROTO.
-pub const PROTOCOL_VERSION: u32 = 12;
+pub const PROTOCOL_VERSION: u32 = 13;
 /// Largest frame payload either side accepts, in bytes: an extended attribute's largest
 /// value ([`MAX_XATTR_VALUE`]) and 4 KiB for the rest of its request.
 pub const MAX_FRAME: usize = MAX_XATTR_VALUE + 4096;
@@ -284,6 +284,29 @@ mod tests {
                     len: 10,
                 }],
             },
+            Op::Getlk {
+                ino: 2,
+                handle: 8,
+                owner: u64::MAX,
+                lock: FileLock {
+                    start: 0,
+                    end: i64::MAX as u64,
+                    kind: LockKind::Write,
+                    pid: 4242,
+                },
+            },
+            Op::Setlk {
+                ino: 2,
+                handle: 0,
+                owner: 1 << 40,
+                lock: FileLock {
+                    start: 10,
+                    end: 19,
+                    kind: LockKind::Unlock,
+                    pid: 1,
+                },
+                wait: true,
+            },
         ]
     }
 
@@ -386,6 +409,8 @@ mod tests {
                 ("write_slices", Some(2)),
                 ("layout", Some(2)),
                 ("compact_layout", Some(2)),
+                ("getlk", Some(2)),
+                ("setlk", Some(2)),
             ]
         );
         let rename = Op::Rename {
@@ -483,7 +508,11 @@ mod tests {
                 "EXDEV",
                 "EMFILE",
                 "ENFILE",
-                "EMEDIUMTYPE"
+                "EMEDIUMTYPE",
+                "EAGAIN",
+                "EDEADLK",
+                "ENOLCK",
+                "EINTR"
             ]
         );
         for (code, errno) in Errno::ALL.iter().enumerate() {

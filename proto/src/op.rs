@@ -244,6 +244,40 @@ operations! {
     /// Through `handle` opened to write (0: write permission is checked). Every piece within
     /// the size; at most [`MAX_PLACED`].
     37 COMPACT_LAYOUT "compact_layout" CompactLayout { ino: u64, handle: u64, version: u64, placed: Vec<Placed> };
+    /// fcntl's F_GETLK: the first lock another owner holds on `ino` that would keep `owner`
+    /// from taking `lock` ([`crate::Body::Lock`]; kind `Unlock` if none would). `owner` is the
+    /// client's name for who locks (FUSE's lock owner); `handle` an open handle of `ino`, or 0
+    /// for an inode the session holds no handle of (a directory): the caller needs read
+    /// permission then.
+    38 GETLK "getlk" Getlk { ino: u64, handle: u64, owner: u64, lock: FileLock };
+    /// fcntl's F_SETLK (`wait`: F_SETLKW) and flock(2): `owner` takes `lock` on `ino` —
+    /// POSIX record-lock rules: its own locks the range covers are replaced, split or merged;
+    /// kind `Unlock` releases the range. Another owner's conflicting lock answers EAGAIN, or
+    /// with `wait` the answer waits until the lock is granted (EDEADLK if the wait would
+    /// close a cycle of waiting owners). Locks are the server's state, not journaled.
+    39 SETLK "setlk" Setlk { ino: u64, handle: u64, owner: u64, lock: FileLock, wait: bool };
+}
+
+/// A byte-range lock: `start` to `end` inclusive (`u64::MAX` and `i64::MAX` both reach the end
+/// of any file), shared or exclusive, and the pid its taker gave (GETLK tells it to a taker of
+/// the same session, 0 to others: a pid means nothing on another machine).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FileLock {
+    pub start: u64,
+    pub end: u64,
+    pub kind: LockKind,
+    pub pid: u32,
+}
+
+/// fcntl's lock types.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum LockKind {
+    /// F_RDLCK: shared.
+    Read,
+    /// F_WRLCK: exclusive.
+    Write,
+    /// F_UNLCK: none (SETLK releases the range; GETLK says nothing conflicts).
+    Unlock,
 }
 
 /// Most slice ids one ALLOC_SLICES hands out.
@@ -287,6 +321,8 @@ impl Op {
             | Op::WriteSlices { ino, .. }
             | Op::CompactLayout { ino, .. }
             | Op::Layout { ino, .. }
+            | Op::Getlk { ino, .. }
+            | Op::Setlk { ino, .. }
             | Op::PrepareRmdir { ino, .. } => Some(*ino),
             Op::Connect { .. }
             | Op::Ping

@@ -159,6 +159,8 @@ pub enum Body {
     Slices { first: u64, count: u32 },
     /// 16: LAYOUT's answer.
     Layout(FileLayout),
+    /// 17: GETLK's answer: the conflicting lock, or kind `Unlock` if none conflicts.
+    Lock(crate::FileLock),
 }
 
 /// Where a regular file's data is: on the server (`objects: false`, READ and WRITE it), or in

@@ -26,10 +26,24 @@ pub enum Deliver {
         response: Response,
         cos: bool,
     },
+    /// When a queued SETLK is granted (or refused: its error; given up: EINTR). The wait
+    /// holds nothing of its connection: later requests go on meanwhile.
+    Locked { xid: u64, granted: Granted },
     /// Never from here: a copy of the request in flight answers it.
     Joined,
     /// An EPROTO refusal now, and the connection closes.
     Close { response: Response, why: Closing },
+}
+
+/// What a queued SETLK's answer waits for: its grant, or its refusal.
+#[derive(Debug)]
+pub struct Granted(pub tokio::sync::oneshot::Receiver<Result<(), Errno>>);
+
+/// Two waits are the same only if they are one: a wait has no value to compare.
+impl PartialEq for Granted {
+    fn eq(&self, other: &Granted) -> bool {
+        std::ptr::eq(self, other)
+    }
 }
 
 /// Why dispatch closes a connection.

@@ -37,6 +37,8 @@ pub struct Core {
     pub replay_key: ReplayKey,
     /// Requests that built on another client's uncommitted change (STATFS reports it).
     pub cos_conflicts: AtomicU64,
+    /// File locks (GETLK, SETLK): state of the sessions, not of the journal.
+    pub locks: crate::locks::Locks,
     /// Partitions served (STATFS reports it).
     pub partitions: usize,
     /// Mutations executed but not durable yet past which no request is executed
@@ -71,16 +73,17 @@ impl Core {
     /// Forgets `client`'s session if it is idle — it holds no open handle either, which
     /// keeps a session until it expires — and then the journal's records of it.
     pub fn forget_if_idle(&self, client: u64) {
-        if self.namespace.holds_handles(client) {
+        if self.namespace.holds_handles(client) || self.locks.holds_any(client) {
             return;
         }
         self.sessions
             .forget_if_idle(client, || self.to_committer(CommitMsg::DropResend(client)));
     }
 
-    /// `client`'s session ended: its handles are released, and the orphans that were
+    /// `client`'s session ended: its locks and handles are released, and the orphans that were
     /// their last go to the committer, each a record of its own (no reply waits on them).
     pub fn release_handles(&self, client: u64) {
+        self.locks.release_client(client);
         let records = self
             .namespace
             .release_all(client, self.replies.last_committed());
@@ -189,6 +192,7 @@ impl Core {
             recovery: Recovery::new(Vec::new(), bounds, key, Box::new(|_, _| {})),
             replay_key: key,
             cos_conflicts: AtomicU64::new(0),
+            locks: crate::locks::Locks::default(),
             partitions,
             max_uncommitted: 1 << 16,
             store_dir: std::env::temp_dir(),

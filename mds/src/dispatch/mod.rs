@@ -26,8 +26,9 @@ use crate::ticket::ReplayKey;
 mod answer;
 mod core;
 mod execute;
+mod locks;
 
-pub use answer::{Answer, Closing, Deliver};
+pub use answer::{Answer, Closing, Deliver, Granted};
 pub use core::{Core, MAX_PENDING_DATA};
 use execute::{answer_begun, begin_mutation, execute, sync};
 
@@ -139,6 +140,7 @@ pub async fn dispatch(
         }
         Op::Authenticate { .. } => second("AUTHENTICATE"),
         Op::Ping => now(Ok(Body::Pong)),
+        Op::Getlk { .. } | Op::Setlk { .. } => locks::answer(core, session, request),
         Op::Statfs => now(Ok(Body::StatFs(Box::new(core.statfs())))),
         Op::Sync => sync(core, metrics, session, xid, opcode),
         Op::MkdirRemote {

@@ -459,6 +459,7 @@ fn each_request_is_answered_when_what_it_depends_on_allows() {
                 When::AtBefore { cos: *cos }
             }
             Deliver::Joined => When::Joined,
+            Deliver::Locked { .. } => panic!("{name}: no case here takes a lock"),
             Deliver::Close { response, .. } => {
                 assert_eq!(response.result, Err(Errno::EPROTO), "{name}");
                 When::Close

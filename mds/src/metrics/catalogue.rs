@@ -68,6 +68,10 @@ pub const COS_CONFLICTS: &str = "mds_cos_conflicts_total";
 pub const PERMISSION_DENIED: &str = "mds_permission_denied_total";
 pub const COS_WAITING: &str = "mds_cos_waiting_replies";
 pub const COS_WAIT: &str = "mds_cos_wait_seconds";
+pub const FILE_LOCKS_HELD: &str = "mds_file_locks_held";
+pub const FILE_LOCK_WAITING: &str = "mds_file_lock_waiting_requests";
+pub const FILE_LOCK_WAIT: &str = "mds_file_lock_wait_seconds";
+pub const FILE_LOCK_REQUESTS: &str = "mds_file_lock_requests_total";
 pub const UNSAFE_REPLIES: &str = "mds_unsafe_replies";
 pub const COMMIT_NOTICES: &str = "mds_commit_notices_total";
 pub const REPLAYED: &str = "mds_replayed_requests_total";
@@ -305,6 +309,23 @@ fn describe_partitions() {
         COS_WAIT,
         Unit::Seconds,
         "How long replies held back by commit-on-share waited, from their request to their release."
+    );
+    describe_gauge!(
+        FILE_LOCKS_HELD,
+        "File locks (fcntl record locks, OFD locks, flock) clients hold now, each range of each owner one."
+    );
+    describe_gauge!(
+        FILE_LOCK_WAITING,
+        "SETLK requests asked to wait (F_SETLKW, flock without LOCK_NB) queued now behind a conflicting lock."
+    );
+    describe_histogram!(
+        FILE_LOCK_WAIT,
+        Unit::Seconds,
+        "How long queued SETLK requests waited, from their queueing to their grant or refusal."
+    );
+    describe_counter!(
+        FILE_LOCK_REQUESTS,
+        "SETLK requests by result: granted (at once, unlocks included), conflict (EAGAIN), queued (waited: see mds_file_lock_wait_seconds), deadlock (EDEADLK), refused (no handle or permission, ENOLCK, a bad range)."
     );
 }
 

@@ -56,7 +56,8 @@ use super::perm::{self, READ, SEARCH, WRITE};
 use super::table::Locked;
 use super::{Caller, Exec, Namespace, now_ns, to_attr};
 use mds_proto::{
-    Atime, Body, DirEntry, Errno, Kind, MAX_FRAME, MAX_READDIR, Op, SetAttr, SetTime, check_name,
+    Atime, Body, Cred, DirEntry, Errno, Kind, MAX_FRAME, MAX_READDIR, Op, SetAttr, SetTime,
+    check_name,
 };
 
 mod acls;
@@ -395,7 +396,10 @@ impl Namespace {
             | Op::Statfs
             | Op::Sync
             | Op::ShardMap
-            | Op::ShardMapWait { .. } => Err(Errno::EPROTO),
+            | Op::ShardMapWait { .. }
+            // The lock table's, not the namespace's (`locks.rs`).
+            | Op::Getlk { .. }
+            | Op::Setlk { .. } => Err(Errno::EPROTO),
         };
         cx.finish(result)
     }
@@ -694,6 +698,22 @@ impl Namespace {
             perm::check(cx.caller.cred, attr, node.access_acl(), want)?;
         }
         Ok(now(Body::Attr(to_attr(attr))))
+    }
+
+    /// Whether `client` (as `cred`) may lock `ino`: through `handle`, one of its open handles
+    /// of `ino` (EBADF otherwise), or without one (0: a directory, which has no handles on
+    /// the server) if it may read the inode. Locks are no change of the inode: commit-on-
+    /// share does not hold them.
+    pub fn may_lock(&self, client: u64, cred: &Cred, ino: u64, handle: u64) -> Result<(), Errno> {
+        if handle != 0 {
+            return match self.handles.get(client, handle) {
+                Some(open) if open.ino == ino => Ok(()),
+                _ => Err(Errno::EBADF),
+            };
+        }
+        let l = self.table.lock(&[ino]);
+        let node = l.get_or_removed(ino).map_err(|_| Errno::ESTALE)?;
+        perm::check(cred, &node.attr, node.access_acl(), READ)
     }
 
     fn getattr(&self, cx: &mut Cx<'_>, ino: u64) -> OpResult {

@@ -478,6 +478,10 @@ impl Partition {
                     .push(self.id, until, Queued::Reply(held));
                 Ok(())
             }
+            Deliver::Locked { xid, granted } => {
+                self.answer_when_granted(conn, session, xid, granted);
+                Ok(())
+            }
             Deliver::Joined => Ok(()),
             Deliver::Close { response, why } => {
                 let client = session.client();
@@ -539,6 +543,9 @@ impl Partition {
         session: Option<&Arc<Session>>,
         ended: Ended,
     ) {
+        // Its lock waits are given up: their answers would go nowhere, and a client that
+        // reconnects asks again.
+        self.shared.core.locks.cancel_conn(conn.id());
         match ended {
             Ended::SlowClient => {
                 conn.close();
@@ -659,6 +666,39 @@ impl Partition {
     }
 
     /// Queues an immediate reply on `conn`; the read loop wakes its writer once per read.
+    /// A queued SETLK: its answer leaves when the lock is granted or refused, from a task of
+    /// its own, so the connection's later requests go on meanwhile. A wait given up (its
+    /// connection ended, its client's session too) answers EINTR if anyone still reads.
+    fn answer_when_granted(
+        &self,
+        conn: &Arc<ConnOutput>,
+        session: &Arc<Session>,
+        xid: u64,
+        granted: crate::dispatch::Granted,
+    ) {
+        let (conn, session) = (conn.clone(), session.clone());
+        let replies = self.shared.core.replies.clone();
+        let queued = std::time::Instant::now();
+        tokio::spawn(async move {
+            let result = granted.0.await.unwrap_or(Err(Errno::EINTR));
+            metrics::histogram!(crate::metrics::FILE_LOCK_WAIT)
+                .record(queued.elapsed().as_secs_f64());
+            if conn.is_closed() {
+                return;
+            }
+            session.note_replied(xid);
+            let reply = Reply {
+                xid,
+                transno: 0,
+                last_committed: replies.last_committed(),
+                result: result.map(|()| Body::Done),
+                ticket: 0,
+            };
+            conn.append(&reply);
+            conn.send_or_wake();
+        });
+    }
+
     fn reply_now(&self, conn: &ConnOutput, xid: u64, result: Result<Body, Errno>) {
         self.append(conn, Response::new(xid, 0, 0, result));
     }
