@@ -126,6 +126,10 @@ pub fn errno(e: proto::Errno) -> Errno {
         E::EXDEV => libc::EXDEV,
         E::EMFILE => libc::EMFILE,
         E::ENFILE => libc::ENFILE,
+        E::EAGAIN => libc::EAGAIN,
+        E::EDEADLK => libc::EDEADLK,
+        E::ENOLCK => libc::ENOLCK,
+        E::EINTR => libc::EINTR,
         // EPROTO and EAUTH are the connection's, EIO the journal's: to a program on the
         // mount, all are an I/O error.
         _ => libc::EIO,

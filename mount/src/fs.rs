@@ -16,15 +16,16 @@ use fuser::{
     AccessFlags, CopyFileRangeFlags, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags,
     Generation, INodeNo, InitFlags, IoctlFlags, KernelConfig, LockOwner, OpenFlags, PollEvents,
     PollFlags, PollNotifier, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory,
-    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLseek, ReplyOpen, ReplyPoll,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek, ReplyOpen,
+    ReplyPoll, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use mds_client::proto::{Attr, MAX_IO};
+use mds_client::proto::{Attr, FileLock, MAX_IO};
 use tokio::runtime::Handle as Runtime;
 use tracing::debug;
 
 use crate::attr::{self, Fallible, file_attr, file_type};
 use crate::creds::Caller;
+use crate::locks;
 use crate::mount::Mount;
 use crate::namespace::{STATFS_BLOCK, SetRequest};
 
@@ -160,6 +161,10 @@ impl Filesystem for MdsFs {
             // the kernel finds an inode by its number with a LOOKUP of "." in it, and a
             // directory's parent with a LOOKUP of "..", which the server answers.
             InitFlags::FUSE_EXPORT_SUPPORT,
+            // fcntl and flock locks go to the server (`locks.rs`), so that every mount of the
+            // namespace sees them; without these the kernel keeps them, each mount its own.
+            InitFlags::FUSE_POSIX_LOCKS,
+            InitFlags::FUSE_FLOCK_LOCKS,
         ];
         // Under `default_permissions` the kernel enforces ACLs (it reads them with GETXATTR
         // and keeps them with the inode); keeping them in step with the mode and inheriting
@@ -428,11 +433,18 @@ impl Filesystem for MdsFs {
     fn flush(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
-        _lock_owner: LockOwner,
+        lock_owner: LockOwner,
         reply: ReplyEmpty,
     ) {
+        if self.mount.holds_locks(ino.0, lock_owner.0) {
+            // A close drops the closer's POSIX locks on the file, before close(2) returns.
+            return self.spawn(move |m| async move {
+                m.unlock_owner(ino.0, fh.0, lock_owner.0).await;
+                empty(reply, m.flush(fh.0).await);
+            });
+        }
         // A close of a file on the server waits for nothing: answered here (a create's four
         // requests are LOOKUP, CREATE, FLUSH and RELEASE).
         if let Some(answer) = self.mount.flush_at_once(fh.0) {
@@ -444,17 +456,77 @@ impl Filesystem for MdsFs {
     fn release(
         &self,
         _req: &Request,
-        _ino: INodeNo,
+        ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        // The locks taken through this open file go with it: flock's (the kernel's
+        // `lock_owner` says so) and OFD locks (it does not); the mount knows both.
         self.spawn(move |m| async move {
+            m.unlock_released(ino.0, fh.0).await;
             m.release(fh.0).await;
             reply.ok();
         });
+    }
+
+    fn getlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        let Some(kind) = locks::kind_of(typ) else {
+            return reply.error(Errno::EINVAL);
+        };
+        let caller = Caller::of(req);
+        let lock = FileLock {
+            start,
+            end,
+            kind,
+            pid,
+        };
+        self.spawn(move |m| async move {
+            match m.getlk(caller, (ino.0, fh.0, lock_owner.0), lock).await {
+                Ok(l) => reply.locked(l.start, l.end, locks::typ_of(l.kind), l.pid),
+                Err(e) => reply.error(e),
+            }
+        });
+    }
+
+    fn setlk(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let Some(kind) = locks::kind_of(typ) else {
+            return reply.error(Errno::EINVAL);
+        };
+        let caller = Caller::of(req);
+        let lock = FileLock {
+            start,
+            end,
+            kind,
+            pid,
+        };
+        let asked = (ino.0, fh.0, lock_owner.0);
+        self.spawn(move |m| async move { empty(reply, m.setlk(caller, asked, lock, sleep).await) });
     }
 
     fn fsync(

@@ -22,6 +22,7 @@ mod dirs;
 mod durability;
 mod files;
 mod fs;
+mod locks;
 mod mount;
 mod namespace;
 mod objects;

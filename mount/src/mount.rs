@@ -1,7 +1,7 @@
 //! The state every request of the mount shares: the connections (one per shard in a
 //! cluster), the callers' groups, what fsync must wait for, the files and directories open, and the cache timeouts the kernel is
 //! given. Operations are `async` methods of [`Mount`], one module per family (`namespace`,
-//! `files`, `dirs`), above this one; what an open file or directory keeps is in `open`,
+//! `files`, `dirs`, `locks`), above this one; what an open file or directory keeps is in `open`,
 //! below it. `fs` hands each FUSE request to one of the operations on the runtime.
 
 use std::collections::HashMap;
@@ -55,6 +55,9 @@ pub struct Mount {
     /// The object store file data past the server's inline cap is in (`data.rs`); None when
     /// the server names none or it cannot be opened here.
     pub objects: Option<Objects>,
+    /// (inode, lock owner, file handle) this mount has taken a lock for on the server, not
+    /// yet released at a close: whose FLUSH or RELEASE must release them (`locks`).
+    pub locked: Mutex<std::collections::HashSet<(u64, u64, u64)>>,
 }
 
 impl Mount {
@@ -77,6 +80,7 @@ impl Mount {
             recent_dirs: RecentDirs::default(),
             notifier: std::sync::OnceLock::new(),
             objects,
+            locked: Mutex::default(),
         }
     }
 
