@@ -605,6 +605,13 @@ impl Mount {
         }
     }
 
+    /// The layout kept of `ino` (if it is in objects) is asked for again at the next read.
+    pub fn forget_layout(&self, ino: u64) {
+        if let Some(fd) = self.objects_file(ino) {
+            fd.state.lock().layout = None;
+        }
+    }
+
     /// A size change of `ino` answered: the file's size is `size`.
     pub fn sized_objects(&self, ino: u64, size: u64) {
         if let Some(fd) = self.objects_file(ino) {

@@ -5,6 +5,10 @@
 //! file by their owner (FLUSH names it), flock's and OFD locks at the last close of the open
 //! file (RELEASE). The mount remembers which (inode, owner, open file) it locked for, so a
 //! close that holds none costs no request.
+//!
+//! Data under a lock is coherent between mounts as NFS makes it: an unlock sends what was
+//! written first (the file's buffered object data), and a lock granted has the kernel drop the
+//! file's cached pages and attributes, so what is read under it comes from the server.
 
 use mds_client::proto::{Body, FileLock, LockKind, Op};
 use tracing::warn;
@@ -87,7 +91,10 @@ impl Mount {
     ) -> Fallible<()> {
         let cred = self.cred(caller);
         let handle = self.lock_handle(ino, fh);
-        if lock.kind != LockKind::Unlock {
+        if lock.kind == LockKind::Unlock {
+            // What was written under the lock reaches the server before another may take it.
+            self.flush_objects(ino).await?;
+        } else {
             // Before it is asked: a close that races the answer must not skip the release.
             self.locked.lock().insert((ino, owner, fh));
         }
@@ -98,7 +105,13 @@ impl Mount {
             lock,
             wait,
         };
-        self.call(&cred, op, &[]).await.map(drop)
+        self.call(&cred, op, &[]).await?;
+        if lock.kind != LockKind::Unlock {
+            // Whoever held it before may have changed the file through another mount: what
+            // is read under the lock comes from the server.
+            self.forget_cached_data(ino);
+        }
+        Ok(())
     }
 
     /// Whether a close by `owner` of `ino` has locks to release on the server.
@@ -145,6 +158,9 @@ impl Mount {
     /// Every lock `owner` holds on `ino` released on the server. A failure is logged (the
     /// lock goes with the session at the latest).
     async fn unlock_all(&self, ino: u64, fh: u64, owner: u64) {
+        if let Err(e) = self.flush_objects(ino).await {
+            warn!(ino, errno = ?e, "flushing before a close's unlock failed");
+        }
         let lock = FileLock {
             start: WHOLE_FILE.0,
             end: WHOLE_FILE.1,

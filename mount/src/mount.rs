@@ -101,6 +101,19 @@ impl Mount {
         }
     }
 
+    /// Has the kernel forget what it keeps of `ino` — its attributes and its cached pages —
+    /// and this mount the layout it kept of the file in objects: what a lock just granted
+    /// may have let another mount change (NFS's rule for data under locks).
+    pub fn forget_cached_data(&self, ino: u64) {
+        self.forget_layout(ino);
+        if let Some(notifier) = self.notifier.get()
+            // From offset 0 to the end: every page, and the attributes.
+            && let Err(e) = notifier.inval_inode(fuser::INodeNo(ino), 0, 0)
+        {
+            tracing::debug!(ino, cause = %e, "the kernel did not take an invalidation");
+        }
+    }
+
     /// For the mount's life: every [`KEEP_EVERY`], a PING on each connection whose session
     /// has something at stake in a restart of its server (`Conn::has_stake`). The client
     /// library notices a restart only when it sends, and a restarted server waits for the
