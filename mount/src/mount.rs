@@ -58,6 +58,9 @@ pub struct Mount {
     /// (inode, lock owner, file handle) this mount has taken a lock for on the server, not
     /// yet released at a close: whose FLUSH or RELEASE must release them (`locks`).
     pub locked: Mutex<std::collections::HashSet<(u64, u64, u64)>>,
+    /// Each locked inode's (ctime, mtime, size) when this mount was last granted a lock of it:
+    /// a lock that finds them unmoved keeps the kernel's cached pages (`locks`).
+    pub lock_seen: Mutex<HashMap<u64, (i64, i64, u64)>>,
 }
 
 impl Mount {
@@ -81,6 +84,7 @@ impl Mount {
             notifier: std::sync::OnceLock::new(),
             objects,
             locked: Mutex::default(),
+            lock_seen: Mutex::default(),
         }
     }
 

@@ -26,9 +26,14 @@ pub enum Deliver {
         response: Response,
         cos: bool,
     },
-    /// When a queued SETLK is granted (or refused: its error; given up: EINTR). The wait
-    /// holds nothing of its connection: later requests go on meanwhile.
-    Locked { xid: u64, granted: Granted },
+    /// When a queued SETLK of `ino` is granted (with the inode's attributes then), or
+    /// refused (its error; given up: EINTR). The wait holds nothing of its connection: later
+    /// requests go on meanwhile.
+    Locked {
+        xid: u64,
+        ino: u64,
+        granted: Granted,
+    },
     /// Never from here: a copy of the request in flight answers it.
     Joined,
     /// An EPROTO refusal now, and the connection closes.

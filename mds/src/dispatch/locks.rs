@@ -88,12 +88,13 @@ fn set(
         session.note_replied(xid);
         Answer::now(Response::new(xid, opcode, 0, result))
     };
-    if let Err(e) = core
+    let attr = match core
         .namespace
         .may_lock(session.client(), cred, asked.ino, asked.handle)
     {
-        return now(Err(e), "refused");
-    }
+        Ok(attr) => attr,
+        Err(e) => return now(Err(e), "refused"),
+    };
     let owner = Owner {
         client: session.client(),
         owner: asked.owner,
@@ -104,12 +105,15 @@ fn set(
         .locks
         .set(asked.ino, owner, asked.lock, asked.wait, conn)
     {
-        Ok(Set::Done) => now(Ok(Body::Done), "granted"),
+        // A lock taken is answered with the inode's attributes, an unlock with Done.
+        Ok(Set::Done) if asked.lock.kind == LockKind::Unlock => now(Ok(Body::Done), "granted"),
+        Ok(Set::Done) => now(Ok(Body::Attr(attr)), "granted"),
         Ok(Set::Waiting { granted, .. }) => {
             metrics::counter!(FILE_LOCK_REQUESTS, "result" => "queued").increment(1);
             Answer {
                 deliver: Deliver::Locked {
                     xid,
+                    ino: asked.ino,
                     granted: Granted(granted),
                 },
                 notice: None,

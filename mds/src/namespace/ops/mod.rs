@@ -56,7 +56,7 @@ use super::perm::{self, READ, SEARCH, WRITE};
 use super::table::Locked;
 use super::{Caller, Exec, Namespace, now_ns, to_attr};
 use mds_proto::{
-    Atime, Body, Cred, DirEntry, Errno, Kind, MAX_FRAME, MAX_READDIR, Op, SetAttr, SetTime,
+    Atime, Attr, Body, Cred, DirEntry, Errno, Kind, MAX_FRAME, MAX_READDIR, Op, SetAttr, SetTime,
     check_name,
 };
 
@@ -703,17 +703,26 @@ impl Namespace {
     /// Whether `client` (as `cred`) may lock `ino`: through `handle`, one of its open handles
     /// of `ino` (EBADF otherwise), or without one (0: a directory, which has no handles on
     /// the server) if it may read the inode. Locks are no change of the inode: commit-on-
-    /// share does not hold them.
-    pub fn may_lock(&self, client: u64, cred: &Cred, ino: u64, handle: u64) -> Result<(), Errno> {
+    /// share does not hold them. The inode's attributes if so.
+    pub fn may_lock(&self, client: u64, cred: &Cred, ino: u64, handle: u64) -> Result<Attr, Errno> {
         if handle != 0 {
-            return match self.handles.get(client, handle) {
-                Some(open) if open.ino == ino => Ok(()),
-                _ => Err(Errno::EBADF),
-            };
+            match self.handles.get(client, handle) {
+                Some(open) if open.ino == ino => return self.lock_attr(ino),
+                _ => return Err(Errno::EBADF),
+            }
         }
         let l = self.table.lock(&[ino]);
         let node = l.get_or_removed(ino).map_err(|_| Errno::ESTALE)?;
-        perm::check(cred, &node.attr, node.access_acl(), READ)
+        perm::check(cred, &node.attr, node.access_acl(), READ)?;
+        Ok(to_attr(&node.attr))
+    }
+
+    /// The attributes of `ino` as a lock granted on it finds them: a client drops what it
+    /// cached of the file when they moved since its last lock (what the last holder changed).
+    pub fn lock_attr(&self, ino: u64) -> Result<Attr, Errno> {
+        let l = self.table.lock(&[ino]);
+        let node = l.get_or_removed(ino).map_err(|_| Errno::ESTALE)?;
+        Ok(to_attr(&node.attr))
     }
 
     fn getattr(&self, cx: &mut Cx<'_>, ino: u64) -> OpResult {

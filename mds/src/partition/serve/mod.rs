@@ -478,8 +478,8 @@ impl Partition {
                     .push(self.id, until, Queued::Reply(held));
                 Ok(())
             }
-            Deliver::Locked { xid, granted } => {
-                self.answer_when_granted(conn, session, xid, granted);
+            Deliver::Locked { xid, ino, granted } => {
+                self.answer_when_granted(conn, session, (xid, ino), granted);
                 Ok(())
             }
             Deliver::Joined => Ok(()),
@@ -666,18 +666,19 @@ impl Partition {
     }
 
     /// Queues an immediate reply on `conn`; the read loop wakes its writer once per read.
-    /// A queued SETLK: its answer leaves when the lock is granted or refused, from a task of
+    /// A queued SETLK of `ino`: its answer leaves when the lock is granted or refused, from a task of
     /// its own, so the connection's later requests go on meanwhile. A wait given up (its
     /// connection ended, its client's session too) answers EINTR if anyone still reads.
     fn answer_when_granted(
         &self,
         conn: &Arc<ConnOutput>,
         session: &Arc<Session>,
-        xid: u64,
+        (xid, ino): (u64, u64),
         granted: crate::dispatch::Granted,
     ) {
         let (conn, session) = (conn.clone(), session.clone());
         let replies = self.shared.core.replies.clone();
+        let namespace = self.shared.core.namespace.clone();
         let queued = std::time::Instant::now();
         tokio::spawn(async move {
             let result = granted.0.await.unwrap_or(Err(Errno::EINTR));
@@ -691,7 +692,8 @@ impl Partition {
                 xid,
                 transno: 0,
                 last_committed: replies.last_committed(),
-                result: result.map(|()| Body::Done),
+                // The attributes as the grant finds them: after the last holder's changes.
+                result: result.and_then(|()| namespace.lock_attr(ino).map(Body::Attr)),
                 ticket: 0,
             };
             conn.append(&reply);
