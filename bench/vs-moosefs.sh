@@ -20,6 +20,13 @@
 #                  asks a directory's attributes again after each change in it.
 # WORKLOADS names the workloads, "meta data" by default: WORKLOADS=data runs the copy alone,
 # and DATA=0 leaves it out (the script as it was before the copy: no chunkserver at all).
+# WORKLOADS=locks (with or after the others) times file locks, lock and unlock round trips:
+# for each P in PROCS, P processes, each LOCK_OPS (2000) pairs of an exclusive lock and its
+# unlock on a file of its own (fcntl-lock-unlock: lockf(3), POSIX record locks;
+# flock-lock-unlock: flock(2)), then on one file all P share (fcntl-one-file: each lock
+# waits for the others' unlocks). Rate = pairs/s of all P together. MooseFS 3's locks are
+# global (its master's), as mds's are (its server's); fuse-ceiling answers none, so the
+# kernel keeps its locks itself, local to the mount: what a lock costs with no server.
 # The metadata workloads (meta) run with no chunkserver: MooseFS stores no file data without
 # one, so every file is empty on both.
 # For each process count in PROCS (1 2 8) and each system:
@@ -113,15 +120,17 @@ if [[ "$MFS_CS_ADDR" == 127.* ]]; then
   echo "vs-moosefs: MFS_CS_ADDR must not be a loopback address: MooseFS refuses those" >&2
   exit 2
 fi
-DO_META=0 DO_DATA=0
+LOCK_OPS="${LOCK_OPS:-2000}"
+DO_META=0 DO_DATA=0 DO_LOCKS=0
 for w in $WORKLOADS; do
   case "$w" in
     meta) DO_META=1 ;;
     data) DO_DATA=1 ;;
-    *) echo "vs-moosefs: unknown workload $w (WORKLOADS: meta, data)" >&2; exit 2 ;;
+    locks) DO_LOCKS=1 ;;
+    *) echo "vs-moosefs: unknown workload $w (WORKLOADS: meta, data, locks)" >&2; exit 2 ;;
   esac
 done
-if [ "$DO_META" = 0 ] && [ "$DO_DATA" = 0 ]; then
+if [ "$DO_META" = 0 ] && [ "$DO_DATA" = 0 ] && [ "$DO_LOCKS" = 0 ]; then
   echo "vs-moosefs: no workload (WORKLOADS=\"$WORKLOADS\")" >&2
   exit 2
 fi
@@ -278,6 +287,45 @@ def main():
 main()
 PY
 
+cat >"$WORK/locks.py" <<'PY'
+import fcntl, os, sys, time, multiprocessing as mp
+
+def worker(path, n, how, barrier, out):
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    lock, unlock = {
+        "fcntl": (lambda: fcntl.lockf(fd, fcntl.LOCK_EX), lambda: fcntl.lockf(fd, fcntl.LOCK_UN)),
+        "flock": (lambda: fcntl.flock(fd, fcntl.LOCK_EX), lambda: fcntl.flock(fd, fcntl.LOCK_UN)),
+    }[how]
+    barrier.wait()
+    t0 = time.perf_counter()
+    for _ in range(n):
+        lock()
+        unlock()
+    out.put((t0, time.perf_counter()))
+    os.close(fd)
+
+def main():
+    root, procs, n = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+    for name, how, shared in [("fcntl-lock-unlock", "fcntl", False),
+                              ("flock-lock-unlock", "flock", False),
+                              ("fcntl-one-file", "fcntl", True)]:
+        barrier = mp.Barrier(procs)
+        out = mp.Queue()
+        paths = [os.path.join(root, "%s-%d" % (name, 0 if shared else i)) for i in range(procs)]
+        ws = [mp.Process(target=worker, args=(paths[i], n, how, barrier, out)) for i in range(procs)]
+        for w in ws:
+            w.start()
+        rs = [out.get() for _ in range(procs)]
+        for w in ws:
+            w.join()
+            if w.exitcode != 0:
+                sys.exit(1)
+        t0, t1 = min(r[0] for r in rs), max(r[1] for r in rs)
+        print("%s %.1f" % (name, procs * n / (t1 - t0)), flush=True)
+
+main()
+PY
+
 RESULTS="$WORK/results"
 : >"$RESULTS"
 record() { echo "$1 $2 $3 $4" >>"$RESULTS"; }   # system workload procs rate
@@ -315,6 +363,18 @@ workload() {
       done
     fi
     echo "vs-moosefs: $sys, $p process(es) done" >&2
+  done
+}
+
+# The lock workload on the mount at $2, for system $1 (see WORKLOADS=locks above).
+lock_workload() {
+  local sys=$1 mnt=$2 p
+  for p in $PROCS; do
+    mkdir "$mnt/locks-$p"
+    while read -r name rate; do
+      record "$sys" "$name" "$p" "$rate"
+    done < <(timeout -k 10 900 taskset -c "$LOAD_CPU" python3 "$WORK/locks.py" "$mnt/locks-$p" "$p" "$LOCK_OPS")
+    echo "vs-moosefs: $sys, locks, $p process(es) done" >&2
   done
 }
 
@@ -420,6 +480,7 @@ CFG
   MOUNTS+=("$mnt")
   wait_mounted "$mnt"
   if [ "$DO_META" = 1 ]; then workload "$sys" "$mnt"; fi
+  if [ "$DO_LOCKS" = 1 ]; then lock_workload "$sys" "$mnt"; fi
   if [ "$DO_DATA" = 1 ]; then
     mkdir -p "$dir/cs/lock" "$dir/cs/chunks"
     chown -R mfs:mfs "$dir/cs"
@@ -480,6 +541,7 @@ run_mds() {
   MOUNTS+=("$mnt")
   wait_mounted "$mnt"
   if [ "$DO_META" = 1 ]; then workload "$sys" "$mnt"; fi
+  if [ "$DO_LOCKS" = 1 ]; then lock_workload "$sys" "$mnt"; fi
   if [ "$DO_DATA" = 1 ]; then data_workload "$sys" "$mnt"; fi
   unmount "$mnt"
   kill -TERM "$pid"
@@ -535,6 +597,7 @@ run_ceiling() {
     workload "$sys" "$mnt"
     count_requests "$sys" "$mnt/requests" "$pid" "$dir/ceiling.out"
   fi
+  if [ "$DO_LOCKS" = 1 ]; then lock_workload "$sys" "$mnt"; fi
   if [ "$DO_DATA" = 1 ]; then data_workload "$sys" "$mnt"; fi
   unmount "$mnt"
   wait "$pid" || true
@@ -571,6 +634,13 @@ if [ "$DO_META" = 1 ]; then
     echo "# mdtest-*-stat: right after mdtest's create, from the kernel's caches where the mount keeps"
     echo "# them (mdsmount: entries and attributes 1 s; mfsmount: attributes 1 s, file entries 0 s)."
   fi
+fi
+if [ "$DO_LOCKS" = 1 ]; then
+  echo "# locks: lock+unlock pairs/s of all processes, LOCK_OPS=$LOCK_OPS pairs each; *-lock-unlock on a"
+  echo "# file per process, fcntl-one-file on one file all share. fuse-ceiling: the kernel's own locks."
+  echo "# Servers on CPU $SERVER_CPU, the processes and FUSE daemons on CPU $LOAD_CPU."
+fi
+if [ -s "$RESULTS" ]; then
   printf '%-20s %5s' workload procs
   for s in "${SYSTEMS[@]}"; do printf ' %14s' "$s"; done
   printf '\n'
