@@ -5,12 +5,14 @@
 //! (`mdsctl mkdir --shard 1`) is entered, filled, read, fsynced and removed like any other;
 //! what this version does not move across shards is EXDEV, which `mv` answers by copying; and
 //! when shard 1's owner is SIGKILLed, the mount's connection to that shard follows it to the
-//! standby, with what was fsynced there. Needs root (or `fusermount3`), /dev/fuse and etcd.
+//! standby, with what was fsynced there. File locks live on their file's shard, and a second
+//! mount meets them there. Needs root (or `fusermount3`), /dev/fuse and etcd.
 
 mod common;
 
 use std::fs;
 use std::io::Write;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::Command;
@@ -201,6 +203,51 @@ fn a_mount_given_any_shard_serves_the_whole_namespace_and_follows_a_shard_to_its
         data.div_ceil(st.f_frsize) * st.f_frsize,
         "df's used is both shards' data"
     );
+
+    // Locks live on their file's shard: a second mount, given shard 0's server, meets the
+    // first's flock of a file of shard 1 and its fcntl lock of one of shard 0, each held by
+    // the server of its shard alone.
+    {
+        let other = Mounted::address(&zero.addr.to_string(), &[]);
+        let open = |p: &Path| {
+            fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .open(p)
+                .unwrap()
+        };
+        let (far, near) = (open(&m.path("far/file")), open(&m.path("near/big")));
+        // SAFETY: descriptors of open files; a flock struct the call reads.
+        assert_eq!(unsafe { libc::flock(far.as_raw_fd(), libc::LOCK_EX) }, 0);
+        let mut whole: libc::flock = unsafe { std::mem::zeroed() };
+        whole.l_type = libc::F_WRLCK as i16;
+        assert_eq!(
+            unsafe { libc::fcntl(near.as_raw_fd(), libc::F_SETLK, &raw const whole) },
+            0
+        );
+        let (far2, near2) = (open(&other.path("far/file")), open(&other.path("near/big")));
+        assert_eq!(
+            unsafe { libc::flock(far2.as_raw_fd(), libc::LOCK_SH | libc::LOCK_NB) },
+            -1
+        );
+        assert_eq!(
+            std::io::Error::last_os_error().raw_os_error(),
+            Some(libc::EWOULDBLOCK)
+        );
+        whole.l_type = libc::F_RDLCK as i16;
+        assert_eq!(
+            unsafe { libc::fcntl(near2.as_raw_fd(), libc::F_OFD_SETLK, &raw const whole) },
+            -1
+        );
+        for (s, held) in [(&zero, 1.0), (&one, 1.0)] {
+            assert_eq!(
+                mds_testkit::scrape_metric(s.metrics, "mds_file_locks_held"),
+                Some(held)
+            );
+        }
+        drop((far, near, far2, near2));
+        assert!(other.unmount().success());
+    }
 
     // Answered early on shard 1, made durable by fsync there, then shard 1's owner dies: the
     // mount's connection to shard 1 follows it to the standby.
