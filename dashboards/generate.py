@@ -226,6 +226,14 @@ ROWS = [
            "Handles open (OPEN without its RELEASE), and files whose last name is gone while a "
            "handle keeps them (journaled; reclaimed with their last handle, their session's "
            "expiry, or after a restart once the recovery window ends without their client)."),
+        ts("File locks", "short",
+           [(f"sum by (instance) (mds_file_locks_held{{{SEL}}})", "held {{instance}}"),
+            (f"sum by (instance) (mds_file_lock_waiting_requests{{{SEL}}})", "waiting {{instance}}"),
+            (f"sum by (instance, result) ({rate('mds_file_lock_requests_total')})", "{{instance}} SETLK/s {{result}}")],
+           "fcntl, OFD and flock locks clients hold (each range of each owner one), SETLKs "
+           "queued behind a conflicting lock now, and SETLKs per second by result: granted "
+           "at once, conflict (EAGAIN), queued, deadlock (EDEADLK), refused. Locks go with "
+           "their client's session and with a server restart."),
         ts("File data", "bytes",
            [(f"sum by (instance) (mds_file_bytes{{{SEL}}})", "files' sizes {{instance}}"),
             (f"sum by (instance) (mds_pending_data_bytes{{{SEL}}})", "in memory until its commit {{instance}}")],

@@ -345,7 +345,7 @@ impl Client {
 
     /// `cred`, or the session's if `None`.
     async fn call_reply_with(&self, cred: Option<&Cred>, op: Op) -> Result<Reply> {
-        let (xid, acked_xid) = self.session().begin();
+        let (xid, acked_xid) = self.session().begin_for(&op);
         let reply = self.send(xid, acked_xid, &op, cred).await;
         if reply.is_err() {
             // Nobody will resend it (that is `send_as`): it must not hold the session's

@@ -280,7 +280,7 @@ impl ResilientConn {
     /// start that answered.
     async fn call_at(&self, cred: Option<&Cred>, op: &Op) -> Result<(Answer, u64), Gone> {
         let cred = cred.unwrap_or(self.session.cred());
-        let (xid, _) = self.session.begin();
+        let (xid, _) = self.session.begin_for(op);
         let mut resent = false;
         loop {
             if self.dead.load(Ordering::Acquire) {

@@ -213,6 +213,24 @@ impl Session {
         (xid, acked)
     }
 
+    /// [`Session::begin`] for `op`: a SETLK that may wait (F_SETLKW, a blocking flock) is
+    /// not marked outstanding — it may be held for as long as another client keeps its
+    /// lock, and an outstanding xid holds the session's watermark below it, so the server
+    /// would keep every later resend record and refuse the session's mutations at its cap.
+    /// It leaves no resend record to trim, and a resend of it after a reconnect only asks
+    /// again.
+    pub fn begin_for(&self, op: &Op) -> (u64, u64) {
+        if !matches!(op, Op::Setlk { wait: true, .. }) {
+            return self.begin();
+        }
+        let mut xids = self.xids.lock();
+        // Taken before this xid is handed out: it has no reply yet.
+        let acked = xids.acked();
+        let xid = xids.next;
+        xids.next += 1;
+        (xid, acked)
+    }
+
     /// The watermark for a request sent again with an xid it already has (a resend).
     pub fn acked_xid(&self) -> u64 {
         self.xids.lock().acked()
@@ -515,6 +533,39 @@ mod tests {
         s.finish(3);
         assert_eq!(s.acked_xid(), 3);
         assert_eq!(s.begin(), (4, 3));
+    }
+
+    /// A lock request that may wait does not hold the watermark: the mutations after it are
+    /// acknowledged while it waits.
+    #[test]
+    fn a_setlk_that_may_wait_does_not_hold_the_watermark() {
+        let s = Session::with_cred(Cred::default());
+        let lock = mds_proto::FileLock {
+            start: 0,
+            end: u64::MAX,
+            kind: mds_proto::LockKind::Write,
+            pid: 1,
+        };
+        let wait = |wait| Op::Setlk {
+            ino: 2,
+            handle: 1,
+            owner: 9,
+            lock,
+            wait,
+        };
+        assert_eq!(s.begin_for(&wait(true)), (1, 0));
+        assert_eq!(s.begin_for(&Op::Ping), (2, 1));
+        s.finish(2);
+        assert_eq!(s.acked_xid(), 2, "the waiting lock holds nothing back");
+        assert_eq!(s.begin_for(&wait(false)), (3, 2));
+        assert_eq!(
+            s.acked_xid(),
+            2,
+            "one that cannot wait is outstanding as any"
+        );
+        s.finish(1);
+        s.finish(3);
+        assert_eq!(s.acked_xid(), 3);
     }
 
     proptest::proptest! {

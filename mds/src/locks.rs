@@ -9,10 +9,10 @@
 //! splitting a lock it cuts into and merging with touching locks of the same kind; two owners
 //! conflict where their ranges overlap and either lock is exclusive. A request that may wait
 //! (F_SETLKW) and meets a conflict is queued on its inode; every change of the inode's locks
-//! looks through its queue in arrival order and grants each waiter that conflicts neither with
-//! what is held nor with an earlier waiter (so a stream of readers cannot starve a writer). A
-//! wait that would close a cycle of owners each waiting for the next is refused with EDEADLK,
-//! as Linux refuses it (`posix_locks_deadlock`).
+//! looks through its queue in arrival order and grants each waiter nothing held conflicts with
+//! any more — as Linux does, so a new request is weighed against what is held, not against
+//! the queue. A wait that would close a cycle of owners each waiting for a lock the next
+//! holds is refused with EDEADLK, as Linux refuses it (`posix_locks_deadlock`).
 //!
 //! Locks are state, not journaled mutations: a client's locks go when its session ends (its
 //! expiry, or its eviction), a waiter when the connection it asked on ends. One mutex guards
@@ -25,7 +25,7 @@ use mds_proto::{Errno, FileLock, LockKind};
 use parking_lot::Mutex;
 use tokio::sync::oneshot;
 
-use crate::metrics::{FILE_LOCK_WAITING, FILE_LOCKS_HELD};
+use crate::metrics::{FILE_LOCK_REQUESTS, FILE_LOCK_WAITING, FILE_LOCKS_HELD};
 
 /// Most locks the table holds and queues in all, past which SETLK answers ENOLCK: a client
 /// that splits a file into millions of one-byte locks must not take the server's memory.
@@ -140,37 +140,39 @@ impl Inode {
         self.held.len() as isize - before
     }
 
-    /// Grants, in arrival order, each waiter nothing held and no earlier waiter conflicts
-    /// with. Returns the change in held locks and how many waiters left the queue.
+    /// Grants, in arrival order, each waiter nothing held conflicts with any more (a waiter
+    /// granted first may hold back those behind it). Returns the change in held locks and
+    /// how many waiters left the queue.
+    ///
+    /// Waiters are not held back by earlier waiters, only by held locks, as Linux does: an
+    /// owner upgrading its read lock behind a waiting writer that its own read lock blocks
+    /// would otherwise wait for ever, a cycle no deadlock check of held locks sees.
     fn grant_waiters(&mut self) -> (isize, usize) {
         let mut change = 0;
-        let mut granted = 0;
-        let mut ahead: Vec<(Owner, u64, u64, bool)> = Vec::new();
+        let mut left = 0;
         let mut i = 0;
         while i < self.waiting.len() {
             let w = &self.waiting[i];
-            let (start, end) = (w.lock.start, w.lock.end);
-            let write = w.lock.kind == LockKind::Write;
-            let behind_earlier = ahead
-                .iter()
-                .any(|&(o, s, e, wr)| o != w.owner && s <= end && start <= e && (write || wr));
             if w.tell.is_closed() {
                 // Its asker is gone (the answer would go nowhere): not granted.
                 self.waiting.remove(i);
-                granted += 1;
+                left += 1;
                 continue;
             }
-            if behind_earlier || self.first_blocker(w.owner, start, end, write).is_some() {
-                ahead.push((w.owner, start, end, write));
+            let write = w.lock.kind == LockKind::Write;
+            if self
+                .first_blocker(w.owner, w.lock.start, w.lock.end, write)
+                .is_some()
+            {
                 i += 1;
                 continue;
             }
             let w = self.waiting.remove(i).expect("in range");
             change += self.set(w.owner, w.lock);
             let _ = w.tell.send(Ok(()));
-            granted += 1;
+            left += 1;
         }
-        (change, granted)
+        (change, left)
     }
 }
 
@@ -266,6 +268,16 @@ impl Table {
     }
 }
 
+/// Makes the lock series exist from the server's start, at 0: dashboards and alerts see them
+/// before the first lock.
+pub fn register_metrics() {
+    metrics::gauge!(FILE_LOCKS_HELD).set(0.0);
+    metrics::gauge!(FILE_LOCK_WAITING).set(0.0);
+    for result in ["granted", "conflict", "queued", "deadlock", "refused"] {
+        metrics::counter!(FILE_LOCK_REQUESTS, "result" => result).increment(0);
+    }
+}
+
 impl Locks {
     /// F_GETLK: the first lock another owner holds that keeps `owner` from `lock`, its pid
     /// told only to the same client; kind `Unlock` (and `lock`'s range) if none does.
@@ -298,7 +310,8 @@ impl Locks {
         }
     }
 
-    /// F_SETLK / F_SETLKW (`wait`) of `owner` on `ino`, asked on connection `conn`.
+    /// F_SETLK / F_SETLKW (`wait`) of `owner` on `ino`, asked on connection `conn` (0: not
+    /// known yet, [`Locks::bind_conn`] tells it).
     pub fn set(
         &self,
         ino: u64,
@@ -356,18 +369,16 @@ impl Locks {
         Ok(Set::Done)
     }
 
-    /// Gives up the wait `id` (its request was interrupted): it is not granted, and the
-    /// waiters behind it are looked at again.
-    pub fn cancel(&self, ino: u64, id: u64) {
+    /// The queued wait `id` on `ino` was asked on connection `conn`: it ends with it.
+    pub fn bind_conn(&self, ino: u64, id: u64, conn: u64) {
         let mut table = self.table.lock();
-        let Some(inode) = table.inodes.get_mut(&ino) else {
-            return;
-        };
-        let before = inode.waiting.len();
-        inode.waiting.retain(|w| w.id != id);
-        let left = before - inode.waiting.len();
-        table.apply(ino, 0, left);
-        table.wake(ino);
+        if let Some(w) = table
+            .inodes
+            .get_mut(&ino)
+            .and_then(|i| i.waiting.iter_mut().find(|w| w.id == id))
+        {
+            w.conn = conn;
+        }
     }
 
     /// Connection `conn` ended: the waits asked on it are given up (their answers would go

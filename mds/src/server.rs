@@ -305,6 +305,7 @@ fn spawn_background(
             config.keys.recovery_window,
         ));
     }
+    crate::locks::register_metrics();
     tokio::spawn(expire_sessions(shared.clone(), config.keys.session_expiry));
     tokio::spawn(write_checkpoints(
         shared.clone(),

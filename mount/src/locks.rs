@@ -99,7 +99,10 @@ impl Mount {
         let handle = self.lock_handle(ino, fh);
         if lock.kind == LockKind::Unlock {
             // What was written under the lock reaches the server before another may take it.
-            self.flush_objects(ino).await?;
+            // An unlock is sent all the same if that fails: a close or fsync reports the loss.
+            if let Err(e) = self.flush_objects(ino).await {
+                warn!(ino, errno = ?e, "flushing before an unlock failed");
+            }
         } else {
             // Before it is asked: a close that races the answer must not skip the release.
             self.locked.lock().insert((ino, owner, fh));
@@ -113,6 +116,9 @@ impl Mount {
         };
         let answer = self.call(&cred, op, &[]).await?;
         if lock.kind != LockKind::Unlock {
+            // Again: a close by the same owner may have released (and forgotten) its locks
+            // while this one was on its way, and this one is held now.
+            self.locked.lock().insert((ino, owner, fh));
             self.lock_granted(ino, &answer);
         }
         Ok(())

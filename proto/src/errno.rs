@@ -92,9 +92,10 @@ errnos! {
     /// SETLK asked to wait, where the wait would close a cycle of owners waiting for each
     /// other's locks.
     EDEADLK,
-    /// SETLK past the locks the server keeps (`mds_locks` in all, per client a share).
+    /// SETLK past the locks and waits the server keeps in all (`locks::MAX_LOCKS`).
     ENOLCK,
-    /// A SETLK wait given up: its connection ended or the server is stopping.
+    /// A SETLK wait given up: its client's session ended, or the server is stopping (a wait
+    /// whose connection ended is not answered).
     EINTR,
 }
 

@@ -252,9 +252,11 @@ operations! {
     38 GETLK "getlk" Getlk { ino: u64, handle: u64, owner: u64, lock: FileLock };
     /// fcntl's F_SETLK (`wait`: F_SETLKW) and flock(2): `owner` takes `lock` on `ino` —
     /// POSIX record-lock rules: its own locks the range covers are replaced, split or merged;
-    /// kind `Unlock` releases the range. Another owner's conflicting lock answers EAGAIN, or
-    /// with `wait` the answer waits until the lock is granted (EDEADLK if the wait would
-    /// close a cycle of waiting owners). Locks are the server's state, not journaled.
+    /// kind `Unlock` releases the range. A lock taken is answered with the inode's
+    /// attributes as the grant finds them, an unlock with Done. Another owner's conflicting
+    /// lock answers EAGAIN, or with `wait` the answer waits until the lock is granted
+    /// (EDEADLK if the wait would close a cycle of waiting owners). Locks are the server's
+    /// state, not journaled.
     39 SETLK "setlk" Setlk { ino: u64, handle: u64, owner: u64, lock: FileLock, wait: bool };
 }
 

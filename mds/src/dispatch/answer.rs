@@ -32,6 +32,8 @@ pub enum Deliver {
     Locked {
         xid: u64,
         ino: u64,
+        /// The wait's id in the lock table, to bind it to the connection that delivers it.
+        wait: u64,
         granted: Granted,
     },
     /// Never from here: a copy of the request in flight answers it.

@@ -88,32 +88,30 @@ fn set(
         session.note_replied(xid);
         Answer::now(Response::new(xid, opcode, 0, result))
     };
-    let attr = match core
+    if let Err(e) = core
         .namespace
         .may_lock(session.client(), cred, asked.ino, asked.handle)
     {
-        Ok(attr) => attr,
-        Err(e) => return now(Err(e), "refused"),
-    };
+        return now(Err(e), "refused");
+    }
     let owner = Owner {
         client: session.client(),
         owner: asked.owner,
     };
-    // The wait ends with the connection it was asked on, which is the session's own now.
-    let conn = session.connection().map_or(0, |c| c.id());
-    match core
-        .locks
-        .set(asked.ino, owner, asked.lock, asked.wait, conn)
-    {
-        // A lock taken is answered with the inode's attributes, an unlock with Done.
+    // A wait is bound to its connection when the connection delivers the answer
+    // (`Locked`'s `wait`): the session's may be a newer one by now.
+    match core.locks.set(asked.ino, owner, asked.lock, asked.wait, 0) {
+        // A lock taken is answered with the inode's attributes as the grant finds them
+        // (after the last holder's changes), an unlock with Done.
         Ok(Set::Done) if asked.lock.kind == LockKind::Unlock => now(Ok(Body::Done), "granted"),
-        Ok(Set::Done) => now(Ok(Body::Attr(attr)), "granted"),
-        Ok(Set::Waiting { granted, .. }) => {
+        Ok(Set::Done) => now(Ok(granted_attr(core, asked.ino)), "granted"),
+        Ok(Set::Waiting { id, granted }) => {
             metrics::counter!(FILE_LOCK_REQUESTS, "result" => "queued").increment(1);
             Answer {
                 deliver: Deliver::Locked {
                     xid,
                     ino: asked.ino,
+                    wait: id,
                     granted: Granted(granted),
                 },
                 notice: None,
@@ -123,4 +121,11 @@ fn set(
         Err(Errno::EDEADLK) => now(Err(Errno::EDEADLK), "deadlock"),
         Err(e) => now(Err(e), "refused"),
     }
+}
+
+/// What a granted lock is answered with: the inode's attributes now, or Done if it went
+/// meanwhile (the lock is held all the same; a client without attributes to compare drops
+/// what it cached).
+pub fn granted_attr(core: &Core, ino: u64) -> Body {
+    core.namespace.lock_attr(ino).map_or(Body::Done, Body::Attr)
 }

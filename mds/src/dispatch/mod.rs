@@ -26,7 +26,7 @@ use crate::ticket::ReplayKey;
 mod answer;
 mod core;
 mod execute;
-mod locks;
+pub mod locks;
 
 pub use answer::{Answer, Closing, Deliver, Granted};
 pub use core::{Core, MAX_PENDING_DATA};

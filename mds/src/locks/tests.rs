@@ -130,7 +130,7 @@ fn owners_conflict_where_they_overlap_and_either_is_exclusive() {
 }
 
 #[test]
-fn waiters_are_granted_in_order_and_a_reader_does_not_pass_a_waiting_writer() {
+fn waiters_are_granted_in_order_each_once_nothing_held_conflicts() {
     let locks = Locks::default();
     set(&locks, 1, lock(0, 0, LockKind::Read)).unwrap();
     let mut writer = wait(&locks, 2, lock(0, 0, LockKind::Write), 2);
@@ -304,4 +304,45 @@ proptest! {
             prop_assert_eq!(locks.counts().held, total);
         }
     }
+}
+
+/// Two readers, a writer waiting for both, then one reader upgrading: when the other reader
+/// leaves, the upgrade is granted (only held locks block it, as on Linux), and the writer
+/// after it. Held back by the waiting writer too, the upgrade would wait for ever: the
+/// writer waits for its read lock.
+#[test]
+fn an_upgrade_behind_a_waiting_writer_is_granted_when_the_other_reader_goes() {
+    let locks = Locks::default();
+    set(&locks, 1, lock(0, 0, LockKind::Read)).unwrap();
+    set(&locks, 3, lock(0, 0, LockKind::Read)).unwrap();
+    let mut writer = wait(&locks, 2, lock(0, 0, LockKind::Write), 2);
+    let mut upgrade = wait(&locks, 1, lock(0, 0, LockKind::Write), 1);
+    set(&locks, 3, lock(0, 0, LockKind::Unlock)).unwrap();
+    assert_eq!(upgrade.try_recv(), Ok(Ok(())));
+    assert!(
+        writer.try_recv().is_err(),
+        "the writer waits for the upgraded lock"
+    );
+    set(&locks, 1, lock(0, 0, LockKind::Unlock)).unwrap();
+    assert_eq!(writer.try_recv(), Ok(Ok(())));
+}
+
+/// A wait is bound to the connection that delivers its answer; that connection's end gives
+/// it up, another's does not.
+#[test]
+fn a_wait_ends_with_the_connection_it_is_bound_to() {
+    let locks = Locks::default();
+    set(&locks, 1, lock(0, 0, LockKind::Write)).unwrap();
+    let Set::Waiting { id, mut granted } = locks
+        .set(INO, who(2), lock(0, 0, LockKind::Write), true, 0)
+        .unwrap()
+    else {
+        panic!("queued");
+    };
+    locks.bind_conn(INO, id, 5);
+    locks.cancel_conn(4);
+    assert_eq!(locks.counts().waiting, 1);
+    locks.cancel_conn(5);
+    assert_eq!(locks.counts().waiting, 0);
+    assert!(granted.try_recv().is_err(), "given up, unanswered");
 }

@@ -703,18 +703,17 @@ impl Namespace {
     /// Whether `client` (as `cred`) may lock `ino`: through `handle`, one of its open handles
     /// of `ino` (EBADF otherwise), or without one (0: a directory, which has no handles on
     /// the server) if it may read the inode. Locks are no change of the inode: commit-on-
-    /// share does not hold them. The inode's attributes if so.
-    pub fn may_lock(&self, client: u64, cred: &Cred, ino: u64, handle: u64) -> Result<Attr, Errno> {
+    /// share does not hold them.
+    pub fn may_lock(&self, client: u64, cred: &Cred, ino: u64, handle: u64) -> Result<(), Errno> {
         if handle != 0 {
-            match self.handles.get(client, handle) {
-                Some(open) if open.ino == ino => return self.lock_attr(ino),
-                _ => return Err(Errno::EBADF),
-            }
+            return match self.handles.get(client, handle) {
+                Some(open) if open.ino == ino => Ok(()),
+                _ => Err(Errno::EBADF),
+            };
         }
         let l = self.table.lock(&[ino]);
         let node = l.get_or_removed(ino).map_err(|_| Errno::ESTALE)?;
-        perm::check(cred, &node.attr, node.access_acl(), READ)?;
-        Ok(to_attr(&node.attr))
+        perm::check(cred, &node.attr, node.access_acl(), READ)
     }
 
     /// The attributes of `ino` as a lock granted on it finds them: a client drops what it

@@ -478,7 +478,15 @@ impl Partition {
                     .push(self.id, until, Queued::Reply(held));
                 Ok(())
             }
-            Deliver::Locked { xid, ino, granted } => {
+            Deliver::Locked {
+                xid,
+                ino,
+                wait,
+                granted,
+            } => {
+                // This connection's read loop cancels its waits when it ends, which it has
+                // not yet: the wait is this connection's.
+                self.shared.core.locks.bind_conn(ino, wait, conn.id());
                 self.answer_when_granted(conn, session, (xid, ino), granted);
                 Ok(())
             }
@@ -678,7 +686,7 @@ impl Partition {
     ) {
         let (conn, session) = (conn.clone(), session.clone());
         let replies = self.shared.core.replies.clone();
-        let namespace = self.shared.core.namespace.clone();
+        let shared = self.shared.clone();
         let queued = std::time::Instant::now();
         tokio::spawn(async move {
             let result = granted.0.await.unwrap_or(Err(Errno::EINTR));
@@ -693,7 +701,7 @@ impl Partition {
                 transno: 0,
                 last_committed: replies.last_committed(),
                 // The attributes as the grant finds them: after the last holder's changes.
-                result: result.and_then(|()| namespace.lock_attr(ino).map(Body::Attr)),
+                result: result.map(|()| crate::dispatch::locks::granted_attr(&shared.core, ino)),
                 ticket: 0,
             };
             conn.append(&reply);
