@@ -19,7 +19,7 @@ use fuser::{
     ReplyDirectoryPlus, ReplyEmpty, ReplyEntry, ReplyIoctl, ReplyLock, ReplyLseek, ReplyOpen,
     ReplyPoll, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
-use mds_client::proto::{Attr, FileLock, MAX_IO};
+use mds_client::proto::{Attr, MAX_IO};
 use tokio::runtime::Handle as Runtime;
 use tracing::debug;
 
@@ -484,16 +484,10 @@ impl Filesystem for MdsFs {
         pid: u32,
         reply: ReplyLock,
     ) {
-        let Some(kind) = locks::kind_of(typ) else {
+        let Some(lock) = locks::lock_of(start, end, typ, pid) else {
             return reply.error(Errno::EINVAL);
         };
         let caller = Caller::of(req);
-        let lock = FileLock {
-            start,
-            end,
-            kind,
-            pid,
-        };
         self.spawn(move |m| async move {
             match m.getlk(caller, (ino.0, fh.0, lock_owner.0), lock).await {
                 Ok(l) => reply.locked(l.start, l.end, locks::typ_of(l.kind), l.pid),
@@ -515,16 +509,10 @@ impl Filesystem for MdsFs {
         sleep: bool,
         reply: ReplyEmpty,
     ) {
-        let Some(kind) = locks::kind_of(typ) else {
+        let Some(lock) = locks::lock_of(start, end, typ, pid) else {
             return reply.error(Errno::EINVAL);
         };
         let caller = Caller::of(req);
-        let lock = FileLock {
-            start,
-            end,
-            kind,
-            pid,
-        };
         let asked = (ino.0, fh.0, lock_owner.0);
         self.spawn(move |m| async move { empty(reply, m.setlk(caller, asked, lock, sleep).await) });
     }

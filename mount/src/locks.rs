@@ -19,14 +19,21 @@ use crate::attr::Fallible;
 use crate::creds::Caller;
 use crate::mount::Mount;
 
-/// The kernel's lock type (`F_RDLCK`, `F_WRLCK`, `F_UNLCK`) as the server's.
-pub fn kind_of(typ: i32) -> Option<LockKind> {
-    match typ {
-        libc::F_RDLCK => Some(LockKind::Read),
-        libc::F_WRLCK => Some(LockKind::Write),
-        libc::F_UNLCK => Some(LockKind::Unlock),
-        _ => None,
-    }
+/// The lock the kernel asks about (its type `F_RDLCK`, `F_WRLCK` or `F_UNLCK`) as the
+/// server's; None for another type.
+pub fn lock_of(start: u64, end: u64, typ: i32, pid: u32) -> Option<FileLock> {
+    let kind = match typ {
+        libc::F_RDLCK => LockKind::Read,
+        libc::F_WRLCK => LockKind::Write,
+        libc::F_UNLCK => LockKind::Unlock,
+        _ => return None,
+    };
+    Some(FileLock {
+        start,
+        end,
+        kind,
+        pid,
+    })
 }
 
 /// The server's lock type as the kernel's.
