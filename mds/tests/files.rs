@@ -867,3 +867,122 @@ async fn a_file_in_objects_counts_its_layout_and_its_reads_move_the_atime() {
     c.call(Op::Layout { ino: f, handle: 1 }).await.unwrap();
     assert!(atime(&c).await > 1_000_000_000, "a read through a handle");
 }
+
+/// GETLK and SETLK through the real server, as a client sends them: who may lock (a handle of
+/// its own on that inode, or read permission without one), what bad input is refused, what a
+/// lock and an unlock are answered with, and two clients' locks meeting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn locks_through_the_real_server_refuse_what_they_must() {
+    use mds_proto::{Cred, FileLock, LockKind};
+    let dir = tempfile::tempdir().unwrap();
+    let server = InProcess::start(common::config(dir.path()));
+    let a = server.client().await;
+    let b = server.client().await;
+    let f = a.create(ROOT, "f", 0o600).await.unwrap().ino;
+    a.call(open(f, 1, RW)).await.unwrap();
+    let whole = |kind| FileLock {
+        start: 0,
+        end: u64::MAX,
+        kind,
+        pid: 7,
+    };
+    let setlk = |handle, owner, lock: FileLock, wait| Op::Setlk {
+        ino: f,
+        handle,
+        owner,
+        lock,
+        wait,
+    };
+    let getlk = |handle, owner, lock| Op::Getlk {
+        ino: f,
+        handle,
+        owner,
+        lock,
+    };
+    // A lock taken: the inode's attributes; an unlock: Done.
+    let taken = a
+        .call(setlk(1, 10, whole(LockKind::Write), false))
+        .await
+        .unwrap();
+    assert!(
+        matches!(taken, Body::Attr(ref at) if at.ino == f),
+        "{taken:?}"
+    );
+    // Another client: a handle it does not hold is EBADF; without one it needs read
+    // permission (mode 0600, another uid: EACCES).
+    assert_eq!(
+        errno(b.call(setlk(1, 20, whole(LockKind::Read), false)).await),
+        Errno::EBADF
+    );
+    let other = Cred {
+        uid: 4242,
+        gid: 4242,
+        groups: vec![],
+    };
+    assert_eq!(
+        errno(
+            b.call_as(&other, setlk(0, 20, whole(LockKind::Read), false))
+                .await
+        ),
+        Errno::EACCES
+    );
+    // Root may read it: its lock meets a's.
+    assert_eq!(
+        errno(b.call(setlk(0, 20, whole(LockKind::Read), false)).await),
+        Errno::EAGAIN
+    );
+    let found = b.call(getlk(0, 20, whole(LockKind::Read))).await.unwrap();
+    assert_eq!(
+        found,
+        Body::Lock(FileLock {
+            start: 0,
+            end: u64::MAX,
+            kind: LockKind::Write,
+            pid: 0,
+        }),
+        "another client is told no pid"
+    );
+    // Bad input: GETLK of an unlock, a range that ends before it starts, an inode that is not.
+    assert_eq!(
+        errno(b.call(getlk(0, 20, whole(LockKind::Unlock))).await),
+        Errno::EINVAL
+    );
+    let backwards = FileLock {
+        start: 10,
+        end: 9,
+        ..whole(LockKind::Read)
+    };
+    assert_eq!(
+        errno(a.call(setlk(1, 10, backwards, false)).await),
+        Errno::EINVAL
+    );
+    assert_eq!(
+        errno(
+            a.call(Op::Setlk {
+                ino: f + 1000,
+                handle: 0,
+                owner: 10,
+                lock: whole(LockKind::Read),
+                wait: false,
+            })
+            .await
+        ),
+        Errno::ESTALE
+    );
+    // Released, b takes it; the lock a had is gone from GETLK's view too.
+    assert_eq!(
+        a.call(setlk(1, 10, whole(LockKind::Unlock), false))
+            .await
+            .unwrap(),
+        Body::Done
+    );
+    assert!(matches!(
+        b.call(setlk(0, 20, whole(LockKind::Read), false)).await,
+        Ok(Body::Attr(_))
+    ));
+    assert_eq!(
+        a.call(getlk(1, 10, whole(LockKind::Read))).await.unwrap(),
+        Body::Lock(whole(LockKind::Unlock)),
+        "a shared lock does not keep another from a shared one"
+    );
+}
