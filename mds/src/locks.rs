@@ -31,6 +31,10 @@ use crate::metrics::{FILE_LOCK_REQUESTS, FILE_LOCK_WAITING, FILE_LOCKS_HELD};
 /// that splits a file into millions of one-byte locks must not take the server's memory.
 pub const MAX_LOCKS: usize = 1 << 20;
 
+/// Most locks and waits one client may have in the table, past which its SETLK answers
+/// ENOLCK: one client must not fill the table for every other.
+pub const MAX_LOCKS_PER_CLIENT: usize = 1 << 16;
+
 /// Who holds a lock: a client's session and the lock owner it named. Owners of two clients
 /// never match, whatever numbers they name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -204,9 +208,16 @@ struct Table {
 }
 
 /// The server's file locks.
-#[derive(Default)]
 pub struct Locks {
     table: Mutex<Table>,
+    /// [`MAX_LOCKS`] and [`MAX_LOCKS_PER_CLIENT`], or smaller caps in tests.
+    caps: (usize, usize),
+}
+
+impl Default for Locks {
+    fn default() -> Locks {
+        Locks::with_caps(MAX_LOCKS, MAX_LOCKS_PER_CLIENT)
+    }
 }
 
 impl Table {
@@ -222,6 +233,20 @@ impl Table {
     fn publish(&self) {
         metrics::gauge!(FILE_LOCKS_HELD).set(self.counts.held as f64);
         metrics::gauge!(FILE_LOCK_WAITING).set(self.counts.waiting as f64);
+    }
+
+    /// The locks and waits of `client`, counted.
+    fn of_client(&self, client: u64) -> usize {
+        self.inodes
+            .values()
+            .map(|i| {
+                i.held.iter().filter(|h| h.owner.client == client).count()
+                    + i.waiting
+                        .iter()
+                        .filter(|w| w.owner.client == client)
+                        .count()
+            })
+            .sum()
     }
 
     /// After a change of `ino`'s locks: the waiters it lets through.
@@ -279,6 +304,14 @@ pub fn register_metrics() {
 }
 
 impl Locks {
+    /// A table that holds at most `all` locks and waits, `per_client` of one client.
+    pub fn with_caps(all: usize, per_client: usize) -> Locks {
+        Locks {
+            table: Mutex::default(),
+            caps: (all, per_client),
+        }
+    }
+
     /// F_GETLK: the first lock another owner holds that keeps `owner` from `lock`, its pid
     /// told only to the same client; kind `Unlock` (and `lock`'s range) if none does.
     pub fn get(&self, ino: u64, owner: Owner, lock: FileLock) -> FileLock {
@@ -327,7 +360,12 @@ impl Locks {
         let table = &mut *table;
         let write = lock.kind == LockKind::Write;
         if lock.kind != LockKind::Unlock {
-            if table.counts.held + table.counts.waiting >= MAX_LOCKS {
+            let (all, per_client) = self.caps;
+            let total = table.counts.held + table.counts.waiting;
+            // Counting one client's locks walks the table: only once the table could hold
+            // more than a client may.
+            if total >= all || (total >= per_client && table.of_client(owner.client) >= per_client)
+            {
                 return Err(Errno::ENOLCK);
             }
             let blocked = table.inodes.get(&ino).is_some_and(|i| {

@@ -92,7 +92,8 @@ errnos! {
     /// SETLK asked to wait, where the wait would close a cycle of owners waiting for each
     /// other's locks.
     EDEADLK,
-    /// SETLK past the locks and waits the server keeps in all (`locks::MAX_LOCKS`).
+    /// SETLK past the locks and waits the server keeps in all, or keeps of one client
+    /// (`locks::MAX_LOCKS`, `locks::MAX_LOCKS_PER_CLIENT`).
     ENOLCK,
     /// A SETLK wait given up: its client's session ended, or the server is stopping (a wait
     /// whose connection ended is not answered).

@@ -346,3 +346,29 @@ fn a_wait_ends_with_the_connection_it_is_bound_to() {
     assert_eq!(locks.counts().waiting, 0);
     assert!(granted.try_recv().is_err(), "given up, unanswered");
 }
+
+/// Past its share a client's SETLK is ENOLCK, and another client's still goes; past the
+/// table's cap everyone's is. An unlock always goes.
+#[test]
+fn a_client_past_its_share_is_refused_enolck_and_others_go_on() {
+    let locks = Locks::with_caps(6, 4);
+    let take = |client: u64, ino: u64| {
+        let owner = Owner { client, owner: 1 };
+        locks.set(ino, owner, lock(0, 0, LockKind::Write), false, 1)
+    };
+    for ino in 0..4 {
+        take(1, ino).unwrap();
+    }
+    assert_eq!(take(1, 4).err(), Some(Errno::ENOLCK));
+    take(2, 4).unwrap();
+    take(2, 5).unwrap();
+    assert_eq!(take(3, 6).err(), Some(Errno::ENOLCK), "the table is full");
+    let owner = Owner {
+        client: 1,
+        owner: 1,
+    };
+    locks
+        .set(0, owner, lock(0, 0, LockKind::Unlock), false, 1)
+        .unwrap();
+    take(3, 6).unwrap();
+}
